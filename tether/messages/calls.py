@@ -1,0 +1,54 @@
+"""The call vocabulary: a tool handler's request to a resource actor, and its one reply.
+
+A `Call` names its target by our own key (kind + key), never by a thespian address:
+addresses are not stable across restarts. `deadline` is an absolute `time.monotonic()`
+value (CLOCK_MONOTONIC is machine-wide on Linux, so it means the same in every actor
+process). Every Call gets exactly one `Reply`: a payload, or a typed error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Call:
+    call_id: str  # unique per runtime; a reply with another id is dropped (late replies)
+    run_id: str  # the conversation the call belongs to ("" for runtime-level calls)
+    kind: str  # resource kind: "language_server", "parser", "echo", ...
+    key: str  # which resource of that kind: a root + server, a pool slot, ...
+    op: str  # what to do; meaning is the kind's own
+    args: dict[str, Any] = field(default_factory=dict)  # msgpack-able values only
+    deadline: float = 0.0  # absolute time.monotonic(); past it the caller has given up
+
+
+@dataclass(frozen=True)
+class Reply:
+    call_id: str
+    ok: bool
+    payload: dict[str, Any] = field(default_factory=dict)
+    error: str = ""  # error code, see ErrorCode
+    message: str = ""  # for the model: what failed and what to do next
+
+
+class ErrorCode:
+    """Typed error codes of a failed Reply (plain strings so they cross msgpack as-is)."""
+
+    DEADLINE = "deadline"  # nobody answered in time
+    RESOURCE_DIED = "resource_died"  # the process or actor died while the call was in flight
+    RESTARTING = "restarting"  # the resource is being restarted; try again shortly
+    GAVE_UP = "gave_up"  # restart intensity exceeded; the supervisor stopped trying
+    UNAVAILABLE = "unavailable"  # cannot start here (marker or binary missing, ...)
+    BAD_REQUEST = "bad_request"  # the op or its args are wrong
+    FAILED = "failed"  # the resource answered with an error of its own
+    DROPPED = "dropped"  # fault injection dropped the reply
+
+
+class ResourceError(Exception):
+    """Raised on the host side by `ToolContext.call_resource` for a failed Reply."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message

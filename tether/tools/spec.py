@@ -1,0 +1,85 @@
+"""The shape of a tool: `ToolSpec`, its `Tier`, the `Surface`s that see it, and what it needs.
+
+This module is the contract between the registry (which decides visibility and runs the
+call pipeline) and the tool families (`lsp`, `ast_grep`, ...), which each contribute specs.
+A spec is plain data plus one handler; a family never decides its own visibility.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from tether.tools.results import ToolResult
+
+
+class Tier(enum.Enum):
+    """SPEC.md "Approval tiers": exactly one per tool; decides which surfaces see it."""
+
+    READ = "read"
+    WRITE = "write"
+    EXEC = "exec"
+
+
+class Surface(enum.Enum):
+    """Who is looking. PLAN and READONLY see only tier READ, and may call only tier READ."""
+
+    DEFAULT = "default"
+    PLAN = "plan"
+    READONLY = "readonly"
+
+
+class Needs(enum.Enum):
+    """A resource a tool is registered for. A tool is on the surface only when all are connected."""
+
+    WORKDIR = "workdir"
+    CONVERSATION = "conversation"
+    LANGUAGE_SERVERS = "language_servers"
+    DEBUG_SESSIONS = "debug_sessions"
+    PARSER = "parser"
+    KERNELS = "kernels"
+    QUESTION_PORT = "question_port"
+    TARGET_SPACE = "target_space"
+    VIBE = "vibe"
+
+
+class ToolContext(Protocol):
+    """What a handler receives besides its (already validated) arguments.
+
+    The registry builds one per call. Handlers reach live resources only through
+    `call_resource`; they never touch thespian directly.
+    """
+
+    run_id: str
+    workdir: Path
+    state: dict[str, Any]  # per-run state of tool families (staged edits, ledgers), by family name
+
+    def resolve_path(self, rel: str) -> Path:
+        """A workspace path, already checked by the confinement guardrail."""
+
+    def call_resource(
+        self, kind: str, key: str, op: str, args: Mapping[str, Any], timeout: float
+    ) -> Mapping[str, Any]:
+        """Ask the resource actor (kind, key) to do `op`; raises `ResourceError` on failure."""
+
+    def call_tool(self, name: str, args: Mapping[str, Any]) -> ToolResult:
+        """Run another tool through the full pipeline (the eval bridge uses this)."""
+
+
+Handler = Callable[[ToolContext, dict[str, Any]], "ToolResult"]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    tier: Tier
+    description: str  # written for a model: what it does, when to use it, one example
+    schema: Mapping[str, Any]  # JSON Schema of the arguments (type: object)
+    handler: Handler
+    needs: frozenset[Needs] = field(default_factory=frozenset)
+    path_args: tuple[str, ...] = ()  # argument names that hold workspace paths (guardrails)
+    parallel_safe: bool = True  # SPEC: debug and eval are not safe to run in parallel
