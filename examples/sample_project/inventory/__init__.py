@@ -1,0 +1,1 @@
+"""A tiny inventory: the example project tether's demo works on."""
