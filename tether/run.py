@@ -1,0 +1,319 @@
+"""`Run`: one conversation's view of the tools, on the host side.
+
+A run knows what is connected (the runtime's resource kinds, its working directory,
+conversation id, question port and vibe mode), shows the model the tools its surface may
+see, and sends every call through the registry's one pipeline. It never raises from a
+call and never hangs on one: everything ends in a `ToolResult`.
+
+    run = Run(workdir="checkout")                 # no runtime: harness tools only
+    run.call("read", {"path": "README.md"}).text
+
+Hosts normally get a Run from `Runtime.open_run(...)`, which passes `runtime=self`.
+`Run` is safe to call from many threads, and `acall` from many asyncio tasks at once
+(one worker thread per call: a call may block on a human answering a card).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import os
+import threading
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from tether.messages.calls import ErrorCode, ResourceError
+from tether.questions import Answer, AnswerStatus, Card, CardKind, QuestionPort, ask_bounded
+from tether.tools.guardrails import (
+    DEFAULT_PROTECTED,
+    Approval,
+    Confinement,
+    GuardrailError,
+    make_policy,
+)
+from tether.tools.registry import (
+    MAX_NESTING,
+    SCHEMA_FORMATS,
+    Registry,
+    ToolStatus,
+    export_schema,
+)
+from tether.tools.results import ToolResult
+from tether.tools.spec import Needs, Surface, Tier
+
+# Runtime resource kind -> the Needs it satisfies.
+KIND_NEEDS: dict[str, Needs] = {
+    "language_server": Needs.LANGUAGE_SERVERS,
+    "parser": Needs.PARSER,
+    "debug_session": Needs.DEBUG_SESSIONS,
+    "kernel": Needs.KERNELS,
+}
+
+DEFAULT_QUESTION_TIMEOUT = 600.0  # seconds a question card waits for the human
+DEFAULT_APPROVAL_TIMEOUT = 300.0  # seconds a permission card waits
+
+
+def _surface(value: Surface | str) -> Surface:
+    if isinstance(value, Surface):
+        return value
+    try:
+        return Surface(str(value).lower())
+    except ValueError:
+        valid = ", ".join(s.value for s in Surface)
+        raise ValueError(f"unknown surface {value!r}: use one of {valid}") from None
+
+
+class RunContext:
+    """The `ToolContext` handlers and wrappers receive (one per run)."""
+
+    def __init__(self, run: Run):
+        self._run = run
+        self.run_id = run.run_id
+        self.workdir = run.workdir if run.workdir is not None else Path(os.devnull)
+        self.state = run.state
+
+    # -- ToolContext ----------------------------------------------------------------------
+    def resolve_path(self, rel: str) -> Path:
+        confinement = self._run.confinement
+        if confinement is None:
+            raise GuardrailError("refused: this run has no working directory, so no paths")
+        return confinement.resolve(rel)
+
+    def call_resource(
+        self, kind: str, key: str, op: str, args: Mapping[str, Any], timeout: float
+    ) -> Mapping[str, Any]:
+        rt = self._run.runtime
+        if rt is None:
+            raise ResourceError(
+                ErrorCode.UNAVAILABLE,
+                f"no runtime is connected to this run, so resource {kind!r} cannot be reached",
+            )
+        return rt._call(self.run_id, kind, key, op, dict(args), timeout)
+
+    def call_tool(self, name: str, args: Mapping[str, Any]) -> ToolResult:
+        return self._run.call(name, args)
+
+    # -- extensions for families (not in the ToolContext protocol) ------------------------
+    def gather(
+        self, calls: Iterable[tuple[str, str, str, Mapping[str, Any]]], timeout: float
+    ) -> list[Mapping[str, Any] | ResourceError]:
+        """Concurrent fan-out (e.g. to every parser of the pool): runtime._gather."""
+        rt = self._run.runtime
+        batch = [(k, key, op, dict(a)) for k, key, op, a in calls]
+        if rt is None:
+            err = ResourceError(ErrorCode.UNAVAILABLE, "no runtime is connected to this run")
+            return [err for _ in batch]
+        return rt._gather(self.run_id, batch, timeout)
+
+    def kind_keys(self, kind: str) -> list[str]:
+        rt = self._run.runtime
+        return [] if rt is None else list(rt.kind_keys(kind))
+
+    def relative(self, path: Path) -> str:
+        confinement = self._run.confinement
+        return confinement.relative(path) if confinement else str(path)
+
+    @property
+    def runtime(self) -> Any:
+        return self._run.runtime
+
+    @property
+    def surface(self) -> Surface:
+        return self._run.surface
+
+    def human_connected(self) -> bool:
+        return self._run.human_connected()
+
+    def ask_question(self, **fields: Any) -> tuple[Card, Answer]:
+        """Show a question card through the run's port and wait (bounded) for the answer."""
+        card = self._run.new_card(kind=CardKind.QUESTION, **fields)
+        port = self._run.question_port
+        if port is None:
+            return card, Answer(AnswerStatus.TIMED_OUT, text="this run has no question port")
+        return card, ask_bounded(port, card, self._run.question_timeout)
+
+
+class Run:
+    """One conversation's tools: visibility, schemas, and the call entry points."""
+
+    def __init__(
+        self,
+        runtime: Any = None,
+        run_id: str = "",
+        workdir: str | os.PathLike[str] | None = None,
+        surface: Surface | str = Surface.DEFAULT,
+        question_port: QuestionPort | None = None,
+        vibe: bool = False,
+        approval: Mapping[Tier | str, Approval | str] | None = None,
+        extra_roots: Iterable[str | os.PathLike[str]] = (),
+        protected: Iterable[str] = DEFAULT_PROTECTED,
+        registry: Registry | None = None,
+        question_timeout: float = DEFAULT_QUESTION_TIMEOUT,
+        approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT,
+    ):
+        self.runtime = runtime
+        self.run_id = str(run_id or "")
+        self.surface = _surface(surface)
+        if workdir is not None:
+            wd = Path(workdir).resolve()
+            if not wd.is_dir():
+                raise ValueError(f"workdir {str(workdir)!r} is not a directory")
+            self.workdir: Path | None = wd
+            self._confinement: Confinement | None = Confinement.build(wd, extra_roots, protected)
+        else:
+            self.workdir = None
+            self._confinement = None
+        self.question_port = question_port
+        self.vibe = bool(vibe)
+        self._policy = make_policy(approval)
+        self.registry = registry if registry is not None else Registry.default()
+        self.question_timeout = float(question_timeout)
+        self.approval_timeout = float(approval_timeout)
+        self.state: dict[str, Any] = {}
+        self._closed = False
+        self._cards = itertools.count(1)
+        self._card_lock = threading.Lock()
+        self._serial: dict[str, threading.Lock] = {}
+        self._serial_guard = threading.Lock()
+        self._depth = threading.local()
+        self._context = RunContext(self)
+
+    # ---- CallSite (what the registry's pipeline needs) -------------------------------------
+    @property
+    def confinement(self) -> Confinement | None:
+        return self._confinement
+
+    @property
+    def policy(self) -> Mapping[Tier, Approval] | None:
+        return self._policy
+
+    def context(self) -> RunContext:
+        return self._context
+
+    def new_card(self, **fields: Any) -> Card:
+        with self._card_lock:
+            number = next(self._cards)
+        return Card(number=number, **fields)
+
+    def serial_lock(self, name: str) -> threading.Lock:
+        with self._serial_guard:
+            return self._serial.setdefault(name, threading.Lock())
+
+    def human_connected(self) -> bool:
+        port = self.question_port
+        if port is None:
+            return False
+        try:
+            return bool(port.human_connected())
+        except Exception:  # noqa: BLE001 - a broken port means nobody is there
+            return False
+
+    def connected(self) -> frozenset[Needs]:
+        """The resources this run has, as the Needs they satisfy."""
+        have: set[Needs] = set()
+        if self.workdir is not None:
+            have.add(Needs.WORKDIR)
+        if self.run_id:
+            have.add(Needs.CONVERSATION)
+        if self.runtime is not None:
+            try:
+                kinds = set(self.runtime.connected_kinds())
+            except Exception:  # noqa: BLE001 - a runtime that cannot say has nothing connected
+                kinds = set()
+            have.update(need for kind, need in KIND_NEEDS.items() if kind in kinds)
+        port = self.question_port
+        if port is not None:
+            have.add(Needs.QUESTION_PORT)
+            try:
+                if port.has_target_space():
+                    have.add(Needs.TARGET_SPACE)
+            except Exception:  # noqa: BLE001
+                pass
+        if self.vibe:
+            have.add(Needs.VIBE)
+        return frozenset(have)
+
+    # ---- what the model sees -----------------------------------------------------------
+    def tools(self, include_absent: bool = False) -> list[ToolStatus]:
+        """The tools on this run's surface (each with .name, .tier, .spec); with
+        include_absent=True also the absent ones, each with the reason in .reason."""
+        statuses = self.registry.status(self.surface, self.connected())
+        return statuses if include_absent else [s for s in statuses if s.visible]
+
+    def tool_schemas(self, fmt: str = "anthropic") -> list[dict[str, Any]]:
+        """The visible tools' declarations: "anthropic", "openai" or "mcp"."""
+        if fmt not in SCHEMA_FORMATS:
+            raise ValueError(
+                f"unknown schema format {fmt!r}: use one of {', '.join(SCHEMA_FORMATS)}"
+            )
+        return [export_schema(s.spec, fmt) for s in self.tools()]
+
+    # ---- calls -------------------------------------------------------------------------
+    def call(self, name: str, args: Mapping[str, Any] | None = None) -> ToolResult:
+        """Run one tool call through guardrails, approval, wrappers and handler."""
+        if self._closed:
+            return ToolResult.error(f"{name}: this run is closed; open a new run to call tools.")
+        depth = getattr(self._depth, "value", 0)
+        if depth >= MAX_NESTING:
+            return ToolResult.error(
+                f"{name}: tool calls nested {depth} deep (a tool calling tools calling tools); "
+                "refused to stop a loop. Call it from the top level instead."
+            )
+        self._depth.value = depth + 1
+        try:
+            return self.registry.call(self, name, args)
+        except BaseException as e:  # noqa: BLE001 - Registry.call already catches Exception
+            if isinstance(e, KeyboardInterrupt | SystemExit):
+                raise
+            return ToolResult.error(f"{name} failed: {type(e).__name__}: {e}")
+        finally:
+            self._depth.value = depth
+
+    async def acall(self, name: str, args: Mapping[str, Any] | None = None) -> ToolResult:
+        """`call` for asyncio hosts: runs in its own worker thread, safe from many tasks."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[ToolResult] = loop.create_future()
+
+        def settle(result: ToolResult) -> None:
+            if not future.done():
+                future.set_result(result)
+
+        def work() -> None:
+            result = self.call(name, args)
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(settle, result)
+
+        threading.Thread(target=work, name=f"tether-call-{name}", daemon=True).start()
+        return await future
+
+    # ---- lifetime ----------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """End the run: later calls are refused; the runtime drops the run's actors."""
+        if self._closed:
+            return
+        self._closed = True
+        rt = self.runtime
+        if rt is None or not self.run_id:
+            return
+        closer = getattr(rt, "close_run", None) or getattr(rt, "_close_run_actor", None)
+        if closer is not None:
+            with contextlib.suppress(Exception):
+                closer(self.run_id)
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"Run(run_id={self.run_id!r}, workdir={str(self.workdir) if self.workdir else None!r}, "
+            f"surface={self.surface.value})"
+        )

@@ -1,0 +1,172 @@
+"""Guardrails every call passes before its handler: workspace confinement and approval.
+
+Confinement (DESIGN.md invariant 5): a tool touches no path outside the run's working
+directory unless the host allowed an extra root. A path argument is refused when it is
+absolute and outside the allowed roots, when `..` climbs out, or when a symlink on the
+way points out (the check is made on the fully resolved path, so all three are one rule).
+Protected paths (`.git` by default) are refused even inside the workspace: a model that
+edits `.git/config` or rewrites refs can do damage no diff review shows.
+
+Approval: the host picks, per tier, `allow`, `ask` (a permission card through the
+question port) or `deny`. With no policy every tier is allowed: the host opts into
+prompts, and the tier still decides what each surface sees. Asking fails closed: no
+port, no human connected, a skip or a timeout all mean "no".
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from tether.tools.spec import Tier
+
+DEFAULT_PROTECTED = (".git",)
+
+
+class GuardrailError(Exception):
+    """A call refused by a guardrail; the message says why and what to do instead."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """The roots a run may touch and the paths it may not."""
+
+    workdir: Path
+    extra_roots: tuple[Path, ...] = ()
+    protected: tuple[str, ...] = DEFAULT_PROTECTED
+
+    @classmethod
+    def build(
+        cls,
+        workdir: str | os.PathLike[str],
+        extra_roots: Iterable[str | os.PathLike[str]] = (),
+        protected: Iterable[str] = DEFAULT_PROTECTED,
+    ) -> Confinement:
+        return cls(
+            workdir=Path(workdir).resolve(),
+            extra_roots=tuple(Path(r).resolve() for r in extra_roots),
+            protected=tuple(p.strip("/") for p in protected if p.strip("/")),
+        )
+
+    def roots(self) -> tuple[Path, ...]:
+        return (self.workdir, *self.extra_roots)
+
+    def resolve(self, rel: str, argument: str = "path") -> Path:
+        """The resolved path of `rel`, or GuardrailError saying why it is refused."""
+        if not isinstance(rel, str):
+            raise GuardrailError(
+                f"`{argument}` must be a workspace-relative path string, got {type(rel).__name__}"
+            )
+        if rel == "" or rel.strip() == "":
+            raise GuardrailError(
+                f"`{argument}` is empty: give a path relative to the workspace root, "
+                "e.g. 'src/app.py'"
+            )
+        if "\x00" in rel:
+            raise GuardrailError(f"`{argument}` contains a NUL character: {rel!r}")
+        raw = Path(os.path.expanduser(rel)) if rel.startswith("~") else Path(rel)
+        candidate = raw if raw.is_absolute() else self.workdir / raw
+        try:
+            resolved = candidate.resolve()
+        except (OSError, RuntimeError) as e:  # symlink loops, too-long names
+            raise GuardrailError(f"`{argument}` {rel!r} cannot be resolved: {e}") from e
+        root = next((r for r in self.roots() if resolved == r or r in resolved.parents), None)
+        if root is None:
+            raise GuardrailError(self._escape_message(rel, raw, candidate, resolved, argument))
+        self._check_protected(rel, resolved, root, argument)
+        # The lexical path may name a protected directory that a symlink hides.
+        lexical = Path(os.path.normpath(candidate))
+        if lexical != resolved and (lexical == root or root in lexical.parents):
+            self._check_protected(rel, lexical, root, argument)
+        return resolved
+
+    def relative(self, path: Path) -> str:
+        """A resolved path as the model should see it: relative to the workdir if inside."""
+        try:
+            return path.relative_to(self.workdir).as_posix() or "."
+        except ValueError:
+            return str(path)
+
+    def _escape_message(
+        self, rel: str, raw: Path, candidate: Path, resolved: Path, argument: str
+    ) -> str:
+        if raw.is_absolute():
+            why = "is an absolute path outside the workspace"
+        elif ".." in raw.parts and not _is_inside(Path(os.path.normpath(candidate)), self):
+            why = "climbs out of the workspace with '..'"
+        else:
+            why = f"leads out of the workspace through a symlink (to {resolved})"
+        allowed = ", ".join(str(r) for r in self.roots())
+        return (
+            f"refused: `{argument}` {rel!r} {why}. Tools may only touch paths under {allowed}; "
+            "give a path relative to the workspace root, e.g. 'src/app.py'."
+        )
+
+    def _check_protected(self, rel: str, path: Path, root: Path, argument: str) -> None:
+        inner = path.relative_to(root).as_posix()
+        parts = inner.split("/")
+        for entry in self.protected:
+            hit = (
+                entry in parts
+                if "/" not in entry
+                else (inner == entry or inner.startswith(entry + "/"))
+            )
+            if hit:
+                raise GuardrailError(
+                    f"refused: `{argument}` {rel!r} is inside the protected path '{entry}/', "
+                    "which tools may not read or change. Work on the files of the project "
+                    "instead; the host decides what is protected."
+                )
+
+
+def _is_inside(path: Path, confinement: Confinement) -> bool:
+    return any(path == r or r in path.parents for r in confinement.roots())
+
+
+class Approval(enum.Enum):
+    ALLOW = "allow"
+    ASK = "ask"
+    DENY = "deny"
+
+
+ApprovalPolicy = Mapping[Tier, Approval]
+
+
+def make_policy(policy: Mapping[Tier | str, Approval | str] | None) -> dict[Tier, Approval] | None:
+    """Normalize a host's policy ({"write": "ask", Tier.EXEC: Approval.DENY}); None = allow all.
+
+    Raises ValueError naming the bad tier or decision and the valid ones.
+    """
+    if policy is None:
+        return None
+    out: dict[Tier, Approval] = {}
+    for tier, decision in policy.items():
+        try:
+            t = tier if isinstance(tier, Tier) else Tier(str(tier).lower())
+        except ValueError:
+            valid = ", ".join(t.value for t in Tier)
+            raise ValueError(f"approval policy: unknown tier {tier!r} (valid: {valid})") from None
+        try:
+            d = decision if isinstance(decision, Approval) else Approval(str(decision).lower())
+        except ValueError:
+            valid = ", ".join(a.value for a in Approval)
+            raise ValueError(
+                f"approval policy: tier {t.value!r} has unknown decision {decision!r} "
+                f"(valid: {valid})"
+            ) from None
+        out[t] = d
+    return out
+
+
+def decide(policy: ApprovalPolicy | None, tier: Tier) -> Approval:
+    """What the policy says for `tier`; tiers it does not mention are allowed."""
+    if policy is None:
+        return Approval.ALLOW
+    return policy.get(tier, Approval.ALLOW)

@@ -1,0 +1,498 @@
+"""The tool registry: which tools exist, which a run sees, and the one call pipeline.
+
+Families are listed once, in `FAMILY_MODULES`; each module exposes `specs()` (and
+optionally `wrappers()`). A family module that does not exist yet is skipped; one that
+fails to import is a `FamilyLoadError` naming the module and the cause, never a silently
+smaller surface.
+
+Visibility is decided here and nowhere else, as tier x surface x connected resources:
+PLAN and READONLY see tier read only (SPEC.md "Approval tiers"), and a tool whose needs
+are not all connected is absent. `Registry.status` keeps the reason for every absent
+tool, for operators.
+
+Every call, whether the model issued it or the eval bridge re-entered it, goes through
+`Registry.call`:
+
+    lookup -> tier refusal (by surface) -> needs connected -> schema validation
+           -> guardrails (path confinement) -> approval -> wrappers -> handler
+
+and ends in exactly one `ToolResult`. Exceptions never escape: a refused path, a failed
+resource, a handler bug each become an error result that says what to do next.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import importlib
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from tether.messages.calls import ResourceError
+from tether.questions import ALLOW, DENY, AnswerStatus, Card, CardKind, Option, ask_bounded
+from tether.tools.guardrails import Approval, Confinement, GuardrailError, decide
+from tether.tools.results import ToolResult
+from tether.tools.schema import ArgumentError, describe, format_errors, validate
+from tether.tools.spec import Needs, Surface, Tier, ToolContext, ToolSpec
+
+# The tool families, in surface order. A module missing from the tree is skipped.
+FAMILY_MODULES: tuple[str, ...] = (
+    "tether.tools.harness",
+    "tether.tools.ask_user",
+    "tether.tools.structural",
+    "tether.tools.lsp",
+)
+
+Wrapper = Callable[[ToolContext, dict[str, Any], Callable[[], ToolResult]], ToolResult]
+
+READ_ONLY_SURFACES = frozenset({Surface.PLAN, Surface.READONLY})
+MAX_NESTING = 8  # eval bridge re-entry depth: tool() inside a cell calling eval calling tool() ...
+
+NEED_REASONS: dict[Needs, str] = {
+    Needs.WORKDIR: "the run has no working directory (open it with workdir=...)",
+    Needs.CONVERSATION: "the run has no conversation id",
+    Needs.LANGUAGE_SERVERS: "the runtime has no language-server supervisor",
+    Needs.DEBUG_SESSIONS: "the runtime has no debug-session supervisor",
+    Needs.PARSER: "the runtime has no tree-sitter parser pool",
+    Needs.KERNELS: "the runtime has no kernel factory",
+    Needs.QUESTION_PORT: "the run has no question port (open it with question_port=...)",
+    Needs.TARGET_SPACE: "the question port has no target space to show cards in",
+    Needs.VIBE: "vibe mode is off (open the run with vibe=True)",
+}
+
+
+class FamilyLoadError(RuntimeError):
+    """A tool family module exists but cannot be loaded."""
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str  # key of the family's per-run state in ctx.state
+    module: str
+    specs: tuple[ToolSpec, ...]
+    wrappers: Mapping[str, Wrapper] = field(default_factory=dict)
+
+
+def load_family(module_name: str) -> Family | None:
+    """Import one family module; None when it does not exist (yet)."""
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name is not None and (module_name == e.name or module_name.startswith(e.name + ".")):
+            return None
+        raise FamilyLoadError(
+            f"tool family {module_name} cannot be imported: {type(e).__name__}: {e}"
+        ) from e
+    except Exception as e:
+        raise FamilyLoadError(
+            f"tool family {module_name} cannot be imported: {type(e).__name__}: {e}"
+        ) from e
+    name = getattr(module, "FAMILY", module_name.rsplit(".", 1)[-1])
+    specs_fn = getattr(module, "specs", None)
+    if not callable(specs_fn):
+        raise FamilyLoadError(f"tool family {module_name} has no specs() function")
+    try:
+        specs = tuple(specs_fn())
+        wrappers_fn = getattr(module, "wrappers", None)
+        wrappers = dict(wrappers_fn()) if callable(wrappers_fn) else {}
+    except Exception as e:
+        raise FamilyLoadError(
+            f"tool family {module_name}: specs()/wrappers() raised {type(e).__name__}: {e}"
+        ) from e
+    for spec in specs:
+        if not isinstance(spec, ToolSpec):
+            raise FamilyLoadError(f"tool family {module_name}: specs() returned {spec!r}")
+    return Family(name=name, module=module_name, specs=specs, wrappers=wrappers)
+
+
+def load_families(modules: Iterable[str] = FAMILY_MODULES) -> list[Family]:
+    return [f for f in (load_family(m) for m in modules) if f is not None]
+
+
+@dataclass(frozen=True)
+class ToolStatus:
+    """One tool as a run sees it: visible, or absent with the reason."""
+
+    spec: ToolSpec
+    visible: bool
+    reason: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def tier(self) -> Tier:
+        return self.spec.tier
+
+
+class CallSite(Protocol):
+    """What the pipeline needs from the run a call belongs to (tether.run.Run implements it)."""
+
+    surface: Surface
+    question_port: Any
+    approval_timeout: float
+
+    def connected(self) -> frozenset[Needs]: ...
+
+    @property
+    def confinement(self) -> Confinement | None: ...
+
+    @property
+    def policy(self) -> Mapping[Tier, Approval] | None: ...
+
+    def context(self) -> ToolContext: ...
+
+    def new_card(self, **fields: Any) -> Card: ...
+
+    def serial_lock(self, name: str) -> contextlib.AbstractContextManager[Any]: ...
+
+
+def absence_reason(spec: ToolSpec, surface: Surface, connected: frozenset[Needs]) -> str:
+    """Why `spec` is absent from this surface ("" when it is visible)."""
+    if surface in READ_ONLY_SURFACES and spec.tier is not Tier.READ:
+        return (
+            f"tier {spec.tier.value} is hidden on the {surface.value} surface, "
+            "which sees only read tools"
+        )
+    missing = sorted(spec.needs - connected, key=lambda n: n.value)
+    if missing:
+        return "; ".join(NEED_REASONS.get(n, f"needs {n.value}") for n in missing)
+    return ""
+
+
+class Registry:
+    """Tool specs and wrappers by name, plus the call pipeline."""
+
+    def __init__(
+        self,
+        specs: Iterable[ToolSpec],
+        wrappers: Mapping[str, Sequence[Wrapper]] | None = None,
+        families: Mapping[str, str] | None = None,
+    ):
+        self._specs: dict[str, ToolSpec] = {}
+        for spec in specs:
+            if spec.name in self._specs:
+                raise FamilyLoadError(f"tool {spec.name!r} is registered twice")
+            if not isinstance(spec.schema, Mapping) or spec.schema.get("type") != "object":
+                raise FamilyLoadError(f"tool {spec.name!r}: its schema must be {{type: object}}")
+            self._specs[spec.name] = spec
+        self._wrappers: dict[str, tuple[Wrapper, ...]] = {
+            k: tuple(v) for k, v in (wrappers or {}).items()
+        }
+        self.families: dict[str, str] = dict(families or {})  # tool name -> family name
+
+    @classmethod
+    def from_families(cls, families: Iterable[Family]) -> Registry:
+        specs: list[ToolSpec] = []
+        wrappers: dict[str, list[Wrapper]] = {}
+        owners: dict[str, str] = {}
+        for family in families:
+            for spec in family.specs:
+                specs.append(spec)
+                owners[spec.name] = family.name
+            for name, wrapper in family.wrappers.items():
+                wrappers.setdefault(name, []).append(wrapper)
+        return cls(specs, wrappers, owners)
+
+    _default: Registry | None = None
+    _default_lock = threading.Lock()
+
+    @classmethod
+    def default(cls) -> Registry:
+        """The registry of FAMILY_MODULES, loaded once per process."""
+        with cls._default_lock:
+            if cls._default is None:
+                cls._default = cls.from_families(load_families())
+            return cls._default
+
+    # ---- lookup and visibility ----------------------------------------------------------
+    def get(self, name: str) -> ToolSpec | None:
+        return self._specs.get(name)
+
+    def specs(self) -> list[ToolSpec]:
+        return list(self._specs.values())
+
+    def names(self) -> list[str]:
+        return list(self._specs)
+
+    def wrappers_for(self, name: str) -> tuple[Wrapper, ...]:
+        return self._wrappers.get(name, ())
+
+    def status(self, surface: Surface, connected: frozenset[Needs]) -> list[ToolStatus]:
+        out = []
+        for spec in self._specs.values():
+            reason = absence_reason(spec, surface, connected)
+            out.append(ToolStatus(spec, visible=not reason, reason=reason))
+        return out
+
+    def visible(self, surface: Surface, connected: frozenset[Needs]) -> list[ToolSpec]:
+        return [s.spec for s in self.status(surface, connected) if s.visible]
+
+    # ---- the pipeline -------------------------------------------------------------------
+    def call(self, site: CallSite, name: Any, args: Any) -> ToolResult:
+        """Run one call through the whole pipeline; always returns a ToolResult."""
+        try:
+            return self._call(site, name, args)
+        except GuardrailError as e:
+            return ToolResult.error(e.message)
+        except ResourceError as e:
+            return ToolResult.error(f"{name}: {e.message}", data={"code": e.code})
+        except Exception as e:  # noqa: BLE001 - the model must get a result, not a traceback
+            return ToolResult.error(
+                f"{name} failed inside tether: {type(e).__name__}: {e}. This is a bug in the "
+                "tool, not in your call; try another way or report it."
+            )
+
+    def _call(self, site: CallSite, name: Any, args: Any) -> ToolResult:
+        connected = site.connected()
+        if not isinstance(name, str) or name not in self._specs:
+            return self._unknown(site, name, connected)
+        spec = self._specs[name]
+        if site.surface in READ_ONLY_SURFACES and spec.tier is not Tier.READ:
+            return ToolResult.error(
+                f"refused: {name} is a {spec.tier.value}-tier tool and this run's surface is "
+                f"{site.surface.value}, which may only call read tools. Describe the change "
+                "you would make instead.",
+                data={"refused": "tier"},
+            )
+        missing = spec.needs - connected
+        if missing:
+            return ToolResult.error(
+                f"{name} is not available on this run: {absence_reason(spec, site.surface, connected)}.",
+                data={"refused": "not_connected"},
+            )
+        if args is None:
+            args = {}
+        if not isinstance(args, Mapping):
+            problem = f"expected a JSON object of named arguments, got {describe(args)}"
+            return ToolResult.error(
+                format_errors(name, spec.schema, [ArgumentError("the arguments", problem)]),
+                data={"refused": "arguments"},
+            )
+        args = dict(args)
+        errors = validate(spec.schema, args)
+        if errors:
+            return ToolResult.error(
+                format_errors(name, spec.schema, errors), data={"refused": "arguments"}
+            )
+        self._check_paths(site, spec, args)
+        refusal = self._approve(site, spec, args)
+        if refusal is not None:
+            return refusal
+        ctx = site.context()
+        lock = contextlib.nullcontext() if spec.parallel_safe else site.serial_lock(name)
+        with lock:
+            return self._run_wrapped(ctx, spec, args)
+
+    def _unknown(self, site: CallSite, name: Any, connected: frozenset[Needs]) -> ToolResult:
+        visible = [s.name for s in self.visible(site.surface, connected)]
+        close = difflib.get_close_matches(str(name), visible, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        return ToolResult.error(
+            f"unknown tool {name!r}.{hint} Tools on this run: {', '.join(visible) or 'none'}.",
+            data={"refused": "unknown"},
+        )
+
+    def _check_paths(self, site: CallSite, spec: ToolSpec, args: dict[str, Any]) -> None:
+        for arg in spec.path_args:
+            value = args.get(arg)
+            if value is None or value == "*":
+                continue
+            confinement = site.confinement
+            if confinement is None:
+                raise GuardrailError(
+                    f"refused: {spec.name} takes a path but this run has no working directory"
+                )
+            values = value if isinstance(value, list | tuple) else [value]
+            for v in values:
+                if v != "*":
+                    confinement.resolve(v, arg)
+
+    def _approve(self, site: CallSite, spec: ToolSpec, args: dict[str, Any]) -> ToolResult | None:
+        decision = decide(site.policy, spec.tier)
+        if decision is Approval.ALLOW:
+            return None
+        if decision is Approval.DENY:
+            return ToolResult.error(
+                f"refused by the host's policy: {spec.tier.value}-tier tools such as "
+                f"{spec.name} are denied on this run. Do not retry; find a way without it.",
+                data={"refused": "policy"},
+            )
+        port = site.question_port
+        if port is None:
+            return ToolResult.error(
+                f"refused: {spec.name} needs approval ({spec.tier.value} tier) and no approver "
+                "is connected (this run has no question port). Do not retry; ask the user to "
+                "allow it or find a way without it.",
+                data={"refused": "no_approver"},
+            )
+        try:
+            human = bool(port.human_connected())
+        except Exception:  # noqa: BLE001 - a broken port counts as "nobody there"
+            human = False
+        if not human:
+            return ToolResult.error(
+                f"refused: {spec.name} needs approval ({spec.tier.value} tier) and no human is "
+                "connected to approve it. Do not retry until someone is.",
+                data={"refused": "no_approver"},
+            )
+        card = site.new_card(
+            kind=CardKind.PERMISSION,
+            question=f"May I run {spec.name}?",
+            context=f"{spec.tier.value}-tier tool; arguments: {_short_args(args)}",
+            options=(Option(ALLOW, "run it this time"), Option(DENY, "refuse it")),
+            tool=spec.name,
+            arguments=args,
+        )
+        answer = ask_bounded(port, card, site.approval_timeout)
+        if answer.status is AnswerStatus.ANSWERED and ALLOW in answer.choices:
+            return None
+        how = {
+            AnswerStatus.ANSWERED: "the user denied it",
+            AnswerStatus.SKIPPED: "the user skipped the permission card",
+            AnswerStatus.TIMED_OUT: "nobody answered the permission card in time",
+        }[answer.status]
+        extra = (
+            f" ({answer.text})"
+            if answer.text and answer.status is not AnswerStatus.ANSWERED
+            else ""
+        )
+        return ToolResult.error(
+            f"refused: {spec.name} was not approved: {how}{extra}. Do not retry the same call; "
+            "continue without it or ask the user what they want instead.",
+            data={"refused": "not_approved", "card": card.number},
+        )
+
+    def _run_wrapped(self, ctx: ToolContext, spec: ToolSpec, args: dict[str, Any]) -> ToolResult:
+        def handler() -> ToolResult:
+            return _checked(spec.name, spec.handler(ctx, args))
+
+        call_next: Callable[[], ToolResult] = handler
+        # The first registered wrapper is the outermost.
+        for wrapper in reversed(self.wrappers_for(spec.name)):
+            call_next = _wrap(spec.name, wrapper, ctx, args, call_next)
+        return call_next()
+
+
+def _wrap(
+    name: str,
+    wrapper: Wrapper,
+    ctx: ToolContext,
+    args: dict[str, Any],
+    inner: Callable[[], ToolResult],
+) -> Callable[[], ToolResult]:
+    """One wrapper layer. A wrapper that fails after the inner call succeeded does not turn
+    a done write into an error: the inner result is returned with a note."""
+
+    def layer() -> ToolResult:
+        box: list[ToolResult] = []
+
+        def call_inner() -> ToolResult:
+            if not box:
+                box.append(inner())
+            return box[0]
+
+        try:
+            return _checked(name, wrapper(ctx, args, call_inner))
+        except (GuardrailError, ResourceError):
+            if box:
+                return _note(box[0], "a wrapper around this tool failed afterwards")
+            raise
+        except Exception as e:  # noqa: BLE001
+            if box:
+                return _note(
+                    box[0], f"a wrapper around {name} failed afterwards: {type(e).__name__}: {e}"
+                )
+            raise
+
+    return layer
+
+
+def _note(result: ToolResult, note: str) -> ToolResult:
+    return ToolResult(
+        text=f"{result.text}\n({note})",
+        is_error=result.is_error,
+        data=result.data,
+        images=result.images,
+    )
+
+
+def _checked(name: str, result: Any) -> ToolResult:
+    if isinstance(result, ToolResult):
+        return result
+    return ToolResult.error(
+        f"{name} returned {type(result).__name__} instead of a ToolResult (a bug in the tool)."
+    )
+
+
+def _short_args(args: Mapping[str, Any], limit: int = 300) -> str:
+    import json
+
+    try:
+        text = json.dumps(args, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError):
+        text = repr(args)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# ---- schema exports -------------------------------------------------------------------------
+
+# MCP tool annotations derived from the tier (MCP spec 2025-03-26, ToolAnnotations).
+TIER_ANNOTATIONS: dict[Tier, dict[str, bool]] = {
+    Tier.READ: {
+        "readOnlyHint": True,
+        "destructiveHint": False,
+        "idempotentHint": True,
+        "openWorldHint": False,
+    },
+    Tier.WRITE: {
+        "readOnlyHint": False,
+        "destructiveHint": True,
+        "idempotentHint": False,
+        "openWorldHint": False,
+    },
+    Tier.EXEC: {
+        "readOnlyHint": False,
+        "destructiveHint": True,
+        "idempotentHint": False,
+        "openWorldHint": True,
+    },
+}
+
+SCHEMA_FORMATS = ("anthropic", "openai", "mcp")
+
+
+def export_schema(spec: ToolSpec, fmt: str) -> dict[str, Any]:
+    """One tool's declaration in a provider's wire shape."""
+    schema = _plain(spec.schema)
+    if fmt == "anthropic":
+        return {"name": spec.name, "description": spec.description, "input_schema": schema}
+    if fmt == "openai":
+        return {
+            "type": "function",
+            "function": {
+                "name": spec.name,
+                "description": spec.description,
+                "parameters": schema,
+            },
+        }
+    if fmt == "mcp":
+        return {
+            "name": spec.name,
+            "description": spec.description,
+            "inputSchema": schema,
+            "annotations": {"title": spec.name, **TIER_ANNOTATIONS[spec.tier]},
+        }
+    raise ValueError(f"unknown schema format {fmt!r}: use one of {', '.join(SCHEMA_FORMATS)}")
+
+
+def _plain(value: Any) -> Any:
+    """Deep copy into plain dicts and lists (specs may hold MappingProxy or tuples)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value

@@ -1,0 +1,379 @@
+"""Argument validation against a tool's JSON Schema, with errors a model can act on.
+
+A model that sends bad arguments needs three things to fix its next call: which argument
+was wrong, what was expected, and a call that would have worked. `validate(schema, args)`
+returns those as a list of `ArgumentError`s; `format_errors` renders them with a correct
+example built from the schema (its `examples` if it has any, else synthesized).
+
+Why not the `jsonschema` package: our schemas use a small subset (type, properties,
+required, enum, const, minimum/maximum, minLength/maxLength, pattern, items,
+minItems/maxItems, additionalProperties, anyOf/oneOf), and its messages ("'abc' is not of
+type 'integer'") name neither the argument path in a model's terms nor a fix. Wrapping it
+would cost a dependency (plus attrs, referencing, rpds-py) and still need the example
+synthesis below. `check_schema` rejects keywords outside the subset, so a family that
+reaches for one finds out in tests, not from a model.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# Keywords that only annotate; the validator ignores them.
+ANNOTATIONS = frozenset(
+    {"title", "description", "default", "examples", "$comment", "$schema", "deprecated"}
+)
+# Keywords the validator enforces.
+SUPPORTED = frozenset(
+    {
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "enum",
+        "const",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "items",
+        "minItems",
+        "maxItems",
+        "uniqueItems",
+        "anyOf",
+        "oneOf",
+        "minProperties",
+        "maxProperties",
+    }
+)
+
+_TYPE_NAMES = {
+    "object": "an object",
+    "array": "an array",
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "a boolean (true or false)",
+    "null": "null",
+}
+
+
+@dataclass(frozen=True)
+class ArgumentError:
+    where: str  # "`start_line`", "`options[2].label`", or "the arguments"
+    problem: str  # what was expected, and what came instead
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.problem}"
+
+
+class SchemaError(ValueError):
+    """A tool's schema uses something the validator does not support (a bug in the family)."""
+
+
+def check_schema(schema: Mapping[str, Any], where: str = "schema") -> None:
+    """Raise SchemaError if `schema` uses a keyword outside the supported subset."""
+    if not isinstance(schema, Mapping):
+        raise SchemaError(f"{where}: a schema must be an object, got {type(schema).__name__}")
+    for key, value in schema.items():
+        if key in ANNOTATIONS:
+            continue
+        if key not in SUPPORTED:
+            raise SchemaError(
+                f"{where}: keyword {key!r} is not supported by tether.tools.schema "
+                f"(supported: {', '.join(sorted(SUPPORTED))})"
+            )
+        if key == "properties":
+            for name, sub in value.items():
+                check_schema(sub, f"{where}.properties.{name}")
+        elif key == "items" or (key == "additionalProperties" and isinstance(value, Mapping)):
+            check_schema(value, f"{where}.{key}")
+        elif key in ("anyOf", "oneOf"):
+            for i, sub in enumerate(value):
+                check_schema(sub, f"{where}.{key}[{i}]")
+        elif key == "pattern":
+            try:
+                re.compile(value)
+            except re.error as e:
+                raise SchemaError(f"{where}: pattern {value!r} does not compile: {e}") from e
+
+
+def _type_matches(value: Any, name: str) -> bool:
+    if name == "object":
+        return isinstance(value, dict)
+    if name == "array":
+        return isinstance(value, list | tuple)
+    if name == "string":
+        return isinstance(value, str)
+    if name == "boolean":
+        return isinstance(value, bool)
+    if name == "integer":
+        if isinstance(value, bool):
+            return False
+        return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if name == "number":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if name == "null":
+        return value is None
+    return True
+
+
+def describe(value: Any) -> str:
+    """A short rendering of a value a model sent, with its JSON type."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true (a boolean)" if value else "false (a boolean)"
+    kind = (
+        "a string"
+        if isinstance(value, str)
+        else "an integer"
+        if isinstance(value, int)
+        else "a number"
+        if isinstance(value, float)
+        else "an array"
+        if isinstance(value, list | tuple)
+        else "an object"
+        if isinstance(value, dict)
+        else type(value).__name__
+    )
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError):
+        text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{text} ({kind})"
+
+
+def _expected(schema: Mapping[str, Any]) -> str:
+    t = schema.get("type")
+    if isinstance(t, list):
+        return " or ".join(_TYPE_NAMES.get(x, x) for x in t)
+    if isinstance(t, str):
+        return _TYPE_NAMES.get(t, t)
+    return "a value"
+
+
+def _join(where: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{where}[{key}]"
+    return f"{where}.{key}" if where else key
+
+
+def _label(path: str) -> str:
+    return f"`{path}`" if path else "the arguments"
+
+
+def validate(schema: Mapping[str, Any], value: Any, path: str = "") -> list[ArgumentError]:
+    """Every way `value` breaks `schema` (empty list: valid)."""
+    errors: list[ArgumentError] = []
+    _validate(schema, value, path, errors)
+    return errors
+
+
+def _validate(schema: Mapping[str, Any], value: Any, path: str, out: list[ArgumentError]) -> None:
+    where = _label(path)
+    t = schema.get("type")
+    if t is not None:
+        names = t if isinstance(t, list) else [t]
+        if not any(_type_matches(value, n) for n in names):
+            out.append(ArgumentError(where, f"expected {_expected(schema)}, got {describe(value)}"))
+            return
+    if "const" in schema and value != schema["const"]:
+        out.append(
+            ArgumentError(where, f"must be {json.dumps(schema['const'])}, got {describe(value)}")
+        )
+        return
+    if "enum" in schema and value not in schema["enum"]:
+        choices = ", ".join(json.dumps(c) for c in schema["enum"])
+        out.append(ArgumentError(where, f"must be one of {choices}; got {describe(value)}"))
+        return
+    if isinstance(value, str):
+        _check_string(schema, value, where, out)
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        _check_number(schema, value, where, out)
+    elif isinstance(value, list | tuple):
+        _check_array(schema, value, path, out)
+    elif isinstance(value, dict):
+        _check_object(schema, value, path, out)
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            _check_alternatives(key, schema[key], value, path, out)
+
+
+def _check_string(schema: Mapping[str, Any], value: str, where: str, out: list) -> None:
+    if "minLength" in schema and len(value) < schema["minLength"]:
+        need = schema["minLength"]
+        what = "must not be empty" if need == 1 else f"must be at least {need} characters long"
+        out.append(ArgumentError(where, f"{what}; got {describe(value)}"))
+    if "maxLength" in schema and len(value) > schema["maxLength"]:
+        out.append(
+            ArgumentError(
+                where, f"must be at most {schema['maxLength']} characters long; got {len(value)}"
+            )
+        )
+    if "pattern" in schema and not re.search(schema["pattern"], value):
+        out.append(
+            ArgumentError(
+                where, f"must match the pattern {schema['pattern']!r}; got {describe(value)}"
+            )
+        )
+
+
+def _check_number(schema: Mapping[str, Any], value: float, where: str, out: list) -> None:
+    if "minimum" in schema and value < schema["minimum"]:
+        out.append(ArgumentError(where, f"must be >= {schema['minimum']}; got {value}"))
+    if "maximum" in schema and value > schema["maximum"]:
+        out.append(ArgumentError(where, f"must be <= {schema['maximum']}; got {value}"))
+    if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
+        out.append(ArgumentError(where, f"must be > {schema['exclusiveMinimum']}; got {value}"))
+    if "exclusiveMaximum" in schema and value >= schema["exclusiveMaximum"]:
+        out.append(ArgumentError(where, f"must be < {schema['exclusiveMaximum']}; got {value}"))
+
+
+def _check_array(schema: Mapping[str, Any], value: list | tuple, path: str, out: list) -> None:
+    where = _label(path)
+    if "minItems" in schema and len(value) < schema["minItems"]:
+        out.append(
+            ArgumentError(where, f"needs at least {schema['minItems']} item(s); got {len(value)}")
+        )
+    if "maxItems" in schema and len(value) > schema["maxItems"]:
+        out.append(
+            ArgumentError(where, f"takes at most {schema['maxItems']} item(s); got {len(value)}")
+        )
+    if schema.get("uniqueItems"):
+        seen: list[Any] = []
+        for item in value:
+            if item in seen:
+                out.append(ArgumentError(where, f"items must be unique; {describe(item)} repeats"))
+                break
+            seen.append(item)
+    items = schema.get("items")
+    if isinstance(items, Mapping):
+        for i, item in enumerate(value):
+            _validate(items, item, _join(path, i), out)
+
+
+def _check_object(schema: Mapping[str, Any], value: dict, path: str, out: list) -> None:
+    where = _label(path)
+    props: Mapping[str, Any] = schema.get("properties", {})
+    for name in schema.get("required", ()):
+        if name not in value:
+            sub = props.get(name, {})
+            hint = f" ({sub['description']})" if sub.get("description") else ""
+            out.append(
+                ArgumentError(
+                    _label(_join(path, name)), f"is required{hint}: expected {_expected(sub)}"
+                )
+            )
+    extra = schema.get("additionalProperties", True)
+    for name, item in value.items():
+        if not isinstance(name, str):
+            out.append(ArgumentError(where, f"argument names must be strings; got {name!r}"))
+            continue
+        if name in props:
+            _validate(props[name], item, _join(path, name), out)
+        elif extra is False:
+            known = ", ".join(f"`{p}`" for p in props) or "none"
+            out.append(
+                ArgumentError(
+                    _label(_join(path, name)), f"is not a known argument (known: {known})"
+                )
+            )
+        elif isinstance(extra, Mapping):
+            _validate(extra, item, _join(path, name), out)
+    if "minProperties" in schema and len(value) < schema["minProperties"]:
+        out.append(ArgumentError(where, f"needs at least {schema['minProperties']} argument(s)"))
+    if "maxProperties" in schema and len(value) > schema["maxProperties"]:
+        out.append(ArgumentError(where, f"takes at most {schema['maxProperties']} argument(s)"))
+
+
+def _check_alternatives(key: str, alts: list, value: Any, path: str, out: list) -> None:
+    results = [validate(alt, value, path) for alt in alts]
+    passing = sum(1 for r in results if not r)
+    if key == "anyOf" and passing >= 1:
+        return
+    if key == "oneOf" and passing == 1:
+        return
+    if key == "oneOf" and passing > 1:
+        out.append(ArgumentError(_label(path), "matches more than one allowed form; be specific"))
+        return
+    forms = []
+    for alt, errs in zip(alts, results, strict=True):
+        title = alt.get("title") or alt.get("description") or f"form {len(forms) + 1}"
+        forms.append(f"{title} ({'; '.join(str(e) for e in errs[:2])})")
+    out.append(
+        ArgumentError(_label(path), "matches none of the allowed forms: " + " | ".join(forms))
+    )
+
+
+# ---- examples ---------------------------------------------------------------------------
+
+_PLACEHOLDERS = {
+    "path": "src/app.py",
+    "file": "src/app.py",
+    "content": "print('hello')\n",
+    "old_string": "old text",
+    "new_string": "new text",
+    "pattern": "print($X)",
+    "question": "Which database should I use?",
+    "language": "python",
+}
+
+
+def example(schema: Mapping[str, Any], name: str = "") -> Any:
+    """A value that satisfies `schema`: its first `examples` entry, else a synthesized one."""
+    if schema.get("examples"):
+        return schema["examples"][0]
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    if "default" in schema:
+        return schema["default"]
+    for key in ("anyOf", "oneOf"):
+        if schema.get(key):
+            return example(schema[key][0], name)
+    t = schema.get("type")
+    if isinstance(t, list):
+        t = next((x for x in t if x != "null"), t[0] if t else None)
+    if t == "object" or "properties" in schema:
+        props = schema.get("properties", {})
+        return {k: example(props.get(k, {}), k) for k in schema.get("required", ())}
+    if t == "array":
+        items = schema.get("items", {})
+        count = max(1, schema.get("minItems", 1))
+        return [example(items, name) for _ in range(count)] if items else []
+    if t == "integer":
+        low, high = schema.get("minimum"), schema.get("maximum")
+        if low is not None:
+            return int(low)
+        return 1 if high is None or high >= 1 else int(high)
+    if t == "number":
+        return schema.get("minimum", 1.0)
+    if t == "boolean":
+        return False
+    if t == "null":
+        return None
+    text = _PLACEHOLDERS.get(name, name or "text")
+    need = schema.get("minLength", 0)
+    return text + "x" * max(0, need - len(text))
+
+
+def format_errors(tool: str, schema: Mapping[str, Any], errors: list[ArgumentError]) -> str:
+    """The model-facing message for a failed validation."""
+    shown = errors[:8]
+    lines = [f"invalid arguments for {tool}:"]
+    lines += [f"- {e}" for e in shown]
+    if len(errors) > len(shown):
+        lines.append(f"- ... and {len(errors) - len(shown)} more")
+    ex = example(schema)
+    lines.append(f"A correct call looks like: {tool} {json.dumps(ex, ensure_ascii=False)}")
+    return "\n".join(lines)
