@@ -1,0 +1,120 @@
+"""A plain harness that drives a `Session` against a real server process, no actors.
+
+Used by the session tests (and as the reference the actor must match): a selector loop over
+the server's stdout/stderr plus a heap of timers, run until the call being waited for settles.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import os
+import selectors
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from tether.actors.language_server.servers import BY_NAME, find_binary
+from tether.actors.language_server.session import Session
+from tether.messages.calls import ResourceError
+
+
+class Driver:
+    def __init__(self, server: str, root: Path) -> None:
+        self.row = BY_NAME[server]
+        binary, problem = find_binary(self.row, root)
+        assert binary, problem or f"{server} not installed"
+        self.proc = subprocess.Popen(
+            [binary, *self.row.args],
+            cwd=root,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        os.set_blocking(self.proc.stdout.fileno(), False)
+        os.set_blocking(self.proc.stderr.fileno(), False)
+        self.sel = selectors.DefaultSelector()
+        self.sel.register(self.proc.stdout, selectors.EVENT_READ, "out")
+        self.sel.register(self.proc.stderr, selectors.EVENT_READ, "err")
+        self.timers: list[tuple[float, int, str]] = []
+        self._seq = itertools.count()
+        self.results: dict[int, tuple[bool, Any]] = {}
+        self.stderr = bytearray()
+        self.exited = False
+        self.session = Session(self.row, root, self)
+        self.session.start(self.proc.pid)
+
+    # SessionIO
+    def write(self, data: bytes) -> None:
+        if not self.exited:
+            try:
+                self.proc.stdin.write(data)
+                self.proc.stdin.flush()
+            except BrokenPipeError:
+                pass
+
+    def after(self, seconds: float, tag: str) -> None:
+        heapq.heappush(self.timers, (time.monotonic() + seconds, next(self._seq), tag))
+
+    def done(self, token: Any, payload: dict) -> None:
+        self.results[token] = (True, payload)
+
+    def error(self, token: Any, code: str, message: str) -> None:
+        self.results[token] = (False, ResourceError(code, message))
+
+    # driving
+    def pump(self, until: float) -> None:
+        while True:
+            now = time.monotonic()
+            while self.timers and self.timers[0][0] <= now:
+                _, _, tag = heapq.heappop(self.timers)
+                self.session.on_timer(tag)
+            if now >= until:
+                return
+            wait = until - now
+            if self.timers:
+                wait = min(wait, max(0.0, self.timers[0][0] - now))
+            for key, _ in self.sel.select(wait):
+                data = os.read(key.fileobj.fileno(), 1 << 16)
+                if not data:
+                    self.sel.unregister(key.fileobj)
+                    if key.data == "out" and not self.exited:
+                        self.exited = True
+                        self.session.on_exit(self.proc.wait(5))
+                    continue
+                if key.data == "out":
+                    self.session.feed(data)
+                else:
+                    self.stderr += data
+            return
+
+    def start_call(self, op: str, args: dict, timeout: float = 30.0) -> int:
+        token = next(self._seq)
+        self.session.handle(op, args, token, time.monotonic() + timeout)
+        return token
+
+    def wait(self, token: int, timeout: float = 30.0) -> dict:
+        end = time.monotonic() + timeout + 1
+        while token not in self.results:
+            assert time.monotonic() < end, f"call {token} never settled"
+            self.pump(min(end, time.monotonic() + 0.05))
+        ok, val = self.results.pop(token)
+        if not ok:
+            raise val
+        return val
+
+    def call(self, op: str, args: dict, timeout: float = 30.0) -> dict:
+        return self.wait(self.start_call(op, args, timeout), timeout)
+
+    def close(self) -> None:
+        self.write(self.session.shutdown_bytes())
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(5)
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            f.close()

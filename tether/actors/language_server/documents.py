@@ -1,0 +1,187 @@
+"""Open documents as the server sees them: uri, languageId, version, text.
+
+The server answers about the text it was sent, not about the disk; so before every query
+the document is opened (`didOpen`) or, if the disk changed since we last sent it (an edit
+by a tool that is not wrapped, or by the user), re-sent in full (`didChange`). The check is
+a stat (mtime_ns, size), so an unchanged file costs no read. After a write the written
+files go through `sync()`: full-text `didChange` with a new version, `didSave`, and
+`workspace/didChangeWatchedFiles` (created / changed / deleted), so servers that watch the
+disk (gopls, tsserver project files) see it too.
+
+Sans-io: every method returns the notifications to write, encoded.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from tether.actors.language_server.jsonrpc import Capabilities, JsonRpcClient
+
+MAX_OPEN = 200  # least recently used documents beyond this are closed
+
+# FileChangeType (LSP 3.17)
+CREATED, CHANGED, DELETED = 1, 2, 3
+
+
+def uri_of(path: Path | str) -> str:
+    return Path(path).absolute().as_uri()
+
+
+def path_of(uri: str) -> Path:
+    p = urlparse(uri)
+    return Path(unquote(p.path)) if p.scheme == "file" else Path(uri)
+
+
+@dataclass
+class Document:
+    path: Path
+    uri: str
+    language_id: str
+    version: int
+    text: str
+    stamp: tuple[int, int]  # (mtime_ns, size) of the disk file when `text` was read
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+def read_text(path: Path) -> str | None:
+    try:
+        return path.read_bytes().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+class Documents:
+    def __init__(self, caps: Capabilities, language_of: Callable[[Path], str | None]) -> None:
+        self.caps = caps
+        self.language_of = language_of
+        self.open: OrderedDict[str, Document] = OrderedDict()  # by uri, LRU order
+        self._disk_lines: dict[Path, tuple[tuple[int, int], list[str]]] = {}
+
+    def get(self, path: Path) -> Document | None:
+        return self.open.get(uri_of(path))
+
+    def ensure_open(self, path: Path) -> tuple[Document | None, list[bytes]]:
+        """Open `path` or bring it up to date with the disk. (None, []) when unreadable."""
+        uri = uri_of(path)
+        doc = self.open.get(uri)
+        stamp = _stamp(path)
+        if doc is not None:
+            self.open.move_to_end(uri)
+            if stamp is None or stamp == doc.stamp:
+                return doc, []
+            text = read_text(path)
+            if text is None:
+                return doc, []
+            doc.stamp = stamp
+            if text == doc.text:
+                return doc, []
+            return doc, [self._change(doc, text)]
+        text = read_text(path) if stamp is not None else None
+        if text is None:
+            return None, []
+        doc = Document(path, uri, self.language_of(path) or "plaintext", 1, text, stamp or (0, 0))
+        self.open[uri] = doc
+        out = [
+            JsonRpcClient.notify(
+                "textDocument/didOpen",
+                {
+                    "textDocument": {
+                        "uri": uri,
+                        "languageId": doc.language_id,
+                        "version": doc.version,
+                        "text": text,
+                    }
+                },
+            )
+        ]
+        while len(self.open) > MAX_OPEN:
+            _, old = self.open.popitem(last=False)
+            out.append(self._close_msg(old))
+        return doc, out
+
+    def _change(self, doc: Document, text: str) -> bytes:
+        doc.version += 1
+        doc.text = text
+        # A change event without a range replaces the whole document; valid for servers that
+        # asked for incremental sync too (LSP 3.17 TextDocumentContentChangeEvent).
+        return JsonRpcClient.notify(
+            "textDocument/didChange",
+            {
+                "textDocument": {"uri": doc.uri, "version": doc.version},
+                "contentChanges": [{"text": text}],
+            },
+        )
+
+    def _close_msg(self, doc: Document) -> bytes:
+        return JsonRpcClient.notify("textDocument/didClose", {"textDocument": {"uri": doc.uri}})
+
+    def _save_msg(self, doc: Document) -> bytes:
+        params: dict = {"textDocument": {"uri": doc.uri}}
+        if self.caps.save_includes_text():
+            params["text"] = doc.text
+        return JsonRpcClient.notify("textDocument/didSave", params)
+
+    def sync(self, paths: list[Path]) -> tuple[list[Document], list[bytes]]:
+        """After a write: bring every path up to date, save it, tell the watchers.
+
+        Returns the documents now open for the written paths (deleted ones are closed) and
+        the notifications to send, in order.
+        """
+        out: list[bytes] = []
+        docs: list[Document] = []
+        changes: list[dict] = []
+        for path in paths:
+            uri = uri_of(path)
+            doc = self.open.get(uri)
+            if _stamp(path) is None:  # deleted
+                if doc is not None:
+                    del self.open[uri]
+                    out.append(self._close_msg(doc))
+                changes.append({"uri": uri, "type": DELETED})
+                continue
+            was_open = doc is not None
+            doc, msgs = self.ensure_open(path)
+            if doc is None:
+                continue
+            out.extend(msgs)
+            if msgs or was_open:
+                out.append(self._save_msg(doc))
+            changes.append({"uri": uri, "type": CHANGED if was_open else CREATED})
+            docs.append(doc)
+        if changes:
+            out.append(
+                JsonRpcClient.notify("workspace/didChangeWatchedFiles", {"changes": changes})
+            )
+        return docs, out
+
+    def line(self, path: Path, line0: int) -> str:
+        """One line of a file as the server sees it (open text, else the disk)."""
+        doc = self.open.get(uri_of(path))
+        if doc is not None:
+            lines = doc.text.split("\n")
+        else:
+            stamp = _stamp(path)
+            cached = self._disk_lines.get(path)
+            if cached is None or cached[0] != stamp:
+                text = read_text(path) or ""
+                lines = text.split("\n")
+                if len(self._disk_lines) > 256:
+                    self._disk_lines.clear()
+                self._disk_lines[path] = (stamp or (0, 0), lines)
+            else:
+                lines = cached[1]
+        if 0 <= line0 < len(lines):
+            return lines[line0].rstrip("\r")
+        return ""

@@ -1,0 +1,415 @@
+"""The language-server table: which server serves which files, found how, started how.
+
+Data, not code paths (STYLE.md habit 3): one frozen `ServerRow` per server, validated when
+built. A quirk of one server is a field of its row, never a subclass. The intersection rule
+(SPEC.md "lsp") is decided at call time by `resolve()`: a server is usable for a file only
+when one of its root markers exists in an ancestor directory (inside the workspace) AND one
+of its binaries resolves (on PATH, or a project-local path such as node_modules/.bin).
+Whichever half is missing is named, with the names looked for.
+
+Each row also names the project's own checker for `lsp diagnostics "*"` and the parser for
+its output (`checkers.py`-style parsing lives in `parse_checker_output` below).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+
+def _frozen(d: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
+    return MappingProxyType(dict(d or {}))
+
+
+PARSER_NAMES = ("pyright-json", "tsc", "gcc", "dart-machine")
+
+
+@dataclass(frozen=True)
+class Checker:
+    """The project checker `lsp diagnostics "*"` runs: argv (run in the root) + output parser."""
+
+    argv: tuple[str, ...]
+    parser: str  # "pyright-json" | "tsc" | "gcc" | "dart-machine"
+    stream: str = "stdout"  # where the findings are printed: stdout | stderr | both
+    files: tuple[str, ...] = ()  # when set, project files with these extensions are appended
+
+    def __post_init__(self) -> None:
+        if not self.argv:
+            raise ValueError("Checker.argv must not be empty")
+        if self.parser not in PARSER_NAMES:
+            raise ValueError(f"Checker.parser {self.parser!r} is not one of {PARSER_NAMES}")
+        if self.stream not in ("stdout", "stderr", "both"):
+            raise ValueError(f"Checker.stream {self.stream!r} must be stdout, stderr or both")
+
+
+@dataclass(frozen=True)
+class ServerRow:
+    name: str
+    extensions: Mapping[str, str]  # ".py" -> languageId "python"
+    root_markers: tuple[str, ...]
+    binaries: tuple[str, ...]  # candidates, first that resolves wins
+    args: tuple[str, ...] = ()
+    init_options: Mapping[str, Any] = field(default_factory=_frozen)
+    settings: Mapping[str, Any] = field(default_factory=_frozen)  # workspace/configuration
+    checker: Checker | None = None
+    checker_name: str = ""  # what the model is told ran for diagnostics "*"
+    # --- quirks -------------------------------------------------------------------------
+    local_bin_dirs: tuple[str, ...] = ()  # searched in the root before PATH (node_modules/.bin)
+    probe_argv: tuple[str, ...] = ()  # run once to prove the binary works (rustup proxies)
+    push_quiet_window: float = 0.15  # s without a further publish before an unversioned one counts
+    startup_timeout: float = 20.0  # initialize must answer within this
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", self.name):
+            raise ValueError(f"ServerRow.name {self.name!r} must be lowercase [a-z0-9_.-]")
+        if not self.extensions or not all(e.startswith(".") for e in self.extensions):
+            raise ValueError(f"{self.name}: extensions must be non-empty and start with '.'")
+        if not self.root_markers:
+            raise ValueError(f"{self.name}: root_markers must not be empty")
+        if not self.binaries:
+            raise ValueError(f"{self.name}: binaries must not be empty")
+        object.__setattr__(self, "extensions", _frozen(self.extensions))
+        object.__setattr__(self, "init_options", _frozen(self.init_options))
+        object.__setattr__(self, "settings", _frozen(self.settings))
+
+    @property
+    def languages(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(self.extensions.values()))
+
+    def language_of(self, path: str | Path) -> str | None:
+        return self.extensions.get(Path(path).suffix.lower())
+
+
+_PY_SETTINGS = {
+    "basedpyright": {
+        "analysis": {
+            "typeCheckingMode": "standard",
+            "diagnosticMode": "openFilesOnly",
+            "autoSearchPaths": True,
+            "useLibraryCodeForTypes": True,
+        }
+    },
+    "python": {"analysis": {"typeCheckingMode": "standard"}},
+}
+
+SERVERS: tuple[ServerRow, ...] = (
+    ServerRow(
+        name="basedpyright",
+        extensions={".py": "python", ".pyi": "python"},
+        root_markers=(
+            "pyproject.toml",
+            "setup.py",
+            "setup.cfg",
+            "requirements.txt",
+            "pyrightconfig.json",
+        ),
+        binaries=("basedpyright-langserver",),
+        args=("--stdio",),
+        settings=_PY_SETTINGS,
+        checker=Checker(("basedpyright", "--outputjson"), "pyright-json"),
+        checker_name="basedpyright --outputjson",
+        local_bin_dirs=(".venv/bin", "venv/bin"),
+    ),
+    ServerRow(
+        name="typescript-language-server",
+        extensions={
+            ".ts": "typescript",
+            ".tsx": "typescriptreact",
+            ".mts": "typescript",
+            ".cts": "typescript",
+            ".js": "javascript",
+            ".jsx": "javascriptreact",
+            ".mjs": "javascript",
+            ".cjs": "javascript",
+        },
+        root_markers=("package.json", "tsconfig.json", "jsconfig.json"),
+        binaries=("typescript-language-server",),
+        args=("--stdio",),
+        checker=Checker(("tsc", "--noEmit", "--pretty", "false"), "tsc"),
+        checker_name="tsc --noEmit",
+        local_bin_dirs=("node_modules/.bin",),
+        push_quiet_window=0.25,  # tsserver publishes syntax then semantic diagnostics
+    ),
+    ServerRow(
+        name="clangd",
+        extensions={
+            ".c": "c",
+            ".h": "c",
+            ".cc": "cpp",
+            ".cpp": "cpp",
+            ".cxx": "cpp",
+            ".hpp": "cpp",
+            ".hh": "cpp",
+        },
+        root_markers=("compile_commands.json", "compile_flags.txt", "CMakeLists.txt"),
+        binaries=("clangd", "clangd-18", "clangd-17", "clangd-16", "clangd-15", "clangd-14"),
+        args=("--background-index=false", "--log=error"),
+        checker=Checker(
+            ("cc", "-fsyntax-only", "-fdiagnostics-color=never"),
+            "gcc",
+            stream="stderr",
+            files=(".c",),
+        ),
+        checker_name="cc -fsyntax-only (with compile_flags.txt) on every .c file",
+    ),
+    ServerRow(
+        name="gopls",
+        extensions={".go": "go"},
+        root_markers=("go.mod",),
+        binaries=("gopls",),
+        checker=Checker(("go", "vet", "./..."), "gcc", stream="stderr"),
+        checker_name="go vet ./...",
+    ),
+    ServerRow(
+        name="rust-analyzer",
+        extensions={".rs": "rust"},
+        root_markers=("Cargo.toml",),
+        binaries=("rust-analyzer",),
+        checker=Checker(("cargo", "check", "--message-format", "short"), "gcc", "stderr"),
+        checker_name="cargo check",
+        probe_argv=("--version",),  # ~/.cargo/bin/rust-analyzer may be a rustup proxy
+    ),
+    ServerRow(
+        name="dart",
+        extensions={".dart": "dart"},
+        root_markers=("pubspec.yaml",),
+        binaries=("dart",),
+        args=("language-server", "--protocol=lsp"),
+        checker=Checker(("dart", "analyze", "--format", "machine"), "dart-machine", "both"),
+        checker_name="dart analyze",
+    ),
+)
+
+BY_NAME: Mapping[str, ServerRow] = MappingProxyType({r.name: r for r in SERVERS})
+
+
+def rows_for(path: str | Path, table: tuple[ServerRow, ...] = SERVERS) -> list[ServerRow]:
+    return [r for r in table if r.language_of(path)]
+
+
+# --- the intersection rule ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Resolution:
+    row: ServerRow
+    root: Path | None  # the directory holding a marker, None when no marker was found
+    marker: str  # which marker was found there ("" when none)
+    binary: str  # absolute path of the binary that resolved ("" when none)
+    binary_problem: str = ""  # why a binary that exists cannot be used (probe failed)
+
+    @property
+    def usable(self) -> bool:
+        return self.root is not None and bool(self.binary)
+
+    @property
+    def key(self) -> str:
+        """The actor key: server name + root (both halves needed to start it)."""
+        return make_key(self.row.name, self.root or Path("."))
+
+    def why_not(self) -> str:
+        """Which half is missing, with the names looked for."""
+        parts = []
+        if self.root is None:
+            parts.append(
+                f"no root marker ({', '.join(self.row.root_markers)}) in the file's directory "
+                "or any parent inside the workspace"
+            )
+        if not self.binary:
+            parts.append(
+                self.binary_problem
+                or f"binary {' / '.join(self.row.binaries)} not found on PATH"
+                + (
+                    f" or in {', '.join(self.row.local_bin_dirs)}"
+                    if self.row.local_bin_dirs
+                    else ""
+                )
+            )
+        return "; ".join(parts)
+
+
+def make_key(server: str, root: Path | str) -> str:
+    return f"{server}:{root}"
+
+
+def split_key(key: str) -> tuple[str, Path]:
+    name, sep, root = key.partition(":")
+    if not sep or name not in BY_NAME or not root:
+        raise ValueError(
+            f"language_server key {key!r} must be '<server>:<absolute root>' "
+            f"with server one of {sorted(BY_NAME)}"
+        )
+    return name, Path(root)
+
+
+def find_root(start: Path, workspace: Path, markers: tuple[str, ...]) -> tuple[Path, str] | None:
+    """Nearest directory from `start` up to `workspace` (inclusive) that holds a marker."""
+    start, workspace = start.resolve(), workspace.resolve()
+    d = start if start.is_dir() else start.parent
+    while True:
+        for m in markers:
+            if (d / m).exists():
+                return d, m
+        if d == workspace or workspace not in d.parents:
+            return None
+        d = d.parent
+
+
+_probe_cache: dict[tuple[str, tuple[str, ...]], str] = {}
+
+
+def find_binary(row: ServerRow, root: Path | None) -> tuple[str, str]:
+    """(absolute binary path, problem). Project-local dirs first, then PATH."""
+    import subprocess
+
+    for name in row.binaries:
+        candidates = [str(root / d / name) for d in row.local_bin_dirs] if root else []
+        for c in candidates:
+            if os.access(c, os.X_OK):
+                return c, ""
+        found = shutil.which(name)
+        if not found:
+            continue
+        if row.probe_argv:
+            ck = (found, row.probe_argv)
+            if ck not in _probe_cache:
+                try:
+                    p = subprocess.run(
+                        [found, *row.probe_argv], capture_output=True, timeout=10, text=True
+                    )
+                    _probe_cache[ck] = (
+                        ""
+                        if p.returncode == 0
+                        else (p.stderr or p.stdout).strip().splitlines()[0][:200]
+                        if (p.stderr or p.stdout).strip()
+                        else f"exit {p.returncode}"
+                    )
+                except (OSError, subprocess.TimeoutExpired) as e:
+                    _probe_cache[ck] = str(e)
+            if _probe_cache[ck]:
+                return "", (
+                    f"binary {name} found at {found} but does not run "
+                    f"({' '.join([name, *row.probe_argv])}: {_probe_cache[ck]})"
+                )
+        return found, ""
+    return "", ""
+
+
+def resolve(row: ServerRow, path: Path, workspace: Path) -> Resolution:
+    """Apply the intersection rule for `row` at `path` (a file or a directory)."""
+    hit = find_root(path, workspace, row.root_markers)
+    root, marker = hit if hit else (None, "")
+    binary, problem = find_binary(row, root)
+    return Resolution(row, root, marker, binary, problem)
+
+
+# --- project checker output parsers --------------------------------------------------------
+
+_SEVERITY = {"error": 1, "warning": 2, "information": 3, "info": 3, "hint": 4, "note": 3}
+
+
+def _pyright_json(out: str, root: Path) -> list[dict[str, Any]]:
+    start = out.find("{")
+    if start < 0:
+        return []
+    data = json.loads(out[start:])
+    res = []
+    for d in data.get("generalDiagnostics", []):
+        r = d.get("range", {}).get("start", {})
+        res.append(
+            {
+                "path": d.get("file", ""),
+                "line": int(r.get("line", 0)) + 1,
+                "column": int(r.get("character", 0)) + 1,
+                "severity": _SEVERITY.get(d.get("severity", "error"), 1),
+                "code": d.get("rule", ""),
+                "message": d.get("message", ""),
+            }
+        )
+    return res
+
+
+_TSC = re.compile(
+    r"^(?P<path>[^\s(][^(]*)\((?P<line>\d+),(?P<col>\d+)\): (?P<sev>error|warning) (?P<code>TS\d+): (?P<msg>.*)$"
+)
+_GCC = re.compile(
+    r"^(?:vet: )?(?P<path>[^:\s][^:]*):(?P<line>\d+):(?:(?P<col>\d+):)? ?(?:(?P<sev>fatal error|error|warning|note)(?:\[(?P<code>[^\]]+)\])?: )?(?P<msg>.+)$"
+)
+
+
+def _tsc(out: str, root: Path) -> list[dict[str, Any]]:
+    res = []
+    for line in out.splitlines():
+        m = _TSC.match(line.strip())
+        if m:
+            res.append(
+                {
+                    "path": m["path"],
+                    "line": int(m["line"]),
+                    "column": int(m["col"]),
+                    "severity": _SEVERITY[m["sev"]],
+                    "code": m["code"],
+                    "message": m["msg"],
+                }
+            )
+        elif res and line.startswith("  "):  # continuation of a multi-line message
+            res[-1]["message"] += "\n" + line.strip()
+    return res
+
+
+def _gcc(out: str, root: Path) -> list[dict[str, Any]]:
+    res = []
+    for line in out.splitlines():
+        if line.startswith("#") or line.startswith(" "):
+            continue
+        m = _GCC.match(line.strip())
+        if not m:
+            continue
+        sev = (m["sev"] or "error").replace("fatal error", "error")
+        if sev == "note":
+            continue
+        res.append(
+            {
+                "path": m["path"],
+                "line": int(m["line"]),
+                "column": int(m["col"] or 1),
+                "severity": _SEVERITY[sev],
+                "code": m["code"] or "",
+                "message": m["msg"],
+            }
+        )
+    return res
+
+
+def _dart_machine(out: str, root: Path) -> list[dict[str, Any]]:
+    res = []
+    for line in out.splitlines():
+        f = line.split("|")
+        if len(f) < 8 or f[0] not in ("ERROR", "WARNING", "INFO"):
+            continue
+        res.append(
+            {
+                "path": f[3],
+                "line": int(f[4]),
+                "column": int(f[5]),
+                "severity": {"ERROR": 1, "WARNING": 2, "INFO": 3}[f[0]],
+                "code": f[2].lower(),
+                "message": "|".join(f[7:]),
+            }
+        )
+    return res
+
+
+PARSERS = {"pyright-json": _pyright_json, "tsc": _tsc, "gcc": _gcc, "dart-machine": _dart_machine}
+
+
+def parse_checker_output(parser: str, out: str, root: Path) -> list[dict[str, Any]]:
+    """Findings as records {path (as printed), line, column (1-based), severity, code, message}."""
+    return PARSERS[parser](out, root)
