@@ -1,0 +1,213 @@
+"""The `tether` command: list the tools, make one call, watch a runtime, run the demo.
+
+    tether tools [--surface S] [--json [--format anthropic|openai|mcp]] [--all]
+    tether call --workdir DIR TOOL 'JSON'     exit 1 when the result is an error
+    tether status --port N                    the health tree of a running runtime
+    tether demo [--project DIR]               the tools on the bundled example project
+
+`tether call` starts a runtime only when the tool needs one (language servers, parsers,
+kernels, debug sessions); the harness tools run without.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from tether.tools.registry import (
+    SCHEMA_FORMATS,
+    FamilyLoadError,
+    Registry,
+    absence_reason,
+    export_schema,
+)
+from tether.tools.spec import Needs, Surface
+
+RUNTIME_NEEDS = frozenset(
+    {Needs.LANGUAGE_SERVERS, Needs.PARSER, Needs.DEBUG_SESSIONS, Needs.KERNELS}
+)
+SURFACES = [s.value for s in Surface]
+
+
+def _registry() -> Registry:
+    try:
+        return Registry.default()
+    except FamilyLoadError as e:
+        raise SystemExit(f"tether: {e}") from None
+
+
+def _cmd_tools(args: argparse.Namespace) -> int:
+    registry = _registry()
+    surface = Surface(args.surface)
+    connected = set(Needs) - {Needs.QUESTION_PORT, Needs.TARGET_SPACE, Needs.VIBE}
+    if args.questions:
+        connected |= {Needs.QUESTION_PORT, Needs.TARGET_SPACE}
+    if args.vibe:
+        connected.add(Needs.VIBE)
+    rows = []
+    for spec in registry.specs():
+        reason = absence_reason(spec, surface, frozenset(connected))
+        if reason and not args.all:
+            continue
+        rows.append((spec, reason))
+    if args.json:
+        if args.all:
+            out: Any = [
+                {**export_schema(spec, args.format), "tier": spec.tier.value, "absent": reason}
+                for spec, reason in rows
+            ]
+        else:
+            out = [export_schema(spec, args.format) for spec, _ in rows]
+        print(json.dumps(out, indent=2))
+        return 0
+    print(
+        f"tools on the {surface.value} surface (a run with a working directory and every "
+        f"resource kind connected{', a question port' if args.questions else ''}"
+        f"{', vibe mode' if args.vibe else ''}):"
+    )
+    width = max((len(spec.name) for spec, _ in rows), default=4)
+    for spec, reason in rows:
+        first = spec.description.split(". ")[0].rstrip(".")
+        line = f"  {spec.name:<{width}}  {spec.tier.value:<5}  {first}"
+        if reason:
+            line += f"\n  {'':<{width}}  absent: {reason}"
+        print(line)
+    if not rows:
+        print("  (none)")
+    return 0
+
+
+def _parse_arguments(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SystemExit(
+            f"tether call: the arguments are not valid JSON ({e.msg} at column {e.colno}); "
+            'quote them as one shell word, e.g. \'{"path": "README.md"}\''
+        ) from None
+    if not isinstance(value, dict):
+        raise SystemExit(
+            'tether call: the arguments must be a JSON object, e.g. \'{"path": "README.md"}\''
+        )
+    return value
+
+
+def _print_result(result: Any, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(result.to_json(), indent=2))
+        return
+    stream = sys.stdout
+    print(result.text, file=stream)
+    if result.images:
+        print(f"[{len(result.images)} image(s); use --json to get them]", file=stream)
+
+
+def _cmd_call(args: argparse.Namespace) -> int:
+    from tether.run import Run
+
+    arguments = _parse_arguments(args.arguments)
+    registry = _registry()
+    spec = registry.get(args.tool)
+    needs_runtime = spec is not None and bool(spec.needs & RUNTIME_NEEDS)
+    if not needs_runtime:
+        try:
+            run = Run(
+                runtime=None,
+                run_id=args.run_id,
+                workdir=args.workdir,
+                surface=args.surface,
+                registry=registry,
+            )
+        except ValueError as e:
+            raise SystemExit(f"tether call: {e}") from None
+        with run:
+            result = run.call(args.tool, arguments)
+        _print_result(result, args.json)
+        return 1 if result.is_error else 0
+    try:
+        from tether.runtime import Runtime
+    except ImportError as e:
+        raise SystemExit(
+            f"tether call: {args.tool} needs the tether runtime, which cannot be loaded: {e}"
+        ) from None
+    with Runtime.start() as rt:
+        run = rt.open_run(args.run_id, workdir=args.workdir, surface=Surface(args.surface))
+        try:
+            result = run.call(args.tool, arguments)
+        finally:
+            run.close()
+    _print_result(result, args.json)
+    return 1 if result.is_error else 0
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    try:
+        from tether.health_view import status_main
+    except ImportError:
+        print(
+            "tether status: the health view (tether.health_view) is not part of this build yet.",
+            file=sys.stderr,
+        )
+        return 2
+    return int(status_main(args.port) or 0)
+
+
+def _cmd_demo(rest: list[str]) -> int:
+    try:
+        from tether.demo import main as demo_main
+    except ImportError as e:
+        print(f"tether demo: the demo is not available in this build ({e}).", file=sys.stderr)
+        return 2
+    return int(demo_main(rest) or 0)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tether", description="Server-bound tools of a coding-agent runtime."
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    tools = sub.add_parser("tools", help="list the tools a surface sees")
+    tools.add_argument("--surface", choices=SURFACES, default="default")
+    tools.add_argument("--json", action="store_true", help="print the tool declarations")
+    tools.add_argument("--format", choices=SCHEMA_FORMATS, default="mcp", help="with --json")
+    tools.add_argument("--all", action="store_true", help="also list absent tools and why")
+    tools.add_argument("--questions", action="store_true", help="as if a question port is on")
+    tools.add_argument("--vibe", action="store_true", help="as if vibe mode is on")
+
+    call = sub.add_parser("call", help="make one tool call (exit 1 when it is an error)")
+    call.add_argument("--workdir", required=True, help="the working directory of the run")
+    call.add_argument("--surface", choices=SURFACES, default="default")
+    call.add_argument("--run-id", default="cli", help="conversation id (default: cli)")
+    call.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    call.add_argument("tool", help="tool name, e.g. read")
+    call.add_argument("arguments", nargs="?", default="{}", help="JSON object of arguments")
+
+    status = sub.add_parser("status", help="the health tree of a running runtime")
+    status.add_argument("--port", type=int, required=True, help="the runtime's admin port")
+
+    sub.add_parser("demo", help="run the tools on the bundled example project", add_help=False)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "demo":
+        return _cmd_demo(argv[1:])
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "tools":
+        return _cmd_tools(args)
+    if args.command == "call":
+        return _cmd_call(args)
+    if args.command == "status":
+        return _cmd_status(args)
+    parser.print_help()
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
