@@ -722,7 +722,8 @@ def _commit(ctx: ToolContext, steps: list[_Planned]) -> None:
                     raise
                 done.append((s, aside))
             else:
-                _replace(temps.pop(s.path), s.path)
+                _replace(temps[s.path], s.path)
+                del temps[s.path]
                 done.append((s, None))
     except BaseException:
         for s, aside in reversed(done):

@@ -240,6 +240,11 @@ class Registry:
             return ToolResult.error(e.message)
         except ResourceError as e:
             return ToolResult.error(f"{name}: {e.message}", data={"code": e.code})
+        except OSError as e:
+            where = f" ({e.filename})" if e.filename else ""
+            return ToolResult.error(
+                f"{name} failed: {e.strerror or type(e).__name__}{where}."
+            )
         except Exception as e:  # noqa: BLE001 - the model must get a result, not a traceback
             return ToolResult.error(
                 f"{name} failed inside tether: {type(e).__name__}: {e}. This is a bug in the "
