@@ -65,6 +65,9 @@ class ServerRow:
     probe_argv: tuple[str, ...] = ()  # run once to prove the binary works (rustup proxies)
     push_quiet_window: float = 0.15  # s without a further publish before an unversioned one counts
     startup_timeout: float = 20.0  # initialize must answer within this
+    # push servers that publish only when a change asks for it: tsserver's `geterr` after
+    # didOpen is cancelled by the next request, so a diagnostics query re-sends the text
+    nudge_for_diagnostics: bool = False
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", self.name):
@@ -135,7 +138,8 @@ SERVERS: tuple[ServerRow, ...] = (
         checker=Checker(("tsc", "--noEmit", "--pretty", "false"), "tsc"),
         checker_name="tsc --noEmit",
         local_bin_dirs=("node_modules/.bin",),
-        push_quiet_window=0.25,  # tsserver publishes syntax then semantic diagnostics
+        push_quiet_window=0.4,  # tsserver publishes syntax then semantic diagnostics
+        nudge_for_diagnostics=True,
     ),
     ServerRow(
         name="clangd",

@@ -622,6 +622,12 @@ class Session:
                     and now - pub.at >= self.row.push_quiet_window
                 ):
                     w.fresh[d.uri] = pub.items
+            if op.op == "diagnostics" and self.row.nudge_for_diagnostics:
+                for d in docs:
+                    if d.uri not in w.fresh:
+                        self.io.write(self.docs.touch(d))
+                        self.changed_at[d.uri] = now
+                        w.targets[d.uri] = d.version
         if not self._maybe_finish(op, w):
             self.io.after(max(0.0, w.cap_at - now), f"lsp:cap:{op.oid}")
 

@@ -146,7 +146,7 @@ def commit(p: Plan) -> None:
     for path in p.final:
         try:
             snapshot[path] = path.read_bytes()
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             snapshot[path] = None
         except OSError as e:
             raise EditError(f"cannot read {path} before writing it: {e}") from e

@@ -7,7 +7,8 @@ def total_area(shapes: list[Shape]) -> float:
 
 
 def describe(shape: Shape) -> str:
-    label = "naïve 😀 shape"; size = shape.area()
+    label = "naïve 😀 shape"
+    size = shape.area()
     return f"{label}: {size}"
 
 

@@ -1,0 +1,439 @@
+"""Unit tests of the sans-io parts: framing, JSON-RPC routing, positions, ledger, table, edits."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tether.actors.language_server import servers, workspace_edit
+from tether.actors.language_server.diagnostics import FreshWait, normalize
+from tether.actors.language_server.jsonrpc import (
+    Capabilities,
+    JsonRpcClient,
+    Notification,
+    Response,
+    ServerRequest,
+    answer_server_request,
+)
+from tether.actors.language_server.ledger import Ledger
+from tether.actors.language_server.positions import (
+    PositionError,
+    find_symbol,
+    from_character,
+    offset_of,
+    to_character,
+)
+from tether.protocol import FrameDecoder, FramingError, encode
+
+# --- protocol ---------------------------------------------------------------------------------
+
+
+def test_encode_counts_bytes_not_chars():
+    assert encode({"a": "é"}) == b'Content-Length: 10\r\n\r\n{"a":"\xc3\xa9"}'
+
+
+def test_decode_byte_by_byte():
+    data = encode({"id": 1}) + encode({"id": 2, "x": "😀"})
+    dec, out = FrameDecoder(), []
+    for i in range(len(data)):
+        out += dec.feed(data[i : i + 1])
+    assert out == [{"id": 1}, {"id": 2, "x": "😀"}] and dec.buffered == 0
+
+
+def test_decode_ignores_other_headers():
+    body = b'{"ok":true}'
+    frame = (
+        b"Content-Type: application/vscode-jsonrpc; charset=utf-8\r\ncontent-length: %d\r\n\r\n%s"
+        % (len(body), body)
+    )
+    assert FrameDecoder().feed(frame) == [{"ok": True}]
+
+
+def test_decode_missing_length_is_framing_error():
+    with pytest.raises(FramingError, match="no valid Content-Length"):
+        FrameDecoder().feed(b"X-Foo: 1\r\n\r\n{}")
+
+
+def test_decode_garbage_body_is_framing_error():
+    with pytest.raises(FramingError, match="not JSON"):
+        FrameDecoder().feed(b"Content-Length: 3\r\n\r\nabc")
+
+
+def test_decode_no_header_end_is_framing_error():
+    with pytest.raises(FramingError, match="no header terminator"):
+        FrameDecoder().feed(b"x" * 9000)
+
+
+@given(
+    st.lists(st.dictionaries(st.text(max_size=5), st.text(max_size=20), max_size=4), max_size=6),
+    st.integers(1, 50),
+)
+def test_roundtrip_any_chunking(msgs, chunk):
+    data = b"".join(encode(m) for m in msgs)
+    dec, out = FrameDecoder(), []
+    for i in range(0, len(data), chunk):
+        out += dec.feed(data[i : i + chunk])
+    assert out == msgs
+
+
+# --- jsonrpc ----------------------------------------------------------------------------------
+
+
+def test_request_then_response_settles_pending():
+    c = JsonRpcClient()
+    rid, data = c.request("textDocument/hover", {"x": 1}, deadline=10.0, context="ctx")
+    assert json.loads(data.split(b"\r\n\r\n", 1)[1])["method"] == "textDocument/hover"
+    ev = c.receive({"jsonrpc": "2.0", "id": rid, "result": 5})
+    assert isinstance(ev, Response) and ev.result == 5 and ev.context == "ctx" and not c.pending
+
+
+def test_server_request_with_colliding_id_routes_on_method():
+    c = JsonRpcClient()
+    rid, _ = c.request("textDocument/hover", {}, deadline=10.0)
+    ev = c.receive({"jsonrpc": "2.0", "id": rid, "method": "workspace/configuration", "params": {}})
+    assert isinstance(ev, ServerRequest) and rid in c.pending
+
+
+def test_notification_and_late_response():
+    c = JsonRpcClient()
+    assert isinstance(c.receive({"method": "$/progress", "params": {}}), Notification)
+    assert c.receive({"id": 99, "result": None}) is None and c.late_responses == 1
+
+
+def test_expired_pops_only_past_deadlines():
+    c = JsonRpcClient()
+    a, _ = c.request("a", None, deadline=1.0)
+    b, _ = c.request("b", None, deadline=5.0)
+    assert [p.id for p in c.expired(2.0)] == [a] and list(c.pending) == [b]
+    assert c.next_deadline() == 5.0
+
+
+def test_capabilities_static_dynamic_and_unregister():
+    caps = Capabilities(static={"hoverProvider": True, "renameProvider": {"prepareProvider": True}})
+    assert caps.supports("textDocument/hover") and caps.supports("textDocument/prepareRename")
+    assert not caps.supports("textDocument/diagnostic")
+    caps.register(
+        {
+            "registrations": [
+                {"id": "r1", "method": "textDocument/diagnostic", "registerOptions": {}}
+            ]
+        }
+    )
+    assert caps.supports("textDocument/diagnostic")
+    caps.unregister({"unregisterations": [{"id": "r1", "method": "textDocument/diagnostic"}]})
+    assert not caps.supports("textDocument/diagnostic")
+    assert not Capabilities(static={"renameProvider": True}).supports("textDocument/prepareRename")
+
+
+def _answer(method, params, **kw):
+    caps = Capabilities()
+    out = answer_server_request(
+        ServerRequest(7, method, params),
+        caps=caps,
+        settings={"a": {"b": 1}},
+        workspace_folders=[{"uri": "file:///r", "name": "r"}],
+        apply_edit=kw.get("apply_edit", lambda e: (True, "")),
+    )
+    return json.loads(out.split(b"\r\n\r\n", 1)[1]), caps
+
+
+def test_answers_configuration_by_section():
+    msg, _ = _answer(
+        "workspace/configuration", {"items": [{"section": "a.b"}, {"section": "zz"}, {}]}
+    )
+    assert msg == {"jsonrpc": "2.0", "id": 7, "result": [1, None, {"a": {"b": 1}}]}
+
+
+def test_answers_register_and_tracks_it():
+    msg, caps = _answer(
+        "client/registerCapability",
+        {"registrations": [{"id": "x", "method": "textDocument/diagnostic"}]},
+    )
+    assert msg["result"] is None and caps.supports("textDocument/diagnostic")
+
+
+def test_answers_apply_edit_failure_reason():
+    msg, _ = _answer("workspace/applyEdit", {"edit": {}}, apply_edit=lambda e: (False, "nope"))
+    assert msg["result"] == {"applied": False, "failureReason": "nope"}
+
+
+def test_unknown_server_request_gets_method_not_found():
+    msg, _ = _answer("x/unknown", {})
+    assert msg["error"]["code"] == -32601 and "x/unknown" in msg["error"]["message"]
+
+
+# --- positions --------------------------------------------------------------------------------
+
+
+def test_symbol_prefers_whole_word():
+    assert find_symbol("x = loader.load()\n", 1, "load").start == 11
+
+
+def test_symbol_second_occurrence():
+    assert find_symbol("f(a, a)\n", 1, "a#2").start == 5
+
+
+def test_symbol_literal_hash_wins():
+    assert find_symbol('s = "#2 x#2"\n', 1, "x#2").start == 8
+
+
+def test_symbol_falls_back_to_substring():
+    assert find_symbol("loader = 1\n", 1, "oad").start == 1
+
+
+def test_missing_symbol_echoes_line():
+    with pytest.raises(PositionError, match=r"symbol is required.*'return total'"):
+        find_symbol("def f():\n    return total\n", 2, "")
+
+
+def test_unfound_symbol_echoes_line():
+    with pytest.raises(
+        PositionError, match=r"'nope' is not on line 1 of a.py. The line is: 'x = 1'"
+    ):
+        find_symbol("x = 1\n", 1, "nope", "a.py")
+
+
+def test_occurrence_past_count():
+    with pytest.raises(PositionError, match=r"occurs 1 time\(s\) on line 1 .* #3 does not exist"):
+        find_symbol("a = 1\n", 1, "a#3")
+
+
+def test_line_past_end():
+    with pytest.raises(PositionError, match=r"line 9 is past the end of f.py \(1 lines\)"):
+        find_symbol("a\n", 9, "a", "f.py")
+
+
+def test_utf16_and_utf8_columns():
+    line = 'label = "naïve 😀 shape"; size = 1'
+    i = line.index("size")
+    assert to_character(line, i, "utf-16") == i + 1  # the emoji is 2 UTF-16 units
+    assert to_character(line, i, "utf-8") == i + 1 + 3  # ï is 2 bytes, the emoji 4
+    assert to_character(line, i, "utf-32") == i
+    assert from_character(line, i + 1, "utf-16") == i and from_character(line, i + 4, "utf-8") == i
+
+
+@given(st.text(max_size=30), st.sampled_from(["utf-8", "utf-16", "utf-32"]))
+def test_character_roundtrip(line, enc):
+    for i in range(len(line) + 1):
+        assert from_character(line, to_character(line, i, enc), enc) == i
+
+
+def test_offset_of_lines():
+    assert offset_of("ab\ncd\n", 1, 1) == 4 and offset_of("ab\n", 5, 0) == 3
+
+
+# --- ledger -----------------------------------------------------------------------------------
+
+
+def _d(line, msg="undefined name 'x'", code="E1", sev=1):
+    return {"line": line, "column": 1, "severity": sev, "code": code, "message": msg}
+
+
+def test_ledger_sequence_from_the_issue():
+    led = Ledger()
+    assert led.fold("a.py", []) == []
+    assert [d["line"] for d in led.fold("a.py", [_d(3)])] == [3]  # introduced -> reported
+    assert led.fold("a.py", [_d(3)]) == []  # unrelated edit -> not again
+    assert led.fold("a.py", [_d(7)]) == []  # moved down four lines -> not again
+    assert [d["line"] for d in led.fold("a.py", [_d(7), _d(12)])] == [12]  # second call site
+    assert led.fold("a.py", []) == []  # fixed
+    assert [d["line"] for d in led.fold("a.py", [_d(7)])] == [7]  # reintroduced -> reported
+
+
+def test_ledger_is_per_file_and_keys_on_message_code_severity():
+    led = Ledger()
+    led.fold("a.py", [_d(1)])
+    assert led.fold("b.py", [_d(1)]) != []
+    assert led.fold("a.py", [_d(1), _d(1, sev=2)]) == [_d(1, sev=2)]
+    assert led.fold("a.py", [_d(1), _d(1, sev=2), _d(1, code="E2")]) == [_d(1, code="E2")]
+
+
+# --- server table -----------------------------------------------------------------------------
+
+
+def test_table_covers_the_issue_servers():
+    names = {r.name for r in servers.SERVERS}
+    assert {
+        "basedpyright",
+        "typescript-language-server",
+        "clangd",
+        "gopls",
+        "rust-analyzer",
+        "dart",
+    } <= names
+    assert servers.rows_for("x.tsx")[0].name == "typescript-language-server"
+    assert servers.rows_for("x.go")[0].language_of("x.go") == "go"
+
+
+def test_row_validation_names_the_bad_value():
+    with pytest.raises(ValueError, match="extensions must be non-empty"):
+        servers.ServerRow(
+            name="x", extensions={"py": "python"}, root_markers=("a",), binaries=("b",)
+        )
+    with pytest.raises(ValueError, match="parser 'nope'"):
+        servers.Checker(("x",), "nope")
+
+
+def test_key_roundtrip_and_bad_key():
+    assert servers.split_key(servers.make_key("gopls", "/r/x")) == ("gopls", Path("/r/x"))
+    with pytest.raises(ValueError, match="must be '<server>:<absolute root>'"):
+        servers.split_key("nothing")
+
+
+def test_resolution_names_missing_marker(tmp_path):
+    (tmp_path / "a.go").write_text("package a\n")
+    r = servers.resolve(servers.BY_NAME["gopls"], tmp_path / "a.go", tmp_path)
+    assert not r.usable and "no root marker (go.mod)" in r.why_not()
+
+
+def test_resolution_names_missing_binary(tmp_path):
+    (tmp_path / "pubspec.yaml").write_text("name: x\n")
+    r = servers.resolve(servers.BY_NAME["dart"], tmp_path / "a.dart", tmp_path)
+    assert r.root == tmp_path and "binary dart not found on PATH" in r.why_not()
+
+
+def test_root_search_stops_at_workspace(tmp_path):
+    (tmp_path / "go.mod").write_text("module x\n")
+    ws = tmp_path / "ws"
+    (ws / "sub").mkdir(parents=True)
+    assert servers.find_root(ws / "sub", ws, ("go.mod",)) is None
+    (ws / "go.mod").write_text("module y\n")
+    assert servers.find_root(ws / "sub" / "f.go", ws, ("go.mod",)) == (ws, "go.mod")
+
+
+def test_checker_parsers():
+    tsc = "src/a.ts(3,7): error TS2322: Type 'string' is not assignable to type 'number'.\n"
+    assert servers.parse_checker_output("tsc", tsc, Path("."))[0] == {
+        "path": "src/a.ts", "line": 3, "column": 7, "severity": 1, "code": "TS2322",
+        "message": "Type 'string' is not assignable to type 'number'.",
+    }  # fmt: skip
+    gcc = "main.c:4:12: error: use of undeclared identifier 'x'\nmain.c:4:12: note: here\n"
+    assert [d["message"] for d in servers.parse_checker_output("gcc", gcc, Path("."))] == [
+        "use of undeclared identifier 'x'"
+    ]
+    vet = '# example.com/p\nvet: ./main.go:4:14: cannot use "s" as int value\n'
+    assert servers.parse_checker_output("gcc", vet, Path("."))[0]["path"] == "./main.go"
+    cargo = "src/main.rs:2:5: error[E0425]: cannot find value `x` in this scope\n"
+    assert servers.parse_checker_output("gcc", cargo, Path("."))[0]["code"] == "E0425"
+    dart = "ERROR|COMPILE_TIME_ERROR|UNDEFINED_IDENTIFIER|/p/lib/a.dart|3|5|1|Undefined name 'x'.\n"
+    assert servers.parse_checker_output("dart-machine", dart, Path("."))[0]["line"] == 3
+
+
+# --- diagnostics ------------------------------------------------------------------------------
+
+
+def test_normalize_converts_columns_and_codes():
+    raw = [
+        {
+            "range": {"start": {"line": 0, "character": 3}, "end": {"line": 0, "character": 5}},
+            "message": "m",
+            "code": 2322,
+            "severity": 2,
+        }
+    ]
+    rec = normalize(Path("/a.ts"), raw, lambda p, n: "😀x = y", "utf-16")[0]
+    assert (rec["column"], rec["end_column"], rec["code"], rec["severity"]) == (3, 5, "2322", 2)
+
+
+def test_fresh_wait_versioned_and_quiet_window():
+    w = FreshWait(1, None, {"u1": 3, "u2": 2}, started=0.0, cap_at=2.5, pull=False)
+    w.on_publish("u1", 2, ["old"], 0.1)
+    assert "u1" not in w.fresh  # an older version is stale
+    w.on_publish("u1", 3, ["new"], 0.2)
+    assert w.fresh["u1"] == ["new"]
+    assert w.on_publish("u2", None, ["a"], 0.3) is True
+    w.on_quiet(0.35, 0.15)
+    assert "u2" not in w.fresh  # not quiet long enough yet
+    w.on_quiet(0.46, 0.15)
+    assert w.fresh["u2"] == ["a"] and w.complete
+    w.on_publish("other", None, ["x"], 0.5)
+    assert w.others == {"other": ["x"]}
+
+
+# --- workspace edits --------------------------------------------------------------------------
+
+
+def _rng(l1, c1, l2, c2):
+    return {"start": {"line": l1, "character": c1}, "end": {"line": l2, "character": c2}}
+
+
+def test_changes_applied(tmp_path):
+    a = tmp_path / "a.py"
+    a.write_text("foo = 1\nprint(foo)\n")
+    p = workspace_edit.plan(
+        {
+            "changes": {
+                a.as_uri(): [
+                    {"range": _rng(0, 0, 0, 3), "newText": "bar"},
+                    {"range": _rng(1, 6, 1, 9), "newText": "bar"},
+                ]
+            }
+        },
+        "utf-16",
+    )
+    workspace_edit.commit(p)
+    assert a.read_text() == "bar = 1\nprint(bar)\n" and p.edits == {a: 2}
+
+
+def test_document_changes_with_create_rename_delete(tmp_path):
+    a, b, c, d = (tmp_path / n for n in ("a.py", "b.py", "c.py", "d.py"))
+    a.write_text("x\n")
+    d.write_text("gone\n")
+    edit = {"documentChanges": [
+        {"textDocument": {"uri": a.as_uri(), "version": None}, "edits": [{"range": _rng(0, 0, 0, 1), "newText": "y"}]},
+        {"kind": "rename", "oldUri": a.as_uri(), "newUri": b.as_uri()},
+        {"kind": "create", "uri": c.as_uri()},
+        {"textDocument": {"uri": c.as_uri(), "version": None}, "edits": [{"range": _rng(0, 0, 0, 0), "newText": "new\n"}]},
+        {"kind": "delete", "uri": d.as_uri()},
+    ]}  # fmt: skip
+    p = workspace_edit.plan(edit, "utf-16")
+    workspace_edit.commit(p)
+    assert not a.exists() and b.read_text() == "y\n" and c.read_text() == "new\n" and not d.exists()
+    assert p.edits == {b: 1, c: 1}
+
+
+def test_failing_edit_writes_nothing(tmp_path):
+    a, b = tmp_path / "a.py", tmp_path / "b.py"
+    a.write_text("x\n")
+    b.write_text("y\n")
+    edit = {"documentChanges": [
+        {"textDocument": {"uri": a.as_uri(), "version": None}, "edits": [{"range": _rng(0, 0, 0, 1), "newText": "z"}]},
+        {"kind": "create", "uri": b.as_uri()},
+    ]}  # fmt: skip
+    with pytest.raises(workspace_edit.EditError, match="already exists"):
+        workspace_edit.plan(edit, "utf-16")
+    assert a.read_text() == "x\n"
+
+
+def test_stale_version_is_refused(tmp_path):
+    a = tmp_path / "a.py"
+    a.write_text("x\n")
+    edit = {"documentChanges": [{"textDocument": {"uri": a.as_uri(), "version": 3}, "edits": []}]}
+    with pytest.raises(workspace_edit.EditError, match="changed since the server computed"):
+        workspace_edit.plan(edit, "utf-16", version_of=lambda p: 4)
+
+
+def test_overlapping_edits_refused(tmp_path):
+    a = tmp_path / "a.py"
+    a.write_text("abcdef\n")
+    edits = [
+        {"range": _rng(0, 0, 0, 3), "newText": "x"},
+        {"range": _rng(0, 2, 0, 4), "newText": "y"},
+    ]
+    with pytest.raises(workspace_edit.EditError, match="overlapping"):
+        workspace_edit.plan({"changes": {a.as_uri(): edits}}, "utf-16")
+
+
+def test_commit_restores_on_failure(tmp_path):
+    a = tmp_path / "a.py"
+    a.write_text("old\n")
+    blocker = tmp_path / "blocked"
+    blocker.write_text("file, not a dir\n")
+    p = workspace_edit.Plan(final={a: "new\n", blocker / "x.py": "y\n"})
+    with pytest.raises(workspace_edit.EditError, match="every file was restored"):
+        workspace_edit.commit(p)
+    assert a.read_text() == "old\n"
