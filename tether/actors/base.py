@@ -1,5 +1,4 @@
-"""Base classes of every actor that owns a live resource (CONTRACT STUB — runtime issue #2
-fills in the bodies; the names and signatures below are what tool families code against).
+"""Base classes of every actor that owns a live resource: `ResourceActor`, `ProcessActor`.
 
 A resource actor is created by its kind's supervisor with a key and a config, answers
 `Call`s with exactly one `Reply` each (now or later), answers health queries, and cleans
@@ -20,26 +19,358 @@ kills the whole process tree when it stops:
         def on_stdout(self, data): ...  # feed the framing codec, settle pending requests
         def on_call(self, call):
             self.write(frame)                       # request to the server
-            self.pending.add(req_id, call)          # settled later by reply()/fail()
+            self.pending.add(req_id, call)          # settled later: self.pending.pop(req_id)
+
+What the base does for you:
+- Calls that arrive before `on_start` finished, or while you keep the state "starting"
+  (call `self.set_state("starting")` in on_start and `set_state("ready")` when the
+  resource is usable), are queued and handed to `on_call` once the state is "ready".
+- Every call is settled exactly once: a second reply() / fail() for the same call is
+  ignored, and a call still open when its deadline passes is failed with `deadline`
+  (and dropped from `pending`). An exception escaping `on_call` fails that call with
+  `failed` and the exception text; it never kills the actor.
+- `on_start` raising `ResourceUnavailable` means "cannot run here" (the supervisor does
+  not retry); raising anything else is a crash (restart policy applies).
+- A watchdog timer: if the host process dies or this actor's parent dies, the actor
+  kills what it owns and exits (no orphans).
+- Fault injection (delay, drop_reply, kill_process) and health are built in.
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import time
+import traceback
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
-from tether.messages.calls import Call
+import psutil
+from thespian.actors import (
+    Actor,
+    ActorExitRequest,
+    ChildActorExited,
+    PoisonMessage,
+    ThespianWatch,
+    WakeupMessage,
+    WatchMessage,
+)
+
+from tether.messages.calls import Call, ErrorCode, Reply
+from tether.messages.codec import CodecError, decode, encode
+from tether.messages.control import (
+    HealthQuery,
+    HealthReport,
+    Inject,
+    Pids,
+    Start,
+    Started,
+    Stopping,
+)
+
+WATCHDOG_PERIOD = 0.25  # seconds between checks that the host and our parent are alive
+SWEEP_PERIOD = 0.5  # seconds between sweeps of open calls past their deadline
+STDERR_TAIL_BYTES = 8192
+READ_CHUNK = 65536
 
 
-class ResourceActor:  # becomes a thespian Actor subclass
-    kind: ClassVar[str] = ""
+class ResourceUnavailable(Exception):
+    """Raise from on_start when the resource cannot run here (binary or marker missing).
+    The supervisor will not retry; calls get ErrorCode.UNAVAILABLE with this message."""
 
-    # --- to override -------------------------------------------------------------
+
+def host_alive(pid: int, create_time: float) -> bool:
+    """True if the process `pid` exists and is the one created at `create_time`."""
+    if pid <= 0:
+        return True
+    try:
+        proc = psutil.Process(pid)
+        if create_time and abs(proc.create_time() - create_time) > 0.01:
+            return False
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+def process_info(pid: int) -> dict[str, Any]:
+    """pid, command, RSS (bytes) and CPU percent of one process, for health."""
+    try:
+        proc = psutil.Process(pid)
+        with proc.oneshot():
+            return {
+                "pid": pid,
+                "cmd": " ".join(proc.cmdline()[:3])[:120] or proc.name(),
+                "rss": proc.memory_info().rss,
+                "cpu": proc.cpu_percent(interval=None),
+                "alive": proc.status() != psutil.STATUS_ZOMBIE,
+            }
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return {"pid": pid, "cmd": "", "rss": 0, "cpu": 0.0, "alive": False}
+
+
+def kill_tree(pid: int, grace: float = 0.5, group: bool = True) -> list[int]:
+    """Kill `pid`, its process group (if it leads one) and all its descendants.
+
+    SIGTERM first, then SIGKILL for whatever is still alive after `grace` seconds.
+    Bounded: returns within about grace + 0.5 s. Returns the pids that were signalled.
+    """
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        procs = []
+    signalled = [p.pid for p in procs]
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 0.5)):
+        if group:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                if os.getpgid(pid) == pid:
+                    os.killpg(pid, sig)
+        for proc in procs:
+            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+                proc.send_signal(sig)
+        if not procs:
+            break
+        _gone, procs = psutil.wait_procs(procs, timeout=wait)
+        if not procs:
+            break
+    return signalled
+
+
+class PendingTable:
+    """Calls waiting for an answer from the resource, keyed by the resource's own request id.
+
+    `add(req_id, call)` when you send the request, `pop(req_id)` when its answer arrives
+    (None if the call already expired or was failed). The base fails entries whose call
+    deadline passed and removes them here.
+    """
+
+    def __init__(self) -> None:
+        self._by_req: dict[Any, Call] = {}
+
+    def add(self, req_id: Any, call: Call) -> None:
+        self._by_req[req_id] = call
+
+    def pop(self, req_id: Any) -> Call | None:
+        return self._by_req.pop(req_id, None)
+
+    def get(self, req_id: Any) -> Call | None:
+        return self._by_req.get(req_id)
+
+    def discard_call(self, call_id: str) -> None:
+        for req_id, call in list(self._by_req.items()):
+            if call.call_id == call_id:
+                del self._by_req[req_id]
+
+    def items(self) -> list[tuple[Any, Call]]:
+        return list(self._by_req.items())
+
+    def clear(self) -> list[Call]:
+        calls = list(self._by_req.values())
+        self._by_req.clear()
+        return calls
+
+    def __len__(self) -> int:
+        return len(self._by_req)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(list(self._by_req))
+
+
+class TetherActor(Actor):
+    """What every tether actor shares: message decoding, the watchdog, timers, health.
+
+    Thespian messages we send are `bytes` (an encoded message) or `(bytes, extra)`, where
+    extra is a thespian address (or a dict of them) that cannot ride inside msgpack.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kind = ""
+        self.key = ""
+        self.name = ""
+        self.incarnation = 0
+        self.config: dict[str, Any] = {}
+        self.started_at = time.monotonic()
+        self.last_error = ""
+        self.state = "starting"
+        self._parent: Any = None
+        self._parent_pid = os.getppid()
+        self._host_pid = 0
+        self._host_create_time = 0.0
+        self._watchdog_armed = False
+        self._got_start = False
+        self._early: list[tuple[Any, bytes, Any, Any]] = []
+
+    needs_start: ClassVar[bool] = True  # hold other messages until Start arrived
+
+    # --- thespian entry point --------------------------------------------------------
+    def receiveMessage(self, msg: Any, sender: Any) -> Any:  # noqa: N802 (thespian's name)
+        try:
+            self._dispatch(msg, sender)
+        except Exception as exc:  # never let thespian retry-then-poison our messages
+            self.last_error = f"internal error: {exc!r}"
+            self._log_exception(exc)
+        return self._watch()
+
+    def _dispatch(self, msg: Any, sender: Any) -> None:
+        if isinstance(msg, bytes):
+            self._handle_encoded(msg, None, sender)
+        elif isinstance(msg, tuple) and len(msg) == 2 and isinstance(msg[0], bytes):
+            self._handle_encoded(msg[0], msg[1], sender)
+        elif isinstance(msg, WakeupMessage):
+            self._handle_wakeup(msg.payload)
+        elif isinstance(msg, WatchMessage):
+            self.handle_watch(msg.ready)
+        elif isinstance(msg, ChildActorExited):
+            self.handle_child_exited(msg.childAddress)
+        elif isinstance(msg, ActorExitRequest):
+            self.handle_exit_request()
+        elif isinstance(msg, PoisonMessage):
+            self.handle_poison(msg, sender)
+
+    def _handle_encoded(self, data: bytes, extra: Any, sender: Any) -> None:
+        try:
+            obj = decode(data)
+        except CodecError as exc:
+            self.last_error = str(exc)
+            return
+        if not self._got_start and not isinstance(obj, Start) and self.needs_start:
+            # messages from other senders can overtake our parent's Start: hold them
+            self._early.append((obj, data, extra, sender))
+            return
+        if isinstance(obj, Start):
+            self._got_start = True
+            self._parent = sender
+            self.kind, self.key, self.name = obj.kind, obj.key, obj.name
+            self.incarnation = obj.incarnation
+            self.config = obj.config
+            self._host_pid, self._host_create_time = obj.host_pid, obj.host_create_time
+            self._arm_watchdog()
+            self.handle_message(obj, data, extra, sender)
+            self.after_start()
+            early, self._early = self._early, []
+            for item in early:
+                self.handle_message(*item)
+            return
+        self.handle_message(obj, data, extra, sender)
+
+    def _handle_wakeup(self, payload: Any) -> None:
+        if payload == ("_watchdog",):
+            self._watchdog_armed = False
+            if not self._owner_alive():
+                self._emergency_exit()
+            self._arm_watchdog()
+            return
+        self.handle_wakeup(payload)
+
+    # --- watchdog --------------------------------------------------------------------
+    def _arm_watchdog(self) -> None:
+        if not self._watchdog_armed:
+            self._watchdog_armed = True
+            self.wakeupAfter(WATCHDOG_PERIOD, ("_watchdog",))
+
+    def _owner_alive(self) -> bool:
+        if os.getppid() != self._parent_pid:
+            return False  # our parent actor died and we were re-parented
+        return host_alive(self._host_pid, self._host_create_time)
+
+    def _emergency_exit(self) -> None:
+        """The host or our parent is gone: release what we own and exit now."""
+        with contextlib.suppress(Exception):
+            self.release()
+        os._exit(0)
+
+    # --- to override by the kinds of actor -------------------------------------------
+    def after_start(self) -> None:
+        """Start was handled (a supervisor reports Started here; resource actors do it
+        themselves once on_start returned)."""
+
+    def handle_message(self, obj: Any, data: bytes, extra: Any, sender: Any) -> None:
+        pass
+
+    def handle_wakeup(self, payload: Any) -> None:
+        pass
+
+    def handle_watch(self, ready: list[int]) -> None:
+        pass
+
+    def handle_child_exited(self, address: Any) -> None:
+        pass
+
+    def handle_exit_request(self) -> None:
+        self.release()
+
+    def handle_poison(self, msg: PoisonMessage, sender: Any) -> None:
+        self.last_error = f"a message could not be handled: {str(msg.details)[-300:]}"
+
+    def release(self) -> None:
+        """Free what this actor owns (called on exit, and by the watchdog)."""
+
+    def _watch(self) -> ThespianWatch | None:
+        return None
+
+    def owned_pids(self) -> list[int]:
+        return []
+
+    def health_node(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "key": self.key,
+            "state": self.state,
+            "uptime": round(time.monotonic() - self.started_at, 3),
+            "restarts": 0,
+            "last_error": self.last_error,
+            "pending": 0,
+            "pids": [process_info(os.getpid()), *(process_info(p) for p in self.owned_pids())],
+            "children": [],
+        }
+
+    def _log_exception(self, exc: BaseException) -> None:
+        import logging
+
+        logging.getLogger("tether").error(
+            "%s %s: %s", type(self).__name__, self.name, "".join(traceback.format_exception(exc))
+        )
+
+    def send_encoded(self, address: Any, msg: Any, extra: Any = None) -> None:
+        data = encode(msg)
+        self.send(address, data if extra is None else (data, extra))
+
+
+class ResourceActor(TetherActor):
+    """Serves calls for one (kind, key). Subclass and override the `on_*` hooks."""
+
+    kind_name: ClassVar[str] = ""  # informational; the KindSpec decides the kind
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pending = PendingTable()
+        self._open: dict[str, tuple[Call, Any]] = {}  # call_id -> (call, reply_to)
+        self._queued: list[tuple[Call, Any]] = []  # calls that arrived before "ready"
+        self._state_explicit = False
+        self._started = False
+        self._stopping = False
+        self._last_activity = time.monotonic()
+        self._idle_ttl: float | None = None
+        self._idle_armed = False
+        self._sweep_armed = False
+        self._delay: list[float] = []  # injected delays, one per next call
+        self._drop = 0  # injected: drop this many next replies
+
+    # --- to override -----------------------------------------------------------------
     def on_start(self, key: str, config: dict[str, Any]) -> None:
         """Called once, before any call. Raise to fail the start (the supervisor decides)."""
 
     def on_call(self, call: Call) -> None:
         """Handle one call; settle it with reply()/fail(), now or later (pending table)."""
-        raise NotImplementedError
+        self.fail(
+            call, ErrorCode.BAD_REQUEST, f"{self.name} does not handle calls (op {call.op!r})"
+        )
 
     def on_timer(self, tag: str) -> None:
         """A timer set with after() fired."""
@@ -51,30 +382,332 @@ class ResourceActor:  # becomes a thespian Actor subclass
         """Kind-specific health fields (e.g. a language server's root and indexing state)."""
         return {}
 
-    # --- provided ----------------------------------------------------------------
+    # --- provided --------------------------------------------------------------------
     def reply(self, call: Call, payload: dict[str, Any]) -> None:
-        raise NotImplementedError
+        """Settle `call` with a result. Ignored if it was settled already."""
+        self._settle(call, Reply(call_id=call.call_id, ok=True, payload=payload))
 
     def fail(self, call: Call, code: str, message: str) -> None:
-        raise NotImplementedError
+        """Settle `call` with an error (an ErrorCode and a message saying what to do next)."""
+        self._settle(call, Reply(call_id=call.call_id, ok=False, error=code, message=message))
 
     def set_state(self, state: str, error: str = "") -> None:
         """starting | ready | busy | restarting | failed | stopped (+ last error)."""
-        raise NotImplementedError
+        self.state = state
+        self._state_explicit = True
+        if error:
+            self.last_error = error
+        if state == "ready" and self._queued and self._started:
+            queued, self._queued = self._queued, []
+            for call, reply_to in queued:
+                self._deliver(call, reply_to)
 
     def after(self, seconds: float, tag: str) -> None:
         """One-shot timer (wakeupAfter); on_timer(tag) is called when it fires."""
-        raise NotImplementedError
+        self.wakeupAfter(seconds, ("_timer", tag))
+
+    def stop(self, reason: str = "normal", error: str = "") -> None:
+        """Stop this actor on its own. reason: "normal" (done), "crash" (broken: the
+        supervisor's restart policy applies) or "shutdown" (reaped)."""
+        if self._stopping:
+            return
+        self._stopping = True
+        if error:
+            self.last_error = error
+        if self._parent is not None:
+            self.send_encoded(
+                self._parent, Stopping(self.kind, self.key, self.incarnation, reason, error)
+            )
+        self.send(self.myAddress, ActorExitRequest())
+
+    def fail_dying(self, call: Call, message: str) -> None:
+        """This actor is going away with `call` open. An idempotent call is left unanswered:
+        the RunActor that routed it retries it once on the next incarnation."""
+        if call.idempotent:
+            self._open.pop(call.call_id, None)
+            return
+        self.fail(call, ErrorCode.RESOURCE_DIED, message)
+
+    def open_calls(self) -> list[Call]:
+        return [call for call, _ in self._open.values()]
+
+    # --- machinery -------------------------------------------------------------------
+    def _settle(self, call: Call, reply: Reply) -> None:
+        entry = self._open.pop(call.call_id, None)
+        if entry is None:
+            return  # settled already, or expired
+        self.pending.discard_call(call.call_id) if len(self.pending) else None
+        if self._drop > 0:
+            self._drop -= 1
+            return
+        self.send(entry[1], encode(reply))
+
+    def handle_message(self, obj: Any, data: bytes, extra: Any, sender: Any) -> None:
+        if isinstance(obj, Call):
+            self._receive_call(obj, extra if extra is not None else sender)
+        elif isinstance(obj, Start):
+            self._start(obj)
+        elif isinstance(obj, HealthQuery):
+            self.send_encoded(sender, HealthReport(obj.query_id, self.health_node()))
+        elif isinstance(obj, Inject):
+            self._inject(obj, extra if extra is not None else sender)
+
+    def _start(self, start: Start) -> None:
+        self.state = "starting"
+        self._idle_ttl = start.child.get("idle_ttl")
+        try:
+            self.on_start(start.key, start.config)
+        except ResourceUnavailable as exc:
+            self._start_failed(str(exc), unavailable=True)
+            return
+        except Exception as exc:
+            self._start_failed(f"{type(exc).__name__}: {exc}", unavailable=False)
+            return
+        self._started = True
+        if not self._state_explicit:
+            self.state = "ready"
+        self.send_encoded(
+            self._parent, Started(self.kind, self.key, self.incarnation, True, os.getpid())
+        )
+        self._report_pids()
+        self._arm_idle()
+        if self.state == "ready":
+            self.set_state("ready")  # flush calls queued before Start
+
+    def _start_failed(self, error: str, unavailable: bool) -> None:
+        self.state = "failed"
+        self.last_error = error
+        self.send_encoded(
+            self._parent,
+            Started(self.kind, self.key, self.incarnation, False, os.getpid(), error, unavailable),
+        )
+        for call, reply_to in self._queued:
+            self._open[call.call_id] = (call, reply_to)
+            self.fail(
+                call, ErrorCode.UNAVAILABLE if unavailable else ErrorCode.RESOURCE_DIED, error
+            )
+        self._queued = []
+        self._stopping = True
+        self.send(self.myAddress, ActorExitRequest())
+
+    def _report_pids(self) -> None:
+        if self._parent is not None:
+            self.send_encoded(
+                self._parent, Pids(self.kind, self.key, self.incarnation, self.owned_pids())
+            )
+
+    def _receive_call(self, call: Call, reply_to: Any) -> None:
+        self._last_activity = time.monotonic()
+        if self._stopping or self.state in ("failed", "stopped"):
+            self._open[call.call_id] = (call, reply_to)
+            self.fail(
+                call,
+                ErrorCode.RESOURCE_DIED,
+                f"{self.name or self.kind} is stopping ({self.last_error or 'no error'}); "
+                "call again to get a fresh one",
+            )
+            return
+        if not self._started or self.state == "starting":
+            self._queued.append((call, reply_to))
+            self._arm_sweep()
+            return
+        if self._delay:
+            seconds = self._delay.pop(0)
+            self._open[call.call_id] = (call, reply_to)
+            self.wakeupAfter(seconds, ("_delayed", call.call_id))
+            self._arm_sweep()
+            return
+        self._deliver(call, reply_to)
+
+    def _deliver(self, call: Call, reply_to: Any) -> None:
+        self._open[call.call_id] = (call, reply_to)
+        try:
+            self.on_call(call)
+        except Exception as exc:
+            self._log_exception(exc)
+            self.fail(
+                call,
+                ErrorCode.FAILED,
+                f"{self.name} failed on {call.op!r}: {type(exc).__name__}: {exc}",
+            )
+        if call.call_id in self._open:
+            self._arm_sweep()
+
+    def _arm_sweep(self) -> None:
+        if not self._sweep_armed:
+            self._sweep_armed = True
+            self.wakeupAfter(SWEEP_PERIOD, ("_sweep",))
+
+    def _sweep(self) -> None:
+        self._sweep_armed = False
+        now = time.monotonic()
+        for call, _ in list(self._open.values()):
+            if call.deadline and now > call.deadline:
+                self.fail(
+                    call,
+                    ErrorCode.DEADLINE,
+                    f"{self.name} did not answer {call.op!r} before its deadline",
+                )
+        self._queued = [(c, r) for c, r in self._queued if not (c.deadline and now > c.deadline)]
+        if self._open or self._queued:
+            self._arm_sweep()
+
+    def _arm_idle(self) -> None:
+        if self._idle_ttl and not self._idle_armed:
+            self._idle_armed = True
+            self.wakeupAfter(self._idle_ttl, ("_idle",))
+
+    def handle_wakeup(self, payload: Any) -> None:
+        if not isinstance(payload, tuple) or not payload:
+            return
+        tag = payload[0]
+        if tag == "_timer":
+            try:
+                self.on_timer(payload[1])
+            except Exception as exc:
+                self.last_error = f"on_timer({payload[1]!r}) failed: {exc!r}"
+                self._log_exception(exc)
+        elif tag == "_sweep":
+            self._sweep()
+        elif tag == "_delayed":
+            entry = self._open.pop(payload[1], None)
+            if entry is not None:
+                self._deliver(*entry)
+        elif tag == "_idle":
+            self._idle_armed = False
+            idle_for = time.monotonic() - self._last_activity
+            if self._idle_ttl and idle_for >= self._idle_ttl and not self._open:
+                self.stop("shutdown", f"idle for {idle_for:.1f} s (idle_ttl {self._idle_ttl:g} s)")
+            elif self._idle_ttl:
+                self._idle_armed = True
+                self.wakeupAfter(max(self._idle_ttl - idle_for, 0.05), ("_idle",))
+
+    def _inject(self, inject: Inject, reply_to: Any) -> None:
+        fault, args = inject.fault, inject.args
+        ok, message = True, ""
+        if fault == "delay":
+            seconds = float(args.get("seconds", 1.0))
+            self._delay.extend([seconds] * int(args.get("count", 1)))
+            message = (
+                f"the next {int(args.get('count', 1))} call(s) to {self.name} wait {seconds:g} s"
+            )
+        elif fault == "drop_reply":
+            self._drop += int(args.get("count", 1))
+            message = (
+                f"the next {int(args.get('count', 1))} reply(ies) of {self.name} will be dropped"
+            )
+        elif fault == "kill_process":
+            ok, message = self.inject_kill_process()
+        else:
+            ok, message = False, f"{self.name} does not handle fault {fault!r}"
+        self.send(
+            reply_to,
+            encode(
+                Reply(
+                    inject.call_id,
+                    ok,
+                    {"message": message} if ok else {},
+                    "" if ok else ErrorCode.BAD_REQUEST,
+                    "" if ok else message,
+                )
+            ),
+        )
+
+    def inject_kill_process(self) -> tuple[bool, str]:
+        return False, f"{self.name} owns no OS process; use crash_actor to kill the actor itself"
+
+    def handle_exit_request(self) -> None:
+        self.state = "stopped"
+        message = f"{self.name} stopped" + (f": {self.last_error}" if self.last_error else "")
+        for call, _ in list(self._open.values()):
+            self.fail_dying(call, message + "; call again to get a fresh one")
+        for call, reply_to in self._queued:
+            self._open[call.call_id] = (call, reply_to)
+            self.fail_dying(call, message + "; call again to get a fresh one")
+        self._queued = []
+        self.release()
+
+    def release(self) -> None:
+        try:
+            self.on_stop()
+        except Exception as exc:
+            self._log_exception(exc)
+
+    def health_node(self) -> dict[str, Any]:
+        node = super().health_node()
+        if self.state == "ready" and self._open:
+            node["state"] = "busy"
+        node["pending"] = len(self._open) + len(self._queued)
+        try:
+            extra = self.health_extra()
+        except Exception as exc:
+            extra = {"health_extra_error": repr(exc)}
+        node["extra"] = extra
+        return node
+
+
+def _set_parent_death_signal() -> None:
+    """In the child, before exec: die with SIGKILL when the actor process that started us
+    dies (Linux prctl PR_SET_PDEATHSIG), even if the actor is SIGKILLed itself."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
 
 
 class ProcessActor(ResourceActor):
+    """A resource actor that owns one subprocess (language server, adapter, kernel, worker).
+
+    The subprocess runs in its own session and process group, dies with its actor (parent
+    death signal), and is watched through ThespianWatch on its stdout, stderr and a pidfd:
+    its death is noticed as soon as the kernel reports it, not by polling.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._pidfd: int | None = None
+        self._stderr_tail: collections.deque[bytes] = collections.deque()
+        self._stderr_len = 0
+        self._write_buffer = bytearray()
+        self._flush_armed = False
+        self._watched: list[int] = []
+        self._argv: list[str] = []
+
+    # --- provided --------------------------------------------------------------------
     def spawn(self, argv: list[str], cwd: str, env: dict[str, str] | None = None) -> int:
         """Start the subprocess (own process group, stdin/stdout/stderr pipes); returns its pid."""
-        raise NotImplementedError
+        if self.proc is not None and self.proc.poll() is None:
+            raise RuntimeError(f"{self.name} already runs a subprocess (pid {self.proc.pid})")
+        self._argv = list(argv)
+        self.proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            close_fds=True,
+            preexec_fn=_set_parent_death_signal,
+        )
+        assert self.proc.stdin and self.proc.stdout and self.proc.stderr
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            os.set_blocking(stream.fileno(), False)
+        self._watched = [self.proc.stdout.fileno(), self.proc.stderr.fileno()]
+        try:
+            self._pidfd = os.pidfd_open(self.proc.pid)
+            self._watched.append(self._pidfd)
+        except (AttributeError, OSError):
+            self._pidfd = None  # old kernel: death is noticed by EOF on stdout
+        if self._started:
+            self._report_pids()
+        return self.proc.pid
 
     def write(self, data: bytes) -> None:
         """Write to the subprocess's stdin (buffered; never blocks the message loop)."""
-        raise NotImplementedError
+        if self.proc is None or self.proc.stdin is None:
+            raise RuntimeError(f"{self.name} has no subprocess to write to; call spawn() first")
+        self._write_buffer += data
+        self._flush()
 
     def on_stdout(self, data: bytes) -> None:
         """Bytes arrived on the subprocess's stdout."""
@@ -82,8 +715,165 @@ class ProcessActor(ResourceActor):
     def on_exit(self, returncode: int | None) -> None:
         """The subprocess died. Default: fail every pending call (resource_died) and exit the
         actor abnormally so the supervisor applies the restart policy."""
-        raise NotImplementedError
+        message = self.exit_message(returncode)
+        for call in self.open_calls():
+            self.fail_dying(call, message + "; it is being restarted, call again")
+        self.pending.clear()
+        self.stop("crash", message)
+
+    def exit_message(self, returncode: int | None) -> str:
+        pid = self.proc.pid if self.proc else "?"
+        argv0 = os.path.basename(self._argv[0]) if self._argv else "subprocess"
+        how = (
+            f"was killed by signal {-returncode}"
+            if returncode is not None and returncode < 0
+            else f"exited with code {returncode}"
+        )
+        tail = self.stderr_tail().strip()
+        tail = f"; stderr tail: {tail[-500:]}" if tail else ""
+        return f"{self.name}: {argv0} (pid {pid}) {how}{tail}"
 
     def stderr_tail(self) -> str:
         """The last few KiB of the subprocess's stderr, for status and errors."""
-        raise NotImplementedError
+        return b"".join(self._stderr_tail).decode("utf-8", "replace")
+
+    def kill_process(self, sig: int = signal.SIGKILL) -> None:
+        """Send `sig` to the subprocess's process group (fault injection, hard stops)."""
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, sig)
+
+    # --- machinery -------------------------------------------------------------------
+    def _watch(self) -> ThespianWatch | None:
+        return ThespianWatch(list(self._watched)) if self._watched else None
+
+    def owned_pids(self) -> list[int]:
+        if self.proc is None or self.proc.returncode is not None:
+            return []
+        try:
+            children = psutil.Process(self.proc.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return []
+        return [self.proc.pid, *(c.pid for c in children)]
+
+    def inject_kill_process(self) -> tuple[bool, str]:
+        if self.proc is None or self.proc.poll() is not None:
+            return False, f"{self.name} has no live subprocess to kill"
+        pid = self.proc.pid
+        self.kill_process(signal.SIGKILL)
+        return True, f"sent SIGKILL to {self.name}'s process group {pid}"
+
+    def handle_watch(self, ready: list[int]) -> None:
+        proc = self.proc
+        if proc is None:
+            return
+        if proc.stdout is not None and proc.stdout.fileno() in ready:
+            self._read(proc.stdout.fileno(), self._dispatch_stdout)
+        if proc.stderr is not None and proc.stderr.fileno() in ready:
+            self._read(proc.stderr.fileno(), self._add_stderr)
+        if (
+            (self._pidfd is not None and self._pidfd in ready)
+            or not self._watched
+            or (
+                self._pidfd is None
+                and proc.stdout is not None
+                and proc.stdout.fileno() not in self._watched
+            )
+        ):
+            if proc.poll() is not None:
+                self._process_exited(proc.returncode)
+
+    def _read(self, fd: int, sink: Any) -> None:
+        while True:
+            try:
+                data = os.read(fd, READ_CHUNK)
+            except BlockingIOError:
+                return
+            except OSError:
+                data = b""
+            if not data:  # EOF: stop watching this fd
+                self._watched = [w for w in self._watched if w != fd]
+                return
+            sink(data)
+            if len(data) < READ_CHUNK:
+                return
+
+    def _dispatch_stdout(self, data: bytes) -> None:
+        try:
+            self.on_stdout(data)
+        except Exception as exc:
+            self.last_error = f"on_stdout failed: {exc!r}"
+            self._log_exception(exc)
+
+    def _add_stderr(self, data: bytes) -> None:
+        self._stderr_tail.append(data)
+        self._stderr_len += len(data)
+        while self._stderr_len > STDERR_TAIL_BYTES and len(self._stderr_tail) > 1:
+            self._stderr_len -= len(self._stderr_tail.popleft())
+        if self._stderr_len > STDERR_TAIL_BYTES:
+            only = self._stderr_tail.pop()[-STDERR_TAIL_BYTES:]
+            self._stderr_tail.append(only)
+            self._stderr_len = len(only)
+
+    def _process_exited(self, returncode: int | None) -> None:
+        proc = self.proc
+        if proc is None:
+            return
+        for stream, sink in ((proc.stdout, self._dispatch_stdout), (proc.stderr, self._add_stderr)):
+            if stream is not None:
+                self._read(stream.fileno(), sink)
+        self._close_pipes()
+        if self._stopping:
+            return
+        try:
+            self.on_exit(returncode)
+        except Exception as exc:
+            self._log_exception(exc)
+            self.stop("crash", self.exit_message(returncode))
+
+    def _close_pipes(self) -> None:
+        self._watched = []
+        if self._pidfd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._pidfd)
+            self._pidfd = None
+        if self.proc is not None:
+            for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+                if stream is not None:
+                    with contextlib.suppress(OSError):
+                        stream.close()
+
+    def _flush(self) -> None:
+        proc = self.proc
+        if proc is None or proc.stdin is None or proc.stdin.closed:
+            self._write_buffer.clear()
+            return
+        while self._write_buffer:
+            try:
+                written = os.write(proc.stdin.fileno(), self._write_buffer)
+            except BlockingIOError:
+                break
+            except (BrokenPipeError, OSError):
+                self._write_buffer.clear()  # the process is dying; its exit will be noticed
+                return
+            del self._write_buffer[:written]
+        if self._write_buffer and not self._flush_armed:
+            self._flush_armed = True
+            self.wakeupAfter(0.005, ("_flush",))
+
+    def handle_wakeup(self, payload: Any) -> None:
+        if payload == ("_flush",):
+            self._flush_armed = False
+            self._flush()
+            return
+        super().handle_wakeup(payload)
+
+    def release(self) -> None:
+        super().release()
+        proc = self.proc
+        if proc is not None:
+            if proc.poll() is None:
+                kill_tree(proc.pid, grace=0.5)
+            with contextlib.suppress(Exception):
+                proc.wait(timeout=1.0)
+            self._close_pipes()

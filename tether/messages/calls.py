@@ -21,6 +21,7 @@ class Call:
     op: str  # what to do; meaning is the kind's own
     args: dict[str, Any] = field(default_factory=dict)  # msgpack-able values only
     deadline: float = 0.0  # absolute time.monotonic(); past it the caller has given up
+    idempotent: bool = False  # safe to run twice: retried once if its actor dies or restarts
 
 
 @dataclass(frozen=True)

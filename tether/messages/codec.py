@@ -1,0 +1,73 @@
+"""The one codec for tether's messages: frozen dataclass <-> msgpack bytes.
+
+A message is encoded as a msgpack array `[tag, field1, field2, ...]` where the tag names
+the class (its registry index is not used, so old and new peers agree on names) and the
+fields follow the dataclass field order. Field values must be msgpack-able; tuples come
+back as lists, so message fields use lists.
+
+What thespian carries between actors is then either `bytes` or `(bytes, address)`: the
+address of an actor (which we never put inside a message body) rides beside the payload.
+Thespian still pickles that outer tuple; see `tether.loopback` for why that is only
+ever reachable from this machine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import msgpack
+
+from tether.messages import calls, control
+
+_CLASSES: dict[str, type] = {}
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def register(cls: type) -> type:
+    """Make a frozen dataclass encodable (its class name is its tag)."""
+    if not dataclasses.is_dataclass(cls):
+        raise TypeError(f"{cls!r} is not a dataclass; only dataclasses cross actor boundaries")
+    _CLASSES[cls.__name__] = cls
+    _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return cls
+
+
+for _module in (calls, control):
+    for _name in dir(_module):
+        _obj = getattr(_module, _name)
+        if (
+            isinstance(_obj, type)
+            and dataclasses.is_dataclass(_obj)
+            and _obj.__module__ == _module.__name__
+        ):
+            register(_obj)
+
+
+class CodecError(ValueError):
+    pass
+
+
+def encode(msg: Any) -> bytes:
+    try:
+        names = _FIELDS[type(msg)]
+    except KeyError:
+        raise CodecError(
+            f"cannot encode {type(msg).__name__}: not a registered message class "
+            f"(register it with tether.messages.codec.register)"
+        ) from None
+    try:
+        return msgpack.packb([type(msg).__name__, *(getattr(msg, n) for n in names)])
+    except (TypeError, ValueError) as exc:
+        raise CodecError(
+            f"cannot encode {type(msg).__name__}: {exc} (fields must be msgpack-able)"
+        ) from exc
+
+
+def decode(data: bytes) -> Any:
+    try:
+        tag, *values = msgpack.unpackb(data, strict_map_key=False)
+        cls = _CLASSES[tag]
+    except (KeyError, ValueError, TypeError, msgpack.UnpackException) as exc:
+        raise CodecError(f"cannot decode a message of {len(data)} bytes: {exc!r}") from exc
+    return cls(*values)

@@ -1,0 +1,151 @@
+"""The runtime's own messages: starting and stopping actors, routing, health, faults.
+
+Plain frozen dataclasses with msgpack-able fields only (str, int, float, bool, None,
+lists, dicts). Thespian actor addresses never go inside them: where a message must
+carry one (the caller to answer, the child a run should talk to), it rides beside the
+encoded bytes in the thespian message `(bytes, address)`, see `tether.messages.codec`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Start:
+    """Supervisor -> new child: who you are. `kinds` (RunActor and supervisors only) is the
+    wire form of the KindSpecs; `child` the ChildSpec wire form; `host_pid` the watchdog's."""
+
+    kind: str
+    key: str
+    config: dict[str, Any] = field(default_factory=dict)
+    child: dict[str, Any] = field(default_factory=dict)
+    host_pid: int = 0
+    host_create_time: float = 0.0
+    incarnation: int = 0
+    name: str = ""  # the health name, e.g. "echo:k1" or "run:conv-1/kernel:python"
+    kinds: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Started:
+    """Child -> supervisor: start finished (ok) or failed (error; unavailable: don't retry)."""
+
+    kind: str
+    key: str
+    incarnation: int
+    ok: bool
+    pid: int
+    error: str = ""
+    unavailable: bool = False
+
+
+@dataclass(frozen=True)
+class Pids:
+    """Child -> supervisor: the OS processes it owns now (so a supervisor can clean up if
+    the child itself is killed)."""
+
+    kind: str
+    key: str
+    incarnation: int
+    pids: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Stopping:
+    """Child -> supervisor, just before it exits on its own (ChildActorExited has no reason)."""
+
+    kind: str
+    key: str
+    incarnation: int
+    reason: str  # an ExitReason value
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Route:
+    """RunActor -> kind supervisor: deliver this call (encoded) to (kind, key), starting the
+    actor if needed, and tell me its address (RouteInfo). The caller's address rides beside."""
+
+    call: bytes
+
+
+@dataclass(frozen=True)
+class RouteInfo:
+    """Supervisor -> RunActor: (kind, key) is served by the address riding beside."""
+
+    kind: str
+    key: str
+    incarnation: int
+
+
+@dataclass(frozen=True)
+class ResourceGone:
+    """Supervisor -> RunActors that route to (kind, key): that incarnation is gone."""
+
+    kind: str
+    key: str
+    incarnation: int
+    reason: str
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class HealthQuery:
+    query_id: str
+    deadline: float  # absolute time.monotonic()
+
+
+@dataclass(frozen=True)
+class HealthReport:
+    """One node of the health tree; `node["children"]` holds the subtree."""
+
+    query_id: str
+    node: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Inject:
+    """A fault for the actor named `target` (as health names it)."""
+
+    call_id: str
+    fault: str
+    target: str
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class OpenRun:
+    call_id: str
+    run_id: str
+
+
+@dataclass(frozen=True)
+class CloseRun:
+    call_id: str
+    run_id: str
+
+
+@dataclass(frozen=True)
+class ListKeys:
+    call_id: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class Hello:
+    """Host -> root: configure the tree (root answers with a Reply carrying its pids)."""
+
+    call_id: str
+    host_pid: int
+    host_create_time: float
+    kinds: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Shutdown:
+    """Host -> root: stop every child within the deadline, then answer."""
+
+    call_id: str
+    deadline: float

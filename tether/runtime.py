@@ -1,0 +1,759 @@
+"""The runtime: boots the actor system, opens and closes runs, health, faults, shutdown.
+
+    with Runtime.start() as rt:            # thespian multiprocTCPBase on loopback, free admin port
+        run = rt.open_run("conv-1", workdir="checkout")
+        run.call("lsp", {...})
+        rt.health(); rt.inject("kill_process", target="echo_process:k")
+
+Host side of the tree (DESIGN.md "The actor tree"): the host talks to the actors with
+thespian `tell` + `listen` and explicit deadlines, from one thespian `private()` context
+per calling thread (a shared system object hands replies to the wrong thread). Every
+call carries a call id; a reply with another id — a late answer to a call that already
+timed out — is dropped, never handed to the next call.
+
+No orphans: `shutdown()` stops the tree, then kills whatever the runtime started that is
+still alive (psutil, bounded). If the host dies without shutting down, every actor's
+watchdog notices within a fraction of a second and takes its processes down, and the
+port file (`state_dir/<admin_port>.json`) lets the next `Runtime.start()` (or
+`Runtime.reap_stale()`) clean up anything left.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib
+import itertools
+import json
+import os
+import random
+import socket
+import tempfile
+import threading
+import time
+import uuid
+import weakref
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from tether import loopback
+from tether.actors.base import kill_tree, process_info
+from tether.messages.calls import Call, ErrorCode, Reply, ResourceError
+from tether.messages.codec import CodecError, decode, encode
+from tether.messages.control import (
+    CloseRun,
+    HealthQuery,
+    HealthReport,
+    Hello,
+    Inject,
+    ListKeys,
+    OpenRun,
+)
+from tether.supervisors.spec import KindSpec, Scope
+
+loopback.apply()  # before any thespian transport exists in this process (see tether/loopback.py)
+
+from thespian.actors import ActorSystem  # noqa: E402  (after the loopback patch on purpose)
+
+# Modules that declare resource kinds (`KINDS: list[KindSpec]`). A module that does not
+# exist (yet) is skipped; one that fails to import is an error that names it.
+RESOURCE_KIND_MODULES: list[str] = [
+    "tether.actors.echo",
+    "tether.actors.structural",
+    "tether.actors.language_server",
+]
+
+FAULTS = ("kill_process", "crash_actor", "delay", "drop_reply")
+ROOT_NAME = "tether-root"
+DEFAULT_CALL_TIMEOUT = 30.0
+PORT_RANGE = (20000, 60000)
+TOKEN_ENV = "TETHER_RUNTIME_TOKEN"
+_BOOT_LOCK = threading.Lock()
+
+
+class RuntimeStartError(RuntimeError):
+    pass
+
+
+class KindLoadError(RuntimeError):
+    pass
+
+
+def load_kinds(modules: Iterable[str] = ()) -> list[KindSpec]:
+    """Collect the KindSpecs of `modules` (default RESOURCE_KIND_MODULES)."""
+    kinds: dict[str, KindSpec] = {}
+    for name in list(modules) or RESOURCE_KIND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name and (exc.name == name or name.startswith(exc.name + ".")):
+                continue  # that family is not part of this build (yet)
+            raise KindLoadError(f"resource kind module {name!r} failed to import: {exc}") from exc
+        except Exception as exc:
+            raise KindLoadError(
+                f"resource kind module {name!r} failed to import: {type(exc).__name__}: {exc}"
+            ) from exc
+        declared = getattr(module, "KINDS", None)
+        if declared is None:
+            continue
+        for spec in declared:
+            if not isinstance(spec, KindSpec):
+                raise KindLoadError(f"{name}.KINDS must hold KindSpec objects, found {spec!r}")
+            if spec.kind in kinds:
+                raise KindLoadError(
+                    f"resource kind {spec.kind!r} is declared twice ({name} and an earlier module)"
+                )
+            kinds[spec.kind] = spec
+    return list(kinds.values())
+
+
+def default_state_dir() -> Path:
+    return Path(
+        os.environ.get("TETHER_STATE_DIR") or Path(tempfile.gettempdir()) / f"tether-{os.getuid()}"
+    )
+
+
+def _port_listening(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.2)
+        return sock.connect_ex((loopback.LOOPBACK, port)) == 0
+
+
+def _port_bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((loopback.LOOPBACK, port))
+        except OSError:
+            return False
+    return True
+
+
+def _pick_port() -> int:
+    for _ in range(200):
+        port = random.randint(*PORT_RANGE)
+        if _port_bindable(port) and not _port_listening(port):
+            return port
+    raise RuntimeStartError("no free loopback port found for the actor system's admin")
+
+
+def _proc_create_time(pid: int) -> float:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.NoSuchProcess:
+        return 0.0
+
+
+def _same_process(pid: int, create_time: float) -> bool:
+    try:
+        return abs(psutil.Process(pid).create_time() - create_time) < 0.01
+    except psutil.NoSuchProcess:
+        return False
+
+
+class _Contexts:
+    """One thespian private() context per calling thread, closed when the thread is gone."""
+
+    def __init__(self, asys: ActorSystem):
+        self._asys = asys
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._all: list[tuple[weakref.ref[threading.Thread], Any, Any]] = []
+
+    def get(self) -> Any:
+        ctx = getattr(self._local, "ctx", None)
+        if ctx is not None:
+            return ctx
+        with self._lock:
+            self._reap_dead_threads()
+            manager = self._asys.private()
+            ctx = manager.__enter__()
+            self._all.append((weakref.ref(threading.current_thread()), manager, ctx))
+        self._local.ctx = ctx
+        return ctx
+
+    def _reap_dead_threads(self) -> None:
+        alive = []
+        for ref, manager, ctx in self._all:
+            thread = ref()
+            if thread is None or not thread.is_alive():
+                with contextlib.suppress(Exception):
+                    manager.__exit__(None, None, None)
+            else:
+                alive.append((ref, manager, ctx))
+        self._all = alive
+
+    def close_all(self) -> None:
+        with self._lock:
+            for _, manager, _ in self._all:
+                with contextlib.suppress(Exception):
+                    manager.__exit__(None, None, None)
+            self._all = []
+        self._local = threading.local()
+
+    def __len__(self) -> int:
+        return len(self._all)
+
+
+class Runtime:
+    """A running actor tree. Build it with `Runtime.start()`; use it as a context manager."""
+
+    def __init__(self, *, _token: object = None, **_: Any):
+        if _token is not _START_TOKEN:
+            raise TypeError("build a Runtime with Runtime.start(...), not Runtime(...)")
+        self.admin_port = 0
+        self.kinds: dict[str, KindSpec] = {}
+        self.state_dir = default_state_dir()
+        self.port_file: Path | None = None
+        self.admin_pid = 0
+        self.root_pid = 0
+        self._asys: Any = None
+        self._contexts: _Contexts | None = None
+        self._root: Any = None
+        self._runs_supervisor: Any = None
+        self._kind_supervisors: dict[str, Any] = {}
+        self._run_addresses: dict[str, Any] = {}
+        self._run_lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._token = uuid.uuid4().hex[:12]
+        self._closed = True
+        self._known_pids: set[tuple[int, float]] = set()
+
+    # --- lifecycle -------------------------------------------------------------------
+    @classmethod
+    def start(
+        cls,
+        admin_port: int | None = None,
+        kinds: Sequence[KindSpec] | None = None,
+        kind_modules: Sequence[str] | None = None,
+        start_timeout: float = 10.0,
+        state_dir: str | os.PathLike[str] | None = None,
+    ) -> Runtime:
+        """Boot thespian multiprocTCPBase on loopback and the supervision tree.
+
+        admin_port: pin the admin port (default: a free one; several runtimes on one
+        machine never collide). kinds: the resource kinds (default: those declared by
+        RESOURCE_KIND_MODULES, or by `kind_modules`).
+        """
+        rt = cls(_token=_START_TOKEN)
+        rt.state_dir = Path(state_dir) if state_dir else default_state_dir()
+        specs = list(kinds) if kinds is not None else load_kinds(kind_modules or ())
+        rt.kinds = {k.kind: k for k in specs}
+        cls.reap_stale(rt.state_dir)
+        attempts = 1 if admin_port else 5
+        last_error: Exception | None = None
+        for _ in range(attempts):
+            port = admin_port or _pick_port()
+            if admin_port and _port_listening(port):
+                raise RuntimeStartError(
+                    f"admin port {port} is already in use on 127.0.0.1; pick another port or "
+                    "omit admin_port to get a free one"
+                )
+            try:
+                rt._boot(port, start_timeout)
+                return rt
+            except _PortTaken as exc:
+                last_error = exc
+        raise RuntimeStartError(f"could not start the actor system: {last_error}")
+
+    def _boot(self, port: int, start_timeout: float) -> None:
+        from tether.supervisors.tree import RootSupervisor
+
+        self.admin_port = port
+        with _BOOT_LOCK:
+            # thespian forks its admin (which daemonizes) from here, and every actor from
+            # the admin: they all inherit this variable, which identifies them as ours.
+            os.environ[TOKEN_ENV] = self._token
+            try:
+                self._asys = ActorSystem(
+                    "multiprocTCPBase",
+                    capabilities={"Admin Port": port},
+                    transientUnique=True,
+                )
+            finally:
+                os.environ.pop(TOKEN_ENV, None)
+        self._contexts = _Contexts(self._asys)
+        self._closed = False
+        try:
+            self._root = self._asys.createActor(RootSupervisor, globalName=ROOT_NAME)
+            me = psutil.Process()
+            hello = Hello(
+                call_id=self._next_id(),
+                host_pid=me.pid,
+                host_create_time=me.create_time(),
+                kinds=[k.to_wire() for k in self.kinds.values()],
+            )
+            reply, extra = self._ask(
+                self._root, hello, hello.call_id, start_timeout, "start the tree"
+            )
+        except ResourceError as exc:
+            self._abandon()
+            raise RuntimeStartError(
+                f"the actor tree did not start within {start_timeout:g} s: {exc.message}"
+            ) from exc
+        self.admin_pid = int(reply.payload["admin_pid"])
+        self.root_pid = int(reply.payload["pid"])
+        if reply.payload.get("token") != self._token:
+            # another actor system already listened on this port: we attached to it
+            self._asys = None
+            self._closed = True
+            raise _PortTaken(
+                f"port {port} belongs to another actor system (admin pid {self.admin_pid})"
+            )
+        self._runs_supervisor = extra["runs"]
+        self._kind_supervisors = dict(extra["kinds"])
+        self._remember_pid(self.admin_pid)
+        self._remember_pid(self.root_pid)
+        self._write_port_file()
+        atexit.register(self.shutdown)
+
+    def _abandon(self) -> None:
+        with contextlib.suppress(Exception):
+            self._asys.shutdown()
+        for proc in processes_with_token(self._token):
+            with contextlib.suppress(Exception):
+                kill_tree(proc.pid, grace=0.2, group=False)
+        self._closed = True
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.shutdown()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        """Stop every actor and every process the runtime started. Bounded by `timeout`;
+        whatever is still alive at the end is SIGKILLed. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(Exception):
+            atexit.unregister(self.shutdown)
+        deadline = time.monotonic() + timeout
+        tracked = {p.pid: p for p in [*self._tree_processes(), *processes_with_token(self._token)]}
+        tracked_list = list(tracked.values())
+        stopper = threading.Thread(target=self._stop_system, name="tether-shutdown", daemon=True)
+        stopper.start()
+        stopper.join(max(deadline - time.monotonic() - 1.0, 0.5))
+        if self._contexts is not None:
+            self._contexts.close_all()
+        alive = _wait_gone(tracked_list, min(deadline, time.monotonic() + 2.0))
+        for proc in [*alive, *processes_with_token(self._token)]:
+            with contextlib.suppress(Exception):
+                kill_tree(proc.pid, grace=0.0)
+        if self.port_file is not None:
+            with contextlib.suppress(OSError):
+                self.port_file.unlink()
+
+    def _stop_system(self) -> None:
+        with contextlib.suppress(Exception):
+            self._asys.shutdown()
+
+    def _tree_processes(self) -> list[psutil.Process]:
+        """Every live process of this runtime: the admin, its descendants, and any process
+        an actor reported (a daemonizing subprocess is no longer a descendant)."""
+        procs: dict[int, psutil.Process] = {}
+        with contextlib.suppress(psutil.NoSuchProcess):
+            admin = psutil.Process(self.admin_pid)
+            procs[admin.pid] = admin
+            for child in admin.children(recursive=True):
+                procs[child.pid] = child
+        for pid, created in self._known_pids:
+            if pid not in procs and _same_process(pid, created):
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    procs[pid] = psutil.Process(pid)
+        return list(procs.values())
+
+    def _remember_pid(self, pid: int) -> None:
+        created = _proc_create_time(pid)
+        if created:
+            self._known_pids.add((pid, created))
+
+    # --- port file -------------------------------------------------------------------
+    def _write_port_file(self) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        me = psutil.Process()
+        data = {
+            "admin_port": self.admin_port,
+            "host_pid": me.pid,
+            "host_create_time": me.create_time(),
+            "admin_pid": self.admin_pid,
+            "admin_create_time": _proc_create_time(self.admin_pid),
+            "root_pid": self.root_pid,
+            "token": self._token,
+        }
+        path = self.state_dir / f"{self.admin_port}.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data))
+        tmp.replace(path)
+        self.port_file = path
+
+    @classmethod
+    def reap_stale(cls, state_dir: str | os.PathLike[str] | None = None) -> list[int]:
+        """Clean up after hosts that died without shutting down: for every port file whose
+        host is gone, kill what is left of its actor system. Returns the admin ports reaped."""
+        directory = Path(state_dir) if state_dir else default_state_dir()
+        reaped = []
+        for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+            try:
+                data = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if _same_process(data.get("host_pid", 0), data.get("host_create_time", 0.0)):
+                continue
+            admin_pid = data.get("admin_pid", 0)
+            if admin_pid and _same_process(admin_pid, data.get("admin_create_time", 0.0)):
+                with contextlib.suppress(Exception):
+                    kill_tree(admin_pid, grace=0.2, group=False)
+            for proc in (
+                processes_with_token(str(data.get("token", ""))) if data.get("token") else []
+            ):
+                with contextlib.suppress(Exception):
+                    kill_tree(proc.pid, grace=0.0)
+            with contextlib.suppress(OSError):
+                path.unlink()
+            reaped.append(int(data.get("admin_port", 0)))
+        return reaped
+
+    # --- host-side calls -------------------------------------------------------------
+    def _next_id(self) -> str:
+        return f"{self._token}-{next(self._ids)}"
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ResourceError(
+                ErrorCode.UNAVAILABLE,
+                "the runtime is shut down; start a new one with Runtime.start()",
+            )
+
+    def _ask(
+        self, address: Any, msg: Any, call_id: str, timeout: float, what: str
+    ) -> tuple[Reply, Any]:
+        assert self._contexts is not None
+        ctx = self._contexts.get()
+        ctx.tell(address, encode(msg))
+        got = self._await(ctx, {call_id}, time.monotonic() + timeout)
+        if call_id not in got:
+            raise ResourceError(
+                ErrorCode.DEADLINE, f"no answer within {timeout:g} s when trying to {what}"
+            )
+        return got[call_id]
+
+    def _await(self, ctx: Any, wanted: set[str], deadline: float) -> dict[str, tuple[Any, Any]]:
+        """Collect the replies for `wanted` ids until all arrived or the deadline passed.
+        Anything else that arrives (late replies to calls that timed out) is dropped."""
+        got: dict[str, tuple[Any, Any]] = {}
+        while len(got) < len(wanted):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            msg = ctx.listen(remaining)
+            if msg is None:
+                continue
+            extra = None
+            if isinstance(msg, tuple) and len(msg) == 2 and isinstance(msg[0], bytes):
+                msg, extra = msg
+            if not isinstance(msg, bytes):
+                continue  # a thespian system message (e.g. a poison notice); not ours
+            try:
+                obj = decode(msg)
+            except CodecError:
+                continue
+            ident = getattr(obj, "call_id", None) or getattr(obj, "query_id", None)
+            if ident in wanted and ident not in got:
+                got[ident] = (obj, extra)
+        return got
+
+    def _run_address(self, run_id: str) -> Any:
+        address = self._run_addresses.get(run_id)
+        if address is None:
+            self._open_run_actor(run_id)
+            address = self._run_addresses[run_id]
+        return address
+
+    def _open_run_actor(self, run_id: str, timeout: float = 10.0) -> None:
+        """Start (or find) the RunActor of `run_id`. Idempotent."""
+        self._check_open()
+        msg = OpenRun(self._next_id(), str(run_id))
+        reply, extra = self._ask(
+            self._runs_supervisor, msg, msg.call_id, timeout, f"open run {run_id!r}"
+        )
+        if not reply.ok:
+            raise ResourceError(reply.error, reply.message)
+        with self._run_lock:
+            self._run_addresses[str(run_id)] = extra
+
+    def _close_run_actor(self, run_id: str, timeout: float = 5.0) -> None:
+        """Stop the RunActor of `run_id` and the run-scoped actors under it."""
+        if self._closed:
+            return
+        with self._run_lock:
+            self._run_addresses.pop(str(run_id), None)
+        msg = CloseRun(self._next_id(), str(run_id))
+        self._ask(self._runs_supervisor, msg, msg.call_id, timeout, f"close run {run_id!r}")
+
+    close_run = _close_run_actor
+
+    def _make_call(
+        self,
+        run_id: str,
+        kind: str,
+        key: str,
+        op: str,
+        args: Mapping[str, Any],
+        timeout: float,
+        idempotent: bool,
+    ) -> tuple[Call, bytes]:
+        if not isinstance(timeout, int | float) or timeout <= 0:
+            raise ResourceError(
+                ErrorCode.BAD_REQUEST,
+                f"timeout must be a positive number of seconds, got {timeout!r}",
+            )
+        call = Call(
+            call_id=self._next_id(),
+            run_id=str(run_id),
+            kind=kind,
+            key=str(key),
+            op=op,
+            args=dict(args),
+            deadline=time.monotonic() + timeout,
+            idempotent=bool(idempotent),
+        )
+        try:
+            return call, encode(call)
+        except CodecError as exc:
+            raise ResourceError(
+                ErrorCode.BAD_REQUEST,
+                f"arguments of {kind}.{op} cannot be sent to an actor: {exc}; use str, int, "
+                "float, bool, None, lists and dicts only",
+            ) from exc
+
+    def _call(
+        self,
+        run_id: str,
+        kind: str,
+        key: str,
+        op: str,
+        args: Mapping[str, Any],
+        timeout: float = DEFAULT_CALL_TIMEOUT,
+        idempotent: bool = False,
+    ) -> dict[str, Any]:
+        """Ask the resource actor (kind, key) of run `run_id` to do `op`. Returns its payload;
+        raises ResourceError with a clear message on any failure. Never waits past `timeout`.
+        Thread-safe."""
+        self._check_open()
+        call, data = self._make_call(run_id, kind, key, op, args, timeout, idempotent)
+        address = self._run_address(call.run_id)
+        assert self._contexts is not None
+        ctx = self._contexts.get()
+        ctx.tell(address, data)
+        got = self._await(ctx, {call.call_id}, call.deadline)
+        if call.call_id not in got:
+            raise self._deadline_error(call, timeout)
+        reply = got[call.call_id][0]
+        if not reply.ok:
+            raise ResourceError(reply.error, reply.message)
+        return dict(reply.payload)
+
+    def _deadline_error(self, call: Call, timeout: float) -> ResourceError:
+        # if the RunActor itself died, its address is stale: look it up again next time
+        with self._run_lock:
+            self._run_addresses.pop(call.run_id, None)
+        return ResourceError(
+            ErrorCode.DEADLINE,
+            f"{call.kind} {call.key!r} did not answer {call.op!r} within {timeout:g} s; it may be "
+            "stuck or overloaded — check rt.health(), or call again with a longer timeout",
+        )
+
+    def _gather(
+        self,
+        run_id: str,
+        calls: Sequence[tuple[str, str, str, Mapping[str, Any]]],
+        timeout: float = DEFAULT_CALL_TIMEOUT,
+        idempotent: bool = False,
+    ) -> list[dict[str, Any] | ResourceError]:
+        """Send every (kind, key, op, args) at once and collect the answers, in order.
+        A failed or late one is a ResourceError in its slot; the whole gather never waits
+        past `timeout`."""
+        self._check_open()
+        prepared: list[tuple[Call, bytes] | ResourceError] = []
+        for kind, key, op, args in calls:
+            try:
+                prepared.append(self._make_call(run_id, kind, key, op, args, timeout, idempotent))
+            except ResourceError as exc:
+                prepared.append(exc)
+        address = self._run_address(str(run_id))
+        assert self._contexts is not None
+        ctx = self._contexts.get()
+        wanted = set()
+        deadline = time.monotonic() + timeout
+        for item in prepared:
+            if isinstance(item, tuple):
+                ctx.tell(address, item[1])
+                wanted.add(item[0].call_id)
+        got = self._await(ctx, wanted, deadline)
+        results: list[dict[str, Any] | ResourceError] = []
+        for item in prepared:
+            if isinstance(item, ResourceError):
+                results.append(item)
+                continue
+            call = item[0]
+            if call.call_id not in got:
+                results.append(self._deadline_error(call, timeout))
+                continue
+            reply = got[call.call_id][0]
+            results.append(
+                dict(reply.payload) if reply.ok else ResourceError(reply.error, reply.message)
+            )
+        return results
+
+    # --- what is connected -----------------------------------------------------------
+    def connected_kinds(self) -> set[str]:
+        return set(self.kinds) if not self._closed else set()
+
+    def kind_keys(self, kind: str, timeout: float = 5.0) -> list[str]:
+        """The keys of `kind`: its declared key set (config["keys"], e.g. pool slots), or
+        for a shared kind without one, the keys of the actors currently running."""
+        spec = self.kinds.get(kind)
+        if spec is None:
+            raise ResourceError(
+                ErrorCode.BAD_REQUEST,
+                f"no resource kind {kind!r}; connected kinds: {', '.join(sorted(self.kinds)) or 'none'}",
+            )
+        if spec.config.get("keys") is not None:
+            return list(spec.config["keys"])
+        if spec.scope is not Scope.SHARED or self._closed:
+            return []
+        msg = ListKeys(self._next_id(), kind)
+        reply, _ = self._ask(
+            self._kind_supervisors[kind], msg, msg.call_id, timeout, f"list the keys of {kind!r}"
+        )
+        return list(reply.payload.get("keys", []))
+
+    # --- runs ------------------------------------------------------------------------
+    def open_run(
+        self,
+        run_id: str,
+        workdir: str | os.PathLike[str] | None = None,
+        surface: Any = None,
+        question_port: Any = None,
+        vibe: bool = False,
+        **options: Any,
+    ) -> Any:
+        """A conversation's tools (tether.run.Run) backed by a RunActor in this runtime."""
+        from tether.run import Run
+        from tether.tools.spec import Surface
+
+        self._check_open()
+        if not run_id or not isinstance(run_id, str):
+            raise ValueError(f"run_id must be a non-empty str, got {run_id!r}")
+        self._open_run_actor(run_id)
+        return Run(
+            runtime=self,
+            run_id=run_id,
+            workdir=workdir,
+            surface=surface if surface is not None else Surface.DEFAULT,
+            question_port=question_port,
+            vibe=vibe,
+            **options,
+        )
+
+    # --- health and faults -----------------------------------------------------------
+    def health(self, timeout: float = 5.0) -> dict[str, Any]:
+        """The actor tree as a dict: each node has name, kind, key, state, uptime, restarts,
+        last_error, pending, pids (pid, cmd, rss, cpu) and children. A subtree that does not
+        answer in time is marked "unresponsive"; health() itself never waits past timeout."""
+        self._check_open()
+        query = HealthQuery(self._next_id(), time.monotonic() + timeout * 0.9)
+        assert self._contexts is not None
+        ctx = self._contexts.get()
+        ctx.tell(self._root, encode(query))
+        got = self._await(ctx, {query.query_id}, time.monotonic() + timeout)
+        if query.query_id not in got:
+            raise ResourceError(
+                ErrorCode.DEADLINE, f"the actor tree did not report its health within {timeout:g} s"
+            )
+        report = got[query.query_id][0]
+        assert isinstance(report, HealthReport)
+        node = dict(report.node)
+        node["admin_port"] = self.admin_port
+        node["pids"] = [process_info(self.admin_pid), *node.get("pids", [])]
+        self._learn_pids(node)
+        return node
+
+    def _learn_pids(self, node: dict[str, Any]) -> None:
+        for info in node.get("pids", []):
+            if info.get("alive"):
+                self._remember_pid(int(info["pid"]))
+        for child in node.get("children", []):
+            self._learn_pids(child)
+
+    def inject(self, fault: str, target: str, timeout: float = 5.0, **args: Any) -> dict[str, Any]:
+        """Inject a fault into the actor named `target` (as health() names it):
+        kill_process (SIGKILL its OS process), crash_actor (SIGKILL the actor itself),
+        delay(seconds=, count=1) (its next calls wait), drop_reply(count=1) (its next
+        replies are lost)."""
+        self._check_open()
+        if fault not in FAULTS:
+            raise ValueError(f"unknown fault {fault!r}; faults: {', '.join(FAULTS)}")
+        if fault == "delay" and "seconds" not in args:
+            raise ValueError(
+                "delay needs seconds=..., e.g. rt.inject('delay', target='echo:k', seconds=2.0)"
+            )
+        msg = Inject(self._next_id(), fault, target, dict(args))
+        reply, _ = self._ask(
+            self._root, msg, msg.call_id, timeout, f"inject {fault} into {target!r}"
+        )
+        if not reply.ok:
+            raise ResourceError(reply.error, reply.message)
+        return dict(reply.payload)
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "running"
+        return f"Runtime(admin_port={self.admin_port}, kinds={sorted(self.kinds)}, {state})"
+
+
+class _PortTaken(Exception):
+    pass
+
+
+_START_TOKEN = object()
+
+
+def processes_with_token(token: str) -> list[psutil.Process]:
+    """Every live process whose exec-time environment carries this runtime's token: the
+    subprocesses the actors started (unless started with a custom env). Thespian's own
+    processes are forked without exec, so /proc shows them the host's environment; they
+    are found as descendants of the admin instead."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid != os.getpid() and proc.environ().get(TOKEN_ENV) == token:
+                if proc.status() != psutil.STATUS_ZOMBIE:
+                    found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, OSError):
+            continue
+    return found
+
+
+def _still_running(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _wait_gone(procs: list[psutil.Process], deadline: float) -> list[psutil.Process]:
+    """Wait until every process exited (a zombie counts as exited) or the deadline passed;
+    returns the ones still running."""
+    alive = [p for p in procs if _still_running(p)]
+    while alive and time.monotonic() < deadline:
+        psutil.wait_procs(alive, timeout=0.02)
+        alive = [p for p in alive if _still_running(p)]
+    return alive

@@ -1,0 +1,536 @@
+"""The child table every tether supervisor shares: start, watch, restart, reap, report.
+
+`Supervisor` is a thespian actor base. It keeps one `ChildRecord` per (kind, key) —
+keyed by our own ids, never by thespian addresses, which change on restart — and:
+
+- starts a child on demand (`ensure_child`) and sends it `Start`;
+- when a child exits, works out why (the child says `Stopping(reason)` first when it
+  stops on its own; a silent exit is a crash), asks `policy.decide`, and then restarts
+  it after `policy.backoff` (a `wakeupAfter`, never a sleep), forgets it, or gives up
+  when the restart intensity is exceeded — the record stays, as "failed", for health;
+- kills what a crashed child owned (its subprocess groups), which the child itself no
+  longer can;
+- enforces the hard TTL (stop, then SIGKILL after `shutdown_timeout`);
+- routes calls to a child or answers them with a clear error while it is restarting,
+  failed or unavailable (idempotent calls wait for the restart instead);
+- aggregates health from its children with a deadline (a child that does not answer
+  in time is reported as such, the report is never late);
+- forwards fault injections to the actor named by the target.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from tether.actors.base import TetherActor, kill_tree, process_info
+from tether.messages.calls import Call, ErrorCode, Reply
+from tether.messages.codec import decode, encode
+from tether.messages.control import (
+    HealthQuery,
+    HealthReport,
+    Inject,
+    Pids,
+    ResourceGone,
+    Start,
+    Started,
+    Stopping,
+)
+from tether.supervisors.policy import (
+    Decision,
+    ExitReason,
+    backoff,
+    decide,
+    recent_restarts,
+    within_intensity,
+)
+from tether.supervisors.spec import ChildSpec
+
+_CLASS_CACHE: dict[str, type] = {}
+
+
+def load_actor_class(path: str) -> type:
+    """ "module.path:ClassName" -> the class (cached)."""
+    cls = _CLASS_CACHE.get(path)
+    if cls is None:
+        module_name, _, class_name = path.partition(":")
+        module = importlib.import_module(module_name)
+        try:
+            cls = getattr(module, class_name)
+        except AttributeError:
+            raise ImportError(f"module {module_name!r} has no class {class_name!r}") from None
+        _CLASS_CACHE[path] = cls
+    return cls
+
+
+@dataclass
+class ChildRecord:
+    kind: str
+    key: str
+    name: str
+    spec: ChildSpec
+    actor_class: str
+    config: dict[str, Any]
+    kinds: list[dict[str, Any]] = field(default_factory=list)  # for children that supervise
+    start_extra: Any = None  # thespian addresses handed to the child beside Start
+    address: Any = None
+    incarnation: int = 0
+    state: str = "starting"  # starting | ready | restarting | stopping | failed
+    started_at: float = 0.0
+    restart_times: list[float] = field(default_factory=list)
+    restarts: int = 0
+    last_error: str = ""
+    pid: int = 0
+    owned: list[int] = field(default_factory=list)
+    stop_reason: ExitReason | None = None
+    gone_notified: int = 0  # incarnation for which ResourceGone was sent
+    error_code: str = ""  # for failed children: GAVE_UP or UNAVAILABLE
+    waiting: list[tuple[bytes, Any, Call]] = field(default_factory=list)  # idempotent calls
+    subscribers: list[Any] = field(default_factory=list)  # RunActors routing here
+
+
+@dataclass
+class _Gather:
+    reply_to: Any
+    reply_query_id: str
+    node: dict[str, Any]
+    waiting: dict[str, ChildRecord]  # sub-query id -> child
+    children: list[dict[str, Any]]
+
+
+class Supervisor(TetherActor):
+    """A thespian actor that supervises children described by (kind, key, ChildSpec)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.children: dict[tuple[str, str], ChildRecord] = {}
+        self._gathers: dict[str, _Gather] = {}
+        self._query_seq = 0
+        self.state = "ready"
+
+    def after_start(self) -> None:
+        if self._parent is not None:
+            self.send_encoded(
+                self._parent, Started(self.kind, self.key, self.incarnation, True, os.getpid())
+            )
+
+    # --- children --------------------------------------------------------------------
+    def ensure_child(
+        self,
+        kind: str,
+        key: str,
+        name: str,
+        spec: ChildSpec,
+        actor_class: str,
+        config: dict[str, Any],
+        kinds: list[dict[str, Any]] | None = None,
+        start_extra: Any = None,
+    ) -> ChildRecord:
+        rec = self.children.get((kind, key))
+        if rec is None:
+            rec = ChildRecord(kind, key, name, spec, actor_class, config, kinds or [], start_extra)
+            self.children[(kind, key)] = rec
+            self._start_child(rec)
+        return rec
+
+    def _start_child(self, rec: ChildRecord) -> None:
+        rec.incarnation += 1
+        rec.stop_reason = None
+        rec.owned = []
+        rec.pid = 0
+        rec.started_at = time.monotonic()
+        try:
+            cls = load_actor_class(rec.actor_class)
+            rec.address = self.createActor(cls)
+        except Exception as exc:
+            rec.address = None
+            self._give_up(
+                rec,
+                ErrorCode.UNAVAILABLE,
+                f"cannot create {rec.name}: actor class {rec.actor_class!r} failed to load: "
+                f"{type(exc).__name__}: {exc}",
+            )
+            return
+        rec.state = "starting"
+        self.send_encoded(
+            rec.address,
+            Start(
+                kind=rec.kind,
+                key=rec.key,
+                config=rec.config,
+                child=rec.spec.to_wire(),
+                host_pid=self._host_pid,
+                host_create_time=self._host_create_time,
+                incarnation=rec.incarnation,
+                name=rec.name,
+                kinds=rec.kinds,
+            ),
+            rec.start_extra,
+        )
+        self._flush_waiting(rec)
+
+    def find_by_address(self, address: Any) -> ChildRecord | None:
+        for rec in self.children.values():
+            if rec.address is not None and rec.address == address:
+                return rec
+        return None
+
+    def stop_child(self, rec: ChildRecord, why: str) -> None:
+        """Supervisor-initiated stop (TTL, run closed): ask, then kill after shutdown_timeout."""
+        if rec.state in ("stopping", "failed") or rec.address is None:
+            if rec.state == "failed":
+                self.children.pop((rec.kind, rec.key), None)
+            return
+        rec.stop_reason = ExitReason.SHUTDOWN
+        rec.last_error = why
+        rec.state = "stopping"
+        from thespian.actors import ActorExitRequest
+
+        self.send(rec.address, ActorExitRequest())
+        self.wakeupAfter(rec.spec.shutdown_timeout, ("_kill", rec.kind, rec.key, rec.incarnation))
+
+    def handle_supervisor_message(self, obj: Any, data: bytes, extra: Any, sender: Any) -> bool:
+        """Messages every supervisor understands. Returns False if `obj` is not one."""
+        if isinstance(obj, Started):
+            rec = self.children.get((obj.kind, obj.key))
+            if rec is None or rec.incarnation != obj.incarnation:
+                return True
+            rec.pid = obj.pid
+            if obj.ok:
+                rec.state = "ready"
+                if rec.spec.ttl:
+                    self.wakeupAfter(rec.spec.ttl, ("_ttl", rec.kind, rec.key, rec.incarnation))
+                self._flush_waiting(rec)
+            else:
+                rec.last_error = obj.error
+                rec.stop_reason = ExitReason.UNAVAILABLE if obj.unavailable else ExitReason.CRASH
+                self._notify_gone(rec)
+        elif isinstance(obj, Pids):
+            rec = self.children.get((obj.kind, obj.key))
+            if rec is not None and rec.incarnation == obj.incarnation:
+                rec.owned = list(obj.pids)
+        elif isinstance(obj, Stopping):
+            rec = self.children.get((obj.kind, obj.key))
+            if rec is not None and rec.incarnation == obj.incarnation:
+                if rec.stop_reason is None:
+                    rec.stop_reason = ExitReason(obj.reason)
+                if obj.error:
+                    rec.last_error = obj.error
+                if rec.stop_reason is not ExitReason.SHUTDOWN or rec.state != "stopping":
+                    rec.state = "stopping"
+                self._notify_gone(rec)
+        elif isinstance(obj, HealthQuery):
+            self._start_gather(obj, sender)
+        elif isinstance(obj, HealthReport):
+            self._gathered(obj)
+        elif isinstance(obj, Inject):
+            self.route_inject(obj, data, extra if extra is not None else sender)
+        else:
+            return False
+        return True
+
+    def handle_child_exited(self, address: Any) -> None:
+        rec = self.find_by_address(address)
+        if rec is None:
+            return
+        rec.address = None
+        reason = rec.stop_reason or ExitReason.CRASH
+        if reason is ExitReason.CRASH:
+            if not rec.last_error:
+                rec.last_error = f"{rec.name} died (actor process exited without saying why)"
+            self._reap_owned(rec)
+        self._notify_gone(rec)
+        now = time.monotonic()
+        decision = decide(rec.spec, reason)
+        if decision is Decision.RESTART and not within_intensity(rec.restart_times, now, rec.spec):
+            self._give_up(
+                rec,
+                ErrorCode.GAVE_UP,
+                f"gave up on {rec.name} after {rec.spec.max_restarts} restarts in "
+                f"{rec.spec.period:g} s; last error: {rec.last_error or 'none'}",
+            )
+        elif decision is Decision.RESTART:
+            delay = backoff(rec.spec, len(recent_restarts(rec.restart_times, now, rec.spec)))
+            rec.restart_times = [*recent_restarts(rec.restart_times, now, rec.spec), now]
+            rec.restarts += 1
+            rec.state = "restarting"
+            self.wakeupAfter(delay, ("_restart", rec.kind, rec.key, rec.incarnation))
+        elif decision is Decision.ESCALATE:
+            self._give_up(
+                rec, ErrorCode.UNAVAILABLE, rec.last_error or f"{rec.name} is unavailable"
+            )
+        else:
+            self.children.pop((rec.kind, rec.key), None)
+            self._fail_waiting(
+                rec, ErrorCode.RESOURCE_DIED, f"{rec.name} stopped: {rec.last_error}"
+            )
+        self.on_child_gone(rec, reason)
+
+    def on_child_gone(self, rec: ChildRecord, reason: ExitReason) -> None:
+        """Hook: a child's incarnation is gone (RunActor fails or retries its in-flight calls)."""
+
+    def _give_up(self, rec: ChildRecord, code: str, message: str) -> None:
+        rec.state = "failed"
+        rec.error_code = code
+        rec.last_error = message
+        self._fail_waiting(rec, code, message)
+
+    def _reap_owned(self, rec: ChildRecord) -> None:
+        """The child died without cleaning up: kill what it owned (process groups, trees)."""
+        for pid in rec.owned:
+            with contextlib.suppress(Exception):
+                kill_tree(pid, grace=0.0)
+        rec.owned = []
+
+    def _notify_gone(self, rec: ChildRecord) -> None:
+        if rec.gone_notified == rec.incarnation:
+            return
+        rec.gone_notified = rec.incarnation
+        gone = encode(
+            ResourceGone(
+                rec.kind,
+                rec.key,
+                rec.incarnation,
+                (rec.stop_reason or ExitReason.CRASH).value,
+                rec.last_error,
+            )
+        )
+        for subscriber in rec.subscribers:
+            self.send(subscriber, gone)
+        rec.subscribers = []
+        self.on_incarnation_gone(rec)
+
+    def on_incarnation_gone(self, rec: ChildRecord) -> None:
+        """Hook: as soon as we know an incarnation is going (before its exit completes)."""
+
+    def handle_supervisor_wakeup(self, payload: Any) -> bool:
+        if not isinstance(payload, tuple) or not payload:
+            return False
+        tag = payload[0]
+        if tag in ("_restart", "_ttl", "_kill"):
+            _, kind, key, incarnation = payload
+            rec = self.children.get((kind, key))
+            if rec is None or rec.incarnation != incarnation:
+                return True
+            if tag == "_restart" and rec.state == "restarting":
+                self._start_child(rec)
+            elif tag == "_ttl" and rec.state in ("ready", "starting"):
+                self.stop_child(rec, f"ttl of {rec.spec.ttl:g} s expired")
+            elif tag == "_kill" and rec.address is not None and rec.state == "stopping":
+                self._kill_child(rec)
+            return True
+        if tag == "_gather":
+            self._finish_gather(payload[1])
+            return True
+        return False
+
+    def _kill_child(self, rec: ChildRecord) -> None:
+        """SIGKILL the child's actor process and what it owns (shutdown timeout, crash_actor)."""
+        if rec.pid:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(rec.pid, signal.SIGKILL)
+        self._reap_owned(rec)
+
+    # --- routing ---------------------------------------------------------------------
+    def deliver(self, rec: ChildRecord, call: Call, call_bytes: bytes, reply_to: Any) -> bool:
+        """Send a call to the child, or answer it with the reason it cannot be served.
+        Returns True if the call went to (or waits for) the child."""
+        if rec.state in ("ready", "starting") and rec.address is not None:
+            self.send(rec.address, (call_bytes, reply_to))
+            return True
+        if rec.state == "failed":
+            self.send(
+                reply_to,
+                encode(Reply(call.call_id, False, error=rec.error_code, message=rec.last_error)),
+            )
+            return False
+        if call.idempotent:
+            rec.waiting.append((call_bytes, reply_to, call))
+            return True
+        self.send(
+            reply_to,
+            encode(
+                Reply(
+                    call.call_id,
+                    False,
+                    error=ErrorCode.RESTARTING,
+                    message=(
+                        f"{rec.name} is {rec.state} (restart {len(rec.restart_times)} of "
+                        f"{rec.spec.max_restarts} in {rec.spec.period:g} s; last error: "
+                        f"{rec.last_error or 'none'}); try again in a moment"
+                    ),
+                )
+            ),
+        )
+        return False
+
+    def _flush_waiting(self, rec: ChildRecord) -> None:
+        if not rec.waiting or rec.address is None:
+            return
+        waiting, rec.waiting = rec.waiting, []
+        now = time.monotonic()
+        for call_bytes, reply_to, call in waiting:
+            if not call.deadline or call.deadline > now:
+                self.send(rec.address, (call_bytes, reply_to))
+
+    def _fail_waiting(self, rec: ChildRecord, code: str, message: str) -> None:
+        waiting, rec.waiting = rec.waiting, []
+        for _, reply_to, call in waiting:
+            self.send(reply_to, encode(Reply(call.call_id, False, error=code, message=message)))
+
+    # --- fault injection -------------------------------------------------------------
+    def route_inject(self, inject: Inject, data: bytes, reply_to: Any) -> None:
+        for rec in self.children.values():
+            if inject.target == rec.name:
+                if inject.fault == "crash_actor":
+                    self._crash_child(rec, inject, reply_to)
+                elif rec.address is not None and rec.state in ("ready", "starting"):
+                    self.send(rec.address, (data, reply_to))
+                else:
+                    self._reply_inject(
+                        reply_to,
+                        inject,
+                        False,
+                        f"{rec.name} is {rec.state}; nothing to inject into",
+                    )
+                return
+            if inject.target.startswith(rec.name + "/") and rec.address is not None:
+                self.send(rec.address, (data, reply_to))
+                return
+        names = sorted(rec.name for rec in self.children.values())
+        self._reply_inject(
+            reply_to,
+            inject,
+            False,
+            f"no actor named {inject.target!r} under {self.name or 'root'}; "
+            f"known here: {', '.join(names) or 'none'} (names are as rt.health() shows them)",
+        )
+
+    def _crash_child(self, rec: ChildRecord, inject: Inject, reply_to: Any) -> None:
+        if not rec.pid:
+            self._reply_inject(
+                reply_to, inject, False, f"{rec.name} has not started yet; try again"
+            )
+            return
+        pid = rec.pid
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+        self._reply_inject(
+            reply_to, inject, True, f"SIGKILLed the actor process of {rec.name} (pid {pid})"
+        )
+
+    def _reply_inject(self, reply_to: Any, inject: Inject, ok: bool, message: str) -> None:
+        reply = (
+            Reply(inject.call_id, True, {"message": message})
+            if ok
+            else Reply(inject.call_id, False, error=ErrorCode.BAD_REQUEST, message=message)
+        )
+        self.send(reply_to, encode(reply))
+
+    # --- health ----------------------------------------------------------------------
+    def supervisor_node(self) -> dict[str, Any]:
+        return {
+            "name": self.name or "root",
+            "kind": self.kind or "root",
+            "key": self.key,
+            "state": self.state,
+            "uptime": round(time.monotonic() - self.started_at, 3),
+            "restarts": 0,
+            "last_error": self.last_error,
+            "pending": 0,
+            "pids": [process_info(os.getpid())],
+            "children": [],
+        }
+
+    def record_node(self, rec: ChildRecord) -> dict[str, Any]:
+        """What the supervisor knows of a child that cannot (or did not) answer itself."""
+        return {
+            "name": rec.name,
+            "kind": rec.kind,
+            "key": rec.key,
+            "state": rec.state,
+            "uptime": round(time.monotonic() - rec.started_at, 3) if rec.address else 0.0,
+            "restarts": rec.restarts,
+            "last_error": rec.last_error,
+            "pending": len(rec.waiting),
+            "pids": [
+                process_info(p) for p in ([rec.pid] if rec.pid and rec.address else []) + rec.owned
+            ],
+            "children": [],
+        }
+
+    def _start_gather(self, query: HealthQuery, reply_to: Any) -> None:
+        self._query_seq += 1
+        gather_id = f"{os.getpid()}-{self._query_seq}"
+        now = time.monotonic()
+        # leave our parent some of the remaining time to assemble its own answer
+        sub_deadline = now + max((query.deadline - now) * 0.8, 0.01)
+        gather = _Gather(reply_to, query.query_id, self.supervisor_node(), {}, [])
+        for index, rec in enumerate(self.children.values()):
+            if rec.address is not None and rec.state in ("ready", "starting"):
+                sub_id = f"{gather_id}-{index}"
+                gather.waiting[sub_id] = rec
+                self.send_encoded(rec.address, HealthQuery(sub_id, sub_deadline))
+            else:
+                gather.children.append(self.record_node(rec))
+        self._gathers[gather_id] = gather
+        if not gather.waiting:
+            self._finish_gather(gather_id)
+        else:
+            self.wakeupAfter(max(sub_deadline - now, 0.005) * 1.05, ("_gather", gather_id))
+
+    def _gathered(self, report: HealthReport) -> None:
+        gather_id = report.query_id.rsplit("-", 1)[0]
+        gather = self._gathers.get(gather_id)
+        if gather is None:
+            return  # late: that report went out already
+        rec = gather.waiting.pop(report.query_id, None)
+        if rec is None:
+            return
+        node = dict(report.node)
+        node["restarts"] = rec.restarts
+        if rec.state != "ready":
+            node["state"] = (
+                rec.state if node.get("state") in ("ready", "busy") else node.get("state")
+            )
+        if not node.get("last_error"):
+            node["last_error"] = rec.last_error
+        node["pending"] = node.get("pending", 0) + len(rec.waiting)
+        gather.children.append(node)
+        if not gather.waiting:
+            self._finish_gather(gather_id)
+
+    def _finish_gather(self, gather_id: str) -> None:
+        gather = self._gathers.pop(gather_id, None)
+        if gather is None:
+            return
+        for rec in gather.waiting.values():
+            node = self.record_node(rec)
+            node["state"] = "unresponsive" if rec.state == "ready" else rec.state
+            node["last_error"] = node["last_error"] or "did not answer the health query in time"
+            gather.children.append(node)
+        gather.node["children"] = sorted(gather.children, key=lambda n: n["name"])
+        gather.node.update(self.health_extra_node())
+        self.send_encoded(gather.reply_to, HealthReport(gather.reply_query_id, gather.node))
+
+    def health_extra_node(self) -> dict[str, Any]:
+        return {}
+
+    def handle_exit_request(self) -> None:
+        self.state = "stopped"
+
+    def release(self) -> None:
+        for rec in self.children.values():
+            self._reap_owned(rec)
+
+
+def decode_call(data: bytes) -> Call:
+    obj = decode(data)
+    if not isinstance(obj, Call):
+        raise TypeError(f"expected a Call, got {type(obj).__name__}")
+    return obj

@@ -1,0 +1,236 @@
+"""The supervisors of the actor tree: root, one per shared kind, and the runs' supervisor.
+
+    RootSupervisor                      configured by the host's Hello
+    ├── KindSupervisor "supervisor:K"   one per SHARED kind K; children "K:<key>"
+    └── RunSupervisor "runs"            children "run:<run_id>" (RunActor, tether.actors.run)
+        └── RunActor                    children "run:<run_id>/K:<key>" for RUN-scoped kinds
+
+The root also watches the host: if the host process dies, the root kills thespian's
+admin process and exits, and every actor's own watchdog takes down the rest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from typing import Any
+
+from tether.messages.calls import Call, ErrorCode, Reply
+from tether.messages.codec import decode, encode
+from tether.messages.control import (
+    CloseRun,
+    Hello,
+    Inject,
+    ListKeys,
+    OpenRun,
+    Route,
+    RouteInfo,
+    Start,
+)
+from tether.supervisors.core import Supervisor
+from tether.supervisors.spec import ChildSpec, KindSpec, Restart, Scope
+
+SUPERVISOR_SPEC = ChildSpec(Restart.PERMANENT, shutdown_timeout=5.0, max_restarts=5, period=60.0)
+RUN_SPEC = ChildSpec(Restart.TRANSIENT, shutdown_timeout=5.0, max_restarts=5, period=60.0)
+
+
+class KindSupervisor(Supervisor):
+    """Supervises the actors of one SHARED kind, one per key, started on first call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.spec: KindSpec | None = None
+
+    def handle_message(self, obj: Any, data: bytes, extra: Any, sender: Any) -> None:
+        if isinstance(obj, Start):
+            self.spec = KindSpec.from_wire(obj.kinds[0])
+        elif isinstance(obj, Route):
+            self._route(obj, extra if extra is not None else sender, sender)
+        elif isinstance(obj, ListKeys):
+            keys = sorted(k for (_, k), rec in self.children.items())
+            self.send(sender, encode(Reply(obj.call_id, True, {"keys": keys})))
+        elif isinstance(obj, Inject) and obj.target == self.name:
+            self._reply_inject(
+                sender if extra is None else extra, obj, False, _not_a_target(self.name)
+            )
+        else:
+            self.handle_supervisor_message(obj, data, extra, sender)
+
+    def handle_wakeup(self, payload: Any) -> None:
+        self.handle_supervisor_wakeup(payload)
+
+    def _route(self, route: Route, reply_to: Any, run_actor: Any) -> None:
+        assert self.spec is not None
+        call = decode(route.call)
+        spec = self.spec
+        rec = self.ensure_child(
+            spec.kind,
+            call.key,
+            f"{spec.kind}:{call.key}",
+            spec.child,
+            spec.actor_class,
+            spec.config,
+        )
+        self.deliver(rec, call, route.call, reply_to)
+        if rec.address is not None and rec.state in ("ready", "starting"):
+            if not any(s == run_actor for s in rec.subscribers):
+                rec.subscribers.append(run_actor)
+            self.send(
+                run_actor, (encode(RouteInfo(rec.kind, rec.key, rec.incarnation)), rec.address)
+            )
+
+
+class RunSupervisor(Supervisor):
+    """Supervises one RunActor per conversation."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kinds: list[dict[str, Any]] = []
+        self.kind_addresses: dict[str, Any] = {}
+
+    def handle_message(self, obj: Any, data: bytes, extra: Any, sender: Any) -> None:
+        if isinstance(obj, Start):
+            self.kinds = obj.kinds
+            self.kind_addresses = dict(extra or {})
+        elif isinstance(obj, OpenRun):
+            rec = self.ensure_child(
+                "run",
+                obj.run_id,
+                f"run:{obj.run_id}",
+                RUN_SPEC,
+                "tether.actors.run:RunActor",
+                {},
+                kinds=self.kinds,
+                start_extra=self.kind_addresses,
+            )
+            if rec.state == "failed" or rec.address is None:
+                self.send(
+                    sender,
+                    encode(
+                        Reply(
+                            obj.call_id,
+                            False,
+                            error=rec.error_code or ErrorCode.RESTARTING,
+                            message=rec.last_error or f"{rec.name} is {rec.state}; try again",
+                        )
+                    ),
+                )
+            else:
+                self.send(
+                    sender, (encode(Reply(obj.call_id, True, {"run_id": obj.run_id})), rec.address)
+                )
+        elif isinstance(obj, CloseRun):
+            rec = self.children.get(("run", obj.run_id))
+            if rec is not None:
+                self.stop_child(rec, "run closed")
+            self.send(sender, encode(Reply(obj.call_id, True, {"closed": rec is not None})))
+        elif isinstance(obj, Inject) and obj.target == self.name:
+            self._reply_inject(
+                sender if extra is None else extra, obj, False, _not_a_target(self.name)
+            )
+        else:
+            self.handle_supervisor_message(obj, data, extra, sender)
+
+    def handle_wakeup(self, payload: Any) -> None:
+        self.handle_supervisor_wakeup(payload)
+
+
+class RootSupervisor(Supervisor):
+    """The top of the tree. The host's Hello configures it; it answers with the addresses of
+    the run supervisor and the kind supervisors (beside the Reply)."""
+
+    needs_start = False  # configured by Hello, from the host itself
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.name = "root"
+        self.kind = "root"
+        self.kinds: list[KindSpec] = []
+
+    def handle_message(self, obj: Any, data: bytes, extra: Any, sender: Any) -> None:
+        if isinstance(obj, Hello):
+            self._hello(obj, sender)
+        elif isinstance(obj, Inject):
+            self._route_inject(obj, data, extra if extra is not None else sender)
+        else:
+            self.handle_supervisor_message(obj, data, extra, sender)
+
+    def handle_wakeup(self, payload: Any) -> None:
+        self.handle_supervisor_wakeup(payload)
+
+    def _hello(self, hello: Hello, sender: Any) -> None:
+        self._host_pid, self._host_create_time = hello.host_pid, hello.host_create_time
+        self._arm_watchdog()
+        self.kinds = [KindSpec.from_wire(k) for k in hello.kinds]
+        kind_addresses: dict[str, Any] = {}
+        for spec in self.kinds:
+            if spec.scope is Scope.SHARED:
+                rec = self.ensure_child(
+                    "supervisor",
+                    spec.kind,
+                    f"supervisor:{spec.kind}",
+                    SUPERVISOR_SPEC,
+                    "tether.supervisors.tree:KindSupervisor",
+                    {},
+                    kinds=[spec.to_wire()],
+                )
+                kind_addresses[spec.kind] = rec.address
+        runs = self.ensure_child(
+            "runs",
+            "",
+            "runs",
+            SUPERVISOR_SPEC,
+            "tether.supervisors.tree:RunSupervisor",
+            {},
+            kinds=hello.kinds,
+            start_extra=kind_addresses,
+        )
+        # the token proves this tree was forked from the host that says Hello (tether.runtime)
+        reply = Reply(
+            hello.call_id,
+            True,
+            {
+                "pid": os.getpid(),
+                "admin_pid": os.getppid(),
+                "token": os.environ.get("TETHER_RUNTIME_TOKEN"),
+            },
+        )
+        self.send(sender, (encode(reply), {"runs": runs.address, "kinds": kind_addresses}))
+
+    def _route_inject(self, inject: Inject, data: bytes, reply_to: Any) -> None:
+        target = inject.target
+        if target in ("root", "runs") or target.startswith("supervisor:"):
+            self._reply_inject(reply_to, inject, False, _not_a_target(target))
+            return
+        if target.startswith("run:"):
+            rec = self.children.get(("runs", ""))
+        else:
+            rec = self.children.get(("supervisor", target.split(":", 1)[0]))
+        if rec is None or rec.address is None:
+            self.route_inject(inject, data, reply_to)  # answers "no actor named ..."
+            return
+        self.send(rec.address, (data, reply_to))
+
+    def _emergency_exit(self) -> None:
+        """The host died: take thespian's admin down with us (it has no watchdog of its own)."""
+        with contextlib.suppress(Exception):
+            self.release()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(os.getppid(), signal.SIGKILL)
+        os._exit(0)
+
+    def _owner_alive(self) -> bool:
+        if not self._host_pid:
+            return True
+        return super()._owner_alive()
+
+
+def _not_a_target(name: str) -> str:
+    return (
+        f"{name} is a supervisor: faults target resource actors (kill_process, crash_actor, "
+        "delay, drop_reply) and runs (crash_actor); see rt.health() for their names"
+    )
+
+
+__all__ = ["Call", "KindSupervisor", "RootSupervisor", "RunSupervisor"]
