@@ -1,0 +1,138 @@
+"""Argument validation: errors name the argument, what was expected, and a correct call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tether.tools.registry import Registry
+from tether.tools.schema import SchemaError, check_schema, example, format_errors, validate
+
+S: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string", "minLength": 1},
+        "line": {"type": "integer", "minimum": 1, "maximum": 100},
+        "action": {"type": "string", "enum": ["hover", "definition"]},
+        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 2},
+        "opts": {
+            "type": "object",
+            "properties": {"deep": {"type": "boolean"}},
+            "additionalProperties": False,
+        },
+        "ratio": {"type": "number"},
+    },
+    "required": ["path"],
+    "additionalProperties": False,
+}
+
+
+def _errs(value: Any, schema: dict = S) -> list[str]:
+    return [str(e) for e in validate(schema, value)]
+
+
+@pytest.mark.parametrize(
+    "args,expected",
+    [
+        ({"path": "a"}, []),
+        ({}, ["`path`: is required: expected a string"]),
+        ({"path": ""}, ['`path`: must not be empty; got "" (a string)']),
+        ({"path": 3}, ["`path`: expected a string, got 3 (an integer)"]),
+        ({"path": "a", "line": 0}, ["`line`: must be >= 1; got 0"]),
+        ({"path": "a", "line": 101}, ["`line`: must be <= 100; got 101"]),
+        ({"path": "a", "line": "3"}, ['`line`: expected an integer, got "3" (a string)']),
+        ({"path": "a", "line": True}, ["`line`: expected an integer, got true (a boolean)"]),
+        ({"path": "a", "line": 2.0}, []),
+        ({"path": "a", "line": 2.5}, ["`line`: expected an integer, got 2.5 (a number)"]),
+        ({"path": "a", "ratio": 1}, []),
+        (
+            {"path": "a", "action": "hovr"},
+            ['`action`: must be one of "hover", "definition"; got "hovr" (a string)'],
+        ),
+        ({"path": "a", "tags": ["x", 1]}, ["`tags[1]`: expected a string, got 1 (an integer)"]),
+        ({"path": "a", "tags": ["x", "y", "z"]}, ["`tags`: takes at most 2 item(s); got 3"]),
+        (
+            {"path": "a", "opts": {"deep": 1}},
+            ["`opts.deep`: expected a boolean (true or false), got 1 (an integer)"],
+        ),
+        (
+            {"path": "a", "opts": {"wide": True}},
+            ["`opts.wide`: is not a known argument (known: `deep`)"],
+        ),
+        (
+            {"path": "a", "colum": 3},
+            [
+                "`colum`: is not a known argument (known: `path`, `line`, `action`, `tags`, "
+                "`opts`, `ratio`)"
+            ],
+        ),
+        ([], ["the arguments: expected an object, got [] (an array)"]),
+    ],
+)
+def test_validate(args: Any, expected: list[str]) -> None:
+    assert _errs(args) == expected
+
+
+def test_required_mentions_description() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"symbol": {"type": "string", "description": "a substring of the line"}},
+        "required": ["symbol"],
+    }
+    assert _errs({}, schema) == [
+        "`symbol`: is required (a substring of the line): expected a string"
+    ]
+
+
+def test_any_of() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"x": {"anyOf": [{"type": "integer"}, {"type": "string", "enum": ["*"]}]}},
+    }
+    assert _errs({"x": 3}, schema) == [] and _errs({"x": "*"}, schema) == []
+    assert "matches none of the allowed forms" in _errs({"x": "y"}, schema)[0]
+
+
+def test_one_of_ambiguous() -> None:
+    schema = {"oneOf": [{"type": "integer"}, {"type": "number"}]}
+    assert _errs(3, schema) == ["the arguments: matches more than one allowed form; be specific"]
+
+
+def test_pattern_and_lengths() -> None:
+    schema = {"type": "string", "pattern": "^[a-z]+$", "maxLength": 3}
+    assert _errs("abcd", schema) == ["the arguments: must be at most 3 characters long; got 4"]
+    assert _errs("A", schema) == [
+        "the arguments: must match the pattern '^[a-z]+$'; got \"A\" (a string)"
+    ]
+
+
+def test_format_errors_has_example() -> None:
+    text = format_errors("lsp", S, validate(S, {"line": "x"}))
+    assert text.splitlines() == [
+        "invalid arguments for lsp:",
+        "- `path`: is required: expected a string",
+        '- `line`: expected an integer, got "x" (a string)',
+        'A correct call looks like: lsp {"path": "src/app.py"}',
+    ]
+
+
+def test_format_errors_caps_the_list() -> None:
+    schema = {"type": "object", "properties": {}, "additionalProperties": False}
+    errors = validate(schema, {f"k{i}": i for i in range(12)})
+    assert "- ... and 4 more" in format_errors("t", schema, errors)
+
+
+def test_example_uses_examples_first() -> None:
+    assert example({"type": "string", "examples": ["hi"]}) == "hi"
+
+
+@pytest.mark.parametrize("spec", Registry.default().specs(), ids=lambda s: s.name)
+def test_every_real_schema_is_supported_and_its_example_validates(spec: Any) -> None:
+    check_schema(spec.schema, spec.name)
+    assert validate(spec.schema, example(spec.schema)) == []
+
+
+def test_check_schema_rejects_unsupported() -> None:
+    with pytest.raises(SchemaError, match=r"schema.properties.x: keyword '\$ref' is not supported"):
+        check_schema({"type": "object", "properties": {"x": {"$ref": "#/defs/x"}}})
