@@ -82,14 +82,23 @@ class RunContext:
         return confinement.resolve(rel)
 
     def call_resource(
-        self, kind: str, key: str, op: str, args: Mapping[str, Any], timeout: float
+        self,
+        kind: str,
+        key: str,
+        op: str,
+        args: Mapping[str, Any],
+        timeout: float,
+        idempotent: bool = False,
     ) -> Mapping[str, Any]:
+        """runtime._call; `idempotent=True` lets the runtime retry once if the actor dies."""
         rt = self._run.runtime
         if rt is None:
             raise ResourceError(
                 ErrorCode.UNAVAILABLE,
                 f"no runtime is connected to this run, so resource {kind!r} cannot be reached",
             )
+        if idempotent:
+            return rt._call(self.run_id, kind, key, op, dict(args), timeout, idempotent=True)
         return rt._call(self.run_id, kind, key, op, dict(args), timeout)
 
     def call_tool(self, name: str, args: Mapping[str, Any]) -> ToolResult:
@@ -97,14 +106,20 @@ class RunContext:
 
     # -- extensions for families (not in the ToolContext protocol) ------------------------
     def gather(
-        self, calls: Iterable[tuple[str, str, str, Mapping[str, Any]]], timeout: float
+        self,
+        calls: Iterable[tuple[str, str, str, Mapping[str, Any]]],
+        timeout: float,
+        idempotent: bool = False,
     ) -> list[Mapping[str, Any] | ResourceError]:
-        """Concurrent fan-out (e.g. to every parser of the pool): runtime._gather."""
+        """Concurrent fan-out (e.g. to every parser of the pool): runtime._gather. A failed
+        or late call is a ResourceError in its slot."""
         rt = self._run.runtime
         batch = [(k, key, op, dict(a)) for k, key, op, a in calls]
         if rt is None:
             err = ResourceError(ErrorCode.UNAVAILABLE, "no runtime is connected to this run")
             return [err for _ in batch]
+        if idempotent:
+            return rt._gather(self.run_id, batch, timeout, idempotent=True)
         return rt._gather(self.run_id, batch, timeout)
 
     def kind_keys(self, kind: str) -> list[str]:
