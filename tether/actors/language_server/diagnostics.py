@@ -80,6 +80,7 @@ class FreshWait:
     fresh: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # uri -> raw items
     others: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # other files
     candidate_at: dict[str, float] = field(default_factory=dict)  # unversioned publish seen
+    before: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # others, pre-write
     latest: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # last unversioned
     outstanding_pulls: int = 0
 

@@ -223,8 +223,8 @@ class Resolution:
         parts = []
         if self.root is None:
             parts.append(
-                f"no root marker ({', '.join(self.row.root_markers)}) in the file's directory "
-                "or any parent inside the workspace"
+                f"no root marker ({', '.join(self.row.root_markers)}) from there up to the "
+                "workspace root"
             )
         if not self.binary:
             parts.append(

@@ -603,6 +603,8 @@ class Session:
             self._pull_supported(),
         )
         self.waits[op.oid] = (op, w)
+        if others and not w.pull:
+            w.before = {u: p.items for u, p in self.published.items() if u not in w.targets}
         if w.pull:
             targets = [d.uri for d in docs]
             if others:
@@ -643,9 +645,11 @@ class Session:
             params: dict[str, Any] = {"textDocument": {"uri": uri}}
             if ident:
                 params["identifier"] = ident
-            prev = self.pull_cache.get(uri, (None, []))[0]
+            prev, prev_items = self.pull_cache.get(uri, (None, []))
             if prev:
                 params["previousResultId"] = prev
+            if uri not in w.targets:
+                w.before[uri] = prev_items
             w.outstanding_pulls += 1
 
             def cont(op: Op, resp: Response, uri: str = uri, w: FreshWait = w) -> None:
@@ -690,9 +694,12 @@ class Session:
             for u, items in w.fresh.items()
         }
         others = {
-            str(path_of(u)): normalize(path_of(u), items, self.docs.line, enc)
+            str(path_of(u)): {
+                "before": normalize(path_of(u), w.before.get(u) or [], self.docs.line, enc),
+                "after": normalize(path_of(u), items, self.docs.line, enc),
+            }
             for u, items in w.others.items()
-            if u not in w.targets
+            if u not in w.targets and items != w.before.get(u)
         }
         self._done(
             op,
@@ -754,7 +761,7 @@ class Session:
             self._fail(op, ErrorCode.FAILED, f"{self.row.name} returned no edit for the rename")
             return
         try:
-            plan = self.apply_edit(resp.result)
+            plan = self.apply_edit(resp.result, op.args.get("confine"))
         except workspace_edit.EditError as e:
             self._fail(op, ErrorCode.FAILED, f"rename not applied, nothing was written: {e}")
             return
@@ -768,14 +775,28 @@ class Session:
             },
         )
 
-    def apply_edit(self, edit: dict[str, Any]) -> workspace_edit.Plan:
-        """Apply a WorkspaceEdit all or nothing and re-sync every touched file."""
+    def apply_edit(
+        self, edit: dict[str, Any], confine: list[str] | None = None
+    ) -> workspace_edit.Plan:
+        """Apply a WorkspaceEdit all or nothing and re-sync every touched file.
+
+        `confine`: directories every touched path must be inside (the run's workspace);
+        an edit reaching outside is refused whole (DESIGN.md invariant 5).
+        """
 
         def version_of(p: Path) -> int | None:
             d = self.docs.get(p)
             return d.version if d else None
 
         plan = workspace_edit.plan(edit, self.caps.position_encoding, version_of)
+        if confine:
+            roots = [Path(c).resolve() for c in confine]
+            for p in plan.final:
+                rp = p.resolve()
+                if not any(rp == r or r in rp.parents for r in roots):
+                    raise workspace_edit.EditError(
+                        f"the edit would change {p}, outside the workspace"
+                    )
         workspace_edit.commit(plan)
         touched = [p for p in plan.touched if p in plan.final]
         _docs, msgs = self.docs.sync(touched)

@@ -1,0 +1,168 @@
+"""LanguageServerActor: one language server process for one (server, root), shared by runs.
+
+The actor is a thin shell around `Session` (the sans-io client state machine): it spawns
+the server (ProcessActor: own process group, pipes watched with ThespianWatch, tree killed
+on exit), feeds the session what the pipes deliver, turns the session's timer requests
+into `after()` and its settlements into `reply()`/`fail()`. Nothing here waits: readiness
+is the `initialize` answer (a message), deadlines and quiet windows are timers.
+
+Key: "<server>:<absolute root>" (see `servers.make_key`). The start re-applies the
+intersection rule and raises `ResourceUnavailable` when the marker or the binary is
+missing, so the supervisor does not retry what cannot work.
+
+Faults: the server dying mid-request fails every open call with `resource_died` (an
+idempotent query is retried once by the runtime on the next incarnation) and stops the
+actor as a crash, so the supervisor restarts it within its intensity, or gives up and
+says why. `reload` restarts the server inside the same actor and answers once the new
+one has initialized.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from tether.actors.base import ProcessActor, ResourceUnavailable
+from tether.actors.language_server.servers import BY_NAME, find_binary, split_key
+from tether.actors.language_server.session import Session
+from tether.messages.calls import Call, ErrorCode
+
+
+class LanguageServerActor(ProcessActor):
+    kind_name = "language_server"
+
+    # --- lifecycle ------------------------------------------------------------------------
+    def on_start(self, key: str, config: dict[str, Any]) -> None:
+        try:
+            name, root = split_key(key)
+        except ValueError as e:
+            raise ResourceUnavailable(str(e)) from e
+        self.row = BY_NAME[name]
+        self.root = root
+        if not root.is_dir():
+            raise ResourceUnavailable(f"{name}: root {root} is not a directory")
+        if not any((root / m).exists() for m in self.row.root_markers):
+            raise ResourceUnavailable(
+                f"{name}: no root marker ({', '.join(self.row.root_markers)}) in {root}"
+            )
+        binary, problem = find_binary(self.row, root)
+        if not binary:
+            raise ResourceUnavailable(
+                f"{name}: {problem or 'binary ' + ' / '.join(self.row.binaries) + ' not found on PATH'}"
+            )
+        self.binary = binary
+        self.reloads = 0
+        self.reload_waiters: list[Call] = []
+        self._reloading = False
+        self._launch()
+
+    def _launch(self) -> None:
+        self.session = Session(self.row, self.root, self)
+        self.set_state("starting")
+        pid = self.spawn([self.binary, *self.row.args], cwd=str(self.root))
+        self.session.start(pid)
+        self._check_started()
+        self.after(self.row.startup_timeout + 0.5, "startup-check")
+
+    def _check_started(self) -> None:
+        s = self.session.state
+        if s == "ready" and self.state == "starting":
+            self.set_state("ready")
+            waiters, self.reload_waiters = self.reload_waiters, []
+            for call in waiters:
+                self.reply(call, {"reloaded": True, **self.status_payload()})
+        elif s == "failed":
+            why = self.session.error_text
+            for call in self.reload_waiters:
+                self.fail(call, ErrorCode.FAILED, f"{self.row.name} did not restart: {why}")
+            self.reload_waiters = []
+            self.stop("crash", f"{self.row.name} for {self.root}: {why}")
+
+    def on_stop(self) -> None:
+        session = getattr(self, "session", None)
+        if session is not None and self.proc is not None and self.proc.poll() is None:
+            try:
+                self.write(session.shutdown_bytes())
+            except Exception:  # noqa: BLE001 - the process tree is killed right after anyway
+                pass
+
+    def on_exit(self, returncode: int | None) -> None:
+        if self._reloading:
+            self._reloading = False
+            self.session.on_exit(returncode)
+            self.reloads += 1
+            self._launch()
+            return
+        self.session.on_exit(returncode)
+        super().on_exit(returncode)
+
+    # --- SessionIO ------------------------------------------------------------------------
+    def done(self, token: Any, payload: dict[str, Any]) -> None:
+        self.reply(token, payload)
+
+    def error(self, token: Any, code: str, message: str) -> None:
+        self.fail(token, code, message)
+
+    # write(bytes) and after(seconds, tag) are ProcessActor's own.
+
+    # --- events ---------------------------------------------------------------------------
+    def on_stdout(self, data: bytes) -> None:
+        self.session.feed(data)
+        if self.state == "starting" or self.session.state == "failed":
+            self._check_started()
+
+    def on_timer(self, tag: str) -> None:
+        if tag == "startup-check":
+            if self.session.state == "starting":
+                self.session.on_timer("lsp:deadline")
+            self._check_started()
+            return
+        self.session.on_timer(tag)
+        if self.session.state == "failed":
+            self._check_started()
+
+    def on_call(self, call: Call) -> None:
+        if call.op == "reload":
+            self.reload_waiters.append(call)
+            if not self._reloading:
+                self._reloading = True
+                self.set_state("starting")  # the base queues calls until the new one is ready
+                self.kill_process()
+            return
+        if call.op == "status":
+            self.reply(call, self.status_payload())
+            return
+        deadline = call.deadline or (time.monotonic() + 30.0)
+        self.session.handle(call.op, dict(call.args), call, deadline)
+
+    # --- health / status --------------------------------------------------------------------
+    def status_payload(self) -> dict[str, Any]:
+        st = self.session.status()
+        if self._reloading or (self.state == "starting" and self.reloads):
+            st["state"] = "restarting"
+        st.update(
+            pid=self.proc.pid if self.proc else None,
+            binary=self.binary,
+            reloads=self.reloads,
+            incarnation=self.incarnation,
+            uptime=round(time.monotonic() - self.started_at, 3),
+            stderr_tail=self.stderr_tail()[-1500:],
+        )
+        return st
+
+    def health_extra(self) -> dict[str, Any]:
+        st = self.session.status() if hasattr(self, "session") else {}
+        return {
+            "server": self.row.name if hasattr(self, "row") else "",
+            "root": str(getattr(self, "root", "")),
+            "lsp_state": st.get("state", ""),
+            "indexing": st.get("indexing", []),
+            "open_documents": st.get("open_documents", 0),
+            "pending_requests": st.get("pending_requests", 0),
+            "reloads": getattr(self, "reloads", 0),
+        }
+
+
+def key_root(key: str) -> Path:
+    return split_key(key)[1]

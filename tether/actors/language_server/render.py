@@ -1,0 +1,152 @@
+"""Model-facing text for language-server answers (pure functions over records).
+
+What a model reads well, and why:
+- every location as `path:line` plus the code on that line, so the answer can be checked
+  without another read;
+- hover as the signature block and then the doc comment;
+- references grouped by file, in file order, with a count;
+- caps stated as "capped at 50 of N" so a model knows it saw a prefix, not everything.
+
+Records (`ToolResult.data`) carry the same: path (workspace-relative when inside the
+workspace), line, column, end_line, end_column (1-based, code points), text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tether.actors.language_server.diagnostics import SEVERITY_NAMES
+
+CAPS = {"references": 50, "definition": 50, "type_definition": 50, "implementation": 50,
+        "workspace_symbols": 100, "document_symbols": 200, "code_actions": 50,
+        "diagnostics": 100, "folded": 20}  # fmt: skip
+
+WHAT = {
+    "definition": "definition",
+    "type_definition": "type definition",
+    "implementation": "implementation",
+    "references": "reference",
+}
+
+
+def capped(n_shown: int, n_total: int) -> str:
+    return f" (capped at {n_shown} of {n_total})" if n_total > n_shown else ""
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def locations(
+    action: str, symbol: str, records: list[dict[str, Any]], total: int, where: str
+) -> str:
+    """definition / type_definition / implementation / references."""
+    what = WHAT[action]
+    if not records:
+        return f"no {what} found for `{symbol}` at {where}."
+    head = f"{_plural(total, what)} of `{symbol}`{capped(len(records), total)}:"
+    if action != "references" and len(records) <= 3:
+        return "\n".join(
+            [head, *(f"{r['path']}:{r['line']}: {r.get('text', '').strip()}" for r in records)]
+        )
+    out = [head]
+    by_file: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        by_file.setdefault(r["path"], []).append(r)
+    for path, recs in by_file.items():
+        out.append(f"{path} ({len(recs)})")
+        out.extend(f"  {r['line']}: {r.get('text', '').strip()}" for r in recs)
+    return "\n".join(out)
+
+
+def hover(symbol: str, where: str, text: str) -> str:
+    if not text.strip():
+        return f"no hover information for `{symbol}` at {where}."
+    return f"`{symbol}` at {where}:\n{text.strip()}"
+
+
+def symbols(records: list[dict[str, Any]], total: int, header: str) -> str:
+    if not records:
+        return f"{header}: none found."
+    out = [f"{header}: {total}{capped(len(records), total)}"]
+    for r in records:
+        cont = f" in {r['container']}" if r.get("container") else ""
+        detail = f" {r['detail']}" if r.get("detail") else ""
+        out.append(f"{r['path']}:{r['line']}: {r['kind']} {r['name']}{detail}{cont}")
+    return "\n".join(out)
+
+
+def diagnostic_line(d: dict[str, Any]) -> str:
+    sev = SEVERITY_NAMES.get(int(d.get("severity") or 1), "error")
+    code = f" [{d['code']}]" if d.get("code") else ""
+    msg = str(d.get("message", "")).replace("\n", "\n    ")
+    line = f"{d['path']}:{d['line']}:{d.get('column', 1)}: {sev}{code}: {msg}"
+    if d.get("text"):
+        line += f"\n    | {d['text'].strip()}"
+    return line
+
+
+def diagnostics(records: list[dict[str, Any]], total: int, header: str) -> str:
+    if not records:
+        return f"{header}: no errors or warnings."
+    errors = sum(1 for d in records if int(d.get("severity") or 1) == 1)
+    warnings = sum(1 for d in records if int(d.get("severity") or 1) == 2)
+    out = [
+        f"{header}: {_plural(errors, 'error')}, {_plural(warnings, 'warning')}"
+        f"{capped(len(records), total)}"
+    ]
+    out.extend(diagnostic_line(d) for d in records)
+    return "\n".join(out)
+
+
+def code_actions(records: list[dict[str, Any]], where: str) -> str:
+    if not records:
+        return f"no code actions offered at {where}."
+    out = [f"{_plural(len(records), 'code action')} at {where}:"]
+    for a in records:
+        pref = " (preferred)" if a.get("preferred") else ""
+        kind = f" [{a['kind']}]" if a.get("kind") else ""
+        fixes = f" fixes: {'; '.join(a['diagnostics'])}" if a.get("diagnostics") else ""
+        out.append(f"- {a['title']}{kind}{pref}{fixes}")
+    return "\n".join(out)
+
+
+def rename(
+    symbol: str, new_name: str, files: list[dict[str, Any]], extra: dict[str, list[Any]]
+) -> str:
+    n = sum(f["edits"] for f in files)
+    out = [
+        f"renamed `{symbol}` to `{new_name}`: {_plural(n, 'edit')} in {_plural(len(files), 'file')}"
+    ]
+    out.extend(f"  {f['path']}: {f['edits']}" for f in files)
+    for what in ("created", "renamed", "deleted"):
+        for item in extra.get(what) or []:
+            out.append(f"  {what}: {' -> '.join(item) if isinstance(item, list) else item}")
+    return "\n".join(out)
+
+
+def folded(new: list[dict[str, Any]], pending: list[str], cap: int = CAPS["folded"]) -> str:
+    """The block diagnostics-on-write appends to a write's result ("" when nothing to say)."""
+    out = []
+    if new:
+        errors = sum(1 for d in new if int(d.get("severity") or 1) == 1)
+        out.append(
+            f"New diagnostics after this write ({_plural(errors, 'error')}, "
+            f"{_plural(len(new) - errors, 'warning')}){capped(min(cap, len(new)), len(new))}:"
+        )
+        out.extend(diagnostic_line(d) for d in new[:cap])
+    if pending:
+        out.append(
+            "Diagnostics pending for "
+            + ", ".join(pending)
+            + ": the language server had not finished checking this version; "
+            "call lsp diagnostics on the file to see them."
+        )
+    return "\n".join(out)
+
+
+def with_text(records: list[dict[str, Any]], line_of: Callable[[str, int], str]) -> None:
+    """Add `text` (the code on the record's line) to each record, in place."""
+    for r in records:
+        r["text"] = line_of(r["path"], r["line"])
