@@ -20,7 +20,7 @@ import contextlib
 import itertools
 import os
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,7 @@ KIND_NEEDS: dict[str, Needs] = {
 
 DEFAULT_QUESTION_TIMEOUT = 600.0  # seconds a question card waits for the human
 DEFAULT_APPROVAL_TIMEOUT = 300.0  # seconds a permission card waits
+DEFAULT_SERIAL_TIMEOUT = 600.0  # seconds a call waits for the previous call of a serial tool
 
 
 def _surface(value: Surface | str) -> Surface:
@@ -63,6 +64,10 @@ def _surface(value: Surface | str) -> Surface:
     except ValueError:
         valid = ", ".join(s.value for s in Surface)
         raise ValueError(f"unknown surface {value!r}: use one of {valid}") from None
+
+
+class Busy(GuardrailError):
+    """A serial tool is still busy with an earlier call of the same run."""
 
 
 class RunContext:
@@ -167,6 +172,7 @@ class Run:
         registry: Registry | None = None,
         question_timeout: float = DEFAULT_QUESTION_TIMEOUT,
         approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT,
+        serial_timeout: float = DEFAULT_SERIAL_TIMEOUT,
     ):
         self.runtime = runtime
         self.run_id = str(run_id or "")
@@ -190,7 +196,8 @@ class Run:
         self._closed = False
         self._cards = itertools.count(1)
         self._card_lock = threading.Lock()
-        self._serial: dict[str, threading.Lock] = {}
+        self.serial_timeout = float(serial_timeout)
+        self._serial: dict[str, threading.RLock] = {}
         self._serial_guard = threading.Lock()
         self._depth = threading.local()
         self._context = RunContext(self)
@@ -212,9 +219,23 @@ class Run:
             number = next(self._cards)
         return Card(number=number, **fields)
 
-    def serial_lock(self, name: str) -> threading.Lock:
+    @contextlib.contextmanager
+    def serial_lock(self, name: str) -> Iterator[None]:
+        """One call at a time of a tool that is not parallel-safe (debug, eval). Re-entrant,
+        so the eval bridge may call back into the tool from the handler's own thread; a
+        call that waits longer than `serial_timeout` for the previous one gets an error."""
         with self._serial_guard:
-            return self._serial.setdefault(name, threading.Lock())
+            lock = self._serial.setdefault(name, threading.RLock())
+        if not lock.acquire(timeout=self.serial_timeout):
+            raise Busy(
+                f"{name}: another {name} call on this run has been running for more than "
+                f"{self.serial_timeout:g} s; wait for it to finish (calls of {name} run one "
+                "at a time) and try again."
+            )
+        try:
+            yield
+        finally:
+            lock.release()
 
     def human_connected(self) -> bool:
         port = self.question_port

@@ -373,3 +373,41 @@ def test_every_real_tool_declares_one_tier_and_an_object_schema() -> None:
 def test_combinations_cover_every_need() -> None:
     used = set(itertools.chain.from_iterable(s.needs for s in ALL))
     assert used == set(Needs)
+
+
+def test_serial_tool_may_reenter_from_its_own_thread(tmp_path: Path) -> None:
+    """eval's bridge calls back into the registry from the handler's thread: no deadlock."""
+
+    def handler(ctx, args) -> ToolResult:  # noqa: ANN001
+        if args.get("inner"):
+            return ToolResult.ok("inner ran")
+        return ctx.call_tool("s", {"inner": True})
+
+    schema = {"type": "object", "properties": {"inner": {"type": "boolean"}}}
+    spec = ToolSpec("s", Tier.EXEC, "s", schema, handler, parallel_safe=False)
+    with Run(workdir=tmp_path, registry=Registry([spec])) as r:
+        assert r.call("s", {}).text == "inner ran"
+
+
+def test_serial_tool_busy_error(tmp_path: Path) -> None:
+    import threading
+
+    release, entered = threading.Event(), threading.Event()
+
+    def handler(ctx, args) -> ToolResult:  # noqa: ANN001
+        entered.set()
+        release.wait(10)
+        return ToolResult.ok("done")
+
+    spec = ToolSpec("s", Tier.EXEC, "s", OBJ, handler, parallel_safe=False)
+    with Run(workdir=tmp_path, registry=Registry([spec]), serial_timeout=0.2) as r:
+        first = threading.Thread(target=r.call, args=("s", {}))
+        first.start()
+        assert entered.wait(10)
+        res = r.call("s", {})
+        release.set()
+        first.join(10)
+    assert (
+        res.is_error
+        and "another s call on this run has been running for more than 0.2 s" in res.text
+    )

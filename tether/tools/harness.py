@@ -673,12 +673,12 @@ def _plan_one(rel: str, fp: FilePatch, exists: bool, current: bytes | None) -> b
             f"the patch changes '{rel}', which does not exist; to create it use '--- /dev/null'"
         )
     assert current is not None
-    text = _decode(current, rel, "apply_patch changes")
-    if isinstance(text, ToolResult):
-        raise PatchError(text.text)
+    decoded = _decode(current, rel, "apply_patch changes")
+    if isinstance(decoded, ToolResult):
+        raise PatchError(decoded.text)
     if fp.new is None:  # delete
         if fp.hunks:
-            rest = _apply_hunks(rel, text, fp)
+            rest = _apply_hunks(rel, decoded, fp)
             if rest.strip():
                 raise PatchError(
                     f"the patch deletes '{rel}' but its hunks do not remove all of its content"
@@ -686,7 +686,7 @@ def _plan_one(rel: str, fp: FilePatch, exists: bool, current: bytes | None) -> b
         return None
     if not fp.hunks:
         raise PatchError(f"the patch names '{rel}' but has no hunks for it")
-    return _apply_hunks(rel, text, fp).encode("utf-8", errors="surrogatepass")
+    return _apply_hunks(rel, decoded, fp).encode("utf-8", errors="surrogatepass")
 
 
 def _commit(ctx: ToolContext, steps: list[_Planned]) -> None:
@@ -726,10 +726,10 @@ def _commit(ctx: ToolContext, steps: list[_Planned]) -> None:
                 del temps[s.path]
                 done.append((s, None))
     except BaseException:
-        for s, aside in reversed(done):
+        for s, moved in reversed(done):
             with _suppress_os():
-                if aside is not None:
-                    _replace(aside, s.path)
+                if moved is not None:
+                    _replace(moved, s.path)
                 elif s.old is None:
                     s.path.unlink()
                 else:
@@ -741,10 +741,10 @@ def _commit(ctx: ToolContext, steps: list[_Planned]) -> None:
             with _suppress_os():
                 d.rmdir()
         raise
-    for _, aside in done:
-        if aside is not None:
+    for _, moved in done:
+        if moved is not None:
             with _suppress_os():
-                os.unlink(aside)
+                os.unlink(moved)
 
 
 # ---- specs ----------------------------------------------------------------------------------

@@ -127,6 +127,14 @@ class ToolStatus:
     def tier(self) -> Tier:
         return self.spec.tier
 
+    @property
+    def description(self) -> str:
+        return self.spec.description
+
+    @property
+    def needs(self) -> frozenset[Needs]:
+        return self.spec.needs
+
 
 class CallSite(Protocol):
     """What the pipeline needs from the run a call belongs to (tether.run.Run implements it)."""
@@ -242,9 +250,7 @@ class Registry:
             return ToolResult.error(f"{name}: {e.message}", data={"code": e.code})
         except OSError as e:
             where = f" ({e.filename})" if e.filename else ""
-            return ToolResult.error(
-                f"{name} failed: {e.strerror or type(e).__name__}{where}."
-            )
+            return ToolResult.error(f"{name} failed: {e.strerror or type(e).__name__}{where}.")
         except Exception as e:  # noqa: BLE001 - the model must get a result, not a traceback
             return ToolResult.error(
                 f"{name} failed inside tether: {type(e).__name__}: {e}. This is a bug in the "

@@ -155,7 +155,7 @@ def describe(value: Any) -> str:
 def _expected(schema: Mapping[str, Any]) -> str:
     t = schema.get("type")
     if isinstance(t, list):
-        return " or ".join(_TYPE_NAMES.get(x, x) for x in t)
+        return " or ".join(_TYPE_NAMES.get(str(x), str(x)) for x in t)
     if isinstance(t, str):
         return _TYPE_NAMES.get(t, t)
     return "a value"
@@ -305,7 +305,7 @@ def _check_alternatives(key: str, alts: list, value: Any, path: str, out: list) 
     if key == "oneOf" and passing > 1:
         out.append(ArgumentError(_label(path), "matches more than one allowed form; be specific"))
         return
-    forms = []
+    forms: list[str] = []
     for alt, errs in zip(alts, results, strict=True):
         title = alt.get("title") or alt.get("description") or f"form {len(forms) + 1}"
         forms.append(f"{title} ({'; '.join(str(e) for e in errs[:2])})")
