@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -70,7 +71,7 @@ def _cmd_tools(args: argparse.Namespace) -> int:
     )
     width = max((len(spec.name) for spec, _ in rows), default=4)
     for spec, reason in rows:
-        first = spec.description.split(". ")[0].rstrip(".")
+        first = re.split(r"(?<=\.)\s|\n", spec.description.strip(), maxsplit=1)[0].rstrip(".")
         line = f"  {spec.name:<{width}}  {spec.tier.value:<5}  {first}"
         if reason:
             line += f"\n  {'':<{width}}  absent: {reason}"

@@ -103,3 +103,15 @@ def test_exit_code_through_a_process(workdir: Path) -> None:
     )
     assert (ok.returncode, bad.returncode) == (0, 1)
     assert bad.stdout.startswith("no such file: 'missing'")
+
+
+def test_call_starts_a_runtime_when_the_tool_needs_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], tether_state_dir: Path
+) -> None:
+    from tether.tools.registry import Registry
+
+    if Registry.default().get("lsp") is None:
+        pytest.skip("the lsp family is not in this tree")
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    assert main(["call", "--workdir", str(tmp_path), "lsp", '{"action": "status"}']) == 0
+    assert "basedpyright" in capsys.readouterr().out
