@@ -149,7 +149,7 @@ def fuzz_workdir() -> Iterator[Path]:
     shutil.rmtree(root)
 
 
-def _call_bounded(run: Run, name: str, args: Any) -> ToolResult:
+def _call_bounded(run: Run, name: str, args: Any, deadline: float = CALL_DEADLINE) -> ToolResult:
     box: list[Any] = []
 
     def target() -> None:
@@ -160,8 +160,8 @@ def _call_bounded(run: Run, name: str, args: Any) -> ToolResult:
 
     t = threading.Thread(target=target, daemon=True)
     t.start()
-    t.join(CALL_DEADLINE)
-    assert box, f"{name}({args!r}) did not return within {CALL_DEADLINE} s"
+    t.join(deadline)
+    assert box, f"{name}({args!r}) did not return within {deadline} s"
     result = box[0]
     assert not isinstance(result, BaseException), f"{name}({args!r}) raised {result!r}"
     assert isinstance(result, ToolResult), f"{name}({args!r}) returned {result!r}"
