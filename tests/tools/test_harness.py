@@ -9,6 +9,7 @@ import pytest
 
 from tether.run import Run
 from tether.tools import harness
+from tether.tools.unidiff import PatchError, apply_hunks, parse_patch
 
 # ---- read ---------------------------------------------------------------------------------
 
@@ -377,6 +378,44 @@ def test_patch_into_git_refused(run: Run, workdir: Path) -> None:
 
 
 def test_parse_two_hunks_one_file() -> None:
-    fp = harness.parse_patch("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n@@ -5,2 +5,2 @@\n c\n-d\n+e\n")
+    fp = parse_patch("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n@@ -5,2 +5,2 @@\n c\n-d\n+e\n")
     assert [len(p.hunks) for p in fp] == [2]
     assert fp[0].hunks[1].old_block() == ["c", "d"] and fp[0].hunks[1].new_block() == ["c", "e"]
+
+
+# ---- unidiff, pure --------------------------------------------------------------------------
+
+
+def _apply(text: str, patch: str) -> str:
+    return apply_hunks("f", text, parse_patch(patch)[0])
+
+
+def test_hunk_without_numbers() -> None:
+    assert _apply("a\nb\nc\n", "--- a/f\n+++ b/f\n@@\n b\n-c\n+C\n") == "a\nb\nC\n"
+
+
+def test_trailing_whitespace_tolerated() -> None:
+    assert _apply("a  \nb\n", "--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n a\n-b\n+B\n") == "a  \nB\n"
+
+
+def test_padding_empty_line_dropped() -> None:
+    assert _apply("a\nb\n", "--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n a\n-b\n+B\n\n\n") == "a\nB\n"
+
+
+def test_pure_insertion() -> None:
+    assert _apply("a\nb\n", "--- a/f\n+++ b/f\n@@ -1,0 +2 @@\n+x\n") == "a\nx\nb\n"
+
+
+def test_crlf_file_keeps_crlf() -> None:
+    assert _apply("a\r\nb\r\n", "--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n a\n-b\n+B\n") == "a\r\nB\r\n"
+
+
+def test_hunks_apply_in_order_with_offsets() -> None:
+    text = "".join(f"{i}\n" for i in range(1, 11))
+    patch = "--- a/f\n+++ b/f\n@@ -2 +2,2 @@\n-2\n+2a\n+2b\n@@ -9 +10 @@\n-9\n+9x\n"
+    assert _apply(text, patch) == "1\n2a\n2b\n3\n4\n5\n6\n7\n8\n9x\n10\n"
+
+
+def test_malformed_hunk_header() -> None:
+    with pytest.raises(PatchError, match=r"malformed hunk header '@@ -x \+y @@'"):
+        parse_patch("--- a/f\n+++ b/f\n@@ -x +y @@\n-a\n")
