@@ -40,7 +40,9 @@ def _tree(node: dict[str, Any], depth: int = 0) -> None:
     name = node.get("name") or f"{node.get('kind', '?')}:{node.get('key', '')}"
     pids = ",".join(str(p.get("pid")) for p in node.get("pids", []))
     extra = f" pids={pids}" if pids else ""
-    print(f"    {'  ' * depth}{name} [{node.get('state', '?')}] restarts={node.get('restarts', 0)}{extra}")
+    print(
+        f"    {'  ' * depth}{name} [{node.get('state', '?')}] restarts={node.get('restarts', 0)}{extra}"
+    )
     for child in node.get("children", []):
         _tree(child, depth + 1)
 
@@ -56,43 +58,88 @@ def run_demo(project: Path) -> int:
             run = rt.open_run("demo-conversation", workdir=str(workdir))
             print("\ntools on the DEFAULT surface:", ", ".join(t.name for t in run.tools()))
             steps = [
-                ("structural search: a guard that tests what it uses", "ast_grep",
-                 {"pattern": "if ($X != null) $$$BODY", "language": "typescript"}),
-                ("structural search: a repeated metavariable", "ast_grep",
-                 {"pattern": "if $A.get($B) is not None: $$$", "path": "inventory"}),
-                ("stage a structural rewrite", "ast_edit",
-                 {"pattern": "$S.counts.get($K, 0)", "rewrite": "$S.counts.setdefault($K, 0)",
-                  "path": "inventory", "language": "python"}),
+                (
+                    "structural search: a guard that tests what it uses",
+                    "ast_grep",
+                    {"pattern": "if ($X != null) $$$BODY", "language": "typescript"},
+                ),
+                (
+                    "structural search: a repeated metavariable",
+                    "ast_grep",
+                    {"pattern": "if $A.get($B) is not None: $$$", "path": "inventory"},
+                ),
+                (
+                    "stage a structural rewrite",
+                    "ast_edit",
+                    {
+                        "pattern": "$S.counts.get($K, 0)",
+                        "rewrite": "$S.counts.setdefault($K, 0)",
+                        "path": "inventory",
+                        "language": "python",
+                    },
+                ),
             ]
             for title, tool, args in steps:
                 failures += _step(run, title, tool, args).is_error
             staged = run.call("ast_edit", steps[-1][2])
             edit_id = (staged.data or {}).get("edit_id", "edit_1")
-            failures += _step(run, "discard it", "resolve",
-                              {"edit_id": edit_id, "action": "discard"}).is_error
+            failures += _step(
+                run, "discard it", "resolve", {"edit_id": edit_id, "action": "discard"}
+            ).is_error
             for title, args in [
                 ("language server: status", {"action": "status"}),
-                ("hover by line and symbol", {"action": "hover", "file": "inventory/report.py",
-                                              "line": 6, "symbol": "Stock"}),
-                ("definition", {"action": "definition", "file": "inventory/main.py",
-                                "line": 15, "symbol": "add"}),
-                ("references", {"action": "references", "file": "inventory/models.py",
-                                "line": 7, "symbol": "Item"}),
+                (
+                    "hover by line and symbol",
+                    {
+                        "action": "hover",
+                        "file": "inventory/report.py",
+                        "line": 6,
+                        "symbol": "Stock",
+                    },
+                ),
+                (
+                    "definition",
+                    {
+                        "action": "definition",
+                        "file": "inventory/main.py",
+                        "line": 15,
+                        "symbol": "add",
+                    },
+                ),
+                (
+                    "references",
+                    {
+                        "action": "references",
+                        "file": "inventory/models.py",
+                        "line": 7,
+                        "symbol": "Item",
+                    },
+                ),
                 ("document symbols", {"action": "symbols", "file": "inventory/models.py"}),
             ]:
                 failures += _step(run, title, "lsp", args).is_error
-            _step(run, "a write that breaks the build: diagnostics folded in", "edit",
-                  {"path": "inventory/main.py", "old": "stock.add(catalog[\"A1\"], 2)",
-                   "new": "stock.add(catalog[\"A1\"], \"two\")"})
+            _step(
+                run,
+                "a write that breaks the build: diagnostics folded in",
+                "edit",
+                {
+                    "path": "inventory/main.py",
+                    "old": 'stock.add(catalog["A1"], 2)',
+                    "new": 'stock.add(catalog["A1"], "two")',
+                },
+            )
             health = rt.health()
             servers = [n for n in _walk(health) if n.get("kind") == "language_server"]
             if servers:
                 target = servers[0].get("name") or servers[0].get("key")
                 print(f"\n=== fault injection: SIGKILL the language server {target}")
                 rt.inject("kill_process", target=target)
-                failures += _step(run, "the next call after the kill", "lsp",
-                                  {"action": "hover", "file": "inventory/models.py",
-                                   "line": 7, "symbol": "Item"}).is_error
+                failures += _step(
+                    run,
+                    "the next call after the kill",
+                    "lsp",
+                    {"action": "hover", "file": "inventory/models.py", "line": 7, "symbol": "Item"},
+                ).is_error
             print("\n=== the actor tree (Runtime.health())")
             _tree(rt.health())
             run.close()
