@@ -68,6 +68,10 @@ class ServerRow:
     # push servers that publish only when a change asks for it: tsserver's `geterr` after
     # didOpen is cancelled by the next request, so a diagnostics query re-sends the text
     nudge_for_diagnostics: bool = False
+    # servers that register pull diagnostics dynamically, after `initialized` (basedpyright):
+    # the session is "ready" only once that registration arrived (or this many s passed),
+    # else the first write would wait for publishes that never come
+    await_pull_registration: float = 0.0
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", self.name):
@@ -116,6 +120,7 @@ SERVERS: tuple[ServerRow, ...] = (
         binaries=("basedpyright-langserver",),
         args=("--stdio",),
         settings=_PY_SETTINGS,
+        await_pull_registration=5.0,
         checker=Checker(("basedpyright", "--outputjson"), "pyright-json"),
         checker_name="basedpyright --outputjson",
         local_bin_dirs=(".venv/bin", "venv/bin"),

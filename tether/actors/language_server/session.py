@@ -148,7 +148,7 @@ class Session:
         self.decoder = FrameDecoder()
         self.caps = Capabilities()
         self.docs = Documents(self.caps, lambda p: row.language_of(p))
-        self.state = "starting"  # starting | ready | failed | exited
+        self.state = "starting"  # starting | registering | ready | failed | exited
         self.error_text = ""
         self.started_at = now()
         self.ready_at: float | None = None
@@ -192,6 +192,13 @@ class Session:
                     "workspace/didChangeConfiguration", {"settings": dict(self.row.settings)}
                 )
             )
+        if self.row.await_pull_registration and not self._pull_supported():
+            self.state = "registering"
+            self.io.after(self.row.await_pull_registration, "lsp:registration")
+            return
+        self._become_ready()
+
+    def _become_ready(self) -> None:
         self.state = "ready"
         self.ready_at = self.now()
         queued, self.queued = self.queued, []
@@ -249,6 +256,10 @@ class Session:
                 self._on_notification(ev)
 
     def _on_server_request(self, req: ServerRequest) -> None:
+        if req.method == "client/registerCapability" and self.state == "registering":
+            self.caps.register(req.params)
+            if self._pull_supported():
+                self._become_ready()
         if req.method == "workspace/diagnostic/refresh":
             for op, w in list(self.waits.values()):
                 if w.pull and not w.complete:
@@ -286,6 +297,10 @@ class Session:
                 self.messages.append(str(p.get("message", ""))[:300])
 
     def on_timer(self, tag: str) -> None:
+        if tag == "lsp:registration":
+            if self.state == "registering":
+                self._become_ready()  # no pull registration came: diagnostics by publish
+            return
         if tag == "lsp:deadline":
             self._armed = None
             now = self.now()
@@ -331,7 +346,7 @@ class Session:
         self.ops[op.oid] = op
         if op.deadline <= self.now():
             self._fail(op, ErrorCode.DEADLINE, f"{op_name} arrived after its deadline")
-        elif self.state == "starting" and op_name != "status":
+        elif self.state in ("starting", "registering") and op_name != "status":
             self.queued.append(op)
             if self._armed is None or op.deadline < self._armed:
                 self._arm_at(op.deadline)
@@ -819,7 +834,7 @@ class Session:
         self._done(op, self.status())
 
     def status(self) -> dict[str, Any]:
-        state = self.state
+        state = "starting" if self.state == "registering" else self.state
         if state == "ready" and self.progress:
             state = "indexing"
         return {

@@ -1,0 +1,97 @@
+"""Fixtures for the language-server tests: a runtime per module and fresh project copies.
+
+Import the fixtures into a test module (`from lsp_support import lsp_rt, project`).
+Fixture projects live in tests/lsp/projects/{python,typescript,c,go}; tests work on copies.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+PROJECTS = Path(__file__).resolve().parent / "projects"
+sys.path.insert(0, str(PROJECTS.parent.parent.parent))
+
+
+def copy_project(name: str, dest: Path) -> Path:
+    out = dest / name
+    shutil.copytree(PROJECTS / name, out, ignore=shutil.ignore_patterns(".cache", "__pycache__"))
+    return out.resolve()
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s")
+        time.sleep(interval)
+
+
+@pytest.fixture(scope="module")
+def lsp_rt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One runtime for the module; shut down without orphans at the end."""
+    import os
+
+    import psutil
+
+    from tether.runtime import Runtime, processes_with_token
+
+    os.environ.setdefault("TETHER_STATE_DIR", str(tmp_path_factory.mktemp("tether-state")))
+    rt = Runtime.start()
+    try:
+        yield rt
+    finally:
+        procs = {p.pid: p for p in rt._tree_processes()}
+        procs.update({p.pid: p for p in processes_with_token(rt._token)})
+        rt.shutdown(timeout=10.0)
+
+        def alive() -> list[psutil.Process]:
+            out = []
+            for p in procs.values():
+                try:
+                    if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                        out.append(p)
+                except psutil.NoSuchProcess:
+                    pass
+            return out
+
+        deadline = time.monotonic() + 5
+        while alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(), f"orphans after shutdown: {[p.pid for p in alive()]}"
+
+
+def lsp_pids(rt: Any) -> list[int]:
+    """PIDs of language-server processes (children of language_server actors) in health."""
+    out: list[int] = []
+
+    def walk(node: dict) -> None:
+        if node.get("kind") == "language_server":
+            out.extend(p["pid"] for p in node.get("pids", [])[1:] if p.get("alive"))
+        for c in node.get("children", []):
+            walk(c)
+
+    walk(rt.health())
+    return out
+
+
+def health_nodes(rt: Any, kind: str = "language_server") -> list[dict]:
+    found: list[dict] = []
+
+    def walk(node: dict) -> None:
+        if node.get("kind") == kind:
+            found.append(node)
+        for c in node.get("children", []):
+            walk(c)
+
+    walk(rt.health())
+    return found
