@@ -205,3 +205,62 @@ def test_fuzz_every_tool(fuzz_workdir: Path, spec: Any, surface: str) -> None:
 @given(name=st.text(max_size=12) | st.sampled_from([s.name for s in TOOLS]), args=json_value)
 def test_fuzz_names_and_anything(fuzz_workdir: Path, name: str, args: Any) -> None:
     _call_bounded(Run(workdir=fuzz_workdir), name, args)
+
+
+# ---- apply_patch: all or nothing, as a property -------------------------------------------
+
+file_lines = st.lists(
+    st.sampled_from(["a", "b", "c", "", "def f():", "    return 1", "x = 2"]), max_size=12
+)
+
+
+@settings(max_examples=150, deadline=None, database=None)
+@given(
+    before=st.lists(file_lines, min_size=3, max_size=3),
+    after=st.lists(file_lines, min_size=3, max_size=3),
+    corrupt=st.sampled_from([None, 0, 1, 2]),
+)
+def test_apply_patch_all_or_nothing(
+    before: list[list[str]], after: list[list[str]], corrupt: int | None
+) -> None:
+    import difflib
+
+    root = Path(tempfile.mkdtemp(prefix="tether-patch-"))
+    try:
+        names = ["one.txt", "sub/two.txt", "three.txt"]
+        texts = ["".join(f"{ln}\n" for ln in lines) for lines in before]
+        wanted = ["".join(f"{ln}\n" for ln in lines) for lines in after]
+        for name, text in zip(names, texts, strict=True):
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(text)
+        parts = []
+        for i, name in enumerate(names):
+            diff = list(
+                difflib.unified_diff(
+                    texts[i].splitlines(True), wanted[i].splitlines(True), f"a/{name}", f"b/{name}"
+                )
+            )
+            if diff and corrupt == i:
+                # change one removed/context line so the hunk no longer matches the file
+                for j in range(2, len(diff)):
+                    if diff[j][:1] in (" ", "-"):
+                        diff[j] = diff[j][0] + "NOT IN THE FILE\n"
+                        break
+            parts.append("".join(diff))
+        patch = "".join(parts)
+        result = _call_bounded(Run(workdir=root), "apply_patch", {"patch": patch or "x"})
+        now = [(root / n).read_text() for n in names]
+        if result.is_error:
+            assert now == texts, result.text
+        else:
+            assert now == wanted, result.text
+        broken = (
+            corrupt is not None
+            and parts[corrupt]
+            and any(ln[:1] in (" ", "-") for ln in parts[corrupt].splitlines()[2:])
+        )
+        if patch and not broken:
+            assert not result.is_error, result.text
+        assert [p.name for p in root.rglob("*") if ".tether-" in p.name] == []
+    finally:
+        shutil.rmtree(root)
