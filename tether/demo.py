@@ -102,7 +102,7 @@ def run_demo(project: Path) -> int:
                     {
                         "action": "definition",
                         "file": "inventory/main.py",
-                        "line": 15,
+                        "line": 13,
                         "symbol": "add",
                     },
                 ),
@@ -124,8 +124,8 @@ def run_demo(project: Path) -> int:
                 "edit",
                 {
                     "path": "inventory/main.py",
-                    "old": 'stock.add(catalog["A1"], 2)',
-                    "new": 'stock.add(catalog["A1"], "two")',
+                    "old_string": 'stock.add(catalog["A1"], 2)',
+                    "new_string": 'stock.add(catalog["A1"], "two")',
                 },
             )
             health = rt.health()
