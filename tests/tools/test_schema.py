@@ -48,7 +48,10 @@ def _errs(value: Any, schema: dict = S) -> list[str]:
         ({"path": "a", "ratio": 1}, []),
         (
             {"path": "a", "action": "hovr"},
-            ['`action`: must be one of "hover", "definition"; got "hovr" (a string)'],
+            [
+                '`action`: must be one of "hover", "definition"; got "hovr" (a string) '
+                '(did you mean "hover"?)'
+            ],
         ),
         ({"path": "a", "tags": ["x", 1]}, ["`tags[1]`: expected a string, got 1 (an integer)"]),
         ({"path": "a", "tags": ["x", "y", "z"]}, ["`tags`: takes at most 2 item(s); got 3"]),
@@ -136,3 +139,29 @@ def test_every_real_schema_is_supported_and_its_example_validates(spec: Any) -> 
 def test_check_schema_rejects_unsupported() -> None:
     with pytest.raises(SchemaError, match=r"schema.properties.x: keyword '\$ref' is not supported"):
         check_schema({"type": "object", "properties": {"x": {"$ref": "#/defs/x"}}})
+
+
+@pytest.mark.parametrize(
+    "args,repaired",
+    [
+        ({"line": "7"}, {"line": 7, "path": "src/app.py"}),
+        ({"path": "a.py", "action": "hovr"}, {"path": "a.py", "action": "hover"}),
+        ({"path": "a.py", "line": 0, "colum": 3}, {"path": "a.py", "line": 1}),
+        ({"path": "a.py", "line": 500}, {"path": "a.py", "line": 100}),
+        ({"path": "a.py", "opts": {"deep": "true"}}, {"path": "a.py", "opts": {"path": ""}}),
+    ],
+)
+def test_repair_keeps_the_models_call(args: dict, repaired: dict) -> None:
+    from tether.tools.schema import repair
+
+    fixed = repair(S, args)
+    assert validate(S, fixed) == []
+    if "opts" not in args:
+        assert fixed == repaired
+
+
+def test_error_shows_the_repaired_call() -> None:
+    text = format_errors(
+        "lsp", S, validate(S, {"path": "a.py", "line": "3"}), {"path": "a.py", "line": "3"}
+    )
+    assert text.endswith('A correct call looks like: lsp {"path": "a.py", "line": 3}')

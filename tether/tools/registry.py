@@ -287,7 +287,7 @@ class Registry:
         errors = validate(spec.schema, args)
         if errors:
             return ToolResult.error(
-                format_errors(name, spec.schema, errors), data={"refused": "arguments"}
+                format_errors(name, spec.schema, errors, args), data={"refused": "arguments"}
             )
         self._check_paths(site, spec, args)
         refusal = self._approve(site, spec, args)

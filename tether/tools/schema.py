@@ -16,6 +16,8 @@ reaches for one finds out in tests, not from a model.
 
 from __future__ import annotations
 
+import contextlib
+import difflib
 import json
 import re
 from collections.abc import Mapping
@@ -193,7 +195,13 @@ def _validate(schema: Mapping[str, Any], value: Any, path: str, out: list[Argume
         return
     if "enum" in schema and value not in schema["enum"]:
         choices = ", ".join(json.dumps(c) for c in schema["enum"])
-        out.append(ArgumentError(where, f"must be one of {choices}; got {describe(value)}"))
+        close = (
+            difflib.get_close_matches(value, [str(c) for c in schema["enum"]], n=1)
+            if isinstance(value, str)
+            else []
+        )
+        hint = f" (did you mean {json.dumps(close[0])}?)" if close else ""
+        out.append(ArgumentError(where, f"must be one of {choices}; got {describe(value)}{hint}"))
         return
     if isinstance(value, str):
         _check_string(schema, value, where, out)
@@ -325,6 +333,19 @@ _PLACEHOLDERS = {
     "pattern": "print($X)",
     "question": "Which database should I use?",
     "language": "python",
+    "symbol": "load_config",
+    "new_name": "load_settings",
+    "query": "Config",
+    "rewrite": "print($X, flush=True)",
+    "edit_id": "edit_1",
+    "code": "print(1 + 1)",
+    "description": "check the arithmetic works",
+    "label": "Postgres",
+    "brief": "add a --verbose flag to the CLI",
+    "worker_id": "w1",
+    "message": "also update the README",
+    "program": "main.py",
+    "expression": "len(items)",
 }
 
 
@@ -367,13 +388,64 @@ def example(schema: Mapping[str, Any], name: str = "") -> Any:
     return text + "x" * max(0, need - len(text))
 
 
-def format_errors(tool: str, schema: Mapping[str, Any], errors: list[ArgumentError]) -> str:
-    """The model-facing message for a failed validation."""
+def _mend(schema: Mapping[str, Any], value: Any, name: str) -> Any:
+    """The nearest valid value to a bad one: "5" -> 5, "hovr" -> "hover", else an example."""
+    candidates: list[Any] = []
+    if isinstance(value, str) and schema.get("enum"):
+        close = difflib.get_close_matches(value, [str(e) for e in schema["enum"]], n=1)
+        candidates += [e for e in schema["enum"] if close and str(e) == close[0]]
+    if isinstance(value, str):
+        text = value.strip()
+        if text.lower() in ("true", "false"):
+            candidates.append(text.lower() == "true")
+        with contextlib.suppress(ValueError):
+            candidates.append(int(text))
+        with contextlib.suppress(ValueError):
+            candidates.append(float(text))
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        low, high = schema.get("minimum"), schema.get("maximum")
+        if low is not None and value < low:
+            candidates.append(low)
+        if high is not None and value > high:
+            candidates.append(high)
+        candidates.append(str(value))
+    for candidate in candidates:
+        if not validate(schema, candidate):
+            return candidate
+    return example(schema, name)
+
+
+def repair(schema: Mapping[str, Any], args: Any) -> Any:
+    """The model's own call made valid: good arguments kept, bad ones replaced by an
+    example value, missing required ones added, unknown ones dropped. Falls back to
+    `example(schema)` when that does not validate (e.g. anyOf constraints)."""
+    if not isinstance(args, dict) or "properties" not in schema:
+        return example(schema)
+    props: Mapping[str, Any] = schema["properties"]
+    fixed: dict[str, Any] = {}
+    for name, value in args.items():
+        if name in props:
+            fixed[name] = (
+                value if not validate(props[name], value) else _mend(props[name], value, name)
+            )
+        elif schema.get("additionalProperties", True) is not False:
+            fixed[name] = value
+    for name in schema.get("required", ()):
+        if name not in fixed:
+            fixed[name] = example(props.get(name, {}), name)
+    return fixed if not validate(schema, fixed) else example(schema)
+
+
+def format_errors(
+    tool: str, schema: Mapping[str, Any], errors: list[ArgumentError], args: Any = None
+) -> str:
+    """The model-facing message for a failed validation; with `args`, the correct call shown
+    is the model's own call repaired."""
     shown = errors[:8]
     lines = [f"invalid arguments for {tool}:"]
     lines += [f"- {e}" for e in shown]
     if len(errors) > len(shown):
         lines.append(f"- ... and {len(errors) - len(shown)} more")
-    ex = example(schema)
+    ex = repair(schema, args) if args is not None else example(schema)
     lines.append(f"A correct call looks like: {tool} {json.dumps(ex, ensure_ascii=False)}")
     return "\n".join(lines)
