@@ -419,3 +419,17 @@ def test_hunks_apply_in_order_with_offsets() -> None:
 def test_malformed_hunk_header() -> None:
     with pytest.raises(PatchError, match=r"malformed hunk header '@@ -x \+y @@'"):
         parse_patch("--- a/f\n+++ b/f\n@@ -x +y @@\n-a\n")
+
+
+def test_read_one_huge_line_is_cut(run: Run, workdir: Path) -> None:
+    (workdir / "min.js").write_bytes(b"x" * (3 * 1024 * 1024) + b"\nsecond\n")
+    res = run.call("read", {"path": "min.js"})
+    first, second = res.text.split("\n")[:2]
+    assert first.endswith("[... line cut]") and len(first) < 2100
+    assert second == "     2\tsecond"
+
+
+def test_edit_refuses_huge_files(run: Run, workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(harness, "MAX_EDIT_BYTES", 10)
+    res = run.call("edit", {"path": "src/app.py", "old_string": "os", "new_string": "sys"})
+    assert res.is_error and "Use write to replace it whole" in res.text

@@ -33,6 +33,7 @@ MAX_READ_LINES = 2000
 MAX_READ_BYTES = 256 * 1024
 MAX_LINE_CHARS = 2000
 MAX_WRITE_BYTES = 10 * 1024 * 1024
+MAX_EDIT_BYTES = 20 * 1024 * 1024  # edit and apply_patch hold the whole file in memory
 COUNT_LINES_UP_TO = 32 * 1024 * 1024  # beyond this, read does not count the total lines
 
 _replace = os.replace  # indirection so tests can inject a failure in the middle of a commit
@@ -134,6 +135,23 @@ def _make_parents(path: Path, root: Path) -> list[Path]:
 
 # ---- read -----------------------------------------------------------------------------------
 
+_CHUNK = 64 * 1024
+
+
+def _bounded_lines(f: Any) -> Any:
+    """The lines of a binary file, each cut to 64 KiB: a file that is one huge line (a
+    minified bundle, a data dump) must not be loaded whole to show its first characters."""
+    while True:
+        line = f.readline(_CHUNK)
+        if not line:
+            return
+        if not line.endswith(b"\n") and len(line) == _CHUNK:
+            while True:  # skip the rest of this line
+                rest = f.readline(_CHUNK)
+                if not rest or rest.endswith(b"\n"):
+                    break
+        yield line
+
 
 def _read(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     rel = args["path"]
@@ -160,7 +178,7 @@ def _read(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         number = 0
         truncated = ""
         long_lines = 0
-        for raw in f:
+        for raw in _bounded_lines(f):
             number += 1
             if number < start:
                 continue
@@ -271,6 +289,11 @@ def _edit(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         return problem
     if old == new:
         return ToolResult.error("old_string and new_string are the same; nothing to change.")
+    if path.stat().st_size > MAX_EDIT_BYTES:
+        return ToolResult.error(
+            f"'{rel}' is {path.stat().st_size} bytes; edit changes files up to "
+            f"{MAX_EDIT_BYTES // (1024 * 1024)} MiB. Use write to replace it whole."
+        )
     raw = path.read_bytes()
     text = _decode(raw, rel, "edit changes")
     if isinstance(text, ToolResult):
@@ -387,6 +410,11 @@ def _apply_patch(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
             if problem is not None:
                 return _nothing_changed(problem)
             exists = path.is_file()
+            if exists and path.stat().st_size > MAX_EDIT_BYTES:
+                return ToolResult.error(
+                    f"'{rel}' is larger than {MAX_EDIT_BYTES // (1024 * 1024)} MiB; apply_patch "
+                    "changes smaller files only. Nothing was changed."
+                )
             current = path.read_bytes() if exists else None
         try:
             new_bytes = _plan_one(rel, fp, exists, current)
