@@ -72,6 +72,12 @@ class ServerRow:
     # the session is "ready" only once that registration arrived (or this many s passed),
     # else the first write would wait for publishes that never come
     await_pull_registration: float = 0.0
+    # servers that answer half-loaded while an initial $/progress runs (tsserver answers
+    # `any` while "Initializing JS/TS language features"): the first document query opens
+    # its file and holds every query until a progress whose title starts with one of these
+    # ends - or none began within `warmup_window` s, or `startup_timeout` passed
+    warmup_progress: tuple[str, ...] = ()
+    warmup_window: float = 2.0
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", self.name):
@@ -145,6 +151,7 @@ SERVERS: tuple[ServerRow, ...] = (
         local_bin_dirs=("node_modules/.bin",),
         push_quiet_window=0.4,  # tsserver publishes syntax then semantic diagnostics
         nudge_for_diagnostics=True,
+        warmup_progress=("Initializing JS/TS",),
     ),
     ServerRow(
         name="clangd",

@@ -162,6 +162,10 @@ class Session:
         self.waits: dict[int, tuple[Op, FreshWait]] = {}
         self._next_oid = 1
         self._armed: float | None = None
+        self.warm = not row.warmup_progress  # see ServerRow.warmup_progress
+        self._warming = False
+        self._warm_token: Any = None
+        self.held: list[Op] = []
 
     # --- lifecycle ------------------------------------------------------------------------
     def start(self, pid: int | None = None) -> None:
@@ -288,15 +292,37 @@ class Session:
         elif n.method == "$/progress":
             v = p.get("value") or {}
             kind = v.get("kind")
+            token = p.get("token")
             if kind == "begin":
-                self.progress[p.get("token")] = str(v.get("title") or "working")
+                title = str(v.get("title") or "working")
+                self.progress[token] = title
+                if not self.warm and any(title.startswith(t) for t in self.row.warmup_progress):
+                    self._warm_token = token
             elif kind == "end":
-                self.progress.pop(p.get("token"), None)
+                self.progress.pop(token, None)
+                if not self.warm and self._warm_token is not None and token == self._warm_token:
+                    self._warmed()
         elif n.method in ("window/showMessage", "window/logMessage"):
             if int(p.get("type") or 4) <= 1:
                 self.messages.append(str(p.get("message", ""))[:300])
 
+    def _warmed(self) -> None:
+        if self.warm:
+            return
+        self.warm = True
+        held, self.held = self.held, []
+        for op in held:
+            if op.oid in self.ops:
+                self._dispatch(op)
+
     def on_timer(self, tag: str) -> None:
+        if tag == "lsp:warm-window":
+            if self._warm_token is None:
+                self._warmed()  # no initial progress began: nothing to wait for
+            return
+        if tag == "lsp:warm-cap":
+            self._warmed()
+            return
         if tag == "lsp:registration":
             if self.state == "registering":
                 self._become_ready()  # no pull registration came: diagnostics by publish
@@ -320,7 +346,12 @@ class Session:
                         f"({self._indexing_hint()}); retry, or call lsp status",
                     )
             for op in [o for o in self.ops.values() if o.deadline <= now]:
-                self._fail(op, ErrorCode.DEADLINE, f"{op.op} did not finish before its deadline")
+                why = (
+                    f"{self.row.name} is still starting ({self._indexing_hint()})"
+                    if op in self.held or op in self.queued
+                    else "it did not finish"
+                )
+                self._fail(op, ErrorCode.DEADLINE, f"{op.op} timed out: {why}; retry shortly")
             self._arm()
         elif tag.startswith("lsp:quiet:") or tag.startswith("lsp:cap:"):
             oid = int(tag.rsplit(":", 1)[1])
@@ -356,6 +387,21 @@ class Session:
             self._dispatch(op)
 
     def _dispatch(self, op: Op) -> None:
+        if not self.warm and op.op != "status":
+            self.held.append(op)
+            if self._armed is None or op.deadline < self._armed:
+                self._arm_at(op.deadline)
+            if not self._warming and "path" in op.args:
+                self._warming = True
+                doc, msgs = self.docs.ensure_open(Path(op.args["path"]))
+                for m in msgs:
+                    self.io.write(m)
+                self.io.after(self.row.warmup_window, "lsp:warm-window")
+                self.io.after(self.row.startup_timeout, "lsp:warm-cap")
+            elif not self._warming:
+                self.io.after(self.row.warmup_window, "lsp:warm-window")
+                self._warming = True
+            return
         try:
             getattr(self, f"_op_{op.op}", self._op_unknown)(op)
         except (KeyError, TypeError, ValueError) as e:
@@ -374,6 +420,8 @@ class Session:
             self.waits.pop(op.oid, None)
             if op in self.queued:
                 self.queued.remove(op)
+            if op in self.held:
+                self.held.remove(op)
             self.io.error(op.token, code, message)
 
     def _request(
