@@ -89,12 +89,21 @@ class LanguageServerActor(ProcessActor):
 
     def on_exit(self, returncode: int | None) -> None:
         if self._reloading:
+            # reload: queries in flight move to the new server (they are idempotent), the
+            # rest fail with a clear error; the actor itself stays
             self._reloading = False
-            self.session.on_exit(returncode)
+            old = self.session
+            moved = [op for op in old.ops.values() if getattr(op.token, "idempotent", False)]
+            for op in moved:
+                old.ops.pop(op.oid, None)
+            old.on_exit(returncode)
             self.reloads += 1
             self._launch()
+            for op in moved:
+                self.session.handle(op.op, op.args, op.token, op.deadline + 0.05)
             return
-        self.session.on_exit(returncode)
+        # The server died: the base fails every open call (leaving idempotent ones for the
+        # runtime to retry once on the next incarnation) and stops us as a crash.
         super().on_exit(returncode)
 
     # --- SessionIO ------------------------------------------------------------------------
