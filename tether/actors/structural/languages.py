@@ -1,0 +1,286 @@
+"""Grammar ids, file extensions, scaffold contexts and the metavariable-character probe.
+
+Every grammar bundled by tree-sitter-language-pack 0.13.0 is usable by its id. A file's
+language is inferred from its extension. An unknown id is an error that lists the closest
+ids, never a silent fallback.
+
+The metavariable character is probed per grammar instead of hard-coded: `$ABC` is a
+single node in JavaScript or Dart, but an ERROR in Python, where `µABC` is an identifier.
+The pattern compiler rewrites `$` to the probed character (as ast-grep's `expando_char`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+
+import tree_sitter_language_pack as _pack
+from tree_sitter import Language, Parser
+
+LANGUAGES: tuple[str, ...] = tuple(sorted(typing.get_args(_pack.SupportedLanguage)))
+
+ALIASES: dict[str, str] = {
+    "js": "javascript",
+    "jsx": "javascript",
+    "node": "javascript",
+    "ts": "typescript",
+    "py": "python",
+    "python3": "python",
+    "rs": "rust",
+    "golang": "go",
+    "c++": "cpp",
+    "cxx": "cpp",
+    "c#": "csharp",
+    "cs": "csharp",
+    "c_sharp": "csharp",
+    "kt": "kotlin",
+    "rb": "ruby",
+    "sh": "bash",
+    "shell": "bash",
+    "yml": "yaml",
+    "objective-c": "objc",
+    "objectivec": "objc",
+    "hs": "haskell",
+    "ex": "elixir",
+    "exs": "elixir",
+    "tf": "terraform",
+    "md": "markdown",
+}
+
+# Extension (lower case, without the dot) -> grammar id. Mirrors ast-grep's defaults where
+# it has one (so the differential test and the benchmark scan the same files).
+EXTENSIONS: dict[str, str] = {
+    "py": "python", "py3": "python", "pyi": "python", "bzl": "starlark",
+    "js": "javascript", "mjs": "javascript", "cjs": "javascript", "jsx": "javascript",
+    "ts": "typescript", "mts": "typescript", "cts": "typescript", "tsx": "tsx",
+    "dart": "dart", "rs": "rust", "go": "go", "c": "c", "h": "c",
+    "cc": "cpp", "cpp": "cpp", "cxx": "cpp", "hpp": "cpp", "hxx": "cpp", "hh": "cpp", "c++": "cpp",
+    "cu": "cuda", "cuh": "cuda", "m": "objc", "mm": "objc",
+    "java": "java", "kt": "kotlin", "kts": "kotlin", "swift": "swift", "rb": "ruby",
+    "cs": "csharp", "scala": "scala", "sc": "scala", "php": "php", "lua": "lua", "luau": "luau",
+    "sh": "bash", "bash": "bash", "zsh": "bash", "ex": "elixir", "exs": "elixir",
+    "erl": "erlang", "hrl": "erlang", "hs": "haskell", "ml": "ocaml", "mli": "ocaml_interface",
+    "html": "html", "htm": "html", "css": "css", "scss": "scss", "json": "json",
+    "yaml": "yaml", "yml": "yaml", "toml": "toml", "sql": "sql", "zig": "zig", "nim": "nim",
+    "jl": "julia", "r": "r", "clj": "clojure", "cljs": "clojure", "el": "elisp",
+    "elm": "elm", "gleam": "gleam", "hcl": "hcl", "tf": "terraform", "nix": "nix",
+    "proto": "proto", "sol": "solidity", "v": "v", "vue": "vue", "svelte": "svelte",
+    "groovy": "groovy", "gradle": "groovy", "pl": "perl", "pm": "perl", "ps1": "powershell",
+    "fish": "fish", "cmake": "cmake", "md": "markdown", "tex": "latex", "graphql": "graphql",
+    "d": "d", "f90": "fortran", "f95": "fortran", "hx": "haxe", "odin": "odin", "wgsl": "wgsl",
+    "glsl": "glsl", "hlsl": "hlsl", "fs": "fsharp", "fsi": "fsharp_signature",
+}  # fmt: skip
+
+
+class LanguageError(ValueError):
+    """An unknown grammar id or an extension no grammar claims; the message says what to do."""
+
+
+def close_ids(name: str, n: int = 5) -> list[str]:
+    """The grammar ids (and aliases) closest to `name`, best first."""
+    pool = list(LANGUAGES) + list(ALIASES)
+    found = difflib.get_close_matches(name.lower(), pool, n=n, cutoff=0.5)
+    out: list[str] = []
+    for f in found:
+        lang = ALIASES.get(f, f)
+        if lang not in out:
+            out.append(lang)
+    prefix = [lang for lang in LANGUAGES if lang.startswith(name.lower()[:2]) and lang not in out]
+    return (out + prefix)[:n]
+
+
+def normalize(language: str) -> str:
+    """A grammar id from what the model typed (case, aliases); LanguageError when unknown."""
+    key = language.strip().lower()
+    key = ALIASES.get(key, key)
+    if key in LANGUAGES:
+        return key
+    near = close_ids(language)
+    hint = f" Did you mean {', '.join(repr(x) for x in near)}?" if near else ""
+    raise LanguageError(
+        f"unknown language {language!r}.{hint} Pass a bundled grammar id such as "
+        f"'python', 'dart', 'rust', 'typescript' ({len(LANGUAGES)} are bundled)."
+    )
+
+
+def language_for_path(path: str | Path) -> str | None:
+    """The grammar id a file's extension implies, or None."""
+    suffix = Path(path).suffix.lower().lstrip(".")
+    return EXTENSIONS.get(suffix)
+
+
+def extensions_of(lang: str) -> frozenset[str]:
+    """The file extensions (without dot) scanned for a grammar id."""
+    exts = frozenset(ext for ext, lg in EXTENSIONS.items() if lg == lang)
+    return exts or frozenset({lang})
+
+
+def infer(language: str | None, path: str | None) -> str:
+    """Resolve the `language` argument, inferring it from `path` when that names a file."""
+    if language:
+        return normalize(language)
+    if path and Path(path).suffix:
+        lang = language_for_path(path)
+        if lang:
+            return lang
+        raise LanguageError(
+            f"cannot infer the language of {path!r} from its extension; pass `language` "
+            f"(e.g. 'python', 'dart')."
+        )
+    raise LanguageError(
+        "`language` is required when `path` is a directory or omitted: pass a grammar id "
+        "such as 'python', 'dart', 'rust', 'typescript'."
+    )
+
+
+@functools.cache
+def get_language(lang: str) -> Language:
+    return _pack.get_language(typing.cast(_pack.SupportedLanguage, lang))
+
+
+_PARSERS: dict[str, Parser] = {}
+
+
+def get_parser(lang: str) -> Parser:
+    """One parser per grammar per process (parsers are not shared across threads here)."""
+    p = _PARSERS.get(lang)
+    if p is None:
+        p = _PARSERS[lang] = Parser(get_language(lang))
+    return p
+
+
+@dataclass(frozen=True)
+class Context:
+    """A scaffold the pattern fragment is parsed inside: `prefix + fragment + suffix`."""
+
+    name: str  # statement | expression | class member | declaration
+    prefix: str = ""
+    suffix: str = ""
+
+
+RAW_STATEMENT = Context("statement")
+RAW_DECLARATION = Context("declaration")
+
+_C_LIKE = (
+    Context("statement", "void __tether_f(void) {\n", "\n}"),
+    Context("expression", "void __tether_f(void) {\n__tether_x = (", ");\n}"),
+    RAW_DECLARATION,
+)
+_CPP = (
+    Context("statement", "void __tether_f() {\n", "\n}"),
+    Context("expression", "void __tether_f() {\n__tether_x = (", ");\n}"),
+    Context("class member", "struct __tether_C {\n", "\n};"),
+    RAW_DECLARATION,
+)
+_JS = (
+    RAW_STATEMENT,
+    Context("expression", "(", ")"),
+    Context("class member", "class __tether_C {\n", "\n}"),
+)
+
+# The scaffold ladder per grammar, in the order SPEC.md gives (statement, expression, class
+# member, declaration). Grammars not listed parse the fragment raw (their top level already
+# accepts statements).
+CONTEXTS: dict[str, tuple[Context, ...]] = {
+    "python": (RAW_STATEMENT, Context("expression", "__tether_x = (", ")")),
+    "javascript": _JS,
+    "typescript": _JS,
+    "tsx": _JS,
+    "dart": (
+        Context("statement", "void __tether_f() {\n", "\n}"),
+        Context("expression", "var __tether_x = ", ";"),
+        Context("class member", "class __tether_C {\n", "\n}"),
+        RAW_DECLARATION,
+    ),
+    "c": _C_LIKE,
+    "cpp": _CPP,
+    "cuda": _CPP,
+    "objc": _C_LIKE,
+    "go": (
+        Context("statement", "package __tether\nfunc __tether_f() {\n", "\n}"),
+        Context("expression", "package __tether\nvar __tether_x = ", "\n"),
+        RAW_DECLARATION,
+        Context("declaration", "package __tether\n", "\n"),
+    ),
+    "rust": (
+        Context("statement", "fn __tether_f() {\n", "\n}"),
+        Context("expression", "fn __tether_f() {\nlet __tether_x = ", ";\n}"),
+        Context("class member", "impl __tether_C {\n", "\n}"),
+        RAW_DECLARATION,
+    ),
+    "java": (
+        Context("statement", "class __tether_C { void __tether_f() {\n", "\n} }"),
+        Context("expression", "class __tether_C { Object __tether_x = ", "; }"),
+        Context("class member", "class __tether_C {\n", "\n}"),
+        RAW_DECLARATION,
+    ),
+    "csharp": (
+        Context("statement", "class __tether_C { void __tether_f() {\n", "\n} }"),
+        Context("expression", "class __tether_C { object __tether_x = ", "; }"),
+        Context("class member", "class __tether_C {\n", "\n}"),
+        RAW_DECLARATION,
+    ),
+    "kotlin": (
+        Context("statement", "fun __tether_f() {\n", "\n}"),
+        Context("class member", "class __tether_C {\n", "\n}"),
+        RAW_DECLARATION,
+    ),
+    "swift": (RAW_STATEMENT, Context("class member", "class __tether_C {\n", "\n}")),
+    "scala": (
+        Context("statement", "object __tether_O { def __tether_f() = {\n", "\n} }"),
+        Context("class member", "class __tether_C {\n", "\n}"),
+        RAW_DECLARATION,
+    ),
+    "php": (
+        Context("statement", "<?php\n", "\n"),
+        Context("class member", "<?php\nclass __tether_C {\n", "\n}"),
+    ),
+    "ruby": (RAW_STATEMENT, Context("class member", "class TetherC\n", "\nend")),
+}
+
+# Tokens appended inside the fragment when no context accepts it as written: Dart, C and
+# Java statements need their closing `;` (SPEC.md: "Dart needs a function body and a
+# closing `;`").
+CLOSERS: tuple[str, ...] = ("", ";")
+
+
+def contexts_for(lang: str) -> tuple[Context, ...]:
+    return CONTEXTS.get(lang, (RAW_STATEMENT,))
+
+
+# Candidate metavariable characters, tried in order. ast-grep uses `$` where the grammar
+# accepts it in identifiers and `µ` (a letter) elsewhere.
+_METAVAR_CANDIDATES: tuple[str, ...] = ("$", "µ", "ǂ", "_")
+
+
+def _is_single_leafish(lang: str, text: str) -> bool:
+    """Whether `text` parses, in some context, as one error-free node spanning exactly it.
+
+    The node may be internal (Ruby reads `$$$ABC` as a call of `$$`): the compiler
+    recognises a metavariable by the text of any node, as ast-grep does.
+    """
+    parser = get_parser(lang)
+    for closer in CLOSERS:
+        for ctx in contexts_for(lang):
+            src = (ctx.prefix + text + closer + ctx.suffix).encode()
+            start = len(ctx.prefix.encode())
+            end = start + len(text.encode())
+            tree = parser.parse(src)
+            if tree.root_node.has_error:
+                continue
+            node = tree.root_node.descendant_for_byte_range(start, end)
+            if node is not None and node.start_byte == start and node.end_byte == end:
+                return True
+    return False
+
+
+@functools.cache
+def metavar_char(lang: str) -> str | None:
+    """The character this grammar accepts as the start of an identifier-like metavariable."""
+    for ch in _METAVAR_CANDIDATES:
+        if _is_single_leafish(lang, f"{ch}ABC") and _is_single_leafish(lang, f"{ch * 3}ABC"):
+            return ch
+    return None

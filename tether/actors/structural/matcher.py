@@ -1,0 +1,212 @@
+"""The matcher: does a compiled pattern match a syntax node, and what did it capture.
+
+Semantics are ast-grep's default `smart` strictness where SPEC.md is silent:
+- every pattern node must be matched; unnamed candidate tokens the pattern does not
+  mention are skipped (`foo($A, $B)` matches `foo(a, b,)`);
+- once the pattern's children are exhausted, trailing candidate children are ignored
+  (`return $A` matches `return 1;`);
+- `$NAME` binds one *named* node; `$$NAME` any node; `$_` binds nothing;
+- a repeated metavariable must capture the same code, compared structurally (`f(x)`
+  equals `f( x )`, as ast-grep's `does_node_match_exactly`).
+
+Where we differ from ast-grep, SPEC.md decides:
+- comments (tree-sitter "extra" nodes) in the code are skipped everywhere, so `foo($A)`
+  matches `foo(/* c */ x)` ("however it is spaced, wrapped or commented"); ast-grep's
+  smart mode refuses that match;
+- `$$$` is lazy *with backtracking* (the issue asks for it); ast-grep commits to the first
+  candidate the next pattern node accepts. Both agree whenever ast-grep finds a match.
+- a repeated `$$$NAME` must capture the same run of nodes, like a single one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tree_sitter import Node
+
+from tether.actors.structural.pattern import Internal, MetaVar, Pattern, PNode, Terminal
+
+Env = dict[str, Any]  # name -> Node | list[Node]
+
+_ERROR_KIND = 0xFFFF
+
+
+def same_code(a: Node, b: Node, src: bytes) -> bool:
+    """Structural equality of two nodes of one file, ignoring whitespace and comments."""
+    if a.start_byte == b.start_byte and a.end_byte == b.end_byte and a.kind_id == b.kind_id:
+        return True
+    a_leaf = a.child_count == 0
+    b_leaf = b.child_count == 0
+    if (a_leaf and a.is_named) or (b_leaf and b.is_named):
+        return src[a.start_byte : a.end_byte] == src[b.start_byte : b.end_byte]
+    if a.kind_id != b.kind_id:
+        return False
+    if a_leaf or b_leaf:
+        return a_leaf and b_leaf
+    ac = [c for c in a.children if not c.is_extra]
+    bc = [c for c in b.children if not c.is_extra]
+    return len(ac) == len(bc) and all(same_code(x, y, src) for x, y in zip(ac, bc, strict=True))
+
+
+def _same_run(a: list[Node], b: list[Node], src: bytes) -> bool:
+    return len(a) == len(b) and all(same_code(x, y, src) for x, y in zip(a, b, strict=True))
+
+
+def _bind_multi(p: MetaVar, nodes: list[Node], env: Env, src: bytes) -> Env | None:
+    if p.name is None:
+        return env
+    prev = env.get(p.name)
+    if prev is not None:
+        return env if isinstance(prev, list) and _same_run(prev, nodes, src) else None
+    new = dict(env)
+    new[p.name] = nodes
+    return new
+
+
+def match_node(p: PNode, c: Node, env: Env, src: bytes) -> Env | None:
+    """Match one pattern node against one candidate node; the extended env, or None."""
+    if isinstance(p, Internal):
+        if p.kind_id != c.kind_id and p.kind_id != _ERROR_KIND:
+            return None
+        if c.child_count == 0:
+            return None
+        r = match_seq(p.children, 0, c.children, 0, env, src)
+        return None if r is None else r[0]
+    if isinstance(p, Terminal):
+        if p.kind_id != c.kind_id and p.kind_id != _ERROR_KIND:
+            return None
+        if p.named and src[c.start_byte : c.end_byte] != p.text:
+            return None
+        return env
+    # single metavariable ($$$ is handled by match_seq)
+    if p.named and not c.is_named:
+        return None
+    if p.name is None:
+        return env
+    prev = env.get(p.name)
+    if prev is None:
+        new = dict(env)
+        new[p.name] = c
+        return new
+    if isinstance(prev, list) or not same_code(prev, c, src):
+        return None
+    return env
+
+
+def _is_trivial(p: PNode) -> bool:
+    return isinstance(p, Terminal) and not p.named
+
+
+def _is_multi(p: PNode) -> bool:
+    return isinstance(p, MetaVar) and p.multi
+
+
+def _run(cs: list[Node], j: int, k: int, drop_trailing_unnamed: int) -> list[Node]:
+    nodes = [c for c in cs[j:k] if not c.is_extra]
+    while drop_trailing_unnamed and nodes and not nodes[-1].is_named:
+        nodes.pop()
+        drop_trailing_unnamed -= 1
+    return nodes
+
+
+def match_seq(
+    ps: tuple[PNode, ...], i: int, cs: list[Node], j: int, env: Env, src: bytes
+) -> tuple[Env, int] | None:
+    """Match pattern children ps[i:] against candidate children cs[j:].
+
+    Returns the env and the index just past the last candidate consumed, or None.
+    """
+    n_ps = len(ps)
+    n_cs = len(cs)
+    while True:
+        if i == n_ps:
+            return env, j
+        p = ps[i]
+        if isinstance(p, MetaVar) and p.multi:
+            k = i + 1
+            skipped = 0
+            while k < n_ps and _is_trivial(ps[k]):
+                k += 1
+                skipped += 1
+            if k == n_ps:  # the ellipsis (and trailing punctuation) takes the rest
+                bound = _bind_multi(p, _run(cs, j, n_cs, skipped), env, src)
+                return None if bound is None else (bound, n_cs)
+            if _is_multi(ps[k]):  # `$$$A, $$$B`: the first takes exactly one node
+                while j < n_cs and cs[j].is_extra:
+                    j += 1
+                if j >= n_cs:
+                    return None
+                bound = _bind_multi(p, [cs[j]], env, src)
+                if bound is None:
+                    return None
+                env, i, j = bound, k, j + 1
+                continue
+            for m in range(j, n_cs + 1):  # lazy, with backtracking
+                if m < n_cs and cs[m].is_extra:
+                    continue
+                bound = _bind_multi(p, _run(cs, j, m, skipped), env, src)
+                if bound is None:
+                    continue
+                r = match_seq(ps, k, cs, m, bound, src)
+                if r is not None:
+                    return r
+            return None
+        if j >= n_cs:
+            # candidates ran out: only ellipses may remain (they bind nothing)
+            for q in ps[i:]:
+                if not _is_multi(q):
+                    return None
+                env2 = _bind_multi(q, [], env, src)  # type: ignore[arg-type]
+                if env2 is None:
+                    return None
+                env = env2
+            return env, j
+        c = cs[j]
+        if c.is_extra:  # comments never take part (SPEC.md: "however it is ... commented")
+            j += 1
+            continue
+        r = match_node(p, c, env, src)
+        if r is not None:
+            env = r
+            i += 1
+            j += 1
+            continue
+        if isinstance(p, Terminal) and not c.is_named:
+            j += 1  # smart strictness: skip an unnamed token the pattern does not mention
+            continue
+        return None
+
+
+def match_at(pattern: Pattern, node: Node, src: bytes) -> tuple[Env, Node, Node] | None:
+    """Match the pattern with its (first) root at `node`: env, first and last matched node."""
+    roots = pattern.roots
+    if len(roots) == 1:
+        env = match_node(roots[0], node, {}, src)
+        return None if env is None else (env, node, node)
+    parent = node.parent
+    if parent is None:
+        return None
+    cs = parent.children
+    j = next((idx for idx, c in enumerate(cs) if c.id == node.id), -1)
+    if j < 0:
+        return None
+    r = match_seq(roots, 0, cs, j, {}, src)
+    if r is None:
+        return None
+    env, end = r
+    last = end - 1
+    while last > j and (cs[last].is_extra or cs[last].start_byte == cs[last].end_byte):
+        last -= 1
+    return env, node, cs[last]
+
+
+def iter_named(root: Node):
+    """Every node of a tree in pre-order (the fallback when no query applies)."""
+    cursor = root.walk()
+    while True:
+        yield cursor.node
+        if cursor.goto_first_child():
+            continue
+        while not cursor.goto_next_sibling():
+            if not cursor.goto_parent():
+                return
