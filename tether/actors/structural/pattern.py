@@ -154,7 +154,7 @@ _REGEX_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
 
 def check_habits(source: str, lang: str) -> None:
     """Errors for habits that can never mean what the model wanted, whatever the grammar."""
-    glued = re.search(r"[A-Za-z0-9_]\$+[A-Z_][A-Za-z0-9_]*", source)
+    glued = re.search(r"(?<![A-Za-z0-9_$])[A-Za-z0-9_]+\$+[A-Z_][A-Za-z0-9_]*", source)
     if glued:
         raise PatternError(
             f"`{glued.group(0)}` in the pattern glues a metavariable to other characters; a "

@@ -48,7 +48,18 @@ class _Builder:
             name = f"t{len(self.preds)}"
             self.preds.append(f"(#eq? @{name} {lit})")
             return f"({p.kind}) @{name}"
-        parts = [s for s in (self.emit(c, depth + 1) for c in p.children) if s]
+        parts: list[str] = []
+        after_ellipsis = False
+        for c in p.children:
+            if isinstance(c, MetaVar) and c.multi:
+                after_ellipsis = True
+                continue
+            if after_ellipsis and isinstance(c, Terminal) and not c.named:
+                continue  # the matcher skips punctuation right after `$$$`
+            after_ellipsis = False
+            emitted = self.emit(c, depth + 1)
+            if emitted:
+                parts.append(emitted)
         inner = " ".join(parts)
         return f"({p.kind}{' ' + inner if inner else ''})"
 
