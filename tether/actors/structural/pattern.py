@@ -199,12 +199,19 @@ def _unparseable_hints(source: str) -> str:
 # --- compile -----------------------------------------------------------------------------
 
 
-def _first_error(node: Node) -> Node | None:
-    """The first ERROR node, or a MISSING closing bracket/quote (an unfinished fragment)."""
+def _first_error(node: Node, src: bytes = b"", ch: str | None = None) -> Node | None:
+    """The first ERROR node, or a MISSING closing bracket/quote (an unfinished fragment).
+
+    An ERROR node that is exactly one metavariable is not an error: `$$$B` where the
+    grammar wants an item (Rust's `impl X { $$$B }`) becomes a metavariable all the same.
+    """
     stack = [node]
     while stack:
         n = stack.pop()
         if n.is_error:
+            text = src[n.start_byte : n.end_byte].decode(errors="replace")
+            if ch is not None and extract_metavar(text, ch) is not None:
+                continue
             return n
         if n.is_missing and n.type in (")", "]", "}", '"', "'", "`", "end"):
             return n
@@ -242,6 +249,10 @@ class _Converter:
         self.names: set[str] = set()
         self.literals: list[bytes] = []
 
+    def _spells_metavar(self, n: Node) -> bool:
+        text = self.src[n.start_byte : n.end_byte].decode(errors="replace")
+        return self.ch is not None and extract_metavar(text, self.ch) is not None
+
     def convert(self, n: Node) -> PNode:
         text = self.src[n.start_byte : n.end_byte]
         if self.ch is not None:
@@ -256,7 +267,11 @@ class _Converter:
             if n.is_named and text:
                 self.literals.append(text)
             return Terminal(n.kind_id, n.type, text, n.is_named)
-        kids = tuple(self.convert(c) for c in n.children if not c.is_missing and not c.is_extra)
+        kids = tuple(
+            self.convert(c)
+            for c in n.children
+            if not c.is_missing and (not c.is_extra or (c.is_error and self._spells_metavar(c)))
+        )
         if not kids and n.start_byte == n.end_byte:
             return MetaVar(None, multi=True)
         return Internal(n.kind_id, n.type, kids)
@@ -269,7 +284,7 @@ def _try_context(
     start = len(ctx.prefix.encode())
     end = start + len((frag + closer).encode())
     tree = get_parser(lang).parse(src)
-    err = _first_error(tree.root_node)
+    err = _first_error(tree.root_node, src, ch)
     if err is not None:
         return None, err, src
     nodes = _locate(tree.root_node, start, end)

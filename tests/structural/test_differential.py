@@ -1,0 +1,176 @@
+"""Differential test: our matcher against ast-grep (ast-grep-py, dev-only) on real code.
+
+For every (language, pattern) the match ranges (start and end line and column) must be
+equal on every file of the corpus. The corpora are code no one here wrote where the
+machine has it (the running Python's standard library, Go's standard library, the
+TypeScript and npm packages installed with node) plus two small files of our own for C
+and Rust (tests/structural/corpus).
+
+Divergences are listed in DIVERGENCES with the SPEC.md rule that justifies them; for
+those the test checks the divergence is exactly the one explained.
+"""
+
+from __future__ import annotations
+
+import glob
+import shutil
+import subprocess
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from tether.actors.structural.search import search_source
+
+ast_grep_py = pytest.importorskip("ast_grep_py")
+
+HERE = Path(__file__).parent
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+
+
+def _goroot() -> Path | None:
+    go = shutil.which("go")
+    if not go:
+        return None
+    out = subprocess.run([go, "env", "GOROOT"], capture_output=True, text=True, timeout=30)
+    root = Path(out.stdout.strip())
+    return root if (root / "src").is_dir() else None
+
+
+def _npm_root() -> Path | None:
+    npm = shutil.which("npm")
+    if not npm:
+        return None
+    out = subprocess.run([npm, "root", "-g"], capture_output=True, text=True, timeout=30)
+    root = Path(out.stdout.strip())
+    return root if root.is_dir() else None
+
+
+def _files(root: Path | None, globs: list[str], limit: int = 12) -> list[Path]:
+    if root is None:
+        return []
+    found: list[Path] = []
+    for g in globs:
+        found.extend(Path(p) for p in sorted(glob.glob(str(root / g))))
+    return [p for p in found if p.is_file() and p.stat().st_size < 400_000][:limit]
+
+
+PY_FILES = [
+    STDLIB / name
+    for name in (
+        "argparse.py", "ast.py", "dataclasses.py", "json/decoder.py", "json/encoder.py",
+        "subprocess.py", "functools.py", "pathlib.py", "shutil.py", "logging/__init__.py",
+        "asyncio/tasks.py", "email/message.py", "tempfile.py", "textwrap.py", "enum.py",
+    )
+    if (STDLIB / name).is_file()
+]  # fmt: skip
+GOROOT = _goroot()
+GO_FILES = _files(
+    GOROOT, ["src/strings/*.go", "src/bufio/*.go", "src/os/file.go", "src/io/io.go"], 16
+)
+C_FILES = [
+    HERE / "corpus" / "list.c",
+    *_files(
+        GOROOT,
+        [
+            "src/runtime/cgo/gcc_linux_amd64.c",
+            "src/runtime/cgo/gcc_libinit.c",
+            "src/runtime/cgo/gcc_util.c",
+        ],
+    ),
+]
+RS_FILES = [HERE / "corpus" / "ring.rs"]
+NPM = _npm_root()
+JS_FILES = _files(NPM, ["npm/lib/*.js", "npm/lib/utils/*.js"], 16)
+TS_FILES = _files(
+    NPM,
+    [
+        "typescript/lib/lib.es5.d.ts",
+        "typescript/lib/lib.dom.iterable.d.ts",
+        "typescript/lib/lib.es2015.*.d.ts",
+    ],
+    10,
+)
+
+SUITE: dict[str, tuple[list[Path], list[str]]] = {
+    "python": (PY_FILES, [
+        "print($A)", "$A.append($B)", "isinstance($X, $T)", "raise $E($$$)", "return $X",
+        "self.$A = $A", "len($X) == 0", "$A if $B else $C", "not $X", "$X is None",
+        "super().__init__($$$)", "with open($$$A) as $F: $$$B", "for $K, $V in $D.items(): $$$B",
+        "try: $$$A\nexcept $E: $$$B", "import $M", "$F(*$A, **$K)", "lambda $X: $Y",
+    ]),
+    "go": (GO_FILES, [
+        "if err != nil { return $$$R }", "len($X)", "for $I := 0; $I < $N; $I++ { $$$B }",
+        "$A = append($A, $$$B)", "return $A, nil", "panic($X)",
+    ]),
+    "c": (C_FILES, ["malloc($N)", "if ($P == NULL) return $R;", "free($P)", "sizeof($T)", "return $X;", "$A->$B = $C"]),
+    "rust": (RS_FILES, ["$A.unwrap()", "let $X = $Y;", "Some($X)", "$A?", "println!($$$A)", "impl $T for $S { $$$B }", "impl<$T> $A for $S { $$$B }", "match $X { $$$A }"]),
+    "javascript": (JS_FILES, ["require($M)", "await $X", "$A === undefined", "new Error($$$A)", "const { $$$A } = $B"]),
+    "typescript": (TS_FILES, ["readonly $P: $T;", "interface $I { $$$B }", "$A: string;"]),
+}  # fmt: skip
+
+# (language, pattern) -> why the ranges may differ, citing SPEC.md / issue #4. Every one
+# of these is a strict superset: we find everything ast-grep finds, plus what the reason
+# explains (the test checks that).
+_SCAFFOLD = (
+    "ast-grep parses the fragment raw, where tree-sitter-c reads `f($N)` at top level as an "
+    "ERROR (a macro type), so it finds no call at all; SPEC.md 'ast_grep': fragments are "
+    "parsed inside a scaffold (statement, expression, ...), so we find every call"
+)
+DIVERGENCES: dict[tuple[str, str], str] = {
+    ("go", "if err != nil { return $$$R }"): (
+        "a bare `return` (no values): ast-grep refuses a trailing `$$$` when no candidate "
+        "node is left (its `cand_children.peek()?`); SPEC.md: `$$$NAME` matches a sequence "
+        "of siblings, and the empty sequence is one (`console.log($$$A)` matches "
+        "`console.log()` in both)"
+    ),
+    ("c", "malloc($N)"): _SCAFFOLD,
+    ("c", "free($P)"): _SCAFFOLD,
+}
+
+
+def _ours(path: Path, lang: str, pattern: str) -> set[tuple[int, int, int, int]]:
+    data = path.read_bytes()
+    return {
+        (m["start_line"] - 1, m["start_col"] - 1, m["end_line"] - 1, m["end_col"] - 1)
+        for m in search_source(pattern, data, lang)
+    }
+
+
+def _theirs(path: Path, lang: str, pattern: str) -> set[tuple[int, int, int, int]]:
+    text = path.read_bytes().decode("utf-8", "replace")
+    root = ast_grep_py.SgRoot(text, lang).root()
+    out = set()
+    for node in root.find_all(pattern=pattern):
+        r = node.range()
+        out.add((r.start.line, r.start.column, r.end.line, r.end.column))
+    return out
+
+
+CASES = [(lang, pat) for lang, (_files_, pats) in SUITE.items() for pat in pats]
+
+
+def test_suite_size():
+    assert len(CASES) >= 30
+    assert len({lang for lang, _ in CASES}) >= 5
+
+
+@pytest.mark.parametrize(("lang", "pattern"), CASES)
+def test_same_ranges_as_ast_grep(lang, pattern):
+    files = SUITE[lang][0]
+    if not files:
+        pytest.skip(f"no {lang} corpus on this machine")
+    total = 0
+    problems = []
+    for path in files:
+        ours = _ours(path, lang, pattern)
+        theirs = _theirs(path, lang, pattern)
+        total += len(theirs)
+        if ours != theirs:
+            problems.append((path.name, sorted(ours - theirs)[:5], sorted(theirs - ours)[:5]))
+    if (lang, pattern) in DIVERGENCES:
+        assert problems, f"divergence {DIVERGENCES[(lang, pattern)]!r} no longer happens: drop it"
+        missed = [(name, only_theirs) for name, _, only_theirs in problems if only_theirs]
+        assert not missed, f"we miss matches ast-grep finds: {missed}"
+        return
+    assert not problems, f"ours-only / ast-grep-only ranges (0-based) per file: {problems}"
