@@ -22,13 +22,14 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from tether.actors.language_server import render
 from tether.actors.language_server.ledger import Ledger
-from tether.actors.language_server.positions import PositionError, find_symbol
+from tether.actors.language_server.positions import PositionError, find_symbol, from_character
 from tether.actors.language_server.servers import (
     SERVERS,
     Resolution,
@@ -82,32 +83,76 @@ def _state(ctx: ToolContext) -> dict[str, Any]:
     return st
 
 
+_LINE_CACHE: dict[str, tuple[tuple[int, int], list[str]]] = {}  # path -> (stamp, lines)
+
+
 class _Lines:
-    """Code lines for records, read once per file per call."""
+    """Code lines for records: one stat per file per call, one read per file change."""
 
     def __init__(self, ctx: ToolContext) -> None:
         self.ctx = ctx
-        self.cache: dict[str, list[str]] = {}
+        self.seen: dict[str, list[str]] = {}
 
     def __call__(self, path: str, line: int) -> str:
-        if path not in self.cache:
-            p = Path(path) if os.path.isabs(path) else self.ctx.workdir / path
+        lines = self.seen.get(path)
+        if lines is None:
+            p = path if os.path.isabs(path) else os.path.join(self.ctx.workdir, path)
             try:
-                self.cache[path] = p.read_text(encoding="utf-8", errors="replace").split("\n")
+                st = os.stat(p)
+                stamp = (st.st_mtime_ns, st.st_size)
+                cached = _LINE_CACHE.get(p)
+                if cached is not None and cached[0] == stamp:
+                    lines = cached[1]
+                else:
+                    with open(p, "rb") as f:
+                        lines = f.read().decode("utf-8", errors="replace").split("\n")
+                    if len(_LINE_CACHE) > 512:
+                        _LINE_CACHE.clear()
+                    _LINE_CACHE[p] = (stamp, lines)
             except OSError:
-                self.cache[path] = []
-        lines = self.cache[path]
+                lines = []
+            self.seen[path] = lines
         return lines[line - 1].rstrip("\r") if 0 < line <= len(lines) else ""
 
 
-def _records(ctx: ToolContext, raw: list[Mapping[str, Any]], lines: _Lines) -> list[dict]:
+def _records(
+    ctx: ToolContext, raw: list[Mapping[str, Any]], lines: _Lines, encoding: str = ""
+) -> list[dict]:
+    """Actor records -> model records: workspace-relative path, 1-based code-point columns
+    (converted from the server's encoding when given as `character`), and the code line."""
     out = []
     for r in raw:
-        rec = dict(r)
-        rec["path"] = _rel(ctx, r["path"])
-        rec["text"] = lines(rec["path"], int(rec["line"]))
+        path = _rel(ctx, r["path"])
+        text = lines(path, int(r["line"]))
+        rec: dict[str, Any] = {"path": path, "line": r["line"]}
+        if "character" in r:
+            enc = encoding or "utf-16"
+            end_text = text if r["end_line"] == r["line"] else lines(path, int(r["end_line"]))
+            rec["column"] = from_character(text, int(r["character"]), enc) + 1
+            rec["end_line"] = r["end_line"]
+            rec["end_column"] = from_character(end_text, int(r["end_character"]), enc) + 1
+        rec.update((k, v) for k, v in r.items() if k not in rec and "character" not in k)
+        rec["text"] = text
         out.append(rec)
     return out
+
+
+_RESOLVED: dict[tuple[str, str], tuple[float, Resolution]] = {}
+RESOLVE_TTL = 2.0  # s: the intersection rule is re-decided at most this long after a change
+
+
+def _resolve(row: ServerRow, path: Path, workdir: Path) -> Resolution:
+    """`servers.resolve`, memoised per (server, directory) for RESOLVE_TTL seconds."""
+    key = (row.name, str(path.parent if path.suffix else path))
+    now = time.monotonic()
+    hit = _RESOLVED.get(key)
+    if hit is not None and now - hit[0] < RESOLVE_TTL:
+        return hit[1]
+    res = resolve(row, path, workdir)
+    if len(_RESOLVED) > 1024:
+        _RESOLVED.clear()
+    _RESOLVED[key] = (now, res)
+    return res
 
 
 def _server_for(ctx: ToolContext, path: Path, rel: str) -> Resolution | ToolResult:
@@ -118,7 +163,7 @@ def _server_for(ctx: ToolContext, path: Path, rel: str) -> Resolution | ToolResu
             f"no language server handles '{path.suffix or path.name}' files ({rel}); "
             f"the servers here cover {', '.join(known)}."
         )
-    found = [resolve(r, path, ctx.workdir) for r in rows]
+    found = [_resolve(r, path, ctx.workdir) for r in rows]
     for res in found:
         if res.usable:
             return res
@@ -210,7 +255,7 @@ def _nav(ctx: ToolContext, action: str, args: dict[str, Any]) -> ToolResult:
     if action == "code_actions":
         acts = list(payload.get("actions") or [])[: render.CAPS["code_actions"]]
         return ToolResult.ok(render.code_actions(acts, where), data={"actions": acts})
-    locs = _records(ctx, list(payload.get("locations") or []), lines)
+    locs = _records(ctx, list(payload.get("locations") or []), lines, payload.get("encoding", ""))
     locs = _dedupe(locs)
     total = len(locs)
     shown = locs[: render.CAPS[action]]
@@ -282,7 +327,7 @@ def _symbols(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         if isinstance(target, ToolResult):
             return target
         payload = _ask(ctx, target.key, "document_symbols", {"path": str(path)}, QUERY_TIMEOUT)
-        recs = _records(ctx, list(payload.get("symbols") or []), lines)
+        recs = _records(ctx, list(payload.get("symbols") or []), lines, payload.get("encoding", ""))
         recs.sort(key=lambda r: (r["line"], r["column"]))
         cap = render.CAPS["document_symbols"]
         return ToolResult.ok(
@@ -314,7 +359,9 @@ def _symbols(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         except ResourceError as e:
             errors.append(f"{t.row.name}: {e.message}")
             continue
-        recs += _records(ctx, list(payload.get("symbols") or []), lines)
+        recs += _records(
+            ctx, list(payload.get("symbols") or []), lines, payload.get("encoding", "")
+        )
     inside = [r for r in recs if not os.path.isabs(r["path"])]
     outside = [r for r in recs if os.path.isabs(r["path"])]
     recs = inside + outside
@@ -614,7 +661,7 @@ def _group(ctx: ToolContext, rels: list[str]) -> dict[str, tuple[Resolution, lis
         except Exception:  # noqa: BLE001 - not ours to judge here
             continue
         for row in rows_for(path):
-            r = resolve(row, path, ctx.workdir)
+            r = _resolve(row, path, ctx.workdir)
             if r.usable:
                 groups.setdefault(r.key, (r, []))[1].append(path)
                 break
@@ -640,7 +687,9 @@ def _baseline(ctx: ToolContext, rels: list[str]) -> None:
                 ledger.baseline(_rel(ctx, p), _severe(raw))
 
 
-def _diagnose_written(ctx: ToolContext, written: list[str]) -> tuple[list[dict], list[str], str]:
+def _diagnose_written(
+    ctx: ToolContext, written: list[str], created: list[str] = ()
+) -> tuple[list[dict], list[str], str]:
     """Sync + save the written files through their servers; (new diagnostics, pending, note)."""
     st = _state(ctx)
     ledger: Ledger = st["ledger"]
@@ -654,7 +703,11 @@ def _diagnose_written(ctx: ToolContext, written: list[str]) -> tuple[list[dict],
                 ctx,
                 key,
                 "sync",
-                {"paths": [str(p) for p in paths], "cap": WRITE_CAP},
+                {
+                    "paths": [str(p) for p in paths],
+                    "created": [str(p) for p in paths if _rel(ctx, p) in created],
+                    "cap": WRITE_CAP,
+                },
                 WRITE_CAP + res.row.startup_timeout + 2.0,
                 idem=False,
             )
@@ -674,9 +727,13 @@ def _diagnose_written(ctx: ToolContext, written: list[str]) -> tuple[list[dict],
                 rel = _rel(ctx, p)
                 if os.path.isabs(rel):
                     continue  # outside the workspace: not the agent's to fix
+                before, after = ba.get("before"), _severe(ba.get("after") or [])
                 if not ledger.known(rel):
-                    ledger.baseline(rel, _severe(ba.get("before") or []))
-                new += ledger.fold(rel, _severe(ba.get("after") or []))
+                    if before is None:  # never seen before this write: no way to say "new"
+                        ledger.baseline(rel, after)
+                        continue
+                    ledger.baseline(rel, _severe(before))
+                new += ledger.fold(rel, after)
     for d in new:
         d["path"] = _rel(ctx, d["path"]) if os.path.isabs(d["path"]) else d["path"]
         d["text"] = lines(d["path"], int(d["line"]))
@@ -698,7 +755,9 @@ def _wrapper(
         written = [w for w in res.data.get("written") or [] if isinstance(w, str)]
         if not written:
             return res
-        new, pending, note = _diagnose_written(ctx, written)
+        made = res.data.get("created")
+        created = written if made is True else [c for c in made or [] if isinstance(c, str)]
+        new, pending, note = _diagnose_written(ctx, written, created)
         if not new and not pending and not note:
             return res
         block = render.folded(new, pending)

@@ -80,13 +80,19 @@ class FreshWait:
     fresh: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # uri -> raw items
     others: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # other files
     candidate_at: dict[str, float] = field(default_factory=dict)  # unversioned publish seen
-    before: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # others, pre-write
+    before: dict[str, list[dict[str, Any]] | None] = field(default_factory=dict)  # others
+    before_known: bool = False  # push: `before` snapshots every published document
     latest: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # last unversioned
     outstanding_pulls: int = 0
+    grace_armed: bool = False
+
+    @property
+    def targets_done(self) -> bool:
+        return all(u in self.fresh for u in self.targets)
 
     @property
     def complete(self) -> bool:
-        return all(u in self.fresh for u in self.targets) and self.outstanding_pulls <= 0
+        return self.targets_done and self.outstanding_pulls <= 0
 
     @property
     def pending(self) -> list[str]:
@@ -97,6 +103,8 @@ class FreshWait:
         if uri not in self.targets:
             if now >= self.started:
                 self.others[uri] = items
+                if uri not in self.before and self.before_known:
+                    self.before[uri] = None  # first publish ever for it: nothing to compare
             return False
         want = self.targets[uri]
         if version is not None:

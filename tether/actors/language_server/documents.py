@@ -137,11 +137,14 @@ class Documents:
             params["text"] = doc.text
         return JsonRpcClient.notify("textDocument/didSave", params)
 
-    def sync(self, paths: list[Path]) -> tuple[list[Document], list[bytes]]:
+    def sync(
+        self, paths: list[Path], created: set[Path] | frozenset[Path] = frozenset()
+    ) -> tuple[list[Document], list[bytes]]:
         """After a write: bring every path up to date, save it, tell the watchers.
 
-        Returns the documents now open for the written paths (deleted ones are closed) and
-        the notifications to send, in order.
+        `created`: paths the write created (announced as new files). Returns the documents
+        now open for the written paths (deleted ones are closed) and the notifications to
+        send, in order.
         """
         out: list[bytes] = []
         docs: list[Document] = []
@@ -162,7 +165,11 @@ class Documents:
             out.extend(msgs)
             if msgs or was_open:
                 out.append(self._save_msg(doc))
-            changes.append({"uri": uri, "type": CHANGED if was_open else CREATED})
+            if path in created:
+                # a new file (new module: import resolution changes). An open document that
+                # changed is not announced again: the server has its text from didChange,
+                # and pyright answers a watched-file change with a costly re-scan.
+                changes.append({"uri": uri, "type": CREATED})
             docs.append(doc)
         if changes:
             out.append(

@@ -76,6 +76,13 @@ class ServerRow:
     # `any` while "Initializing JS/TS language features"): the first document query opens
     # its file and holds every query until a progress whose title starts with one of these
     # ends - or none began within `warmup_window` s, or `startup_timeout` passed
+    # pull servers: after a write, the open files importing what was written are re-checked
+    # once the server has been idle this long; what they newly report rides on the next
+    # write's answer (re-checking them inside the write kept the next write waiting ~1 s)
+    others_delay: float = 0.25
+    # push servers publish other files on their own; once the written files are fresh, a
+    # pull answer for another file still in flight gets this long
+    others_grace: float = 0.03
     warmup_progress: tuple[str, ...] = ()
     warmup_window: float = 2.0
 

@@ -20,6 +20,7 @@ already resolved host-side from `line` + `symbol`):
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections import deque
 from collections.abc import Callable
@@ -40,12 +41,12 @@ from tether.actors.language_server.jsonrpc import (
     ServerRequest,
     answer_server_request,
 )
-from tether.actors.language_server.positions import from_character, to_character
+from tether.actors.language_server.positions import to_character
 from tether.actors.language_server.servers import ServerRow
 from tether.messages.calls import ErrorCode
 from tether.protocol import FrameDecoder, FramingError
 
-MAX_OTHER_PULLS = 8  # other open documents re-pulled after a write (files the write broke)
+MAX_OTHER_PULLS = 4  # other open documents re-pulled after a write (files the write broke)
 REPLY_MARGIN = 0.05  # s: settle a call this long before its deadline so the reply arrives
 
 SYMBOL_KINDS = {
@@ -157,6 +158,11 @@ class Session:
         self.published: dict[str, Published] = {}
         self.changed_at: dict[str, float] = {}  # uri -> when we last sent a change/open
         self.pull_cache: dict[str, tuple[str | None, list]] = {}  # uri -> (resultId, items)
+        self.carry: dict[str, tuple[list | None, list]] = {}  # other files changed since a reply
+        self.other_pulls: set[int] = set()  # request ids of pulls for not-written files
+        self._others_paths: list[Path] = []  # written since the last re-check of importers
+        self._others_inflight: list[Path] = []
+        self._others_gen = 0
         self.ops: dict[int, Op] = {}
         self.queued: list[Op] = []
         self.waits: dict[int, tuple[Op, FreshWait]] = {}
@@ -284,7 +290,12 @@ class Session:
         if n.method == "textDocument/publishDiagnostics":
             uri, version, items = p.get("uri", ""), p.get("version"), p.get("diagnostics") or []
             now = self.now()
+            prev = self.published.get(uri)
             self.published[uri] = Published(version, items, now)
+            if not any(uri in w.targets for _, w in self.waits.values()) and not any(
+                w.before_known for _, w in self.waits.values()
+            ):
+                self._carry(uri, prev.items if prev else None, items)
             for op, w in list(self.waits.values()):
                 if w.on_publish(uri, version, items, now):
                     self.io.after(self.row.push_quiet_window, f"lsp:quiet:{op.oid}")
@@ -316,6 +327,10 @@ class Session:
                 self._dispatch(op)
 
     def on_timer(self, tag: str) -> None:
+        if tag.startswith("lsp:others:"):
+            if int(tag.rsplit(":", 1)[1]) == self._others_gen and self.state == "ready":
+                self._pull_others()
+            return
         if tag == "lsp:warm-window":
             if self._warm_token is None:
                 self._warmed()  # no initial progress began: nothing to wait for
@@ -353,7 +368,7 @@ class Session:
                 )
                 self._fail(op, ErrorCode.DEADLINE, f"{op.op} timed out: {why}; retry shortly")
             self._arm()
-        elif tag.startswith("lsp:quiet:") or tag.startswith("lsp:cap:"):
+        elif tag.startswith(("lsp:quiet:", "lsp:cap:", "lsp:grace:")):
             oid = int(tag.rsplit(":", 1)[1])
             entry = self.waits.get(oid)
             if entry is None:
@@ -362,7 +377,7 @@ class Session:
             if tag.startswith("lsp:quiet:"):
                 w.on_quiet(self.now(), self.row.push_quiet_window)
                 self._maybe_finish(op, w)
-            else:
+            else:  # the hard cap, or the grace for other files after the written ones
                 self._finish_wait(op, w)
 
     def _indexing_hint(self) -> str:
@@ -524,7 +539,9 @@ class Session:
         elif op.op == "code_actions":
             self._done(op, {"actions": [self._action_record(a) for a in r or []]})
         else:
-            self._done(op, {"locations": self._locations(r)})
+            self._done(
+                op, {"locations": self._locations(r), "encoding": self.caps.position_encoding}
+            )
 
     def _raw_diagnostics_on(self, uri: str, line0: int) -> list[dict]:
         items = self.pull_cache.get(uri, (None, []))[1] or (
@@ -552,17 +569,19 @@ class Session:
         return out
 
     def _record(self, uri: str, rng: dict[str, Any]) -> dict[str, Any]:
-        path = path_of(uri)
-        enc = self.caps.position_encoding
+        """A location as (path, 1-based lines, characters in the negotiated encoding).
+
+        Characters stay in the server's units: converting them to code points needs the
+        line's text, which the host reads anyway for the record's `text` (reading every
+        referenced file here too doubled the cost of a large `references`)."""
         s, e = rng.get("start") or {}, rng.get("end") or {}
-        sl, el = int(s.get("line", 0)), int(e.get("line", s.get("line", 0)))
+        sl = int(s.get("line", 0))
         return {
-            "path": str(path),
+            "path": str(path_of(uri)),
             "line": sl + 1,
-            "column": from_character(self.docs.line(path, sl), int(s.get("character", 0)), enc) + 1,
-            "end_line": el + 1,
-            "end_column": from_character(self.docs.line(path, el), int(e.get("character", 0)), enc)
-            + 1,
+            "character": int(s.get("character", 0)),
+            "end_line": int(e.get("line", sl)) + 1,
+            "end_character": int(e.get("character", 0)),
         }
 
     def _action_record(self, a: dict[str, Any]) -> dict[str, Any]:
@@ -631,7 +650,7 @@ class Session:
 
         doc_uri = uri_of(op.args["path"]) if op.op == "document_symbols" else None
         walk(resp.result or [], "", doc_uri)
-        self._done(op, {"symbols": out})
+        self._done(op, {"symbols": out, "encoding": self.caps.position_encoding})
 
     # diagnostics --------------------------------------------------------------------------
     def _op_diagnostics(self, op: Op) -> None:
@@ -641,8 +660,18 @@ class Session:
         self._diagnose(op, [doc], float(op.args.get("cap") or 10.0), others=False)
 
     def _op_sync(self, op: Op) -> None:
+        # a new write makes the re-checks of other files for the previous one stale, and a
+        # single-threaded server would answer this write only after them: cancel them
+        if self.other_pulls:  # cancelled re-checks are redone after this write
+            for rid in list(self.other_pulls):
+                self.io.write(self.rpc.cancel(rid))
+            self.other_pulls.clear()
+            self._others_paths.extend(
+                p for p in self._others_inflight if p not in self._others_paths
+            )
+        self._others_gen += 1  # a re-check scheduled by the previous write is superseded
         paths = [Path(p) for p in op.args["paths"]]
-        docs, msgs = self.docs.sync(paths)
+        docs, msgs = self.docs.sync(paths, {Path(p) for p in op.args.get("created") or []})
         now = self.now()
         for m in msgs:
             self.io.write(m)
@@ -668,11 +697,9 @@ class Session:
         self.waits[op.oid] = (op, w)
         if others and not w.pull:
             w.before = {u: p.items for u, p in self.published.items() if u not in w.targets}
+            w.before_known = True
         if w.pull:
             targets = [d.uri for d in docs]
-            if others:
-                extra = [u for u in reversed(self.docs.open) if u not in w.targets]
-                targets += extra[:MAX_OTHER_PULLS]
             self._pull(op, w, targets)
         else:
             for d in docs:  # already fresh from an earlier publish?
@@ -696,7 +723,56 @@ class Session:
         if not self._maybe_finish(op, w):
             self.io.after(max(0.0, w.cap_at - now), f"lsp:cap:{op.oid}")
 
-    def _pull(self, op: Op, w: FreshWait, uris: list[str]) -> None:
+    def _dependents(self, paths: list[Path]) -> list[str]:
+        """Open documents a write to `paths` may have broken, most recently used first:
+        those with an import-like line (import / from / #include / require / use / export
+        ... from) naming a written file's module (its stem; the package for __init__)."""
+        stems = set()
+        for p in paths:
+            stems.add(p.parent.name if p.stem == "__init__" else p.stem)
+        stems.discard("")
+        if not stems:
+            return []
+        words = "|".join(re.escape(st) for st in sorted(stems))
+        pattern = re.compile(
+            rf"^\s*(?:from|import|#\s*include|require|use|export)\b.*\b(?:{words})\b", re.M
+        )
+        written = {uri_of(p) for p in paths}
+        return [
+            u
+            for u in reversed(self.docs.open)
+            if u not in written and pattern.search(self.docs.open[u].text)
+        ]
+
+    def _schedule_others(self, paths: list[Path]) -> None:
+        """After a write was answered: re-check the open files that import what was written,
+        once the server has been left alone for `others_delay` (a further write in between
+        supersedes this one). Their new diagnostics ride on the next write's answer."""
+        self._others_paths.extend(p for p in paths if p not in self._others_paths)
+        self._others_gen += 1
+        self.io.after(self.row.others_delay, f"lsp:others:{self._others_gen}")
+
+    def _pull_others(self) -> None:
+        paths, self._others_paths = self._others_paths, []
+        self._others_inflight = paths
+        for uri in self._dependents(paths)[:MAX_OTHER_PULLS]:
+            params: dict[str, Any] = {"textDocument": {"uri": uri}}
+            ident = self._pull_identifier()
+            if ident:
+                params["identifier"] = ident
+            prev, before = self.pull_cache.get(uri, (None, None))
+            if prev:
+                params["previousResultId"] = prev
+
+            def cont(_op: Any, resp: Response, uri: str = uri, before: Any = before) -> None:
+                self.other_pulls.discard(resp.id)
+                if not resp.error:
+                    self._carry(uri, before, self._report_items(uri, resp.result or {}))
+
+            rid = self._request("textDocument/diagnostic", params, self.now() + 30.0, None, cont)
+            self.other_pulls.add(rid)
+
+    def _pull_identifier(self) -> str | None:
         ident = None
         for m, o in self.caps.dynamic.values():
             if m == "textDocument/diagnostic" and isinstance(o, dict):
@@ -704,65 +780,110 @@ class Session:
         dp = self.caps.static.get("diagnosticProvider")
         if isinstance(dp, dict) and dp.get("identifier"):
             ident = dp["identifier"]
+        return ident
+
+    def _pull(self, op: Op, w: FreshWait, uris: list[str]) -> None:
+        ident = self._pull_identifier()
+        oid = op.oid
         for uri in uris:
             params: dict[str, Any] = {"textDocument": {"uri": uri}}
             if ident:
                 params["identifier"] = ident
-            prev, prev_items = self.pull_cache.get(uri, (None, []))
+            prev, prev_items = self.pull_cache.get(uri, (None, None))
             if prev:
                 params["previousResultId"] = prev
-            if uri not in w.targets:
-                w.before[uri] = prev_items
+            target = uri in w.targets
+            if not target:
+                w.before[uri] = prev_items  # None: never seen, so no judgement possible
             w.outstanding_pulls += 1
 
-            def cont(op: Op, resp: Response, uri: str = uri, w: FreshWait = w) -> None:
+            def cont(_op: Any, resp: Response, uri: str = uri, target: bool = target) -> None:
                 w.outstanding_pulls -= 1
+                self.other_pulls.discard(resp.id)
+                live = oid in self.waits
                 if resp.error:
-                    if uri in w.targets and resp.error.get("code") not in (
-                        CONTENT_MODIFIED,
-                        REQUEST_CANCELLED,
-                    ):
-                        w.fresh[uri] = []  # the server refused; report none rather than hang
-                    elif uri in w.targets and self.waits.get(op.oid):
+                    code = resp.error.get("code")
+                    if target and live and code in (CONTENT_MODIFIED, REQUEST_CANCELLED):
                         self._pull(op, w, [uri])  # server-side cancel: pull again
                         return
+                    if target:
+                        w.fresh[uri] = []  # the server refused; report none rather than hang
                 else:
                     r = resp.result or {}
                     items = self._report_items(uri, r)
-                    (w.fresh if uri in w.targets else w.others)[uri] = items
+                    if target:
+                        w.fresh[uri] = items
+                    elif live:
+                        w.others[uri] = items
+                    else:  # arrived after the call was answered: tell the next write
+                        self._carry(uri, w.before.get(uri), items)
                     for rel_uri, rel in (r.get("relatedDocuments") or {}).items():
-                        w.others[rel_uri] = self._report_items(rel_uri, rel)
-                self._maybe_finish(op, w)
+                        if rel_uri not in w.targets:
+                            rel_items = self._report_items(rel_uri, rel)
+                            if live:
+                                w.others[rel_uri] = rel_items
+                if live:
+                    self._maybe_finish(op, w)
 
-            self._request("textDocument/diagnostic", params, w.cap_at, op, cont)
+            # the other documents' pulls outlive the call (their answers are carried to the
+            # next write), so they are not tied to the op: context op None
+            rid = self._request(
+                "textDocument/diagnostic", params, w.cap_at, op if target else None, cont
+            )
+            if not target:
+                self.other_pulls.add(rid)
+
+    def _carry(self, uri: str, before: list | None, after: list) -> None:
+        """Diagnostics of another file that changed after a write was answered."""
+        if uri in self.carry:
+            before = self.carry[uri][0]
+        if before != after:
+            self.carry[uri] = (before, after)
+        else:
+            self.carry.pop(uri, None)
 
     def _report_items(self, uri: str, r: dict[str, Any]) -> list:
         if r.get("kind") == "unchanged":
-            return self.pull_cache.get(uri, (None, []))[1]
+            return self.pull_cache.get(uri, (None, []))[1] or []
         items = r.get("items") or []
         self.pull_cache[uri] = (r.get("resultId"), items)
         return items
 
     def _maybe_finish(self, op: Op, w: FreshWait) -> bool:
-        if op.oid not in self.waits or not w.complete:
+        if op.oid not in self.waits:
             return False
-        self._finish_wait(op, w)
-        return True
+        if w.complete:
+            self._finish_wait(op, w)
+            return True
+        if w.targets_done and not w.grace_armed:
+            # the written files are fresh; other files get a short grace, then are carried
+            w.grace_armed = True
+            self.io.after(self.row.others_grace, f"lsp:grace:{op.oid}")
+        return False
 
     def _finish_wait(self, op: Op, w: FreshWait) -> None:
         self.waits.pop(op.oid, None)
         enc = self.caps.position_encoding
-        files = {
-            str(path_of(u)): normalize(path_of(u), items, self.docs.line, enc)
-            for u, items in w.fresh.items()
-        }
+        line = self.docs.line
+
+        def norm(u: str, items: list | None) -> list | None:
+            return None if items is None else normalize(path_of(u), items, line, enc)
+
+        files = {str(path_of(u)): norm(u, items) for u, items in w.fresh.items()}
+        changed: dict[str, tuple[list | None, list]] = {}
+        if op.op == "sync" and w.pull:
+            self._schedule_others([path_of(u) for u in w.targets])
+        if op.op == "sync":
+            changed.update(self.carry)
+            self.carry.clear()
+        for u, items in w.others.items():
+            if u not in w.targets:
+                before = changed[u][0] if u in changed else w.before.get(u)
+                changed[u] = (before, items)
         others = {
-            str(path_of(u)): {
-                "before": normalize(path_of(u), w.before.get(u) or [], self.docs.line, enc),
-                "after": normalize(path_of(u), items, self.docs.line, enc),
-            }
-            for u, items in w.others.items()
-            if u not in w.targets and items != w.before.get(u)
+            str(path_of(u)): {"before": norm(u, b), "after": norm(u, a)}
+            for u, (b, a) in changed.items()
+            if u not in w.targets and a != b
         }
         self._done(
             op,
@@ -862,7 +983,7 @@ class Session:
                     )
         workspace_edit.commit(plan)
         touched = [p for p in plan.touched if p in plan.final]
-        _docs, msgs = self.docs.sync(touched)
+        _docs, msgs = self.docs.sync(touched, set(plan.created) | {b for _, b in plan.renamed})
         now = self.now()
         for m in msgs:
             self.io.write(m)
