@@ -1,0 +1,115 @@
+"""The parser pool's operations as plain functions: search and edit one shard of a tree.
+
+`ParserActor` calls these with its own parse cache; tests, the benchmark and the tool's
+in-process fallback call them directly. Arguments and results are msgpack-able dicts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tether.actors.structural.cache import ParseCache
+from tether.actors.structural.languages import get_parser
+from tether.actors.structural.pattern import compile_pattern
+from tether.actors.structural.query import CandidateQuery
+from tether.actors.structural.rewrite import apply
+from tether.actors.structural.search import find_in_tree, match_record, search_paths
+from tether.actors.structural.staging import digest
+
+
+def _common(args: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "shard": int(args.get("shard", 0)),
+        "nshards": int(args.get("nshards", 1)),
+        "exclude": frozenset(args.get("exclude") or ()),
+    }
+
+
+def op_search(cache: ParseCache, args: dict[str, Any]) -> dict[str, Any]:
+    """args: root, lang, pattern, limit, shard, nshards, exclude.
+
+    Returns the first `limit` match records of this shard in path order, and the total.
+    """
+    pattern = compile_pattern(args["pattern"], args["lang"])
+    results, stats = search_paths(pattern, args["root"], cache, **_common(args))
+    limit = int(args.get("limit", 50))
+    results.sort(key=lambda r: r.path)
+    total = sum(len(r.matches) for r in results)
+    records: list[dict[str, Any]] = []
+    for r in results:
+        for m in r.matches:
+            if len(records) >= limit:
+                break
+            records.append(match_record(r.path, r.source, m))
+        if len(records) >= limit:
+            break
+    return {"matches": records, "total": total, "files": len(results), "stats": stats}
+
+
+def _error_count(node: Any) -> int:
+    if not node.has_error:
+        return 0
+    n = 1 if (node.is_error or node.is_missing) else 0
+    return n + sum(_error_count(c) for c in node.children)
+
+
+def _first_error_line(node: Any) -> int:
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.is_error or n.is_missing:
+            return n.start_point[0] + 1
+        if n.has_error:
+            stack.extend(reversed(n.children))
+    return 0
+
+
+def syntax_flag(lang: str, old_tree: Any, new: bytes) -> str:
+    """'' when the rewrite parses as well as the original did, else where it broke."""
+    new_tree = get_parser(lang).parse(new)
+    if not new_tree.root_node.has_error:
+        return ""
+    if _error_count(new_tree.root_node) <= _error_count(old_tree.root_node):
+        return ""
+    line = _first_error_line(new_tree.root_node)
+    return f"the rewritten file does not parse as {lang} (first error at line {line})"
+
+
+def op_edit(cache: ParseCache, args: dict[str, Any]) -> dict[str, Any]:
+    """args: root, lang, pattern, rewrite, shard, nshards, exclude.
+
+    Returns, per file with matches: path, old_hash, new content, replacements, syntax.
+    """
+    lang = args["lang"]
+    pattern = compile_pattern(args["pattern"], lang)
+    results, _ = search_paths(pattern, args["root"], cache, **_common(args))
+    files: list[dict[str, Any]] = []
+    for r in sorted(results, key=lambda r: r.path):
+        source = r.source
+        with open(r.path, "rb") as fh:
+            fresh = fh.read()
+        tree = get_parser(lang).parse(source)
+        matches = r.matches
+        if fresh != source:  # changed under the cache within one mtime tick: redo it fresh
+            source = fresh
+            tree = get_parser(lang).parse(source)
+            matches = find_in_tree(pattern, CandidateQuery(pattern), tree.root_node, source)
+            if not matches:
+                continue
+        new, count = apply(args["rewrite"], source, matches)
+        if new == source:
+            continue
+        files.append(
+            {
+                "path": r.path,
+                "old_hash": digest(source),
+                "new": new,
+                "replacements": count,
+                "syntax": syntax_flag(lang, tree, new),
+            }
+        )
+    return {"files": files, "total": sum(f["replacements"] for f in files)}
+
+
+def op_stats(cache: ParseCache, args: dict[str, Any]) -> dict[str, Any]:
+    return cache.stats()

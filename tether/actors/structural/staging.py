@@ -1,0 +1,171 @@
+"""Staged structural edits and their all-or-nothing commit (SPEC.md "resolve").
+
+An `ast_edit` stages a change: per file, the hash of the content it was computed from and
+the new content. Nothing is written. `resolve accept` re-reads every file and compares it
+with the hash captured at staging; any mismatch rejects the whole change and names the
+files that moved (a rewrite applied to only some files leaves a tree that compiles under
+neither shape). The writes are all or nothing: every new content goes to a temporary file
+beside its target first, then each is renamed over its target; if any step fails, the
+files already replaced get their old content back and the temporaries are removed.
+
+Plain data and functions (no actors): the tool handler keeps a `Staging` per run in
+`ctx.state["structural"]`, so edit ids belong to their run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class ResolveError(Exception):
+    """resolve refused or failed; the message says what happened and what to do next."""
+
+
+@dataclass
+class StagedFile:
+    rel: str  # workspace-relative, for messages and data["written"]
+    path: str  # absolute
+    old_hash: str
+    new: bytes
+    replacements: int
+
+
+@dataclass
+class StagedEdit:
+    edit_id: str
+    pattern: str
+    rewrite: str
+    files: list[StagedFile]
+    status: str = "staged"  # staged | accepted | discarded
+
+
+@dataclass
+class Staging:
+    """The staged edits of one run."""
+
+    edits: dict[str, StagedEdit] = field(default_factory=dict)
+    counter: int = 0
+
+    def stage(self, pattern: str, rewrite: str, files: list[StagedFile]) -> StagedEdit:
+        self.counter += 1
+        edit = StagedEdit(f"edit_{self.counter}", pattern, rewrite, files)
+        self.edits[edit.edit_id] = edit
+        return edit
+
+    def get(self, edit_id: str) -> StagedEdit:
+        edit = self.edits.get(edit_id)
+        if edit is None:
+            open_ids = [e.edit_id for e in self.edits.values() if e.status == "staged"]
+            known = ", ".join(open_ids) if open_ids else "none are staged"
+            raise ResolveError(
+                f"unknown edit_id {edit_id!r} for this run (staged: {known}). Edit ids come "
+                f'from an ast_edit result of this conversation ("call resolve with edit_id ..."); '
+                f"run ast_edit again to stage a new change."
+            )
+        if edit.status != "staged":
+            raise ResolveError(
+                f"{edit_id} was already {edit.status}; nothing to do. Run ast_edit again to "
+                f"stage a new change."
+            )
+        return edit
+
+    def discard(self, edit_id: str) -> StagedEdit:
+        edit = self.get(edit_id)
+        edit.status = "discarded"
+        return edit
+
+
+Fault = Callable[[str, int, str], None]  # (phase, index, path); raise to inject a failure
+
+
+def moved_files(edit: StagedEdit) -> tuple[list[str], dict[str, bytes]]:
+    """Files whose content differs from staging (or that vanished), and the current bytes."""
+    moved: list[str] = []
+    current: dict[str, bytes] = {}
+    for f in edit.files:
+        try:
+            with open(f.path, "rb") as fh:
+                data = fh.read()
+        except OSError:
+            moved.append(f.rel)
+            continue
+        current[f.path] = data
+        if digest(data) != f.old_hash:
+            moved.append(f.rel)
+    return moved, current
+
+
+def _write_temp(path: str, data: bytes) -> str:
+    d = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(prefix=".tether-", suffix=".tmp", dir=d)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        with contextlib.suppress(OSError):
+            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return tmp
+
+
+def commit(edit: StagedEdit, fault: Fault | None = None) -> list[str]:
+    """Verify and write every file of `edit`, all or nothing. Returns the relative paths.
+
+    Raises ResolveError when a file moved since staging (nothing written) or when a write
+    failed (everything already written is restored).
+    """
+    moved, current = moved_files(edit)
+    if moved:
+        raise ResolveError(
+            f"{edit.edit_id} rejected: {len(moved)} file(s) changed since it was staged: "
+            f"{', '.join(moved)}. Nothing was written. Run ast_edit again to stage the change "
+            f"against the current files."
+        )
+    temps: list[str] = []
+    replaced: list[StagedFile] = []
+    try:
+        for i, f in enumerate(edit.files):
+            if fault:
+                fault("temp", i, f.path)
+            temps.append(_write_temp(f.path, f.new))
+        for i, (f, tmp) in enumerate(zip(edit.files, temps, strict=True)):
+            if fault:
+                fault("rename", i, f.path)
+            os.replace(tmp, f.path)
+            replaced.append(f)
+    except Exception as exc:
+        restore_errors: list[str] = []
+        for f in replaced:
+            try:
+                os.replace(_write_temp(f.path, current[f.path]), f.path)
+            except OSError as rexc:
+                restore_errors.append(f"{f.rel}: {rexc}")
+        for tmp in temps:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        if restore_errors:
+            raise ResolveError(
+                f"{edit.edit_id} failed while writing ({type(exc).__name__}: {exc}) and "
+                f"{len(restore_errors)} file(s) could not be restored: "
+                f"{'; '.join(restore_errors)}. Check those files by hand."
+            ) from exc
+        raise ResolveError(
+            f"{edit.edit_id} failed while writing ({type(exc).__name__}: {exc}); every file "
+            f"was left as it was. The change is still staged: fix the cause (permissions, "
+            f"disk space) and call resolve accept again, or discard it."
+        ) from exc
+    edit.status = "accepted"
+    return [f.rel for f in edit.files]

@@ -1,0 +1,414 @@
+"""ast_grep, ast_edit and resolve: structural search and staged rewrite (SPEC.md).
+
+The handlers compile the pattern on the host (a bad pattern is an immediate, specific
+error), then fan the work out to every slot of the parser pool ("parser" resource kind,
+one actor process per slot) with a shard index; each slot searches the files whose path
+hashes to it, with its own parse cache. Without a runtime (a bare `Run(workdir=...)`, or
+tests) the same functions run in-process on a module-level cache.
+
+Staged edits live per run in `ctx.state["structural"]`, so an edit id belongs to the run
+that staged it. `resolve accept` writes all files or none (see `staging.py`) and puts
+`data["written"]` in its result for the diagnostics-on-write wrappers.
+"""
+
+from __future__ import annotations
+
+import difflib
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tether.actors.structural import ops
+from tether.actors.structural.cache import ParseCache
+from tether.actors.structural.languages import LanguageError, infer
+from tether.actors.structural.pattern import PatternError, compile_pattern
+from tether.actors.structural.rewrite import RewriteError, check_template
+from tether.actors.structural.staging import ResolveError, StagedFile, Staging, commit, digest
+from tether.messages.calls import ErrorCode, ResourceError
+from tether.tools.results import ToolResult
+from tether.tools.spec import Needs, Tier, ToolContext, ToolSpec
+
+FAMILY = "structural"
+KIND = "parser"
+SEARCH_TIMEOUT = 120.0
+DEFAULT_MAX_RESULTS = 50
+MAX_MAX_RESULTS = 1000
+DIFF_PREVIEW_LINES = 120
+CODE_CHARS = 160
+
+_LOCAL_CACHE = ParseCache()  # in-process fallback (no runtime / no pool)
+_LOCAL_LOCK = threading.Lock()
+
+
+# --- helpers -----------------------------------------------------------------------------
+
+
+def _target(ctx: ToolContext, args: dict[str, Any]) -> tuple[Path, str | None]:
+    rel = args.get("path")
+    if rel in (None, "", "*", "."):
+        return Path(ctx.workdir), None
+    path = ctx.resolve_path(rel)
+    if not path.exists():
+        raise ValueError(
+            f"path {rel!r} does not exist in the workspace; pass an existing file or "
+            f"directory (workspace-relative), or omit `path` to search everything."
+        )
+    return path, rel if path.is_file() else None
+
+
+def _relative(ctx: ToolContext, path: str) -> str:
+    rel = getattr(ctx, "relative", None)
+    if callable(rel):
+        return str(rel(Path(path)))
+    try:
+        return Path(path).relative_to(ctx.workdir).as_posix()
+    except ValueError:
+        return path
+
+
+def _fan_out(ctx: ToolContext, op: str, args: dict[str, Any]) -> list[Mapping[str, Any]]:
+    """Run `op` on every pool slot (one shard each); in-process when there is no pool."""
+    keys: list[str] = []
+    kind_keys = getattr(ctx, "kind_keys", None)
+    if callable(kind_keys) and getattr(ctx, "runtime", None) is not None:
+        try:
+            keys = list(kind_keys(KIND))
+        except ResourceError:
+            keys = []
+    if not keys:
+        with _LOCAL_LOCK:
+            fn = ops.op_search if op == "search" else ops.op_edit
+            return [fn(_LOCAL_CACHE, {**args, "shard": 0, "nshards": 1})]
+    n = len(keys)
+    calls = [(KIND, key, op, {**args, "shard": i, "nshards": n}) for i, key in enumerate(keys)]
+    gather = getattr(ctx, "gather", None)
+    if callable(gather):
+        replies = list(gather(calls, SEARCH_TIMEOUT, idempotent=True))
+    else:
+        replies = []
+        for kind, key, o, a in calls:
+            try:
+                replies.append(ctx.call_resource(kind, key, o, a, SEARCH_TIMEOUT))
+            except ResourceError as exc:
+                replies.append(exc)  # type: ignore[arg-type]
+    out: list[Mapping[str, Any]] = []
+    for key, reply in zip(keys, replies, strict=True):
+        if isinstance(reply, ResourceError):
+            if reply.code == ErrorCode.BAD_REQUEST:
+                raise ValueError(reply.message)
+            raise RuntimeError(
+                f"parser pool slot {key} failed ({reply.code}): {reply.message}. The search "
+                f"was not completed; call again (the pool restarts failed slots)."
+            )
+        out.append(reply)
+    return out
+
+
+def _code_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines()]
+    head = lines[0] if lines else ""
+    if len(lines) > 1:
+        head += f" … (+{len(lines) - 1} lines)"
+    return head if len(head) <= CODE_CHARS else head[: CODE_CHARS - 1] + "…"
+
+
+def _captures_text(caps: Mapping[str, str]) -> str:
+    parts = []
+    for k, v in caps.items():
+        v1 = " ".join(v.split())
+        parts.append(f"${k} = {v1 if len(v1) <= 60 else v1[:59] + '…'}")
+    return ", ".join(parts)
+
+
+def _prepare(ctx: ToolContext, args: dict[str, Any]) -> tuple[Path, str, Any]:
+    path, file_rel = _target(ctx, args)
+    lang = infer(args.get("language"), file_rel)
+    pattern = compile_pattern(str(args["pattern"]), lang)
+    return path, lang, pattern
+
+
+def _error(exc: Exception) -> ToolResult:
+    return ToolResult.error(str(exc))
+
+
+# --- ast_grep ----------------------------------------------------------------------------
+
+
+def _ast_grep(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    try:
+        path, lang, pattern = _prepare(ctx, args)
+        limit = int(args.get("max_results") or DEFAULT_MAX_RESULTS)
+        limit = max(1, min(limit, MAX_MAX_RESULTS))
+        replies = _fan_out(
+            ctx,
+            "search",
+            {"root": str(path), "lang": lang, "pattern": pattern.source, "limit": limit},
+        )
+    except (PatternError, LanguageError, ValueError) as exc:
+        return _error(exc)
+    except (RuntimeError, ResourceError) as exc:
+        return _error(exc)
+    total = sum(int(r["total"]) for r in replies)
+    nfiles = sum(int(r["files"]) for r in replies)
+    matches = [dict(m) for r in replies for m in r["matches"]]
+    for m in matches:
+        m["path"] = _relative(ctx, m["path"])
+    matches.sort(key=lambda m: (m["path"], m["start_line"], m["start_col"]))
+    shown = matches[:limit]
+    where = _relative(ctx, str(path)) if path != Path(ctx.workdir) else "the workspace"
+    if total == 0:
+        text = (
+            f"No matches for `{pattern.source}` ({lang}) in {where}. The pattern was "
+            f"parsed as a {pattern.context}; loosen it with metavariables ($X, $$$ARGS) "
+            f"if you expected matches."
+        )
+        return ToolResult.ok(text, data={"matches": [], "total": 0})
+    head = f"{total} match{'es' if total != 1 else ''} in {nfiles} file{'s' if nfiles != 1 else ''}"
+    if total > len(shown):
+        head += f" (showing the first {len(shown)}; raise max_results or narrow `path` for more)"
+    lines = [head + ":"]
+    for m in shown:
+        lines.append(f"{m['path']}:{m['start_line']}: {_code_line(m['text'])}")
+        if m["captures"]:
+            lines.append(f"    {_captures_text(m['captures'])}")
+    return ToolResult.ok("\n".join(lines), data={"matches": shown, "total": total})
+
+
+# --- ast_edit ----------------------------------------------------------------------------
+
+
+def _staging(ctx: ToolContext) -> tuple[Staging, threading.Lock]:
+    fam = ctx.state.setdefault(FAMILY, {})
+    lock = fam.setdefault("lock", threading.Lock())
+    staging = fam.setdefault("staging", Staging())
+    return staging, lock
+
+
+def _diff(rel: str, old: bytes, new: bytes) -> list[str]:
+    a = old.decode("utf-8", "replace").splitlines()
+    b = new.decode("utf-8", "replace").splitlines()
+    return list(difflib.unified_diff(a, b, f"a/{rel}", f"b/{rel}", n=1, lineterm=""))
+
+
+def _ast_edit(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    try:
+        path, lang, pattern = _prepare(ctx, args)
+        rewrite = str(args["rewrite"])
+        check_template(rewrite, pattern.metavars)
+        replies = _fan_out(
+            ctx,
+            "edit",
+            {"root": str(path), "lang": lang, "pattern": pattern.source, "rewrite": rewrite},
+        )
+    except (PatternError, LanguageError, RewriteError, ValueError) as exc:
+        return _error(exc)
+    except (RuntimeError, ResourceError) as exc:
+        return _error(exc)
+    proposed = sorted((f for r in replies for f in r["files"]), key=lambda f: f["path"])
+    if not proposed:
+        return ToolResult.ok(
+            f"No matches for `{pattern.source}` ({lang}); nothing was staged.",
+            data={"edit_id": None, "replacements": 0, "files": []},
+        )
+    staged: list[StagedFile] = []
+    diff: list[str] = []
+    moved: list[str] = []
+    for f in proposed:
+        rel = _relative(ctx, f["path"])
+        try:
+            old = Path(f["path"]).read_bytes()
+        except OSError:
+            moved.append(rel)
+            continue
+        if digest(old) != f["old_hash"]:
+            moved.append(rel)
+            continue
+        new = bytes(f["new"])
+        staged.append(StagedFile(rel, f["path"], f["old_hash"], new, int(f["replacements"])))
+        diff.extend(_diff(rel, old, new))
+    if moved:
+        return ToolResult.error(
+            f"{len(moved)} file(s) changed while the edit was being computed: "
+            f"{', '.join(moved)}. Nothing was staged; call ast_edit again."
+        )
+    staging, lock = _staging(ctx)
+    with lock:
+        edit = staging.stage(pattern.source, rewrite, staged)
+    count = sum(f.replacements for f in staged)
+    flags = [(f, p["syntax"]) for f, p in zip(staged, proposed, strict=True) if p["syntax"]]
+    lines = [
+        f"(proposed) {count} replacement{'s' if count != 1 else ''} in {len(staged)} "
+        f'file{"s" if len(staged) != 1 else ""} … call resolve with edit_id "{edit.edit_id}" '
+        f'(action "accept" writes them all, "discard" drops the change). Nothing is written yet.'
+    ]
+    for f, flag in flags:
+        lines.append(f"⚠ syntax: {f.rel}: {flag}")
+    shown = diff[:DIFF_PREVIEW_LINES]
+    lines.append("")
+    lines.extend(shown)
+    if len(diff) > len(shown):
+        lines.append(
+            f"… diff truncated ({len(diff) - len(shown)} more lines); accept applies the "
+            f"whole change"
+        )
+    data = {
+        "edit_id": edit.edit_id,
+        "replacements": count,
+        "files": [
+            {"path": f.rel, "replacements": f.replacements, "syntax_error": p["syntax"]}
+            for f, p in zip(staged, proposed, strict=True)
+        ],
+    }
+    return ToolResult.ok("\n".join(lines), data=data)
+
+
+# --- resolve -----------------------------------------------------------------------------
+
+
+def _resolve(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    edit_id = str(args.get("edit_id", "")).strip()
+    action = str(args.get("action", "")).strip().lower()
+    staging, lock = _staging(ctx)
+    try:
+        with lock:
+            if action == "discard":
+                edit = staging.discard(edit_id)
+                return ToolResult.ok(
+                    f"{edit_id} discarded; no file was changed.",
+                    data={"edit_id": edit_id, "written": []},
+                )
+            if action != "accept":
+                return ToolResult.error(
+                    f'unknown action {action!r}: use "accept" (write the change) or '
+                    f'"discard" (drop it).'
+                )
+            edit = staging.get(edit_id)
+            written = commit(edit)
+    except ResolveError as exc:
+        return ToolResult.error(str(exc))
+    count = sum(f.replacements for f in edit.files)
+    return ToolResult.ok(
+        f"{edit_id} accepted: {count} replacement{'s' if count != 1 else ''} written to "
+        f"{len(written)} file{'s' if len(written) != 1 else ''}: {', '.join(written)}",
+        data={"edit_id": edit_id, "written": written},
+    )
+
+
+# --- specs -------------------------------------------------------------------------------
+
+_PATTERN_HELP = (
+    "`pattern` is a code fragment in the target language with metavariables: `$X` matches "
+    "one node (an expression, a statement, an identifier), `$$$ARGS` any run of sibling "
+    "nodes (zero or more arguments, statements, ...), `$_` one node without binding it. A "
+    "metavariable repeated in one pattern must match the same code. Names are UPPERCASE. "
+    "Matching is by syntax tree: whitespace, line breaks and comments in the code do not "
+    "matter, and code inside strings or comments never matches. Not a regex: no `.*`, no "
+    "`a|b`, no partial identifiers like `use$NAME`."
+)
+
+_AST_GREP_DESCRIPTION = (
+    "Structural code search: find code by its shape, not its text. " + _PATTERN_HELP + " "
+    "Results are `path:line: code` with the captured metavariables. `language` is a grammar "
+    "id (python, typescript, tsx, javascript, dart, rust, go, c, cpp, java, kotlin, swift, "
+    "ruby, csharp, ...) and is inferred when `path` names a file. "
+    'Example: {"pattern": "if ($X != null) $X.dispose()", "language": "dart"} finds guards '
+    "that dispose what they test."
+)
+
+_AST_EDIT_DESCRIPTION = (
+    "Structural rewrite, staged: the same matching as ast_grep, and every match (outermost, "
+    "non-overlapping) replaced by `rewrite`, with the captured metavariables substituted "
+    "back and indentation kept. Nothing is written: the result shows a diff and an "
+    "edit_id; call resolve to accept or discard it. " + _PATTERN_HELP + " "
+    'Example: {"pattern": "dispose($X)", "rewrite": "$X.dispose()", "language": "dart"}.'
+)
+
+_RESOLVE_DESCRIPTION = (
+    "Commit or discard a change staged by ast_edit. accept re-checks every file against "
+    "its content at staging: if any file changed since, the whole change is rejected "
+    "(nothing written; stage it again). Writes are all-or-nothing. "
+    'Example: {"edit_id": "edit_1", "action": "accept"}.'
+)
+
+_LANGUAGE = {
+    "type": "string",
+    "description": "grammar id (python, dart, rust, typescript, ...); inferred from a file path",
+}
+_PATH = {
+    "type": "string",
+    "description": "workspace-relative file or directory to search; default: the whole workspace",
+}
+
+
+def specs() -> list[ToolSpec]:
+    needs = frozenset({Needs.WORKDIR, Needs.PARSER})
+    return [
+        ToolSpec(
+            name="ast_grep",
+            tier=Tier.READ,
+            description=_AST_GREP_DESCRIPTION,
+            schema={
+                "type": "object",
+                "properties": {
+                    "pattern": {"type": "string", "minLength": 1, "description": "code with $METAVARS"},
+                    "path": _PATH,
+                    "language": _LANGUAGE,
+                    "max_results": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": MAX_MAX_RESULTS,
+                        "description": f"matches shown (default {DEFAULT_MAX_RESULTS}); the total is always counted",
+                    },
+                },
+                "required": ["pattern"],
+                "additionalProperties": False,
+            },
+            handler=_ast_grep,
+            needs=needs,
+            path_args=("path",),
+        ),
+        ToolSpec(
+            name="ast_edit",
+            tier=Tier.WRITE,
+            description=_AST_EDIT_DESCRIPTION,
+            schema={
+                "type": "object",
+                "properties": {
+                    "pattern": {"type": "string", "minLength": 1, "description": "code with $METAVARS"},
+                    "rewrite": {"type": "string", "description": "replacement; may use the pattern's $METAVARS"},
+                    "path": _PATH,
+                    "language": _LANGUAGE,
+                },
+                "required": ["pattern", "rewrite"],
+                "additionalProperties": False,
+            },
+            handler=_ast_edit,
+            needs=needs,
+            path_args=("path",),
+        ),
+        ToolSpec(
+            name="resolve",
+            tier=Tier.WRITE,
+            description=_RESOLVE_DESCRIPTION,
+            schema={
+                "type": "object",
+                "properties": {
+                    "edit_id": {"type": "string", "minLength": 1, "description": 'from ast_edit, e.g. "edit_1"'},
+                    "action": {"type": "string", "enum": ["accept", "discard"]},
+                },
+                "required": ["edit_id", "action"],
+                "additionalProperties": False,
+            },
+            handler=_resolve,
+            needs=needs,
+        ),
+    ]  # fmt: skip
+
+
+def local_cache() -> ParseCache:
+    """The in-process fallback's cache (tests and embedders without a runtime)."""
+    return _LOCAL_CACHE
+
+
+__all__ = ["FAMILY", "local_cache", "specs"]
