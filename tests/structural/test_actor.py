@@ -1,0 +1,64 @@
+"""The parser pool on a real Runtime: ast_grep / ast_edit / resolve through the pipeline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tether.actors.structural import POOL_KEYS
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    for i in range(12):
+        (tmp_path / f"m{i}.py").write_text(f"def f{i}(x):\n    return foo(x, {i})\n")
+    (tmp_path / "s.py").write_text("s = 'foo(a, b)'  # foo(c, d)\n")
+    return tmp_path
+
+
+def test_search_spreads_over_the_pool_and_hits_the_cache(runtime: Any, project: Path) -> None:
+    run = runtime.open_run("conv-ast", workdir=str(project))
+    assert {"ast_grep", "ast_edit", "resolve"} <= {t.name for t in run.tools()}
+    res = run.call("ast_grep", {"pattern": "foo($A, $B)", "language": "python"})
+    assert not res.is_error, res.text
+    assert res.data["total"] == 12
+    assert res.text.splitlines()[0] == "12 matches in 12 files:"
+    assert [m["path"] for m in res.data["matches"]] == sorted(f"m{i}.py" for i in range(12))
+    stats = [runtime._call("conv-ast", "parser", key, "stats", {}, 10) for key in POOL_KEYS]
+    if len(POOL_KEYS) > 1:
+        assert all(s["parses"] > 0 for s in stats), stats  # every slot parsed its shard
+    parses = sum(s["parses"] for s in stats)
+    again = run.call("ast_grep", {"pattern": "foo($A, $B)", "language": "python"})
+    assert again.data == res.data
+    stats2 = [runtime._call("conv-ast", "parser", key, "stats", {}, 10) for key in POOL_KEYS]
+    assert sum(s["parses"] for s in stats2) == parses  # warm: no file parsed again
+
+
+def test_edit_and_resolve_through_the_pipeline(runtime: Any, project: Path) -> None:
+    run = runtime.open_run("conv-edit", workdir=str(project))
+    res = run.call("ast_edit", {"pattern": "foo($A, $B)", "rewrite": "bar($B, $A)", "language": "python"})
+    assert res.text.startswith('(proposed) 12 replacements in 12 files … call resolve with edit_id "edit_1"')
+    done = run.call("resolve", {"edit_id": "edit_1", "action": "accept"})
+    assert not done.is_error, done.text
+    assert sorted(done.data["written"]) == sorted(f"m{i}.py" for i in range(12))
+    assert (project / "m3.py").read_text() == "def f3(x):\n    return bar(3, x)\n"
+    assert (project / "s.py").read_text() == "s = 'foo(a, b)'  # foo(c, d)\n"
+    other = runtime.open_run("conv-other", workdir=str(project))
+    res = other.call("resolve", {"edit_id": "edit_1", "action": "accept"})
+    assert res.is_error and "unknown edit_id 'edit_1' for this run" in res.text
+
+
+def test_bad_pattern_is_refused_before_the_pool(runtime: Any, project: Path) -> None:
+    run = runtime.open_run("conv-bad", workdir=str(project))
+    res = run.call("ast_grep", {"pattern": "foo(.*)", "language": "python"})
+    assert res.is_error and "It looks like a regular expression" in res.text
+
+
+def test_read_only_surface_sees_only_ast_grep(runtime: Any, project: Path) -> None:
+    run = runtime.open_run("conv-ro", workdir=str(project), surface="plan")
+    names = {t.name for t in run.tools()}
+    assert "ast_grep" in names and "ast_edit" not in names and "resolve" not in names
