@@ -40,8 +40,12 @@ def test_search_spreads_over_the_pool_and_hits_the_cache(runtime: Any, project: 
 
 def test_edit_and_resolve_through_the_pipeline(runtime: Any, project: Path) -> None:
     run = runtime.open_run("conv-edit", workdir=str(project))
-    res = run.call("ast_edit", {"pattern": "foo($A, $B)", "rewrite": "bar($B, $A)", "language": "python"})
-    assert res.text.startswith('(proposed) 12 replacements in 12 files … call resolve with edit_id "edit_1"')
+    res = run.call(
+        "ast_edit", {"pattern": "foo($A, $B)", "rewrite": "bar($B, $A)", "language": "python"}
+    )
+    assert res.text.startswith(
+        '(proposed) 12 replacements in 12 files … call resolve with edit_id "edit_1"'
+    )
     done = run.call("resolve", {"edit_id": "edit_1", "action": "accept"})
     assert not done.is_error, done.text
     assert sorted(done.data["written"]) == sorted(f"m{i}.py" for i in range(12))

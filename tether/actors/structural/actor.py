@@ -5,7 +5,7 @@ each with its own parse cache. The tool handler fans a search out to every slot 
 shard index; files are assigned by a stable hash of their path, so a file always lands
 in the same slot and hits that slot's cache on the next search, by any run.
 
-ops: "search", "edit", "stats" (see `ops.py`). A bad pattern or language is a
+ops: "search", "edit", "stats", "clear" (see `ops.py`). A bad pattern or language is a
 `bad_request` with the compiler's message.
 """
 
@@ -16,12 +16,12 @@ from typing import Any
 from tether.actors.base import ResourceActor
 from tether.actors.structural.cache import DEFAULT_MAX_BYTES, ParseCache
 from tether.actors.structural.languages import LanguageError
-from tether.actors.structural.ops import op_edit, op_search, op_stats
+from tether.actors.structural.ops import op_clear, op_edit, op_search, op_stats
 from tether.actors.structural.pattern import PatternError
 from tether.actors.structural.rewrite import RewriteError
 from tether.messages.calls import Call, ErrorCode
 
-OPS = {"search": op_search, "edit": op_edit, "stats": op_stats}
+OPS = {"search": op_search, "edit": op_edit, "stats": op_stats, "clear": op_clear}
 
 
 class ParserActor(ResourceActor):

@@ -91,6 +91,10 @@ class ParseCache:
                         break
         return entry.tree
 
+    def clear(self) -> None:
+        self._entries.clear()
+        self.used = 0
+
     def stats(self) -> dict[str, int]:
         return {
             "files": len(self._entries),

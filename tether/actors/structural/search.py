@@ -43,7 +43,7 @@ def _captures(env: Env) -> dict[str, Span | list[Span]]:
 def find_in_tree(pattern: Pattern, cq: CandidateQuery, root: Node, src: bytes) -> list[RawMatch]:
     """Every match in one parsed file, nested ones included, in file order."""
     out: list[RawMatch] = []
-    for node in cq.candidates(root):
+    for node in cq.candidates(root, src):
         r = match_at(pattern, node, src)
         if r is None:
             continue
