@@ -60,15 +60,16 @@ def _occurrences(line: str, text: str, whole_word: bool) -> list[int]:
 
 def find_symbol(text: str, line: int, symbol: str | None, where: str = "the file") -> SymbolSpan:
     """Locate `symbol` on 1-based `line` of `text`; raises PositionError echoing the line."""
-    lines = text.splitlines()
     if not isinstance(line, int) or isinstance(line, bool) or line < 1:
         raise PositionError(f"line must be a 1-indexed line number, got {line!r}")
-    if line > len(lines):
+    head = text.split("\n", line)  # only the lines up to the one wanted
+    if line > len(head) or (line == len(head) and head[-1] == "" and line > 1):
+        total = len(text.splitlines())
         raise PositionError(
-            f"line {line} is past the end of {where} ({len(lines)} lines); "
+            f"line {line} is past the end of {where} ({total} lines); "
             "pass a line that exists (lines are 1-indexed)"
         )
-    code = lines[line - 1]
+    code = head[line - 1].rstrip("\r")
     if not symbol:
         raise PositionError(
             f"symbol is required: pass a substring of line {line} of {where} that names what "

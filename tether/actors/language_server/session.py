@@ -157,7 +157,8 @@ class Session:
         self.messages: deque[str] = deque(maxlen=5)  # last showMessage/logMessage errors
         self.published: dict[str, Published] = {}
         self.changed_at: dict[str, float] = {}  # uri -> when we last sent a change/open
-        self.pull_cache: dict[str, tuple[str | None, list]] = {}  # uri -> (resultId, items)
+        # uri -> (resultId, items, document version the pull was sent for)
+        self.pull_cache: dict[str, tuple[str | None, list, int]] = {}
         self.carry: dict[str, tuple[list | None, list]] = {}  # other files changed since a reply
         self.other_pulls: set[int] = set()  # request ids of pulls for not-written files
         self._others_paths: list[Path] = []  # written since the last re-check of importers
@@ -544,7 +545,7 @@ class Session:
             )
 
     def _raw_diagnostics_on(self, uri: str, line0: int) -> list[dict]:
-        items = self.pull_cache.get(uri, (None, []))[1] or (
+        items = self.pull_cache.get(uri, (None, [], 0))[1] or (
             self.published[uri].items if uri in self.published else []
         )
         out = []
@@ -760,14 +761,18 @@ class Session:
             ident = self._pull_identifier()
             if ident:
                 params["identifier"] = ident
-            prev, before = self.pull_cache.get(uri, (None, None))
+            prev, before, _v = self.pull_cache.get(uri, (None, None, 0))
             if prev:
                 params["previousResultId"] = prev
+            version = self._version(uri)
 
-            def cont(_op: Any, resp: Response, uri: str = uri, before: Any = before) -> None:
+            def cont(
+                _op: Any, resp: Response, uri: str = uri, before: Any = before, v: int = version
+            ) -> None:
                 self.other_pulls.discard(resp.id)
                 if not resp.error:
-                    self._carry(uri, before, self._report_items(uri, resp.result or {}))
+                    items = self._report_items(uri, resp.result or {}, before, v)
+                    self._carry(uri, before, items)
 
             rid = self._request("textDocument/diagnostic", params, self.now() + 30.0, None, cont)
             self.other_pulls.add(rid)
@@ -789,15 +794,23 @@ class Session:
             params: dict[str, Any] = {"textDocument": {"uri": uri}}
             if ident:
                 params["identifier"] = ident
-            prev, prev_items = self.pull_cache.get(uri, (None, None))
+            prev, prev_items, _v = self.pull_cache.get(uri, (None, None, 0))
             if prev:
                 params["previousResultId"] = prev
+            version = self._version(uri)
             target = uri in w.targets
             if not target:
                 w.before[uri] = prev_items  # None: never seen, so no judgement possible
             w.outstanding_pulls += 1
 
-            def cont(_op: Any, resp: Response, uri: str = uri, target: bool = target) -> None:
+            def cont(
+                _op: Any,
+                resp: Response,
+                uri: str = uri,
+                target: bool = target,
+                sent: Any = prev_items,
+                v: int = version,
+            ) -> None:
                 w.outstanding_pulls -= 1
                 self.other_pulls.discard(resp.id)
                 live = oid in self.waits
@@ -810,7 +823,7 @@ class Session:
                         w.fresh[uri] = []  # the server refused; report none rather than hang
                 else:
                     r = resp.result or {}
-                    items = self._report_items(uri, r)
+                    items = self._report_items(uri, r, sent, v)
                     if target:
                         w.fresh[uri] = items
                     elif live:
@@ -819,7 +832,7 @@ class Session:
                         self._carry(uri, w.before.get(uri), items)
                     for rel_uri, rel in (r.get("relatedDocuments") or {}).items():
                         if rel_uri not in w.targets:
-                            rel_items = self._report_items(rel_uri, rel)
+                            rel_items = self._report_items(rel_uri, rel, None, -1)
                             if live:
                                 w.others[rel_uri] = rel_items
                 if live:
@@ -827,8 +840,9 @@ class Session:
 
             # the other documents' pulls outlive the call (their answers are carried to the
             # next write), so they are not tied to the op: context op None
+            # the request may outlive the cap (the cap answers "pending", the answer is late)
             rid = self._request(
-                "textDocument/diagnostic", params, w.cap_at, op if target else None, cont
+                "textDocument/diagnostic", params, op.deadline, op if target else None, cont
             )
             if not target:
                 self.other_pulls.add(rid)
@@ -842,12 +856,21 @@ class Session:
         else:
             self.carry.pop(uri, None)
 
-    def _report_items(self, uri: str, r: dict[str, Any]) -> list:
+    def _report_items(self, uri: str, r: dict[str, Any], sent: list | None, version: int) -> list:
+        """Items of a pull answer. "unchanged" means: the same as the result whose id we SENT
+        (not whatever the cache holds now: a late answer for an older version may have
+        landed in between). The cache keeps the newest version's result only."""
         if r.get("kind") == "unchanged":
-            return self.pull_cache.get(uri, (None, []))[1] or []
+            return list(sent or [])
         items = r.get("items") or []
-        self.pull_cache[uri] = (r.get("resultId"), items)
+        cached = self.pull_cache.get(uri)
+        if cached is None or version >= cached[2]:
+            self.pull_cache[uri] = (r.get("resultId"), items, version)
         return items
+
+    def _version(self, uri: str) -> int:
+        doc = self.docs.open.get(uri)
+        return doc.version if doc else 0
 
     def _maybe_finish(self, op: Op, w: FreshWait) -> bool:
         if op.oid not in self.waits:
