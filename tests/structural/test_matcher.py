@@ -139,3 +139,27 @@ def test_metavariable_character_probed():
 def test_positions_are_one_based_columns_in_characters():
     (m,) = search_source("foo($X)", "s = 'é'; foo(a)\n", "python")
     assert (m["start_line"], m["start_col"], m["end_line"], m["end_col"]) == (1, 10, 1, 16)
+
+
+def test_backslash_continuation_is_whitespace():
+    # SPEC.md: a call matches "however it is spaced, wrapped or commented"; tree-sitter
+    # keeps `\` continuations as extra nodes (ast-grep's smart mode refuses this match).
+    code = "for (a, b), c in \\\n        d.items():\n    pass\n"
+    (m,) = search_source("for $K, $V in $D.items(): $$$B", code, "python")
+    assert m["captures"]["D"] == "d"
+
+
+@pytest.mark.parametrize(
+    ("source", "lit", "found"),
+    [
+        (b"x = len(y)", b"len", True),
+        (b"length = 1", b"len", False),
+        (b"a_len + lenient", b"len", False),
+        (b"len", b"len", True),
+        (b"xlen, len", b"len", True),
+    ],
+)
+def test_whole_word_prefilter(source, lit, found):
+    from tether.actors.structural.scan import has_word
+
+    assert has_word(source, lit) is found

@@ -9,6 +9,7 @@ the same actor and its parse cache.
 from __future__ import annotations
 
 import os
+import re
 import zlib
 from collections.abc import Iterator
 
@@ -55,6 +56,35 @@ def iter_files(
         stack.extend(reversed(subdirs))
 
 
+_IDENT = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+_WORD_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+def has_word(source: bytes, lit: bytes) -> bool:
+    """Whether `lit` occurs in `source` not between two ASCII word characters.
+
+    The token `len` never sits inside a longer identifier (that identifier would have
+    swallowed it), so files where `len` only occurs inside `length` need no parse. A
+    `find` loop beats a look-around regex by ~10x here: the first hit usually decides.
+    """
+    n = len(lit)
+    end = len(source)
+    i = source.find(lit)
+    while i >= 0:
+        if (i == 0 or source[i - 1] not in _WORD_BYTES) and (
+            i + n >= end or source[i + n] not in _WORD_BYTES
+        ):
+            return True
+        i = source.find(lit, i + 1)
+    return False
+
+
 def passes_prefilter(source: bytes, literals: tuple[bytes, ...]) -> bool:
-    """Every literal token of the pattern occurs in the file's bytes (cheap, in C)."""
-    return all(lit in source for lit in literals)
+    """Every literal token of the pattern occurs in the file's bytes (cheap, in C); the
+    first (longest) identifier-like one as a whole word."""
+    if not all(lit in source for lit in literals):
+        return False
+    for lit in literals:
+        if _IDENT.fullmatch(lit):
+            return has_word(source, lit)
+    return True
