@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import time
 from pathlib import Path
 
@@ -327,3 +328,25 @@ def test_health_shows_the_server(py):
     lsp(py, action="hover", file="shapes/report.py", line=4, symbol="total_area")
     nodes = [n for n in health_nodes(py.runtime) if n["extra"].get("server") == "basedpyright"]
     assert nodes and nodes[0]["extra"]["lsp_state"] in ("ready", "indexing")
+
+
+def test_status_names_a_binary_that_does_not_run(lsp_rt, tmp_path, monkeypatch):  # noqa: F811
+    # a rustup proxy without the component: on PATH, but it cannot run
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    fake = bindir / "rust-analyzer"
+    fake.write_text(
+        "#!/bin/sh\necho \"error: Unknown binary 'rust-analyzer' in official toolchain\" >&2\nexit 1\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "Cargo.toml").write_text("[package]\nname = 'x'\n")
+    run = lsp_rt.open_run(f"py-{next(_ids)}", workdir=str(ws))
+    r = lsp(run, action="status")
+    assert (
+        f"rust-analyzer: not usable for the workspace root - binary rust-analyzer found at {fake} but does not run (rust-analyzer --version: error: Unknown binary 'rust-analyzer' in official toolchain)"
+        in r.text
+    ), r.text
+    run.close()

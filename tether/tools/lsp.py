@@ -23,7 +23,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -275,7 +275,7 @@ def _dedupe(recs: list[dict]) -> list[dict]:
     return out
 
 
-def _severe(recs: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+def _severe(recs: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """SPEC: diagnostics are errors and warnings (hints and infos are left out)."""
     return [d for d in recs if int(d.get("severity") or 1) <= 2]
 
@@ -450,7 +450,7 @@ def _status(ctx: ToolContext, file: str | None) -> ToolResult:
         if r.usable:
             key_running = any(s["server"] == row.name for s in servers)
             avail_line = (
-                f"{row.name}: usable (marker {r.marker} at {_rel(ctx, r.root) or '.'}, "
+                f"{row.name}: usable (marker {r.marker} at {_rel(ctx, r.root or ctx.workdir) or '.'}, "
                 f"binary {r.binary})" + ("" if key_running else " - starts on first use")
             )
         else:
@@ -621,7 +621,7 @@ def _rename(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     except ResourceError as e:
         return ToolResult.error(f"lsp_rename: {e.message}", data={"code": e.code})
     files = [{"path": _rel(ctx, f["path"]), "edits": f["edits"]} for f in payload.get("files", [])]
-    extra = {
+    extra: dict[str, list[Any]] = {
         "created": [_rel(ctx, p) for p in payload.get("created", [])],
         "renamed": [[_rel(ctx, a), _rel(ctx, b)] for a, b in payload.get("renamed", [])],
         "deleted": [_rel(ctx, p) for p in payload.get("deleted", [])],
@@ -682,13 +682,13 @@ def _baseline(ctx: ToolContext, rels: list[str]) -> None:
                 continue
             if payload.get("pending"):
                 continue
-            raw = next(iter((payload.get("files") or {}).values()), [])
+            raw: list[Mapping[str, Any]] = next(iter((payload.get("files") or {}).values()), [])
             with st["lock"]:
                 ledger.baseline(_rel(ctx, p), _severe(raw))
 
 
 def _diagnose_written(
-    ctx: ToolContext, written: list[str], created: list[str] = ()
+    ctx: ToolContext, written: list[str], created: Sequence[str] = ()
 ) -> tuple[list[dict], list[str], str]:
     """Sync + save the written files through their servers; (new diagnostics, pending, note)."""
     st = _state(ctx)

@@ -114,7 +114,7 @@ class JsonRpcClient:
         if p is None:
             self.late_responses += 1
             return None
-        return Response(rid, p.method, msg.get("result"), msg.get("error"), p.context)
+        return Response(p.id, p.method, msg.get("result"), msg.get("error"), p.context)
 
     def expired(self, now: float) -> list[Pending]:
         """Pop every pending request whose deadline has passed."""

@@ -383,7 +383,7 @@ def _tsc(out: str, root: Path) -> list[dict[str, Any]]:
                 }
             )
         elif res and line.startswith("  "):  # continuation of a multi-line message
-            res[-1]["message"] += "\n" + line.strip()
+            res[-1]["message"] = f"{res[-1]['message']}\n{line.strip()}"
     return res
 
 
