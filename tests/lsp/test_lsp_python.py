@@ -350,3 +350,28 @@ def test_status_names_a_binary_that_does_not_run(lsp_rt, tmp_path, monkeypatch):
         in r.text
     ), r.text
     run.close()
+
+
+def test_resolve_accept_is_diagnosed(lsp_rt, tmp_path):  # noqa: F811
+    run, root = fresh_run(lsp_rt, tmp_path)
+    if "ast_edit" not in [t.name for t in run.tools()]:
+        pytest.skip("the structural family is not connected on this runtime")
+    (root / "shapes" / "calls.py").write_text(
+        "from shapes.base import Square\n\nprint(Square(2.0).area())\n"
+    )
+    staged = run.call(
+        "ast_edit",
+        {
+            "pattern": "$S.area()",
+            "rewrite": "$S.volume()",
+            "path": "shapes/calls.py",
+            "language": "python",
+        },
+    )
+    assert not staged.is_error, staged.text
+    r = run.call("resolve", {"edit_id": staged.data["edit_id"], "action": "accept"})
+    assert not r.is_error, r.text
+    assert any(
+        'Cannot access attribute "volume"' in d["message"] for d in r.data["diagnostics"]["new"]
+    ), r.text
+    run.close()

@@ -653,6 +653,18 @@ def _candidates(tool: str, args: Mapping[str, Any]) -> list[str]:
     return []
 
 
+def _staged_targets(ctx: ToolContext, args: Mapping[str, Any]) -> list[str]:
+    """The files a `resolve accept` will write (the structural family's staged edit)."""
+    if args.get("action") != "accept":
+        return []
+    try:
+        staging = ctx.state.get("structural", {}).get("staging")
+        edit = staging.edits.get(args.get("edit_id")) if staging is not None else None
+        return [f.rel for f in edit.files] if edit is not None else []
+    except Exception:  # noqa: BLE001 - a baseline is best effort
+        return []
+
+
 def _group(ctx: ToolContext, rels: list[str]) -> dict[str, tuple[Resolution, list[Path]]]:
     groups: dict[str, tuple[Resolution, list[Path]]] = {}
     for rel in rels:
@@ -746,7 +758,7 @@ def _wrapper(
     tool: str,
 ) -> Callable[[ToolContext, dict[str, Any], Callable[[], ToolResult]], ToolResult]:
     def wrap(ctx: ToolContext, args: dict[str, Any], run: Callable[[], ToolResult]) -> ToolResult:
-        cands = _candidates(tool, args)
+        cands = _candidates(tool, args) or (_staged_targets(ctx, args) if tool == "resolve" else [])
         if cands:
             _baseline(ctx, cands)
         res = run()
