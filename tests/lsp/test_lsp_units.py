@@ -437,3 +437,63 @@ def test_commit_restores_on_failure(tmp_path):
     with pytest.raises(workspace_edit.EditError, match="every file was restored"):
         workspace_edit.commit(p)
     assert a.read_text() == "old\n"
+
+
+# --- rendering --------------------------------------------------------------------------------
+
+from tether.actors.language_server import render  # noqa: E402
+
+
+def _loc(path, line, text="x = 1"):
+    return {
+        "path": path,
+        "line": line,
+        "column": 1,
+        "end_line": line,
+        "end_column": 2,
+        "text": text,
+    }
+
+
+def test_references_render_grouped_and_capped():
+    recs = [_loc("a.py", i) for i in range(1, 41)] + [_loc("b.py", i) for i in range(1, 11)]
+    text = render.locations("references", "x", recs, 73, "a.py:1")
+    assert text.splitlines()[0] == "73 references of `x` (capped at 50 of 73):"
+    assert "a.py (40)" in text and "b.py (10)" in text and "  7: x = 1" in text
+
+
+def test_definition_renders_path_line_code():
+    assert render.locations("definition", "f", [_loc("m.py", 3, "def f():")], 1, "a.py:9") == (
+        "1 definition of `f`:\nm.py:3: def f():"
+    )
+
+
+def test_nothing_found_says_where():
+    assert (
+        render.locations("implementation", "f", [], 0, "a.py:9")
+        == "no implementation found for `f` at a.py:9."
+    )
+
+
+def test_hover_is_capped():
+    text = render.hover("f", "a.py:1", "x" * 5000)
+    assert text.endswith("(hover capped at 4000 of 5000 characters)")
+
+
+def test_folded_block_lists_new_and_pending():
+    d = {
+        "path": "a.py",
+        "line": 3,
+        "column": 5,
+        "severity": 1,
+        "code": "E1",
+        "message": "bad",
+        "text": "  y = x",
+    }
+    out = render.folded([d], ["b.py"])
+    assert out.splitlines()[:3] == [
+        "New diagnostics after this write (1 error, 0 warnings):",
+        "a.py:3:5: error [E1]: bad",
+        "    | y = x",
+    ]
+    assert "Diagnostics pending for b.py" in out

@@ -60,10 +60,19 @@ def locations(
     return "\n".join(out)
 
 
+HOVER_CAP = 4000  # characters of hover text shown (a docstring can be a whole manual page)
+
+
 def hover(symbol: str, where: str, text: str) -> str:
     if not text.strip():
         return f"no hover information for `{symbol}` at {where}."
-    return f"`{symbol}` at {where}:\n{text.strip()}"
+    body = text.strip()
+    if len(body) > HOVER_CAP:
+        body = (
+            body[:HOVER_CAP]
+            + f"\n… (hover capped at {HOVER_CAP} of {len(text.strip())} characters)"
+        )
+    return f"`{symbol}` at {where}:\n{body}"
 
 
 def symbols(records: list[dict[str, Any]], total: int, header: str) -> str:
