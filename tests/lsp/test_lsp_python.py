@@ -375,3 +375,9 @@ def test_resolve_accept_is_diagnosed(lsp_rt, tmp_path):  # noqa: F811
         'Cannot access attribute "volume"' in d["message"] for d in r.data["diagnostics"]["new"]
     ), r.text
     run.close()
+
+
+def test_status_for_one_file(py):
+    r = lsp(py, action="status", file="shapes/base.py")
+    assert "basedpyright: usable (marker pyproject.toml at ." in r.text
+    assert [s["server"] for s in r.data["servers"]] == ["basedpyright"]
