@@ -277,9 +277,17 @@ def _is_single_leafish(lang: str, text: str) -> bool:
     return False
 
 
+# Grammars whose parser never returns on the probe's input (tree-sitter-cobol's scanner
+# loops on `$ABC`, and the progress callback cannot interrupt a scanner): not probed, so
+# they take patterns without metavariables only.
+NO_PROBE = frozenset({"cobol"})
+
+
 @functools.cache
 def metavar_char(lang: str) -> str | None:
     """The character this grammar accepts as the start of an identifier-like metavariable."""
+    if lang in NO_PROBE:
+        return None
     for ch in _METAVAR_CANDIDATES:
         if _is_single_leafish(lang, f"{ch}ABC") and _is_single_leafish(lang, f"{ch * 3}ABC"):
             return ch

@@ -1,0 +1,50 @@
+"""The parse cache: keyed on path, mtime and size; bounded by estimated memory; LRU."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tether.actors.structural.cache import TREE_BYTES_PER_SOURCE_BYTE, ParseCache
+from tether.actors.structural.search import search_dir
+
+
+def test_hit_then_miss_after_a_change(tmp_path: Path):
+    f = tmp_path / "a.py"
+    f.write_text("foo(1)\n")
+    cache = ParseCache()
+    e1 = cache.source(str(f), "python")
+    cache.tree(str(f), "python", e1)
+    assert cache.source(str(f), "python") is e1 and cache.hits == 1
+    f.write_text("foo(22)\n")  # new size
+    e2 = cache.source(str(f), "python")
+    assert e2 is not e1 and e2.source == b"foo(22)\n" and e2.tree is None
+    st = f.stat()
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))  # same size, new mtime
+    assert cache.source(str(f), "python") is not e2
+
+
+def test_memory_bound_evicts_least_recently_used(tmp_path: Path):
+    paths = []
+    for i in range(5):
+        p = tmp_path / f"m{i}.py"
+        p.write_text("x = 1\n" * 100)  # 600 bytes
+        paths.append(str(p))
+    per_file = 600 * (1 + TREE_BYTES_PER_SOURCE_BYTE) + 256
+    cache = ParseCache(max_bytes=3 * per_file)
+    for p in paths:
+        cache.tree(p, "python", cache.source(p, "python"))
+    assert len(cache) == 3 and cache.used <= cache.max_bytes
+    assert cache.stats()["trees"] == 3
+    cache.source(paths[0], "python")  # evicted earlier: a miss
+    assert cache.misses == 6
+
+
+def test_search_results_follow_file_changes(tmp_path: Path):
+    f = tmp_path / "a.py"
+    f.write_text("foo(1)\n")
+    cache = ParseCache()
+    assert len(search_dir("foo($A)", "python", str(tmp_path), cache)) == 1
+    f.write_text("foo(1)\nfoo(2)\n")
+    assert len(search_dir("foo($A)", "python", str(tmp_path), cache)) == 2
+    assert cache.parses == 2
