@@ -143,7 +143,9 @@ def search_dir(
 ) -> list[dict]:
     """Convenience: all match records under `root`, sorted by path and position."""
     p = compile_pattern(pattern, lang)
-    results, _ = search_paths(p, os.fspath(root), cache or ParseCache(), **kw)
+    results, _ = search_paths(
+        p, os.fspath(root), cache if cache is not None else ParseCache(), **kw
+    )
     out = [match_record(r.path, r.source, m) for r in results for m in r.matches]
     out.sort(key=lambda d: (d["path"], d["start_line"], d["start_col"]))
     return out
