@@ -48,3 +48,23 @@ def test_search_results_follow_file_changes(tmp_path: Path):
     f.write_text("foo(1)\nfoo(2)\n")
     assert len(search_dir("foo($A)", "python", str(tmp_path), cache)) == 2
     assert cache.parses == 2
+
+
+def test_gitignored_files_are_not_searched(tmp_path: Path):
+    import shutil
+    import subprocess
+
+    import pytest
+
+    if shutil.which("git") is None:
+        pytest.skip("git not installed")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / ".gitignore").write_text("build/\n")
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "gen.py").write_text("foo(1)\n")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.py").write_text("foo(2)\n")
+    (tmp_path / ".venv").mkdir()
+    (tmp_path / ".venv" / "lib.py").write_text("foo(3)\n")
+    got = [m["path"] for m in search_dir("foo($A)", "python", str(tmp_path))]
+    assert got == [str(tmp_path / "src" / "a.py")]

@@ -165,9 +165,9 @@ def match_seq(
         if c.is_extra:  # comments never take part (SPEC.md: "however it is ... commented")
             j += 1
             continue
-        r = match_node(p, c, env, src)
-        if r is not None:
-            env = r
+        matched = match_node(p, c, env, src)
+        if matched is not None:
+            env = matched
             i += 1
             j += 1
             continue

@@ -1,7 +1,8 @@
 """Which files a search reads: the walk, the extension filter, shards and the text prefilter.
 
-The walk skips what no one means to search: hidden directories (`.git`, `.venv`),
-`node_modules`, `__pycache__`. Files are assigned to pool slots by a stable hash of their
+Inside a git work tree the file list is git's (tracked and untracked, minus what
+.gitignore excludes), as the ast-grep CLI honours .gitignore. Either way we skip what no
+one means to search: hidden directories (`.git`, `.venv`), `node_modules`, `__pycache__`. Files are assigned to pool slots by a stable hash of their
 path (crc32, not `hash()`, which is salted per process), so the same file always reaches
 the same actor and its parse cache.
 """
@@ -10,14 +11,45 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import stat
+import subprocess
 import zlib
 from collections.abc import Iterator
 
 SKIP_DIRS = frozenset({"node_modules", "__pycache__", ".git", ".hg", ".svn"})
+GIT_TIMEOUT = 10.0
 
 
 def shard_of(path: str, nshards: int) -> int:
     return zlib.crc32(path.encode("utf-8", "surrogateescape")) % nshards if nshards > 1 else 0
+
+
+def git_files(root: str) -> list[str] | None:
+    """The files git would show under `root` (tracked, plus untracked not ignored), or
+    None when `root` is not in a git work tree. This is how .gitignore is honoured (as the
+    ast-grep CLI does) without re-implementing its rules."""
+    git = shutil.which("git")
+    if git is None:
+        return None
+    try:
+        out = subprocess.run(
+            [git, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=root,
+            capture_output=True,
+            timeout=GIT_TIMEOUT,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    names = sorted({n for n in out.stdout.decode("utf-8", "surrogateescape").split("\0") if n})
+    return [os.path.join(root, n) for n in names]
+
+
+def _skipped(rel_parts: list[str], exclude: frozenset[str]) -> bool:
+    return any(p.startswith(".") or p in SKIP_DIRS or p in exclude for p in rel_parts)
 
 
 def iter_files(
@@ -25,10 +57,28 @@ def iter_files(
 ) -> Iterator[tuple[str, os.stat_result]]:
     """(path, stat) of every file under `root` (or `root` itself) with one of the extensions.
 
-    `exclude` names directories (by base name) to skip besides the defaults.
+    In a git work tree, git's listing (so .gitignore applies); elsewhere a walk. `exclude`
+    names directories (by base name) to skip besides the defaults.
     """
     if os.path.isfile(root):
         yield root, os.stat(root)
+        return
+    listed = git_files(root)
+    if listed is not None:
+        for path in listed:
+            name = os.path.basename(path)
+            dot = name.rfind(".")
+            if dot <= 0 or name[dot + 1 :].lower() not in extensions:
+                continue
+            rel_dir = os.path.relpath(os.path.dirname(path), root)
+            if rel_dir != "." and _skipped(rel_dir.split(os.sep), exclude):
+                continue
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue  # deleted but still in the index
+            if stat.S_ISREG(st.st_mode):
+                yield path, st
         return
     stack = [root]
     while stack:
