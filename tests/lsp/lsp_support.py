@@ -19,6 +19,12 @@ PROJECTS = Path(__file__).resolve().parent / "projects"
 sys.path.insert(0, str(PROJECTS.parent.parent.parent))
 
 
+def need(*binaries: str) -> pytest.MarkDecorator:
+    """Skip (naming what is missing) unless every binary is on PATH."""
+    missing = [b for b in binaries if shutil.which(b) is None]
+    return pytest.mark.skipif(bool(missing), reason=f"not installed: {', '.join(missing)}")
+
+
 def copy_project(name: str, dest: Path) -> Path:
     out = dest / name
     shutil.copytree(PROJECTS / name, out, ignore=shutil.ignore_patterns(".cache", "__pycache__"))

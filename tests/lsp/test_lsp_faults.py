@@ -12,11 +12,11 @@ import threading
 import time
 
 import pytest
-from lsp_support import copy_project, health_nodes, lsp_rt, wait_for  # noqa: F401 - fixtures
+from lsp_support import copy_project, health_nodes, lsp_rt, need, wait_for  # noqa: F401 - fixtures
 
 import tether.tools.lsp as lsp_tools
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, need("basedpyright-langserver")]
 _ids = itertools.count()
 
 FAKE = textwrap.dedent(

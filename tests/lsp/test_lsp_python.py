@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 
 import pytest
-from lsp_support import copy_project, health_nodes, lsp_rt, wait_for  # noqa: F401 - fixtures
+from lsp_support import copy_project, health_nodes, lsp_rt, need, wait_for  # noqa: F401 - fixtures
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, need("basedpyright-langserver", "basedpyright")]
 _ids = itertools.count()
 
 
