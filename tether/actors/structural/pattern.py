@@ -242,12 +242,57 @@ def _locate(root: Node, start: int, end: int) -> list[Node] | None:
     return None
 
 
+# Grammars whose keyword tokens are spelled exactly as their kind (no case-insensitive
+# keywords), so a keyword of the pattern can serve the text prefilter too.
+CASE_SENSITIVE_KEYWORDS = frozenset(
+    {"python", "javascript", "typescript", "tsx", "go", "rust", "c", "cpp", "java",
+     "kotlin", "dart", "swift", "ruby", "csharp", "scala", "lua", "bash", "php"}
+)  # fmt: skip
+
+
+def terminals(p: PNode, depth: int = 0) -> list[tuple[Terminal, int]]:
+    """The terminals every match must contain, with their depth below `p`.
+
+    Punctuation right after a `$$$` is left out: the matcher skips it (ast-grep's
+    `skipped_anonymous`), so a match need not contain it.
+    """
+    out: list[tuple[Terminal, int]] = []
+    if isinstance(p, Terminal):
+        out.append((p, depth))
+    elif isinstance(p, Internal):
+        after_ellipsis = False
+        for c in p.children:
+            if isinstance(c, MetaVar) and c.multi:
+                after_ellipsis = True
+                continue
+            if after_ellipsis and isinstance(c, Terminal) and not c.named:
+                continue
+            after_ellipsis = False
+            out.extend(terminals(c, depth + 1))
+    return out
+
+
+def _literals(roots: tuple[PNode, ...], lang: str) -> tuple[bytes, ...]:
+    """Texts every match contains verbatim: named leaves, and (where keywords are case
+    sensitive) keyword tokens. Longest first."""
+    found: set[bytes] = set()
+    for root in roots:
+        for t, _ in terminals(root):
+            if not t.text:
+                continue
+            if t.named:
+                found.add(t.text)
+            elif lang in CASE_SENSITIVE_KEYWORDS and t.text == t.kind.encode():
+                if t.text.isalpha():
+                    found.add(t.text)
+    return tuple(sorted(found, key=lambda b: (-len(b), b)))
+
+
 class _Converter:
     def __init__(self, src: bytes, ch: str | None):
         self.src = src
         self.ch = ch
         self.names: set[str] = set()
-        self.literals: list[bytes] = []
 
     def _spells_metavar(self, n: Node) -> bool:
         text = self.src[n.start_byte : n.end_byte].decode(errors="replace")
@@ -264,8 +309,6 @@ class _Converter:
         if n.child_count == 0:
             if n.start_byte == n.end_byte and n.is_named:
                 return MetaVar(None, multi=True)  # zero-width from error recovery: implicit $$$
-            if n.is_named and text:
-                self.literals.append(text)
             return Terminal(n.kind_id, n.type, text, n.is_named)
         kids = tuple(
             self.convert(c)
@@ -305,7 +348,7 @@ def _try_context(
         roots=roots,
         context=ctx.name + (f" + '{closer}'" if closer else ""),
         metavars=frozenset(conv.names),
-        literals=tuple(sorted(set(conv.literals), key=len, reverse=True)),
+        literals=_literals(roots, lang),
     )
     return pattern, None, src
 

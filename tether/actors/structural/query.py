@@ -28,7 +28,14 @@ from dataclasses import dataclass
 from tree_sitter import Node, Query, QueryCursor, QueryError
 
 from tether.actors.structural.languages import get_language
-from tether.actors.structural.pattern import Internal, MetaVar, Pattern, PNode, Terminal
+from tether.actors.structural.pattern import (
+    Internal,
+    MetaVar,
+    Pattern,
+    PNode,
+    Terminal,
+    terminals,
+)
 
 MATCH_LIMIT = 1024
 
@@ -114,30 +121,13 @@ class Anchor:
     root_kind_id: int
 
 
-def _terminals(p: PNode, depth: int, out: list[tuple[Terminal, int]]) -> None:
-    if isinstance(p, Terminal):
-        out.append((p, depth))
-        return
-    if isinstance(p, Internal):
-        after_ellipsis = False
-        for c in p.children:
-            if isinstance(c, MetaVar) and c.multi:
-                after_ellipsis = True
-                continue
-            if after_ellipsis and isinstance(c, Terminal) and not c.named:
-                continue
-            after_ellipsis = False
-            _terminals(c, depth + 1, out)
-
-
 def choose_anchor(pattern: Pattern) -> Anchor | None:
     """The most selective terminal of the (first) root: a named leaf's text, the longest;
     else a keyword or operator token whose text is its kind."""
     root = pattern.roots[0]
     if isinstance(root, MetaVar):
         return None
-    found: list[tuple[Terminal, int]] = []
-    _terminals(root, 0, found)
+    found = terminals(root)
     usable = [
         (t, d)
         for t, d in found
