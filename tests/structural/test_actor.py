@@ -66,3 +66,29 @@ def test_read_only_surface_sees_only_ast_grep(runtime: Any, project: Path) -> No
     run = runtime.open_run("conv-ro", workdir=str(project), surface="plan")
     names = {t.name for t in run.tools()}
     assert "ast_grep" in names and "ast_edit" not in names and "resolve" not in names
+
+
+def test_background_index_warms_the_first_search(runtime: Any, project: Path) -> None:
+    from conftest import wait_until
+
+    from tether.tools.structural import warm_index
+
+    run = runtime.open_run("conv-index", workdir=str(project))
+    for key in POOL_KEYS:
+        runtime._call("conv-index", "parser", key, "clear", {}, 10)
+    assert warm_index(runtime, "conv-index", project) == 13
+
+    def indexed() -> bool:
+        stats = [runtime._call("conv-index", "parser", k, "stats", {}, 10) for k in POOL_KEYS]
+        return sum(s["trees"] for s in stats) == 13
+
+    wait_until(indexed, timeout=20)
+    before = sum(
+        runtime._call("conv-index", "parser", k, "stats", {}, 10)["parses"] for k in POOL_KEYS
+    )
+    res = run.call("ast_grep", {"pattern": "foo($A, $B)", "language": "python"})
+    assert res.data["total"] == 12
+    after = sum(
+        runtime._call("conv-index", "parser", k, "stats", {}, 10)["parses"] for k in POOL_KEYS
+    )
+    assert after == before  # the first search parsed nothing: the index had it

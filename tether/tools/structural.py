@@ -295,6 +295,25 @@ def _resolve(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     )
 
 
+# --- background indexing -----------------------------------------------------------------
+
+
+def warm_index(
+    runtime: Any, run_id: str, workdir: str | Path, languages: list[str] | None = None
+) -> int:
+    """Ask every parser slot to parse its shard of `workdir` in the background (returns
+    the number of files queued). Call it when a run opens: the run's first ast_grep then
+    finds warm trees. Returns at once; the slots keep serving searches meanwhile."""
+    keys = list(runtime.kind_keys(KIND))
+    args = {"root": str(workdir), "languages": list(languages or [])}
+    calls = [
+        (KIND, key, "index", {**args, "shard": i, "nshards": len(keys)})
+        for i, key in enumerate(keys)
+    ]
+    replies = runtime._gather(run_id, calls, 30.0)
+    return sum(int(r.get("queued", 0)) for r in replies if isinstance(r, dict))
+
+
 # --- specs -------------------------------------------------------------------------------
 
 _PATTERN_HELP = (
@@ -411,4 +430,4 @@ def local_cache() -> ParseCache:
     return _LOCAL_CACHE
 
 
-__all__ = ["FAMILY", "local_cache", "specs"]
+__all__ = ["FAMILY", "local_cache", "specs", "warm_index"]

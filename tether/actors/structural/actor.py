@@ -5,7 +5,8 @@ each with its own parse cache. The tool handler fans a search out to every slot 
 shard index; files are assigned by a stable hash of their path, so a file always lands
 in the same slot and hits that slot's cache on the next search, by any run.
 
-ops: "search", "edit", "stats", "clear" (see `ops.py`). A bad pattern or language is a
+ops: "search", "edit", "stats", "clear" (see `ops.py`) and "index" (parse a
+workspace in the background, a chunk per timer tick, so searches interleave). A bad pattern or language is a
 `bad_request` with the compiler's message.
 """
 
@@ -16,7 +17,14 @@ from typing import Any
 from tether.actors.base import ResourceActor
 from tether.actors.structural.cache import DEFAULT_MAX_BYTES, ParseCache
 from tether.actors.structural.languages import LanguageError
-from tether.actors.structural.ops import op_clear, op_edit, op_search, op_stats
+from tether.actors.structural.ops import (
+    index_some,
+    op_clear,
+    op_edit,
+    op_search,
+    op_stats,
+    plan_index,
+)
 from tether.actors.structural.pattern import PatternError
 from tether.actors.structural.rewrite import RewriteError
 from tether.messages.calls import Call, ErrorCode
@@ -24,18 +32,47 @@ from tether.messages.calls import Call, ErrorCode
 OPS = {"search": op_search, "edit": op_edit, "stats": op_stats, "clear": op_clear}
 
 
+INDEX_CHUNK = 16  # files parsed per timer tick while indexing (calls interleave)
+
+
 class ParserActor(ResourceActor):
     def on_start(self, key: str, config: dict[str, Any]) -> None:
         self.cache = ParseCache(int(config.get("cache_bytes", DEFAULT_MAX_BYTES)))
         self.calls = 0
+        self.index_queue: list[tuple[str, str]] = []
+        self.indexed = 0
+
+    def on_timer(self, tag: str) -> None:
+        if tag != "index":
+            return
+        self.indexed += index_some(self.cache, self.index_queue, INDEX_CHUNK)
+        if self.index_queue:
+            self.after(0.001, "index")
+
+    def _index(self, call: Call) -> None:
+        """Parse this shard of a workspace in the background, a chunk per timer tick, so
+        the first search of a run finds warm trees; searches are served in between."""
+        try:
+            planned = plan_index(dict(call.args))
+        except (KeyError, TypeError, ValueError) as exc:
+            self.fail(call, ErrorCode.BAD_REQUEST, f"parser 'index': bad arguments: {exc}")
+            return
+        idle = not self.index_queue
+        self.index_queue = planned[::-1] + self.index_queue
+        if idle and self.index_queue:
+            self.after(0.001, "index")
+        self.reply(call, {"queued": len(planned)})
 
     def on_call(self, call: Call) -> None:
+        if call.op == "index":
+            self._index(call)
+            return
         op = OPS.get(call.op)
         if op is None:
             self.fail(
                 call,
                 ErrorCode.BAD_REQUEST,
-                f"parser has no op {call.op!r}; ops: {', '.join(OPS)}",
+                f"parser has no op {call.op!r}; ops: {', '.join(OPS)}, index",
             )
             return
         self.calls += 1
@@ -50,4 +87,9 @@ class ParserActor(ResourceActor):
         self.reply(call, payload)
 
     def health_extra(self) -> dict[str, Any]:
-        return {"calls": getattr(self, "calls", 0), "cache": self.cache.stats()}
+        return {
+            "calls": getattr(self, "calls", 0),
+            "cache": self.cache.stats(),
+            "indexing": len(getattr(self, "index_queue", ())),
+            "indexed": getattr(self, "indexed", 0),
+        }

@@ -115,6 +115,46 @@ def op_stats(cache: ParseCache, args: dict[str, Any]) -> dict[str, Any]:
     return cache.stats()
 
 
+def plan_index(args: dict[str, Any]) -> list[tuple[str, str]]:
+    """(path, language) of every file of this shard under `root` that a grammar claims
+    (optionally only `languages`), capped at `max_files`."""
+    from tether.actors.structural.languages import EXTENSIONS, normalize
+    from tether.actors.structural.scan import iter_files, shard_of
+
+    wanted = {normalize(lg) for lg in args.get("languages") or ()}
+    exts = frozenset(ext for ext, lg in EXTENSIONS.items() if not wanted or lg in wanted)
+    shard, nshards = int(args.get("shard", 0)), int(args.get("nshards", 1))
+    cap = int(args.get("max_files", 20000))
+    out: list[tuple[str, str]] = []
+    for path, _ in iter_files(args["root"], exts, frozenset(args.get("exclude") or ())):
+        if nshards > 1 and shard_of(path, nshards) != shard:
+            continue
+        dot = path.rfind(".")
+        lang = EXTENSIONS.get(path[dot + 1 :].lower())
+        if lang is not None:
+            out.append((path, lang))
+            if len(out) >= cap:
+                break
+    return out
+
+
+def index_some(cache: ParseCache, queue: list[tuple[str, str]], budget: int) -> int:
+    """Parse up to `budget` queued files into the cache (stops early when it is full)."""
+    done = 0
+    while queue and done < budget:
+        path, lang = queue.pop()
+        if cache.used >= cache.max_bytes * 0.9:
+            queue.clear()  # the cache is full: indexing more would only evict
+            break
+        try:
+            entry = cache.source(path, lang)
+        except OSError:
+            continue
+        cache.tree(path, lang, entry)
+        done += 1
+    return done
+
+
 def op_clear(cache: ParseCache, args: dict[str, Any]) -> dict[str, Any]:
     """Drop every cached file and tree (benchmarks measure cold searches with it)."""
     dropped = len(cache)
