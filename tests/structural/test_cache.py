@@ -68,3 +68,13 @@ def test_gitignored_files_are_not_searched(tmp_path: Path):
     (tmp_path / ".venv" / "lib.py").write_text("foo(3)\n")
     got = [m["path"] for m in search_dir("foo($A)", "python", str(tmp_path))]
     assert got == [str(tmp_path / "src" / "a.py")]
+
+
+def test_symlinked_files_are_not_followed(tmp_path: Path):
+    outside = tmp_path / "outside.py"
+    outside.write_text("foo(1)\n")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "link.py").symlink_to(outside)
+    (ws / "real.py").write_text("foo(2)\n")
+    assert [m["path"] for m in search_dir("foo($A)", "python", str(ws))] == [str(ws / "real.py")]

@@ -74,7 +74,7 @@ def iter_files(
             if rel_dir != "." and _skipped(rel_dir.split(os.sep), exclude):
                 continue
             try:
-                st = os.stat(path)
+                st = os.lstat(path)  # a symlink may point outside the workspace: skipped
             except OSError:
                 continue  # deleted but still in the index
             if stat.S_ISREG(st.st_mode):
@@ -97,7 +97,7 @@ def iter_files(
                     if name.startswith(".") or name in SKIP_DIRS or name in exclude:
                         continue
                     subdirs.append(e.path)
-                elif e.is_file():
+                elif e.is_file(follow_symlinks=False):
                     dot = name.rfind(".")
                     if dot > 0 and name[dot + 1 :].lower() in extensions:
                         yield e.path, e.stat()
