@@ -337,6 +337,7 @@ def main() -> int:
             run.call("lsp", {"action": "diagnostics", "file": target})
             raws, teths = [], []
             pending = 0
+            after_pending = False
             for k in range(opts.writes + 2):
                 text = bad if k % 2 == 0 else base_text
                 t0 = time.perf_counter()
@@ -351,6 +352,9 @@ def main() -> int:
                 folded = (r.data.get("diagnostics") or {}) if isinstance(r.data, dict) else {}
                 if folded.get("pending"):
                     pending += 1
+                    after_pending = True
+                elif after_pending:
+                    after_pending = False  # the ledger never saw the error go: not "new"
                 elif k % 2 == 0 and not any(
                     "not assignable" in d["message"] for d in folded.get("new", [])
                 ):

@@ -244,7 +244,7 @@ def test_write_that_breaks_another_file_reports_it(lsp_rt, tmp_path):  # noqa: F
     seen = []
 
     def next_write_reports_it():
-        time.sleep(0.4)
+        time.sleep(0.9)
         w = run.call("write", {"path": "shapes/scratch.py", "content": f"n = {len(seen)}\n"})
         seen.append(w)
         return "shapes/report.py" in {

@@ -151,7 +151,7 @@ def test_write_cancels_stale_rechecks_and_announces_new_files(project):
         io.requests("textDocument/diagnostic")[-1],
         {"kind": "full", "resultId": "ra", "items": []},
     )
-    run_timers(io, s, io.t + 0.3)  # idle: importers of a (b.py) are re-checked
+    run_timers(io, s, io.t + 0.6)  # idle: importers of a (b.py) are re-checked
     recheck = io.requests("textDocument/diagnostic")[-1]
     assert recheck["params"]["textDocument"]["uri"] == b.as_uri()
     s.handle("sync", {"paths": [str(a)]}, "t2", io.t + 10)

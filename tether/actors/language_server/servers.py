@@ -79,7 +79,7 @@ class ServerRow:
     # pull servers: after a write, the open files importing what was written are re-checked
     # once the server has been idle this long; what they newly report rides on the next
     # write's answer (re-checking them inside the write kept the next write waiting ~1 s)
-    others_delay: float = 0.25
+    others_delay: float = 0.5
     # push servers publish other files on their own; once the written files are fresh, a
     # pull answer for another file still in flight gets this long
     others_grace: float = 0.03

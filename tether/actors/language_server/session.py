@@ -163,6 +163,7 @@ class Session:
         self.other_pulls: set[int] = set()  # request ids of pulls for not-written files
         self._others_paths: list[Path] = []  # written since the last re-check of importers
         self._others_inflight: list[Path] = []
+        self._others_queue: list[str] = []  # importers still to re-check, one at a time
         self._others_gen = 0
         self.ops: dict[int, Op] = {}
         self.queued: list[Op] = []
@@ -670,6 +671,7 @@ class Session:
             self._others_paths.extend(
                 p for p in self._others_inflight if p not in self._others_paths
             )
+        self._others_queue = []
         self._others_gen += 1  # a re-check scheduled by the previous write is superseded
         paths = [Path(p) for p in op.args["paths"]]
         docs, msgs = self.docs.sync(paths, {Path(p) for p in op.args.get("created") or []})
@@ -754,28 +756,36 @@ class Session:
         self.io.after(self.row.others_delay, f"lsp:others:{self._others_gen}")
 
     def _pull_others(self) -> None:
-        paths, self._others_paths = self._others_paths, []
-        self._others_inflight = paths
-        for uri in self._dependents(paths)[:MAX_OTHER_PULLS]:
-            params: dict[str, Any] = {"textDocument": {"uri": uri}}
-            ident = self._pull_identifier()
-            if ident:
-                params["identifier"] = ident
-            prev, before, _v = self.pull_cache.get(uri, (None, None, 0))
-            if prev:
-                params["previousResultId"] = prev
-            version = self._version(uri)
+        """Re-check importers one file at a time, each only while no write came in since
+        (a single-threaded server does not stop mid-file for a $/cancelRequest, so a batch
+        could hold the next write's answer behind several whole-file checks)."""
+        if not self._others_queue:
+            paths, self._others_paths = self._others_paths, []
+            self._others_inflight = paths
+            self._others_queue = self._dependents(paths)[:MAX_OTHER_PULLS]
+        if not self._others_queue:
+            return
+        uri = self._others_queue.pop(0)
+        gen = self._others_gen
+        params: dict[str, Any] = {"textDocument": {"uri": uri}}
+        ident = self._pull_identifier()
+        if ident:
+            params["identifier"] = ident
+        prev, before, _v = self.pull_cache.get(uri, (None, None, 0))
+        if prev:
+            params["previousResultId"] = prev
+        version = self._version(uri)
 
-            def cont(
-                _op: Any, resp: Response, uri: str = uri, before: Any = before, v: int = version
-            ) -> None:
-                self.other_pulls.discard(resp.id)
-                if not resp.error:
-                    items = self._report_items(uri, resp.result or {}, before, v)
-                    self._carry(uri, before, items)
+        def cont(_op: Any, resp: Response) -> None:
+            self.other_pulls.discard(resp.id)
+            if not resp.error:
+                items = self._report_items(uri, resp.result or {}, before, version)
+                self._carry(uri, before, items)
+            if gen == self._others_gen and self.state == "ready":
+                self._pull_others()  # next importer, still idle
 
-            rid = self._request("textDocument/diagnostic", params, self.now() + 30.0, None, cont)
-            self.other_pulls.add(rid)
+        rid = self._request("textDocument/diagnostic", params, self.now() + 30.0, None, cont)
+        self.other_pulls.add(rid)
 
     def _pull_identifier(self) -> str | None:
         ident = None
