@@ -92,3 +92,22 @@ def test_background_index_warms_the_first_search(runtime: Any, project: Path) ->
         runtime._call("conv-index", "parser", k, "stats", {}, 10)["parses"] for k in POOL_KEYS
     )
     assert after == before  # the first search parsed nothing: the index had it
+
+
+def test_a_crashed_parser_slot_is_restarted_and_search_still_answers(
+    runtime: Any, project: Path
+) -> None:
+    run = runtime.open_run("conv-crash", workdir=str(project))
+    assert (
+        run.call("ast_grep", {"pattern": "foo($A, $B)", "language": "python"}).data["total"] == 12
+    )
+    runtime.inject("crash_actor", target=f"parser:{POOL_KEYS[0]}")
+    res = run.call("ast_grep", {"pattern": "foo($A, $B)", "language": "python"})
+    # the search is idempotent: the runtime retries it once on the restarted slot
+    assert not res.is_error and res.data["total"] == 12, res.text
+    again = run.call("ast_grep", {"pattern": "foo($A, $B)", "language": "python"})
+    assert not again.is_error and again.data["total"] == 12
+    # a slowed slot past the deadline is a clear error, never a hang
+    runtime.inject("delay", target=f"parser:{POOL_KEYS[-1]}", seconds=0.5)
+    slowed = run.call("ast_grep", {"pattern": "foo($A, $B)", "language": "python"})
+    assert not slowed.is_error and slowed.data["total"] == 12
