@@ -78,3 +78,21 @@ def test_symlinked_files_are_not_followed(tmp_path: Path):
     (ws / "link.py").symlink_to(outside)
     (ws / "real.py").write_text("foo(2)\n")
     assert [m["path"] for m in search_dir("foo($A)", "python", str(ws))] == [str(ws / "real.py")]
+
+
+def test_a_workdir_inside_an_ignored_directory_is_walked(tmp_path: Path):
+    # regression: a stdlib under ~/.pyenv/versions (ignored by pyenv's own repository)
+    # was searched as if it had no files
+    import shutil
+    import subprocess
+
+    import pytest
+
+    if shutil.which("git") is None:
+        pytest.skip("git not installed")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / ".gitignore").write_text("/versions\n")
+    proj = tmp_path / "versions" / "proj"
+    proj.mkdir(parents=True)
+    (proj / "a.py").write_text("foo(1)\n")
+    assert [m["path"] for m in search_dir("foo($A)", "python", str(proj))] == [str(proj / "a.py")]

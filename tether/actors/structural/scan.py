@@ -40,9 +40,21 @@ def git_files(root: str) -> list[str] | None:
             timeout=GIT_TIMEOUT,
             check=False,
         )
+        if out.returncode != 0:
+            return None
+        if not out.stdout:
+            # `root` may sit in a directory the enclosing repository ignores (a Python
+            # under ~/.pyenv/versions): git lists nothing there, which is not "no files".
+            ignored = subprocess.run(
+                [git, "check-ignore", "-q", "."],
+                cwd=root,
+                capture_output=True,
+                timeout=GIT_TIMEOUT,
+                check=False,
+            )
+            if ignored.returncode == 0:
+                return None
     except (OSError, subprocess.SubprocessError):
-        return None
-    if out.returncode != 0:
         return None
     names = sorted({n for n in out.stdout.decode("utf-8", "surrogateescape").split("\0") if n})
     return [os.path.join(root, n) for n in names]
