@@ -121,3 +121,23 @@ def test_rename(lsp_rt, tmp_path, project):  # noqa: F811
     for f in files:
         assert args["new_name"] in (root / f["path"]).read_text()
     run.close()
+
+
+CHECKS = {
+    "typescript": ("src/broken.ts", "const n: number = 'x';\n", "tsc --noEmit", "TS2322"),
+    "c": ("broken.c", "int f(void) { return missing; }\n", "cc -fsyntax-only", "missing"),
+    "go": ("geo/broken.go", "package geo\n\nfunc Broken() int { return missing }\n", "go vet ./...", "missing"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("project", [pytest.param(p, marks=NEEDS[p]) for p in CHECKS])
+def test_project_checker(lsp_rt, tmp_path, project):  # noqa: F811
+    root = copy_project(project, tmp_path)
+    path, content, checker, needle = CHECKS[project]
+    (root / path).write_text(content)
+    run = lsp_rt.open_run(f"c-{project}-{next(_ids)}", workdir=str(root))
+    r = run.call("lsp", {"action": "diagnostics", "file": "*"})
+    assert not r.is_error and f"project check ({checker}" in r.text, r.text
+    found = [d for d in r.data["diagnostics"] if d["path"] == path]
+    assert found and needle in found[0]["message"] + found[0]["code"], r.text
+    run.close()
