@@ -100,7 +100,7 @@ def explain(pattern: str, root: Path) -> list[str]:
         except UnicodeDecodeError:
             why = "file is not UTF-8 (the CLI skips it; we search its bytes)"
         reasons[why] = reasons.get(why, 0) + 1
-    for key in sorted(theirs - set(ours)):
+    for _key in sorted(theirs - set(ours)):
         reasons["found only by the CLI"] = reasons.get("found only by the CLI", 0) + 1
     return [f"  {pattern}: +{n} {why}" for why, n in reasons.items()]
 
