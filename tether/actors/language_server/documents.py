@@ -45,6 +45,16 @@ class Document:
     version: int
     text: str
     stamp: tuple[int, int]  # (mtime_ns, size) of the disk file when `text` was read
+    _lines: list[str] | None = None
+    _lines_of: int = -1  # the version `_lines` was split from
+
+    @property
+    def lines(self) -> list[str]:
+        """The text split on \\n, once per version (positions and records read lines)."""
+        if self._lines is None or self._lines_of != self.version:
+            self._lines = self.text.split("\n")
+            self._lines_of = self.version
+        return self._lines
 
 
 def _stamp(path: Path) -> tuple[int, int] | None:
@@ -181,7 +191,7 @@ class Documents:
         """One line of a file as the server sees it (open text, else the disk)."""
         doc = self.open.get(uri_of(path))
         if doc is not None:
-            lines = doc.text.split("\n")
+            lines = doc.lines
         else:
             stamp = _stamp(path)
             cached = self._disk_lines.get(path)

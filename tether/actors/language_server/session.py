@@ -477,7 +477,7 @@ class Session:
         return doc
 
     def _position(self, doc: Document, line0: int, char: int) -> dict[str, int]:
-        lines = doc.text.split("\n")
+        lines = doc.lines
         text = lines[line0] if 0 <= line0 < len(lines) else ""
         return {"line": line0, "character": to_character(text, char, self.caps.position_encoding)}
 
