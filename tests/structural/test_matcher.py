@@ -58,6 +58,9 @@ CASES = [
     ("kotlin", "println($X)", "fun main() {\n    println(1)\n    print(2)\n}\n", [("println(1)", {"X": "1"})]),
     ("csharp", "Console.WriteLine($X)", "class A { void F() { Console.WriteLine(1); Console.Write(2); } }\n", [("Console.WriteLine(1)", {"X": "1"})]),
     ("ruby", "puts $X", "puts 1\nprint 3\n", [("puts 1", {"X": "1"})]),
+    # `$X` binds a named node only, `$$X` any node (ast-grep's `test_meta_var_named`)
+    ("javascript", "return $$A", "function f() { return; }\n", [("return;", {"A": ";"})]),
+    ("javascript", "return $_", "function f() { return; return 1; }\n", [("return 1;", {})]),
 ]  # fmt: skip
 
 
@@ -101,6 +104,7 @@ ERRORS = [
     ("python", "   ", "the pattern is empty"),
     ("python", "$$$", "a pattern that is only `$$$` matches everything"),
     ("lua", "print($A)", "the lua grammar accepts no metavariable character"),
+    ("python", "$A", "a pattern that is only a metavariable (`$A`) matches every node"),
 ]  # fmt: skip
 
 

@@ -321,7 +321,7 @@ class _Converter:
 
 
 def _try_context(
-    lang: str, frag: str, ctx: Context, closer: str, ch: str | None
+    lang: str, frag: str, ctx: Context, closer: str, ch: str | None, original: str = ""
 ) -> tuple[Pattern | None, Node | None, bytes]:
     src = (ctx.prefix + frag + closer + ctx.suffix).encode()
     start = len(ctx.prefix.encode())
@@ -337,6 +337,12 @@ def _try_context(
     roots = tuple(conv.convert(n) for n in nodes if not n.is_extra)
     if not roots:
         return None, None, src
+    if len(roots) == 1 and isinstance(roots[0], MetaVar) and not roots[0].multi:
+        raise PatternError(
+            f"a pattern that is only a metavariable (`{original or frag}`) matches every node of every "
+            f"file; give it some code around the metavariable, e.g. `$X.close()` or "
+            f"`return $X`."
+        )
     if len(roots) == 1 and isinstance(roots[0], MetaVar) and roots[0].multi:
         raise PatternError(
             "a pattern that is only `$$$` matches everything; give it some code around "
@@ -375,7 +381,7 @@ def compile_pattern(source: str, lang: str) -> Pattern:
     first_err: tuple[Node, bytes, int] | None = None
     for closer in CLOSERS:
         for ctx in contexts_for(lang):
-            pattern, err, src = _try_context(lang, processed, ctx, closer, ch)
+            pattern, err, src = _try_context(lang, processed, ctx, closer, ch, frag)
             if pattern is not None:
                 pattern.source = frag
                 return pattern
