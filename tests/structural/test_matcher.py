@@ -167,3 +167,9 @@ def test_whole_word_prefilter(source, lit, found):
     from tether.actors.structural.scan import has_word
 
     assert has_word(source, lit) is found
+
+
+def test_repeated_metavariable_on_code_deeper_than_the_recursion_limit():
+    side = "+".join(["a"] * 3000)
+    (m,) = search_source("$A == $A", f"x = {side} == {side}\n", "python")
+    assert m["captures"]["A"] == side

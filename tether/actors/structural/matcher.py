@@ -32,20 +32,33 @@ _ERROR_KIND = 0xFFFF
 
 
 def same_code(a: Node, b: Node, src: bytes) -> bool:
-    """Structural equality of two nodes of one file, ignoring whitespace and comments."""
-    if a.start_byte == b.start_byte and a.end_byte == b.end_byte and a.kind_id == b.kind_id:
-        return True
-    a_leaf = a.child_count == 0
-    b_leaf = b.child_count == 0
-    if (a_leaf and a.is_named) or (b_leaf and b.is_named):
-        return src[a.start_byte : a.end_byte] == src[b.start_byte : b.end_byte]
-    if a.kind_id != b.kind_id:
-        return False
-    if a_leaf or b_leaf:
-        return a_leaf and b_leaf
-    ac = [c for c in a.children if not c.is_extra]
-    bc = [c for c in b.children if not c.is_extra]
-    return len(ac) == len(bc) and all(same_code(x, y, src) for x, y in zip(ac, bc, strict=True))
+    """Structural equality of two nodes of one file, ignoring whitespace and comments.
+
+    Iterative: generated code nests deeper than Python's recursion limit.
+    """
+    stack = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        if x.start_byte == y.start_byte and x.end_byte == y.end_byte and x.kind_id == y.kind_id:
+            continue
+        x_leaf = x.child_count == 0
+        y_leaf = y.child_count == 0
+        if (x_leaf and x.is_named) or (y_leaf and y.is_named):
+            if src[x.start_byte : x.end_byte] != src[y.start_byte : y.end_byte]:
+                return False
+            continue
+        if x.kind_id != y.kind_id:
+            return False
+        if x_leaf or y_leaf:
+            if not (x_leaf and y_leaf):
+                return False
+            continue
+        xc = [c for c in x.children if not c.is_extra]
+        yc = [c for c in y.children if not c.is_extra]
+        if len(xc) != len(yc):
+            return False
+        stack.extend(zip(xc, yc, strict=True))
+    return True
 
 
 def _same_run(a: list[Node], b: list[Node], src: bytes) -> bool:

@@ -47,10 +47,16 @@ def op_search(cache: ParseCache, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _error_count(node: Any) -> int:
-    if not node.has_error:
-        return 0
-    n = 1 if (node.is_error or node.is_missing) else 0
-    return n + sum(_error_count(c) for c in node.children)
+    n = 0
+    stack = [node]
+    while stack:
+        x = stack.pop()
+        if not x.has_error:
+            continue
+        if x.is_error or x.is_missing:
+            n += 1
+        stack.extend(x.children)
+    return n
 
 
 def _first_error_line(node: Any) -> int:
