@@ -147,8 +147,12 @@ def _proc_create_time(pid: int) -> float:
 
 
 def _same_process(pid: int, create_time: float) -> bool:
+    """True if `pid` is still the (running, not zombie) process created at `create_time`."""
     try:
-        return abs(psutil.Process(pid).create_time() - create_time) < 0.01
+        proc = psutil.Process(pid)
+        return (
+            abs(proc.create_time() - create_time) < 0.01 and proc.status() != psutil.STATUS_ZOMBIE
+        )
     except psutil.NoSuchProcess:
         return False
 
@@ -208,6 +212,8 @@ class Runtime:
         self.state_dir = default_state_dir()
         self.port_file: Path | None = None
         self.admin_pid = 0
+        self.admin_sid = 0
+        self.admin_create_time = 0.0
         self.root_pid = 0
         self._asys: Any = None
         self._contexts: _Contexts | None = None
@@ -293,15 +299,18 @@ class Runtime:
             raise RuntimeStartError(
                 f"the actor tree did not start within {start_timeout:g} s: {exc.message}"
             ) from exc
-        self.admin_pid = int(reply.payload["admin_pid"])
-        self.root_pid = int(reply.payload["pid"])
         if reply.payload.get("token") != self._token:
             # another actor system already listened on this port: we attached to it
             self._asys = None
             self._closed = True
             raise _PortTaken(
-                f"port {port} belongs to another actor system (admin pid {self.admin_pid})"
+                f"port {port} belongs to another actor system (admin pid {reply.payload['admin_pid']})"
             )
+        self.admin_pid = int(reply.payload["admin_pid"])
+        self.admin_create_time = _proc_create_time(self.admin_pid)
+        with contextlib.suppress(OSError):
+            self.admin_sid = os.getsid(self.admin_pid)
+        self.root_pid = int(reply.payload["pid"])
         self._runs_supervisor = extra["runs"]
         self._kind_supervisors = dict(extra["kinds"])
         self._remember_pid(self.admin_pid)
@@ -310,8 +319,18 @@ class Runtime:
         atexit.register(self.shutdown)
 
     def _abandon(self) -> None:
-        with contextlib.suppress(Exception):
-            self._asys.shutdown()
+        """A start that failed half-way: stop and kill whatever was started."""
+        admin = _listener_pid(self.admin_port)
+        if admin:
+            with contextlib.suppress(OSError):
+                self.admin_sid = os.getsid(admin)
+                self.admin_create_time = _proc_create_time(admin)
+        stopper = threading.Thread(target=self._stop_system, daemon=True)
+        stopper.start()
+        stopper.join(2.0)
+        for proc in session_processes(self.admin_sid, self.admin_create_time):
+            with contextlib.suppress(Exception):
+                kill_tree(proc.pid, grace=0.0, group=False)
         for proc in processes_with_token(self._token):
             with contextlib.suppress(Exception):
                 kill_tree(proc.pid, grace=0.2, group=False)
@@ -338,11 +357,13 @@ class Runtime:
         deadline = time.monotonic() + timeout
         tracked = {p.pid: p for p in [*self._tree_processes(), *processes_with_token(self._token)]}
         tracked_list = list(tracked.values())
+        # close the per-thread endpoints first: with them open, thespian's shutdown waits
+        # ~10 s on them (measured with 16 caller threads)
+        if self._contexts is not None:
+            self._contexts.close_all()
         stopper = threading.Thread(target=self._stop_system, name="tether-shutdown", daemon=True)
         stopper.start()
         stopper.join(max(deadline - time.monotonic() - 1.0, 0.5))
-        if self._contexts is not None:
-            self._contexts.close_all()
         alive = _wait_gone(tracked_list, min(deadline, time.monotonic() + 2.0))
         for proc in [*alive, *processes_with_token(self._token)]:
             with contextlib.suppress(Exception):
@@ -356,9 +377,12 @@ class Runtime:
             self._asys.shutdown()
 
     def _tree_processes(self) -> list[psutil.Process]:
-        """Every live process of this runtime: the admin, its descendants, and any process
-        an actor reported (a daemonizing subprocess is no longer a descendant)."""
-        procs: dict[int, psutil.Process] = {}
+        """Every live process of this runtime: the admin, its descendants, the rest of the
+        admin's session (descendants whose parent died), and any process an actor reported
+        (a daemonizing subprocess is no longer a descendant)."""
+        procs: dict[int, psutil.Process] = {
+            p.pid: p for p in session_processes(self.admin_sid, self.admin_create_time)
+        }
         with contextlib.suppress(psutil.NoSuchProcess):
             admin = psutil.Process(self.admin_pid)
             procs[admin.pid] = admin
@@ -384,7 +408,8 @@ class Runtime:
             "host_pid": me.pid,
             "host_create_time": me.create_time(),
             "admin_pid": self.admin_pid,
-            "admin_create_time": _proc_create_time(self.admin_pid),
+            "admin_create_time": self.admin_create_time,
+            "admin_sid": self.admin_sid,
             "root_pid": self.root_pid,
             "token": self._token,
         }
@@ -411,9 +436,12 @@ class Runtime:
             if admin_pid and _same_process(admin_pid, data.get("admin_create_time", 0.0)):
                 with contextlib.suppress(Exception):
                     kill_tree(admin_pid, grace=0.2, group=False)
-            for proc in (
-                processes_with_token(str(data.get("token", ""))) if data.get("token") else []
-            ):
+            leftovers = session_processes(
+                data.get("admin_sid", 0), data.get("admin_create_time", 0.0)
+            )
+            if data.get("token"):
+                leftovers += processes_with_token(str(data["token"]))
+            for proc in leftovers:
                 with contextlib.suppress(Exception):
                     kill_tree(proc.pid, grace=0.0)
             with contextlib.suppress(OSError):
@@ -565,6 +593,12 @@ class Runtime:
         # if the RunActor itself died, its address is stale: look it up again next time
         with self._run_lock:
             self._run_addresses.pop(call.run_id, None)
+        if self.admin_pid and not _same_process(self.admin_pid, self.admin_create_time):
+            return ResourceError(
+                ErrorCode.UNAVAILABLE,
+                f"the actor system of this runtime died (admin pid {self.admin_pid} is gone), so "
+                f"{call.kind} {call.key!r} cannot answer; shut this runtime down and start a new one",
+            )
         return ResourceError(
             ErrorCode.DEADLINE,
             f"{call.kind} {call.key!r} did not answer {call.op!r} within {timeout:g} s; it may be "
@@ -724,6 +758,34 @@ class _PortTaken(Exception):
 
 
 _START_TOKEN = object()
+
+
+def _listener_pid(port: int) -> int:
+    """The pid of the process listening on 127.0.0.1:`port` (0 if none)."""
+    with contextlib.suppress(psutil.AccessDenied, OSError):
+        for conn in psutil.net_connections(kind="tcp"):
+            if conn.status == psutil.CONN_LISTEN and conn.laddr.port == port and conn.pid:
+                return int(conn.pid)
+    return 0
+
+
+def session_processes(sid: int, not_before: float) -> list[psutil.Process]:
+    """The live processes of session `sid` (thespian's admin starts one with setsid; every
+    actor stays in it) created no earlier than `not_before` (guards against a reused sid)."""
+    if sid <= 1:
+        return []
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid != os.getpid() and os.getsid(proc.pid) == sid:
+                if (
+                    proc.create_time() >= not_before - 0.01
+                    and proc.status() != psutil.STATUS_ZOMBIE
+                ):
+                    found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, OSError):
+            continue
+    return found
 
 
 def processes_with_token(token: str) -> list[psutil.Process]:

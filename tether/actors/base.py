@@ -140,6 +140,47 @@ def kill_tree(pid: int, grace: float = 0.5, group: bool = True) -> list[int]:
     return signalled
 
 
+def close_inherited_fds(actor: Any) -> list[int]:
+    """Close the pipes this actor process inherited from its parent actor.
+
+    Thespian forks every actor from its parent actor and closes only the parent's own
+    transport sockets in the child; the pipes multiprocessing keeps per child (two per
+    sibling) are inherited, so each new actor carries more fds than the one before
+    (measured: +3 per run under the run supervisor). Sockets are left alone: thespian
+    tracks its own, and closing one it still uses loses messages. Called on the first
+    message (Start), when this process's own transport is up: everything it uses is in
+    its transport's tables and is kept, as are stdio and the multiprocessing sentinel.
+    """
+    transport = getattr(getattr(actor, "_myRef", None), "transport", None)
+    reset = getattr(transport, "childResetFileNumList", None)
+    if reset is None:
+        return []
+    keep = {0, 1, 2, *reset()}
+    import multiprocessing
+
+    parent = multiprocessing.parent_process()
+    sentinel = getattr(parent, "_sentinel", None)
+    if isinstance(sentinel, int):
+        keep.add(sentinel)
+    closed = []
+    try:
+        fds = [int(fd) for fd in os.listdir("/proc/self/fd")]
+    except OSError:
+        return []
+    for fd in fds:
+        if fd in keep:
+            continue
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("pipe:"):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+                closed.append(fd)
+    return closed
+
+
 class PendingTable:
     """Calls waiting for an answer from the resource, keyed by the resource's own request id.
 
@@ -243,6 +284,7 @@ class TetherActor(Actor):
             self._early.append((obj, data, extra, sender))
             return
         if isinstance(obj, Start):
+            close_inherited_fds(self)
             self._got_start = True
             self._parent = sender
             self.kind, self.key, self.name = obj.kind, obj.key, obj.name
@@ -361,6 +403,7 @@ class ResourceActor(TetherActor):
         self._sweep_armed = False
         self._delay: list[float] = []  # injected delays, one per next call
         self._drop = 0  # injected: drop this many next replies
+        self._start_error: tuple[str, str] | None = None
 
     # --- to override -----------------------------------------------------------------
     def on_start(self, key: str, config: dict[str, Any]) -> None:
@@ -476,6 +519,10 @@ class ResourceActor(TetherActor):
 
     def _start_failed(self, error: str, unavailable: bool) -> None:
         self.state = "failed"
+        self._start_error = (
+            ErrorCode.UNAVAILABLE if unavailable else ErrorCode.RESOURCE_DIED,
+            error if unavailable else f"{self.name} failed to start: {error}",
+        )
         self.last_error = error
         self.send_encoded(
             self._parent,
@@ -483,9 +530,7 @@ class ResourceActor(TetherActor):
         )
         for call, reply_to in self._queued:
             self._open[call.call_id] = (call, reply_to)
-            self.fail(
-                call, ErrorCode.UNAVAILABLE if unavailable else ErrorCode.RESOURCE_DIED, error
-            )
+            self.fail(call, *self._start_error)
         self._queued = []
         self._stopping = True
         self.send(self.myAddress, ActorExitRequest())
@@ -498,6 +543,10 @@ class ResourceActor(TetherActor):
 
     def _receive_call(self, call: Call, reply_to: Any) -> None:
         self._last_activity = time.monotonic()
+        if self._start_error:
+            self._open[call.call_id] = (call, reply_to)
+            self.fail(call, self._start_error[0], self._start_error[1])
+            return
         if self._stopping or self.state in ("failed", "stopped"):
             self._open[call.call_id] = (call, reply_to)
             self.fail(

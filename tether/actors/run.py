@@ -152,6 +152,12 @@ class RunActor(Supervisor):
             del self.in_flight[call_id]
             if flight.call.deadline and flight.call.deadline < now:
                 continue
+            if reason == "unavailable":
+                self.send(
+                    flight.reply_to,
+                    encode(Reply(call_id, False, error=ErrorCode.UNAVAILABLE, message=error)),
+                )
+                continue
             if flight.call.idempotent and not flight.retried:
                 self.route(flight.call, flight.data, flight.reply_to, retried=True)
                 continue

@@ -209,6 +209,10 @@ class Supervisor(TetherActor):
             else:
                 rec.last_error = obj.error
                 rec.stop_reason = ExitReason.UNAVAILABLE if obj.unavailable else ExitReason.CRASH
+                if obj.unavailable:
+                    rec.state, rec.error_code = "failed", ErrorCode.UNAVAILABLE
+                else:
+                    rec.state = "stopping"
                 self._notify_gone(rec)
         elif isinstance(obj, Pids):
             rec = self.children.get((obj.kind, obj.key))

@@ -16,6 +16,9 @@ import os
 import signal
 from typing import Any
 
+import psutil
+
+from tether.actors.base import close_inherited_fds
 from tether.messages.calls import Call, ErrorCode, Reply
 from tether.messages.codec import decode, encode
 from tether.messages.control import (
@@ -147,6 +150,8 @@ class RootSupervisor(Supervisor):
         self.name = "root"
         self.kind = "root"
         self.kinds: list[KindSpec] = []
+        self._admin: tuple[int, float] | None = None
+        self._siblings: list[tuple[int, float]] = []
 
     def handle_message(self, obj: Any, data: bytes, extra: Any, sender: Any) -> None:
         if isinstance(obj, Hello):
@@ -160,6 +165,14 @@ class RootSupervisor(Supervisor):
         self.handle_supervisor_wakeup(payload)
 
     def _hello(self, hello: Hello, sender: Any) -> None:
+        close_inherited_fds(self)
+        # thespian's admin also runs a logger process; neither has a watchdog of its own
+        with contextlib.suppress(Exception):
+            admin = psutil.Process(os.getppid())
+            self._admin = (admin.pid, admin.create_time())
+            self._siblings = [
+                (p.pid, p.create_time()) for p in admin.children() if p.pid != os.getpid()
+            ]
         self._host_pid, self._host_create_time = hello.host_pid, hello.host_create_time
         self._arm_watchdog()
         self.kinds = [KindSpec.from_wire(k) for k in hello.kinds]
@@ -213,11 +226,14 @@ class RootSupervisor(Supervisor):
         self.send(rec.address, (data, reply_to))
 
     def _emergency_exit(self) -> None:
-        """The host died: take thespian's admin down with us (it has no watchdog of its own)."""
+        """The host (or the admin) died: take thespian's admin and logger down with us (they
+        have no watchdog of their own); our descendants notice and clean up after themselves."""
         with contextlib.suppress(Exception):
             self.release()
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(os.getppid(), signal.SIGKILL)
+        for pid, created in [*self._siblings, *([self._admin] if self._admin else [])]:
+            with contextlib.suppress(Exception):
+                if abs(psutil.Process(pid).create_time() - created) < 0.01:
+                    os.kill(pid, signal.SIGKILL)
         os._exit(0)
 
     def _owner_alive(self) -> bool:

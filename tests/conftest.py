@@ -1,0 +1,99 @@
+"""Shared fixtures: a started `Runtime` that is always shut down and leaves no orphans.
+
+    def test_something(runtime):             # a fresh Runtime (all declared kinds)
+        runtime._call("r", "echo", "k", "echo", {}, 5)
+
+    def test_other(runtime_factory):         # several, or with custom kinds
+        rt = runtime_factory(kinds=[...])
+
+After the test, the fixture shuts the runtime down and asserts that no process it started
+is still alive (psutil). `wait_until(predicate, timeout)` is the bounded poll to wait with.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 5.0, interval: float = 0.01) -> Any:
+    """Poll `predicate` until it returns something truthy; fail the test after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s: {predicate}")
+        time.sleep(interval)
+
+
+def runtime_processes(rt: Any) -> list[psutil.Process]:
+    """Every live process of a runtime: thespian's admin, the actors, their subprocesses."""
+    from tether.runtime import processes_with_token
+
+    procs = {p.pid: p for p in rt._tree_processes()}
+    procs.update({p.pid: p for p in processes_with_token(rt._token)})
+    return list(procs.values())
+
+
+def alive(procs: list[psutil.Process]) -> list[psutil.Process]:
+    out = []
+    for proc in procs:
+        try:
+            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                out.append(proc)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def shutdown_without_orphans(rt: Any, timeout: float = 10.0) -> None:
+    if rt.closed:
+        return
+    procs = runtime_processes(rt)
+    assert procs, "a running runtime has at least its admin process"
+    rt.shutdown(timeout=timeout)
+    left = wait_until(lambda: not alive(procs) or None, timeout=5.0) if alive(procs) else None
+    del left
+    assert not alive(procs), (
+        f"orphans after shutdown: {[(p.pid, p.cmdline()) for p in alive(procs)]}"
+    )
+
+
+@pytest.fixture(scope="session")
+def tether_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("tether-state")
+    os.environ["TETHER_STATE_DIR"] = str(path)
+    return path
+
+
+@pytest.fixture
+def runtime_factory(tether_state_dir: Path) -> Iterator[Callable[..., Any]]:
+    from tether.runtime import Runtime
+
+    started: list[Any] = []
+
+    def make(**kwargs: Any) -> Any:
+        kwargs.setdefault("state_dir", tether_state_dir)
+        rt = Runtime.start(**kwargs)
+        started.append(rt)
+        return rt
+
+    yield make
+    for rt in started:
+        shutdown_without_orphans(rt)
+
+
+@pytest.fixture
+def runtime(runtime_factory: Callable[..., Any]) -> Any:
+    return runtime_factory()

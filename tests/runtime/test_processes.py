@@ -1,0 +1,211 @@
+"""Thespian's traps, measured on real processes: loopback only, no orphans, no collisions."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.conftest import alive, runtime_processes, wait_until
+from tether.messages.calls import ResourceError
+from tether.runtime import KindLoadError, Runtime, RuntimeStartError, load_kinds
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def listening(proc: psutil.Process) -> list:
+    try:
+        return [c for c in proc.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def test_every_listening_socket_is_on_loopback(runtime) -> None:
+    runtime._call("r1", "echo", "k", "echo", {}, 5)
+    runtime._call("r1", "echo_run", "k", "echo", {}, 5)
+    sockets = [c for p in [psutil.Process(), *runtime_processes(runtime)] for c in listening(p)]
+    assert len(sockets) >= 6  # admin, root, supervisors, run, actors, the host's endpoint
+    assert {c.laddr.ip for c in sockets} == {"127.0.0.1"}
+    assert any(c.laddr.port == runtime.admin_port for c in sockets)
+
+
+def test_runtimes_started_in_parallel_never_collide(runtime_factory) -> None:
+    runtimes: list[Runtime] = []
+    threads = [
+        threading.Thread(target=lambda: runtimes.append(runtime_factory())) for _ in range(3)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len({rt.admin_port for rt in runtimes}) == 3
+    pids = [rt._call("r", "echo", "k", "pid", {}, 5)["pid"] for rt in runtimes]
+    assert len(set(pids)) == 3
+
+
+def test_pinned_admin_port_in_use_is_a_clear_error(runtime, tether_state_dir) -> None:
+    with pytest.raises(
+        RuntimeStartError,
+        match=f"admin port {runtime.admin_port} is already in use on 127.0.0.1; pick another port",
+    ):
+        Runtime.start(admin_port=runtime.admin_port, state_dir=tether_state_dir)
+
+
+def test_pinned_admin_port(runtime_factory) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    rt = runtime_factory(admin_port=port)
+    assert rt.admin_port == port
+    assert rt._call("r", "echo", "k", "echo", {"a": 1}, 5)["echo"] == {"a": 1}
+
+
+def test_no_orphans_after_shutdown(runtime_factory) -> None:
+    rt = runtime_factory()
+    for run in ("a", "b"):
+        rt._call(run, "echo_run", "k", "echo", {}, 5)
+    rt._call("a", "echo_process", "k", "echo", {}, 5)
+    procs = runtime_processes(rt)
+    assert len(procs) >= 10
+    rt.shutdown()
+    assert alive(procs) == []  # shutdown() itself waits: nothing is left when it returns
+
+
+def test_port_file_is_written_and_removed(runtime_factory, tether_state_dir) -> None:
+    rt = runtime_factory()
+    data = json.loads((tether_state_dir / f"{rt.admin_port}.json").read_text())
+    assert data["host_pid"] == os.getpid() and data["admin_pid"] == rt.admin_pid
+    rt.shutdown()
+    assert not (tether_state_dir / f"{rt.admin_port}.json").exists()
+
+
+HOST = textwrap.dedent(
+    """
+    import json, sys, time
+    sys.path.insert(0, {root!r})
+    from tether.runtime import Runtime
+    rt = Runtime.start(state_dir={state!r})
+    rt._call("a", "echo_process", "k", "echo", {{}}, 10)
+    rt._call("a", "echo_run", "k", "echo", {{}}, 10)
+    pids = []
+    def walk(node):
+        pids.extend(p["pid"] for p in node["pids"])
+        for c in node["children"]:
+            walk(c)
+    walk(rt.health())
+    print(json.dumps({{"pids": pids, "port": rt.admin_port}}), flush=True)
+    time.sleep(600)
+    """
+)
+
+
+@pytest.mark.slow
+def test_no_orphans_after_sigkill_of_the_host(tmp_path) -> None:
+    script = HOST.format(root=str(ROOT), state=str(tmp_path))
+    host = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        line = host.stdout.readline()
+        info = json.loads(line)
+        procs = [psutil.Process(p) for p in set(info["pids"]) if p != host.pid]
+        assert len(procs) >= 8
+        os.kill(host.pid, signal.SIGKILL)
+        host.wait(5)
+        start = time.monotonic()
+        wait_until(lambda: not alive(procs), timeout=5.0)
+        assert time.monotonic() - start < 3.0
+        assert Runtime.reap_stale(tmp_path) == [info["port"]]  # the port file of the dead host
+        assert list(tmp_path.glob("*.json")) == []
+    finally:
+        if host.poll() is None:
+            host.kill()
+
+
+def test_reap_stale_kills_what_a_dead_host_left(tmp_path) -> None:
+    leftover = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        dead = subprocess.Popen([sys.executable, "-c", "pass"])
+        dead.wait()
+        record = {
+            "admin_port": 12345,
+            "host_pid": dead.pid,
+            "host_create_time": 1.0,
+            "admin_pid": leftover.pid,
+            "admin_create_time": psutil.Process(leftover.pid).create_time(),
+            "token": "",
+        }
+        (tmp_path / "12345.json").write_text(json.dumps(record))
+        assert Runtime.reap_stale(tmp_path) == [12345]
+        assert leftover.wait(5) is not None
+        assert not (tmp_path / "12345.json").exists()
+    finally:
+        if leftover.poll() is None:
+            leftover.kill()
+
+
+def test_reap_stale_leaves_live_hosts_alone(runtime, tether_state_dir) -> None:
+    assert Runtime.reap_stale(tether_state_dir) == []
+    assert runtime._call("r", "echo", "k", "echo", {}, 5)["key"] == "k"
+
+
+def test_owned_process_dies_with_its_actor_even_when_the_actor_is_sigkilled(runtime) -> None:
+    info = runtime._call("r", "echo_process", "k", "pid", {}, 5)
+    child = psutil.Process(info["pid"])
+    os.kill(info["actor_pid"], signal.SIGKILL)
+    wait_until(lambda: not alive([child]), timeout=2.0)
+
+
+def _fds_of(rt, run: str) -> int:
+    info = rt._call(run, "echo_run", "k", "pid", {}, 10)
+    return psutil.Process(info["actor_pid"]).num_fds()
+
+
+def test_fds_of_new_actors_do_not_grow_with_their_siblings(runtime) -> None:
+    first = _fds_of(runtime, "run-0")
+    for i in range(1, 16):
+        last = _fds_of(runtime, f"run-{i}")
+    assert last <= first + 2, (first, last)  # without the fix: +3 fds per earlier run
+    assert last < 40
+
+
+def test_kind_modules_that_do_not_exist_are_skipped() -> None:
+    kinds = load_kinds(["tether.actors.echo", "tether.actors.not_written_yet"])
+    assert {k.kind for k in kinds} == {"echo", "echo_process", "echo_run"}
+
+
+def test_kind_module_that_fails_to_import_is_a_clear_error(tmp_path, monkeypatch) -> None:
+    (tmp_path / "broken_kinds.py").write_text("import not_a_module_anywhere\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(
+        KindLoadError,
+        match="resource kind module 'broken_kinds' failed to import: No module named 'not_a_module_anywhere'",
+    ):
+        load_kinds(["broken_kinds"])
+
+
+def test_runtime_cannot_be_built_directly() -> None:
+    with pytest.raises(
+        TypeError, match=r"build a Runtime with Runtime.start\(...\), not Runtime\(...\)"
+    ):
+        Runtime()
+
+
+def test_death_of_thespians_admin_takes_the_tree_down_and_calls_say_so(runtime) -> None:
+    runtime._call("r", "echo_process", "k", "echo", {}, 5)
+    procs = runtime_processes(runtime)
+    os.kill(runtime.admin_pid, signal.SIGKILL)
+    wait_until(lambda: not alive(procs), timeout=5.0)
+    with pytest.raises(ResourceError) as info:
+        runtime._call("r", "echo_process", "k", "echo", {}, 0.5)
+    assert info.value.code == "unavailable"
+    assert info.value.message.startswith("the actor system of this runtime died (admin pid")

@@ -1,0 +1,200 @@
+"""Calls through the real tree: routing, errors, concurrency, deadlines, late replies."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from tests.conftest import wait_until
+from tether.messages.calls import ErrorCode, ResourceError
+
+
+def call(rt, kind="echo", key="k", op="echo", args=None, timeout=5.0, run="r1", **kw):
+    return rt._call(run, kind, key, op, args or {}, timeout, **kw)
+
+
+def error_of(fn, *args, **kwargs) -> ResourceError:
+    with pytest.raises(ResourceError) as info:
+        fn(*args, **kwargs)
+    return info.value
+
+
+def test_echo_shared(runtime) -> None:
+    assert call(runtime, args={"x": [1, "a"]}) == {"echo": {"x": [1, "a"]}, "key": "k"}
+
+
+def test_echo_through_a_subprocess(runtime) -> None:
+    assert call(runtime, "echo_process", args={"x": 2})["echo"] == {"x": 2}
+
+
+def test_echo_run_scoped(runtime) -> None:
+    assert call(runtime, "echo_run", args={"x": 3})["echo"] == {"x": 3}
+
+
+def test_shared_kind_is_one_actor_for_all_runs(runtime) -> None:
+    assert call(runtime, op="pid", run="a") == call(runtime, op="pid", run="b")
+
+
+def test_run_kind_is_one_actor_per_run(runtime) -> None:
+    assert call(runtime, "echo_run", op="pid", run="a") != call(
+        runtime, "echo_run", op="pid", run="b"
+    )
+
+
+def test_unknown_kind_lists_the_connected_ones(runtime) -> None:
+    err = error_of(call, runtime, kind="nope")
+    assert err.code == ErrorCode.BAD_REQUEST
+    assert (
+        "no resource kind 'nope' in this runtime; connected kinds: echo, echo_process"
+        in err.message
+    )
+
+
+def test_unknown_op_is_a_bad_request(runtime) -> None:
+    err = error_of(call, runtime, op="frobnicate")
+    assert (err.code, err.message) == (
+        ErrorCode.BAD_REQUEST,
+        "echo has no op 'frobnicate'; ops: echo, sleep, fail, raise, pid, stop, crash",
+    )
+
+
+def test_resource_error_reaches_the_caller(runtime) -> None:
+    err = error_of(call, runtime, op="fail", args={"message": "nope, try X"})
+    assert (err.code, err.message) == (ErrorCode.FAILED, "nope, try X")
+
+
+def test_exception_in_on_call_fails_that_call_only(runtime) -> None:
+    err = error_of(call, runtime, op="raise", args={"message": "boom"})
+    assert err.code == ErrorCode.FAILED
+    assert err.message == "echo:k failed on 'raise': RuntimeError: boom"
+    assert call(runtime)["key"] == "k"  # the actor is still serving
+
+
+def test_arguments_that_cannot_cross_are_refused(runtime) -> None:
+    err = error_of(call, runtime, args={"x": object()})
+    assert err.code == ErrorCode.BAD_REQUEST
+    assert "arguments of echo.echo cannot be sent to an actor" in err.message
+
+
+def test_bad_timeout(runtime) -> None:
+    err = error_of(call, runtime, timeout=0)
+    assert err.message == "timeout must be a positive number of seconds, got 0"
+
+
+def test_slow_resource_gets_a_deadline_error_in_time(runtime) -> None:
+    start = time.monotonic()
+    err = error_of(call, runtime, op="sleep", args={"seconds": 3}, timeout=0.3)
+    assert time.monotonic() - start < 0.8
+    assert err.code == ErrorCode.DEADLINE
+    assert err.message.startswith("echo 'k' did not answer 'sleep' within 0.3 s")
+
+
+def test_late_reply_never_reaches_the_next_call(runtime) -> None:
+    error_of(call, runtime, op="sleep", args={"seconds": 0.3}, timeout=0.1)
+    time.sleep(0.4)  # the late answer to the first call has arrived by now
+    assert call(runtime, args={"n": 2})["echo"] == {"n": 2}
+    assert call(runtime, op="sleep", args={"seconds": 0.01}) == {"slept": 0.01}
+
+
+def test_a_stuck_actor_gives_every_caller_a_deadline_error(runtime) -> None:
+    call(runtime)
+    runtime.inject("delay", target="echo:k", seconds=5.0, count=4)
+    errors: list[ResourceError] = []
+
+    def one() -> None:
+        errors.append(error_of(call, runtime, timeout=0.5))
+
+    threads = [threading.Thread(target=one) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(3)
+    assert [e.code for e in errors] == [ErrorCode.DEADLINE] * 4
+
+
+def test_gather_fans_out_and_keeps_order(runtime) -> None:
+    results = runtime._gather(
+        "r1",
+        [("echo", str(i), "echo", {"i": i}) for i in range(6)] + [("echo", "x", "fail", {})],
+        5.0,
+    )
+    assert [r["echo"]["i"] for r in results[:6]] == list(range(6))
+    assert isinstance(results[6], ResourceError) and results[6].code == ErrorCode.FAILED
+
+
+def test_gather_is_bounded_by_its_timeout(runtime) -> None:
+    start = time.monotonic()
+    results = runtime._gather(
+        "r1", [("echo", "a", "sleep", {"seconds": 2}), ("echo", "b", "echo", {})], 0.4
+    )
+    assert time.monotonic() - start < 1.0
+    assert isinstance(results[0], ResourceError) and results[0].code == ErrorCode.DEADLINE
+    assert results[1]["key"] == "b"
+
+
+def test_sixteen_threads_times_a_hundred_calls_through_several_runs(runtime) -> None:
+    failures: list[object] = []
+    counts = [0] * 16
+
+    def worker(n: int) -> None:
+        for i in range(100):
+            kind = ("echo", "echo_process", "echo_run")[i % 3]
+            try:
+                got = runtime._call(
+                    f"run-{n % 4}", kind, f"k{n % 2}", "echo", {"n": n, "i": i}, 20.0
+                )
+                assert got["echo"] == {"n": n, "i": i}
+                counts[n] += 1
+            except Exception as exc:  # noqa: BLE001 - collected and asserted below
+                failures.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert failures == []
+    assert counts == [100] * 16
+
+
+def test_kind_keys_lists_running_shared_actors(runtime) -> None:
+    call(runtime, key="b")
+    call(runtime, key="a")
+    assert runtime.kind_keys("echo") == ["a", "b"]
+    assert runtime.kind_keys("echo_run") == []
+    err = error_of(runtime.kind_keys, "nope")
+    assert err.message.startswith("no resource kind 'nope'; connected kinds: echo")
+
+
+def test_connected_kinds(runtime) -> None:
+    assert {"echo", "echo_process", "echo_run"} <= runtime.connected_kinds()
+
+
+def test_close_run_stops_its_actors(runtime) -> None:
+    pid = call(runtime, "echo_run", op="pid", run="gone")["pid"]
+    runtime._close_run_actor("gone")
+    import psutil
+
+    wait_until(
+        lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE,
+        5,
+    )
+
+
+def test_calls_after_shutdown_say_so(runtime) -> None:
+    runtime.shutdown()
+    err = error_of(call, runtime)
+    assert err.message == "the runtime is shut down; start a new one with Runtime.start()"
+
+
+def test_async_callers_share_a_runtime(runtime) -> None:
+    import asyncio
+
+    async def main() -> list[dict]:
+        return await asyncio.gather(
+            *(asyncio.to_thread(call, runtime, args={"i": i}) for i in range(20))
+        )
+
+    assert [r["echo"]["i"] for r in asyncio.run(main())] == list(range(20))

@@ -1,0 +1,321 @@
+"""Supervision on real processes: restarts, give-up, TTL, idle reaping, faults, health."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import psutil
+import pytest
+
+from tests.conftest import wait_until
+from tether.messages.calls import ErrorCode, ResourceError
+from tether.supervisors.spec import ChildSpec, KindSpec, Restart, Scope
+
+
+def call(rt, kind="echo_process", key="k", op="echo", args=None, timeout=5.0, run="r1", **kw):
+    return rt._call(run, kind, key, op, args or {}, timeout, **kw)
+
+
+def error_of(fn, *args, **kwargs) -> ResourceError:
+    with pytest.raises(ResourceError) as info:
+        fn(*args, **kwargs)
+    return info.value
+
+
+def node(health: dict, name: str) -> dict | None:
+    if health.get("name") == name:
+        return health
+    for child in health.get("children", []):
+        found = node(child, name)
+        if found:
+            return found
+    return None
+
+
+def serving(rt, kind="echo_process", key="k", run="r1"):
+    try:
+        return call(rt, kind, key, timeout=0.5, run=run)
+    except ResourceError:
+        return None
+
+
+def test_restart_after_sigkill_of_the_owned_subprocess(runtime) -> None:
+    pid = call(runtime, op="pid")["pid"]
+    os.kill(pid, signal.SIGKILL)
+    start = time.monotonic()
+    wait_until(lambda: serving(runtime), timeout=1.0)
+    assert time.monotonic() - start < 1.0
+    assert call(runtime, op="pid")["pid"] != pid
+    health = runtime.health()
+    assert node(health, "echo_process:k")["restarts"] == 1
+    assert "was killed by signal 9" in node(health, "echo_process:k")["last_error"]
+
+
+def test_in_flight_call_gets_resource_died_when_the_process_dies(runtime_factory) -> None:
+    slow = KindSpec(
+        "slow", "tests.runtime.actors:SlowProcessActor", Scope.SHARED, ChildSpec(Restart.PERMANENT)
+    )
+    rt = runtime_factory(kinds=[slow])
+    pid = rt._call("r", "slow", "k", "pid", {}, 5)["pid"]
+    import threading
+
+    errors = []
+    t = threading.Thread(
+        target=lambda: errors.append(error_of(rt._call, "r", "slow", "k", "hang", {}, 5))
+    )
+    t.start()
+    time.sleep(0.2)
+    os.kill(pid, signal.SIGKILL)
+    t.join(3)
+    assert errors[0].code == ErrorCode.RESOURCE_DIED
+    assert "was killed by signal 9" in errors[0].message and "call again" in errors[0].message
+
+
+def test_idempotent_call_is_retried_once_on_the_new_incarnation(runtime_factory) -> None:
+    slow = KindSpec(
+        "slow",
+        "tests.runtime.actors:SlowProcessActor",
+        Scope.SHARED,
+        ChildSpec(Restart.PERMANENT, backoff_initial=0.05),
+    )
+    rt = runtime_factory(kinds=[slow])
+    pid = rt._call("r", "slow", "k", "pid", {}, 5)["pid"]
+    import threading
+
+    results = []
+    t = threading.Thread(
+        target=lambda: results.append(
+            rt._call("r", "slow", "k", "hang_once", {}, 5, idempotent=True)
+        )
+    )
+    t.start()
+    time.sleep(0.2)
+    os.kill(pid, signal.SIGKILL)
+    t.join(5)
+    assert results and results[0]["pid"] != pid
+
+
+def test_give_up_after_intensity_is_exceeded_is_visible_in_health(runtime_factory) -> None:
+    flaky = KindSpec(
+        "flaky",
+        "tether.actors.echo:EchoProcessActor",
+        Scope.SHARED,
+        ChildSpec(Restart.PERMANENT, max_restarts=2, period=30.0, backoff_initial=0.02),
+    )
+    rt = runtime_factory(kinds=[flaky])
+    for _ in range(3):
+        wait_until(lambda: serving(rt, "flaky"), timeout=3.0)
+        rt.inject("kill_process", target="flaky:k")
+    state = wait_until(
+        lambda: (n := node(rt.health(), "flaky:k")) and n["state"] == "failed" and n, timeout=3.0
+    )
+    assert state["last_error"].startswith(
+        "gave up on flaky:k after 2 restarts in 30 s; last error: flaky:k: python"
+    )
+    err = error_of(call, rt, "flaky")
+    assert err.code == ErrorCode.GAVE_UP and err.message.startswith("gave up on flaky:k")
+
+
+def test_restarting_resource_answers_with_a_clear_error(runtime_factory) -> None:
+    slow_restart = KindSpec(
+        "echo_process",
+        "tether.actors.echo:EchoProcessActor",
+        Scope.SHARED,
+        ChildSpec(Restart.PERMANENT, backoff_initial=1.0),
+    )
+    rt = runtime_factory(kinds=[slow_restart])
+    call(rt)
+    rt.inject("kill_process", target="echo_process:k")
+    err = wait_until(lambda: _restarting_error(rt), timeout=2.0)
+    assert err.startswith(
+        "echo_process:k is restarting (restart 1 of 5 in 60 s; last error: echo_process:k: python"
+    )
+    assert err.endswith("try again in a moment")
+
+
+def _restarting_error(rt) -> str | None:
+    try:
+        call(rt, timeout=0.5)
+    except ResourceError as exc:
+        if exc.code == ErrorCode.RESTARTING:
+            return exc.message
+    return None
+
+
+def test_ttl_expiry_stops_the_child_and_the_next_call_starts_a_fresh_one(runtime_factory) -> None:
+    short = KindSpec(
+        "echo_process",
+        "tether.actors.echo:EchoProcessActor",
+        Scope.SHARED,
+        ChildSpec(Restart.PERMANENT, ttl=0.4),
+    )
+    rt = runtime_factory(kinds=[short])
+    pid = call(rt, op="pid")["pid"]
+    wait_until(lambda: not psutil.pid_exists(pid), timeout=3.0)
+    assert node(rt.health(), "echo_process:k") is None  # forgotten, not restarted
+    assert call(rt, op="pid")["pid"] != pid
+
+
+def test_idle_reaping(runtime_factory) -> None:
+    idle = KindSpec(
+        "echo_run", "tether.actors.echo:EchoProcessActor", Scope.RUN, ChildSpec(idle_ttl=0.3)
+    )
+    rt = runtime_factory(kinds=[idle])
+    pid = call(rt, "echo_run", op="pid")["pid"]
+    for _ in range(4):  # calls keep it alive
+        time.sleep(0.15)
+        assert call(rt, "echo_run", op="pid")["pid"] == pid
+    wait_until(lambda: not psutil.pid_exists(pid), timeout=3.0)
+    assert node(rt.health(), "run:r1/echo_run:k") is None
+
+
+def test_unavailable_resource_is_not_restarted(runtime_factory) -> None:
+    missing = KindSpec("missing", "tests.runtime.actors:UnavailableActor", Scope.SHARED)
+    rt = runtime_factory(kinds=[missing])
+    err = error_of(call, rt, "missing")
+    assert (err.code, err.message) == (
+        ErrorCode.UNAVAILABLE,
+        "frob not on PATH: install frob or call status",
+    )
+    err = error_of(call, rt, "missing")
+    assert err.code == ErrorCode.UNAVAILABLE
+    assert node(rt.health(), "missing:k")["restarts"] == 0
+
+
+def test_actor_class_that_does_not_load_is_unavailable(runtime_factory) -> None:
+    broken = KindSpec("broken", "tests.runtime.nonexistent:Nope", Scope.SHARED)
+    rt = runtime_factory(kinds=[broken])
+    err = error_of(call, rt, "broken")
+    assert err.code == ErrorCode.UNAVAILABLE
+    assert "actor class 'tests.runtime.nonexistent:Nope' failed to load" in err.message
+
+
+def test_crash_actor_is_restarted(runtime) -> None:
+    before = call(runtime, op="pid")["actor_pid"]
+    message = runtime.inject("crash_actor", target="echo_process:k")["message"]
+    assert message.startswith(f"SIGKILLed the actor process of echo_process:k (pid {before})")
+    wait_until(lambda: serving(runtime), timeout=2.0)
+    assert call(runtime, op="pid")["actor_pid"] != before
+
+
+def test_crash_of_a_run_actor_recovers(runtime) -> None:
+    call(runtime, "echo", run="r9")
+    runtime.inject("crash_actor", target="run:r9")
+    wait_until(lambda: serving(runtime, "echo", run="r9"), timeout=5.0)
+
+
+def test_drop_reply_makes_the_caller_time_out_once(runtime) -> None:
+    call(runtime, "echo")
+    runtime.inject("drop_reply", target="echo:k")
+    assert error_of(call, runtime, "echo", timeout=0.3).code == ErrorCode.DEADLINE
+    assert call(runtime, "echo")["key"] == "k"
+
+
+def test_delay_postpones_the_next_call(runtime) -> None:
+    call(runtime, "echo")
+    runtime.inject("delay", target="echo:k", seconds=0.3)
+    start = time.monotonic()
+    call(runtime, "echo")
+    assert 0.25 < time.monotonic() - start < 1.5
+
+
+@pytest.mark.parametrize(
+    "fault, target, kwargs, message",
+    [
+        (
+            "kill_process",
+            "echo:k",
+            {},
+            "echo:k owns no OS process; use crash_actor to kill the actor itself",
+        ),
+        (
+            "delay",
+            "nope:k",
+            {"seconds": 1},
+            "no actor named 'nope:k' under root; known here: runs, supervisor:echo",
+        ),
+        (
+            "kill_process",
+            "echo:zz",
+            {},
+            "no actor named 'echo:zz' under supervisor:echo; known here: echo:k",
+        ),
+        (
+            "delay",
+            "supervisor:echo",
+            {"seconds": 1},
+            "supervisor:echo is a supervisor: faults target resource actors",
+        ),
+        ("drop_reply", "run:r1", {}, "run:r1 is a run: only crash_actor applies to it"),
+    ],
+)
+def test_fault_target_errors(runtime, fault, target, kwargs, message) -> None:
+    call(runtime, "echo")
+    err = error_of(runtime.inject, fault, target=target, **kwargs)
+    assert err.code == ErrorCode.BAD_REQUEST
+    assert err.message.startswith(message)
+
+
+def test_unknown_fault(runtime) -> None:
+    with pytest.raises(
+        ValueError,
+        match="unknown fault 'melt'; faults: kill_process, crash_actor, delay, drop_reply",
+    ):
+        runtime.inject("melt", target="echo:k")
+
+
+def test_health_tree_fields(runtime) -> None:
+    call(runtime)
+    call(runtime, "echo_run")
+    health = runtime.health()
+    assert health["name"] == "root" and health["admin_port"] == runtime.admin_port
+    names = {c["name"] for c in health["children"]}
+    assert {"runs", "supervisor:echo", "supervisor:echo_process", "supervisor:echo_run"} - {
+        "supervisor:echo_run"
+    } <= names
+    leaf = node(health, "echo_process:k")
+    assert {
+        "name",
+        "kind",
+        "key",
+        "state",
+        "uptime",
+        "restarts",
+        "last_error",
+        "pending",
+        "pids",
+    } <= set(leaf)
+    assert (leaf["kind"], leaf["key"], leaf["state"], leaf["restarts"]) == (
+        "echo_process",
+        "k",
+        "ready",
+        0,
+    )
+    assert len(leaf["pids"]) == 2 and all(p["rss"] > 0 for p in leaf["pids"])
+    assert node(health, "run:r1/echo_run:k")["state"] == "ready"
+
+
+def test_busy_and_pending_in_health(runtime) -> None:
+    import threading
+
+    t = threading.Thread(target=lambda: call(runtime, "echo", op="sleep", args={"seconds": 0.6}))
+    t.start()
+    time.sleep(0.2)
+    leaf = node(runtime.health(), "echo:k")
+    t.join(2)
+    assert (leaf["state"], leaf["pending"]) == ("busy", 1)
+
+
+def test_unresponsive_actor_does_not_stall_health(runtime) -> None:
+    call(runtime, "echo_process")
+    pid = call(runtime, "echo_process", op="pid")["actor_pid"]
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        start = time.monotonic()
+        health = runtime.health(timeout=1.0)
+        assert time.monotonic() - start < 1.5
+        assert node(health, "echo_process:k")["state"] == "unresponsive"
+    finally:
+        os.kill(pid, signal.SIGCONT)
