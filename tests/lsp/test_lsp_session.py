@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -233,3 +234,26 @@ def test_exit_fails_everything_in_flight(project):
     s.handle("hover", {"path": str(project / "a.py"), "line0": 0, "char": 0}, "h", io.t + 10)
     s.on_exit(-9)
     assert io.results["h"][1][0] == "resource_died" and "exit code -9" in io.results["h"][1][1]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    shutil.which("basedpyright-langserver") is None, reason="not installed: basedpyright-langserver"
+)
+def test_plain_harness_drives_a_real_server(tmp_path):
+    """The same Session, no actors: a selector loop (tests/lsp/lsp_driver.py) and basedpyright."""
+    from lsp_driver import Driver
+    from lsp_support import copy_project
+
+    root = copy_project("python", tmp_path)
+    d = Driver("basedpyright", root)
+    try:
+        r = d.call("hover", {"path": str(root / "shapes/report.py"), "line0": 3, "char": 4})
+        assert "def total_area(shapes: list[Shape]) -> float" in r["hover"]
+        (root / "shapes/report.py").write_text("x: int = 'no'\n")
+        out = d.call("sync", {"paths": [str(root / "shapes/report.py")]})
+        assert (
+            out["mode"] == "pull" and out["files"][str(root / "shapes/report.py")][0]["line"] == 1
+        )
+    finally:
+        d.close()
