@@ -20,6 +20,8 @@ import os
 import sys
 from typing import Any
 
+from thespian.actors import Actor
+
 from tether.actors.base import ProcessActor, ResourceActor
 from tether.messages.calls import Call, ErrorCode
 from tether.supervisors.spec import ChildSpec, KindSpec, Restart, Scope
@@ -103,6 +105,29 @@ class EchoProcessActor(ProcessActor):
 
     def health_extra(self) -> dict[str, Any]:
         return {"waiting": len(self.waiting), "stderr_tail": self.stderr_tail()[-200:]}
+
+
+class RawEchoActor(Actor):
+    """A bare thespian actor that sends back whatever bytes it gets (to the address riding
+    beside them, if any): the anchor benchmarks/routing.py compares tether's calls with."""
+
+    def receiveMessage(self, msg: Any, sender: Any) -> None:  # noqa: N802 (thespian's name)
+        if isinstance(msg, bytes):
+            self.send(sender, msg)
+        elif isinstance(msg, tuple) and len(msg) == 2 and isinstance(msg[0], bytes):
+            self.send(msg[1], msg[0])
+
+
+class RawForwardActor(Actor):
+    """A bare thespian forwarder: bytes go on to the target with the sender beside them.
+    With RawEchoActor it is the floor of any three-hop route (host -> router -> actor -> host)."""
+
+    def receiveMessage(self, msg: Any, sender: Any) -> None:  # noqa: N802 (thespian's name)
+        if isinstance(msg, bytes):
+            self.send(self.target, (msg, sender))
+        elif isinstance(msg, tuple) and msg and msg[0] == "target":
+            self.target = msg[1]
+            self.send(sender, b"ok")
 
 
 KINDS: list[KindSpec] = [

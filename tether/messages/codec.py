@@ -14,6 +14,7 @@ ever reachable from this machine.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from typing import Any
 
 import msgpack
@@ -48,6 +49,19 @@ class CodecError(ValueError):
     pass
 
 
+_local = threading.local()
+
+
+def _packer() -> msgpack.Packer:
+    # msgpack.packb builds a Packer per call, and a Packer mallocs a 1 MiB buffer: one mmap
+    # and munmap per message (measured with strace: ~20 per routed call, and 3x slower
+    # sends). One reused Packer per thread avoids it.
+    packer = getattr(_local, "packer", None)
+    if packer is None:
+        packer = _local.packer = msgpack.Packer(autoreset=True)
+    return packer
+
+
 def encode(msg: Any) -> bytes:
     try:
         names = _FIELDS[type(msg)]
@@ -57,7 +71,7 @@ def encode(msg: Any) -> bytes:
             f"(register it with tether.messages.codec.register)"
         ) from None
     try:
-        return msgpack.packb([type(msg).__name__, *(getattr(msg, n) for n in names)])
+        return _packer().pack([type(msg).__name__, *(getattr(msg, n) for n in names)])
     except (TypeError, ValueError) as exc:
         raise CodecError(
             f"cannot encode {type(msg).__name__}: {exc} (fields must be msgpack-able)"

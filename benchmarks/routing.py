@@ -1,0 +1,94 @@
+"""Routing overhead: a tether call (host -> RunActor -> resource actor -> host) against one
+raw thespian ask to a bare echo actor, in the same actor system, same run of this script.
+
+    python benchmarks/routing.py [--calls 3000] [--warmup 300]
+
+Three paths, measured interleaved in blocks of 100 so that changes in machine load hit
+them alike:
+  raw     host -> bare echo actor -> host              (the anchor: one thespian ask)
+  floor   host -> bare forwarder -> bare echo -> host  (any three-hop route, no tether code)
+  tether  rt._call(...) through RunActor to the "echo" resource actor
+Prints p50 / p99 and the ratios. Targets (issue #2): tether p50 <= 1 ms and <= 3x raw.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tether.actors.echo import RawEchoActor, RawForwardActor  # noqa: E402
+from tether.runtime import Runtime, load_kinds  # noqa: E402
+
+
+def percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(int(len(ordered) * q), len(ordered) - 1)]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=3000)
+    parser.add_argument("--warmup", type=int, default=300)
+    args = parser.parse_args()
+
+    with Runtime.start(kinds=load_kinds(["tether.actors.echo"])) as rt:
+        echo = rt._asys.createActor(RawEchoActor)
+        forward = rt._asys.createActor(RawForwardActor)
+        ctx = rt._contexts.get()  # the context rt._call uses from this thread
+        assert ctx.ask(forward, ("target", echo), 5.0) == b"ok"
+        payload = b"x" * 64
+
+        def raw() -> None:
+            ctx.tell(echo, payload)  # tell + listen: what rt._call does, minus routing
+            assert ctx.listen(5.0) == payload
+
+        def floor() -> None:
+            ctx.tell(forward, payload)
+            assert ctx.listen(5.0) == payload
+
+        def routed() -> None:
+            rt._call("bench", "echo", "k", "echo", {"x": "x" * 48}, 5.0)
+
+        paths = {"raw": raw, "floor": floor, "tether": routed}
+        samples: dict[str, list[float]] = {name: [] for name in paths}
+        for fn in paths.values():
+            for _ in range(args.warmup):
+                fn()
+        for _ in range(max(args.calls // 100, 1)):
+            for name, fn in paths.items():
+                for _ in range(100):
+                    start = time.perf_counter()
+                    fn()
+                    samples[name].append((time.perf_counter() - start) * 1000)
+
+    p50 = {name: percentile(v, 0.5) for name, v in samples.items()}
+    p99 = {name: percentile(v, 0.99) for name, v in samples.items()}
+    load = os.getloadavg()[0]
+    print(
+        f"calls per path {len(samples['raw'])}, load average {load:.2f} on {os.cpu_count()} cores"
+    )
+    labels = {
+        "raw": "raw thespian ask (2 hops)",
+        "floor": "bare 3-hop thespian route",
+        "tether": "tether routed call",
+    }
+    for name in paths:
+        print(f"{labels[name]:28s} p50 {p50[name]:.3f} ms   p99 {p99[name]:.3f} ms")
+    print(
+        f"ratio tether/raw    p50 {p50['tether'] / p50['raw']:.2f}x   p99 {p99['tether'] / p99['raw']:.2f}x"
+    )
+    print(
+        f"ratio tether/floor  p50 {p50['tether'] / p50['floor']:.2f}x   p99 {p99['tether'] / p99['floor']:.2f}x"
+    )
+    ok = p50["tether"] <= 1.0 and p50["tether"] <= 3 * p50["raw"]
+    print(f"target (tether p50 <= 1 ms and <= 3x raw): {'met' if ok else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
