@@ -115,3 +115,15 @@ def test_call_starts_a_runtime_when_the_tool_needs_one(
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
     assert main(["call", "--workdir", str(tmp_path), "lsp", '{"action": "status"}']) == 0
     assert "basedpyright" in capsys.readouterr().out
+
+
+def test_status_of_a_running_runtime(runtime: object, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["status", "--port", str(runtime.admin_port)]) == 0  # type: ignore[attr-defined]
+    out = capsys.readouterr().out
+    assert out.startswith("tether runtime on 127.0.0.1:") and "supervisor:" in out
+
+
+def test_status_nothing_listening(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["status", "--port", "1"]) == 1
+    captured = capsys.readouterr()
+    assert "nothing listens on 127.0.0.1:1" in captured.out + captured.err
