@@ -465,7 +465,7 @@ class Runtime:
     ) -> tuple[Reply, Any]:
         assert self._contexts is not None
         ctx = self._contexts.get()
-        ctx.tell(address, encode(msg))
+        self._tell(ctx, address, encode(msg))
         got = self._await(ctx, {call_id}, time.monotonic() + timeout)
         if call_id not in got:
             raise ResourceError(
@@ -481,7 +481,10 @@ class Runtime:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            msg = ctx.listen(remaining)
+            try:
+                msg = ctx.listen(remaining)
+            except Exception as exc:  # the endpoint was closed under us (shutdown)
+                raise self._transport_error(exc) from exc
             if msg is None:
                 continue
             extra = None
@@ -498,10 +501,28 @@ class Runtime:
                 got[ident] = (obj, extra)
         return got
 
-    def _run_address(self, run_id: str) -> Any:
+    def _tell(self, ctx: Any, address: Any, data: bytes) -> None:
+        try:
+            ctx.tell(address, data)
+        except Exception as exc:
+            raise self._transport_error(exc) from exc
+
+    def _transport_error(self, exc: Exception) -> ResourceError:
+        if self._closed:
+            return ResourceError(
+                ErrorCode.UNAVAILABLE,
+                "the runtime is shut down; start a new one with Runtime.start()",
+            )
+        return ResourceError(
+            ErrorCode.UNAVAILABLE,
+            f"could not reach the actor system ({type(exc).__name__}: {exc}); check rt.health() "
+            "or restart the runtime",
+        )
+
+    def _run_address(self, run_id: str, timeout: float = 10.0) -> Any:
         address = self._run_addresses.get(run_id)
         if address is None:
-            self._open_run_actor(run_id)
+            self._open_run_actor(run_id, timeout)
             address = self._run_addresses[run_id]
         return address
 
@@ -577,10 +598,10 @@ class Runtime:
         Thread-safe."""
         self._check_open()
         call, data = self._make_call(run_id, kind, key, op, args, timeout, idempotent)
-        address = self._run_address(call.run_id)
+        address = self._run_address(call.run_id, max(call.deadline - time.monotonic(), 0.01))
         assert self._contexts is not None
         ctx = self._contexts.get()
-        ctx.tell(address, data)
+        self._tell(ctx, address, data)
         got = self._await(ctx, {call.call_id}, call.deadline)
         if call.call_id not in got:
             raise self._deadline_error(call, timeout)
@@ -622,14 +643,14 @@ class Runtime:
                 prepared.append(self._make_call(run_id, kind, key, op, args, timeout, idempotent))
             except ResourceError as exc:
                 prepared.append(exc)
-        address = self._run_address(str(run_id))
+        address = self._run_address(str(run_id), timeout)
         assert self._contexts is not None
         ctx = self._contexts.get()
         wanted = set()
         deadline = time.monotonic() + timeout
         for item in prepared:
             if isinstance(item, tuple):
-                ctx.tell(address, item[1])
+                self._tell(ctx, address, item[1])
                 wanted.add(item[0].call_id)
         got = self._await(ctx, wanted, deadline)
         results: list[dict[str, Any] | ResourceError] = []
@@ -707,7 +728,7 @@ class Runtime:
         query = HealthQuery(self._next_id(), time.monotonic() + timeout * 0.9)
         assert self._contexts is not None
         ctx = self._contexts.get()
-        ctx.tell(self._root, encode(query))
+        self._tell(ctx, self._root, encode(query))
         got = self._await(ctx, {query.query_id}, time.monotonic() + timeout)
         if query.query_id not in got:
             raise ResourceError(
