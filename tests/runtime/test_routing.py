@@ -198,3 +198,33 @@ def test_async_callers_share_a_runtime(runtime) -> None:
         )
 
     assert [r["echo"]["i"] for r in asyncio.run(main())] == list(range(20))
+
+
+def test_open_run_builds_a_run_backed_by_this_runtime(runtime, tmp_path) -> None:
+    from tether.run import Run
+
+    run = runtime.open_run("conv-1", workdir=tmp_path)
+    assert isinstance(run, Run) and run.runtime is runtime and run.run_id == "conv-1"
+    assert run.tools()  # at least the harness tools are on the surface
+    run.close()
+
+
+def test_open_run_rejects_an_empty_id(runtime) -> None:
+    with pytest.raises(ValueError, match="run_id must be a non-empty str, got ''"):
+        runtime.open_run("")
+
+
+def test_a_closed_run_can_be_opened_again(runtime) -> None:
+    call(runtime, "echo_run", run="again")
+    runtime._close_run_actor("again")
+    got = wait_until(
+        lambda: _try(lambda: call(runtime, "echo_run", run="again", args={"n": 1})), timeout=5
+    )
+    assert got["echo"] == {"n": 1}
+
+
+def _try(fn):
+    try:
+        return fn()
+    except ResourceError:
+        return None

@@ -506,7 +506,8 @@ class ResourceActor(TetherActor):
         entry = self._open.pop(call.call_id, None)
         if entry is None:
             return  # settled already, or expired
-        self.pending.discard_call(call.call_id) if len(self.pending) else None
+        if len(self.pending):
+            self.pending.discard_call(call.call_id)
         if self._drop > 0:
             self._drop -= 1
             return

@@ -122,6 +122,8 @@ class RawForwardActor(Actor):
     """A bare thespian forwarder: bytes go on to the target with the sender beside them.
     With RawEchoActor it is the floor of any three-hop route (host -> router -> actor -> host)."""
 
+    target: Any = None
+
     def receiveMessage(self, msg: Any, sender: Any) -> None:  # noqa: N802 (thespian's name)
         if isinstance(msg, bytes):
             self.send(self.target, (msg, sender))

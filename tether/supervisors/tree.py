@@ -107,7 +107,7 @@ class RunSupervisor(Supervisor):
                 kinds=self.kinds,
                 start_extra=self.kind_addresses,
             )
-            if rec.state == "failed" or rec.address is None:
+            if rec.state in ("failed", "stopping") or rec.address is None:
                 self.send(
                     sender,
                     encode(
@@ -115,7 +115,12 @@ class RunSupervisor(Supervisor):
                             obj.call_id,
                             False,
                             error=rec.error_code or ErrorCode.RESTARTING,
-                            message=rec.last_error or f"{rec.name} is {rec.state}; try again",
+                            message=(
+                                rec.last_error
+                                if rec.state == "failed"
+                                else f"{rec.name} is {rec.state} ({rec.last_error or 'no error'}); "
+                                "open it again in a moment"
+                            ),
                         )
                     ),
                 )
@@ -124,10 +129,10 @@ class RunSupervisor(Supervisor):
                     sender, (encode(Reply(obj.call_id, True, {"run_id": obj.run_id})), rec.address)
                 )
         elif isinstance(obj, CloseRun):
-            rec = self.children.get(("run", obj.run_id))
-            if rec is not None:
-                self.stop_child(rec, "run closed")
-            self.send(sender, encode(Reply(obj.call_id, True, {"closed": rec is not None})))
+            closing = self.children.get(("run", obj.run_id))
+            if closing is not None:
+                self.stop_child(closing, "run closed")
+            self.send(sender, encode(Reply(obj.call_id, True, {"closed": closing is not None})))
         elif isinstance(obj, Inject) and obj.target == self.name:
             self._reply_inject(
                 sender if extra is None else extra, obj, False, _not_a_target(self.name)
