@@ -319,3 +319,39 @@ def test_unresponsive_actor_does_not_stall_health(runtime) -> None:
         assert node(health, "echo_process:k")["state"] == "unresponsive"
     finally:
         os.kill(pid, signal.SIGCONT)
+
+
+def test_subprocess_death_is_noticed_at_once(runtime_factory) -> None:
+    import threading
+
+    slow = KindSpec(
+        "slow", "tests.runtime.actors:SlowProcessActor", Scope.SHARED, ChildSpec(Restart.PERMANENT)
+    )
+    rt = runtime_factory(kinds=[slow])
+    pid = rt._call("r", "slow", "k", "pid", {}, 5)["pid"]
+    got: list[float] = []
+
+    def waiter() -> None:
+        error_of(rt._call, "r", "slow", "k", "hang", {}, 5)
+        got.append(time.monotonic())
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    time.sleep(0.3)
+    killed = time.monotonic()
+    os.kill(pid, signal.SIGKILL)
+    t.join(3)
+    # pidfd watched by ThespianWatch: the actor hears of the death at once, fails the call
+    assert got and got[0] - killed < 0.3, got[0] - killed
+
+
+def test_large_writes_and_reads_do_not_block_the_actor(runtime) -> None:
+    blob = "x" * 1_000_000  # far beyond a pipe's 64 KiB buffer, both ways
+    assert call(runtime, args={"blob": blob}, timeout=20)["echo"]["blob"] == blob
+    assert call(runtime, args={"small": 1})["echo"] == {"small": 1}
+
+
+def test_stderr_tail_is_kept_for_status(runtime) -> None:
+    call(runtime, op="stderr", args={"text": "warning: something odd"})
+    leaf = node(runtime.health(), "echo_process:k")
+    assert "warning: something odd" in leaf["extra"]["stderr_tail"]
