@@ -112,11 +112,31 @@ def process_info(pid: int) -> dict[str, Any]:
         return {"pid": pid, "cmd": "", "rss": 0, "cpu": 0.0, "alive": False}
 
 
-def kill_tree(pid: int, grace: float = 0.5, group: bool = True) -> list[int]:
+def _running(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _wait_exited(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Wait until each process exited (a zombie counts: its parent may be gone and nobody
+    reaps it soon) or `timeout` passed; returns the ones still running."""
+    deadline = time.monotonic() + timeout
+    alive = [p for p in procs if _running(p)]
+    while alive and time.monotonic() < deadline:
+        psutil.wait_procs(alive, timeout=min(0.02, max(deadline - time.monotonic(), 0.001)))
+        alive = [p for p in alive if _running(p)]
+    return alive
+
+
+def kill_tree(pid: int, grace: float = 0.5, group: bool = True, wait: bool = True) -> list[int]:
     """Kill `pid`, its process group (if it leads one) and all its descendants.
 
-    SIGTERM first, then SIGKILL for whatever is still alive after `grace` seconds.
-    Bounded: returns within about grace + 0.5 s. Returns the pids that were signalled.
+    SIGTERM first, then SIGKILL for whatever is still alive after `grace` seconds (grace 0:
+    SIGKILL at once). With wait, returns once they are gone, within about grace + 0.5 s;
+    without, returns at once (a supervisor's message loop must not block). Returns the
+    pids that were signalled.
     """
     try:
         root = psutil.Process(pid)
@@ -124,7 +144,10 @@ def kill_tree(pid: int, grace: float = 0.5, group: bool = True) -> list[int]:
     except psutil.NoSuchProcess:
         procs = []
     signalled = [p.pid for p in procs]
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 0.5)):
+    signals = (
+        ((signal.SIGTERM, grace), (signal.SIGKILL, 0.5)) if grace > 0 else ((signal.SIGKILL, 0.5),)
+    )
+    for sig, wait_for in signals:
         if group:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 if os.getpgid(pid) == pid:
@@ -132,9 +155,9 @@ def kill_tree(pid: int, grace: float = 0.5, group: bool = True) -> list[int]:
         for proc in procs:
             with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
                 proc.send_signal(sig)
-        if not procs:
+        if not procs or not wait:
             break
-        _gone, procs = psutil.wait_procs(procs, timeout=wait)
+        procs = _wait_exited(procs, wait_for)
         if not procs:
             break
     return signalled

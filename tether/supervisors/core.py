@@ -244,11 +244,11 @@ class Supervisor(TetherActor):
             return
         rec.address = None
         reason = rec.stop_reason or ExitReason.CRASH
+        if reason is ExitReason.CRASH and not rec.last_error:
+            rec.last_error = f"{rec.name} died (actor process exited without saying why)"
+        self._notify_gone(rec)  # first: callers waiting on it hear at once
         if reason is ExitReason.CRASH:
-            if not rec.last_error:
-                rec.last_error = f"{rec.name} died (actor process exited without saying why)"
             self._reap_owned(rec)
-        self._notify_gone(rec)
         now = time.monotonic()
         decision = decide(rec.spec, reason)
         if decision is Decision.RESTART and not within_intensity(rec.restart_times, now, rec.spec):
@@ -288,7 +288,7 @@ class Supervisor(TetherActor):
         """The child died without cleaning up: kill what it owned (process groups, trees)."""
         for pid in rec.owned:
             with contextlib.suppress(Exception):
-                kill_tree(pid, grace=0.0)
+                kill_tree(pid, grace=0.0, wait=False)
         rec.owned = []
 
     def _notify_gone(self, rec: ChildRecord) -> None:
