@@ -355,3 +355,12 @@ def test_stderr_tail_is_kept_for_status(runtime) -> None:
     call(runtime, op="stderr", args={"text": "warning: something odd"})
     leaf = node(runtime.health(), "echo_process:k")
     assert "warning: something odd" in leaf["extra"]["stderr_tail"]
+
+
+def test_run_scoped_resources_are_supervised_by_their_run(runtime) -> None:
+    pid = call(runtime, "echo_run", op="pid")["pid"]
+    message = runtime.inject("kill_process", target="run:r1/echo_run:k")["message"]
+    assert message == f"sent SIGKILL to run:r1/echo_run:k's process group {pid}"
+    wait_until(lambda: serving(runtime, "echo_run"), timeout=1.0)
+    assert call(runtime, "echo_run", op="pid")["pid"] != pid
+    assert node(runtime.health(), "run:r1/echo_run:k")["restarts"] == 1
