@@ -298,24 +298,34 @@ def main() -> int:
                     teths.append(t2 - t1)
                 results.append(row(action, raws, teths))
 
-            # where the added time goes: the runtime's round trip to a trivial actor, and the
-            # language-server actor asked directly (no tool pipeline, no rendering)
+            # where the added time goes, measured interleaved per position: the raw client, the
+            # runtime's round trip to a trivial actor, the language-server actor asked directly
+            # (no tool pipeline, no rendering), and the whole lsp tool
             from tether.actors.language_server.servers import make_key
 
             key = make_key("basedpyright", tether_root.resolve())
-            raws, floor, direct = [], [], []
-            for s in sites:
-                args = {"path": str(tether_root.resolve() / s[0]), "line0": s[1] - 1, "char": s[3]}
-                t0 = time.perf_counter()
-                raw_query(raw, raw_root, "hover", s)
-                t1 = time.perf_counter()
-                rt._call("bench", "echo", "floor", "echo", {}, 10)
-                t2 = time.perf_counter()
-                rt._call("bench", "language_server", key, "hover", args, 10, idempotent=True)
-                t3 = time.perf_counter()
-                raws.append(t1 - t0)
-                floor.append(t2 - t1)
-                direct.append(t3 - t2)
+            raws, floor, direct, tool = [], [], [], []
+            for _ in range(2):
+                for s in sites:
+                    args = {
+                        "path": str(tether_root.resolve() / s[0]),
+                        "line0": s[1] - 1,
+                        "char": s[3],
+                    }
+                    t0 = time.perf_counter()
+                    raw_query(raw, raw_root, "hover", s)
+                    t1 = time.perf_counter()
+                    rt._call("bench", "echo", "floor", "echo", {}, 10)
+                    t2 = time.perf_counter()
+                    rt._call("bench", "language_server", key, "hover", args, 10, idempotent=True)
+                    t3 = time.perf_counter()
+                    teth("hover", s)
+                    t4 = time.perf_counter()
+                    raws.append(t1 - t0)
+                    floor.append(t2 - t1)
+                    direct.append(t3 - t2)
+                    tool.append(t4 - t3)
+            results.append(row("hover (interleaved)", raws, tool))
             results.append(row("hover, actor direct", raws, direct))
             results.append(
                 {
