@@ -497,3 +497,20 @@ def test_folded_block_lists_new_and_pending():
         "    | y = x",
     ]
     assert "Diagnostics pending for b.py" in out
+
+
+def test_workspace_symbols_rank_exact_then_prefix_then_fuzzy_inside_first():
+    from tether.tools.lsp import _symbol_rank
+
+    recs = [
+        {"name": "IFA_F_TEMPORARY", "path": "/usr/lib/go/x.go"},
+        {"name": "items", "path": "a.py"},
+        {"name": "Item", "path": "/usr/lib/go/y.go"},
+        {"name": "Item", "path": "m.py"},
+        {"name": "stackpoolItem", "path": "b.py"},
+    ]
+    recs.sort(key=lambda r: _symbol_rank(r, "Item"))
+    assert [(r["name"], r["path"]) for r in recs] == [
+        ("Item", "m.py"), ("Item", "/usr/lib/go/y.go"), ("items", "a.py"),
+        ("stackpoolItem", "b.py"), ("IFA_F_TEMPORARY", "/usr/lib/go/x.go"),
+    ]  # fmt: skip

@@ -362,14 +362,26 @@ def _symbols(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         recs += _records(
             ctx, list(payload.get("symbols") or []), lines, payload.get("encoding", "")
         )
-    inside = [r for r in recs if not os.path.isabs(r["path"])]
-    outside = [r for r in recs if os.path.isabs(r["path"])]
-    recs = inside + outside
+    recs.sort(key=lambda r: _symbol_rank(r, str(query)))
     cap = render.CAPS["workspace_symbols"]
     text = render.symbols(recs[:cap], len(recs), f"symbols matching {query!r}")
     if errors:
         text += "\n(" + "; ".join(errors) + ")"
     return ToolResult.ok(text, data={"symbols": recs[:cap], "total": len(recs)})
+
+
+def _symbol_rank(rec: Mapping[str, Any], query: str) -> tuple:
+    """Exact name, then case-insensitive, prefix, substring, then the servers' fuzzy
+    matches (gopls matches "Item" to "IFA_F_TEMPORARY"); inside the workspace first."""
+    name, q = str(rec.get("name", "")).rsplit(".", 1)[-1], query
+    low, ql = name.lower(), q.lower()
+    return (
+        name != q,
+        low != ql,
+        not low.startswith(ql),
+        ql not in low,
+        os.path.isabs(str(rec.get("path", ""))),
+    )
 
 
 # --- status / reload --------------------------------------------------------------------------
