@@ -39,7 +39,7 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 5.0, interval: flo
 
 def runtime_processes(rt: Any) -> list[psutil.Process]:
     """Every live process of a runtime: thespian's admin, the actors, their subprocesses."""
-    from tether.runtime import processes_with_token
+    from tether.processes import processes_with_token
 
     procs = {p.pid: p for p in rt._tree_processes()}
     procs.update({p.pid: p for p in processes_with_token(rt._token)})

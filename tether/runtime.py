@@ -40,7 +40,6 @@ from typing import Any
 import psutil
 
 from tether import loopback
-from tether.actors.base import kill_tree, process_info
 from tether.messages.calls import Call, ErrorCode, Reply, ResourceError
 from tether.messages.codec import CodecError, decode, encode
 from tether.messages.control import (
@@ -51,6 +50,16 @@ from tether.messages.control import (
     Inject,
     ListKeys,
     OpenRun,
+)
+from tether.processes import (
+    kill_tree,
+    listener_pid,
+    proc_create_time,
+    process_info,
+    processes_with_token,
+    same_process,
+    session_processes,
+    wait_gone,
 )
 from tether.supervisors.spec import KindSpec, Scope
 
@@ -137,24 +146,6 @@ def _pick_port() -> int:
         if _port_bindable(port) and not _port_listening(port):
             return port
     raise RuntimeStartError("no free loopback port found for the actor system's admin")
-
-
-def _proc_create_time(pid: int) -> float:
-    try:
-        return psutil.Process(pid).create_time()
-    except psutil.NoSuchProcess:
-        return 0.0
-
-
-def _same_process(pid: int, create_time: float) -> bool:
-    """True if `pid` is still the (running, not zombie) process created at `create_time`."""
-    try:
-        proc = psutil.Process(pid)
-        return (
-            abs(proc.create_time() - create_time) < 0.01 and proc.status() != psutil.STATUS_ZOMBIE
-        )
-    except psutil.NoSuchProcess:
-        return False
 
 
 class _Contexts:
@@ -307,7 +298,7 @@ class Runtime:
                 f"port {port} belongs to another actor system (admin pid {reply.payload['admin_pid']})"
             )
         self.admin_pid = int(reply.payload["admin_pid"])
-        self.admin_create_time = _proc_create_time(self.admin_pid)
+        self.admin_create_time = proc_create_time(self.admin_pid)
         with contextlib.suppress(OSError):
             self.admin_sid = os.getsid(self.admin_pid)
         self.root_pid = int(reply.payload["pid"])
@@ -320,11 +311,11 @@ class Runtime:
 
     def _abandon(self) -> None:
         """A start that failed half-way: stop and kill whatever was started."""
-        admin = _listener_pid(self.admin_port)
+        admin = listener_pid(self.admin_port)
         if admin:
             with contextlib.suppress(OSError):
                 self.admin_sid = os.getsid(admin)
-                self.admin_create_time = _proc_create_time(admin)
+                self.admin_create_time = proc_create_time(admin)
         stopper = threading.Thread(target=self._stop_system, daemon=True)
         stopper.start()
         stopper.join(2.0)
@@ -364,7 +355,7 @@ class Runtime:
         stopper = threading.Thread(target=self._stop_system, name="tether-shutdown", daemon=True)
         stopper.start()
         stopper.join(max(deadline - time.monotonic() - 1.0, 0.5))
-        alive = _wait_gone(tracked_list, min(deadline, time.monotonic() + 2.0))
+        alive = wait_gone(tracked_list, min(deadline, time.monotonic() + 2.0))
         for proc in [*alive, *processes_with_token(self._token)]:
             with contextlib.suppress(Exception):
                 kill_tree(proc.pid, grace=0.0)
@@ -389,13 +380,13 @@ class Runtime:
             for child in admin.children(recursive=True):
                 procs[child.pid] = child
         for pid, created in self._known_pids:
-            if pid not in procs and _same_process(pid, created):
+            if pid not in procs and same_process(pid, created):
                 with contextlib.suppress(psutil.NoSuchProcess):
                     procs[pid] = psutil.Process(pid)
         return list(procs.values())
 
     def _remember_pid(self, pid: int) -> None:
-        created = _proc_create_time(pid)
+        created = proc_create_time(pid)
         if created:
             self._known_pids.add((pid, created))
 
@@ -430,10 +421,10 @@ class Runtime:
                 data = json.loads(path.read_text())
             except (OSError, ValueError):
                 continue
-            if _same_process(data.get("host_pid", 0), data.get("host_create_time", 0.0)):
+            if same_process(data.get("host_pid", 0), data.get("host_create_time", 0.0)):
                 continue
             admin_pid = data.get("admin_pid", 0)
-            if admin_pid and _same_process(admin_pid, data.get("admin_create_time", 0.0)):
+            if admin_pid and same_process(admin_pid, data.get("admin_create_time", 0.0)):
                 with contextlib.suppress(Exception):
                     kill_tree(admin_pid, grace=0.2, group=False)
             leftovers = session_processes(
@@ -614,7 +605,7 @@ class Runtime:
         # if the RunActor itself died, its address is stale: look it up again next time
         with self._run_lock:
             self._run_addresses.pop(call.run_id, None)
-        if self.admin_pid and not _same_process(self.admin_pid, self.admin_create_time):
+        if self.admin_pid and not same_process(self.admin_pid, self.admin_create_time):
             return ResourceError(
                 ErrorCode.UNAVAILABLE,
                 f"the actor system of this runtime died (admin pid {self.admin_pid} is gone), so "
@@ -779,64 +770,3 @@ class _PortTaken(Exception):
 
 
 _START_TOKEN = object()
-
-
-def _listener_pid(port: int) -> int:
-    """The pid of the process listening on 127.0.0.1:`port` (0 if none)."""
-    with contextlib.suppress(psutil.AccessDenied, OSError):
-        for conn in psutil.net_connections(kind="tcp"):
-            if conn.status == psutil.CONN_LISTEN and conn.laddr.port == port and conn.pid:
-                return int(conn.pid)
-    return 0
-
-
-def session_processes(sid: int, not_before: float) -> list[psutil.Process]:
-    """The live processes of session `sid` (thespian's admin starts one with setsid; every
-    actor stays in it) created no earlier than `not_before` (guards against a reused sid)."""
-    if sid <= 1:
-        return []
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.pid != os.getpid() and os.getsid(proc.pid) == sid:
-                if (
-                    proc.create_time() >= not_before - 0.01
-                    and proc.status() != psutil.STATUS_ZOMBIE
-                ):
-                    found.append(proc)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, OSError):
-            continue
-    return found
-
-
-def processes_with_token(token: str) -> list[psutil.Process]:
-    """Every live process whose exec-time environment carries this runtime's token: the
-    subprocesses the actors started (unless started with a custom env). Thespian's own
-    processes are forked without exec, so /proc shows them the host's environment; they
-    are found as descendants of the admin instead."""
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.pid != os.getpid() and proc.environ().get(TOKEN_ENV) == token:
-                if proc.status() != psutil.STATUS_ZOMBIE:
-                    found.append(proc)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, OSError):
-            continue
-    return found
-
-
-def _still_running(proc: psutil.Process) -> bool:
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def _wait_gone(procs: list[psutil.Process], deadline: float) -> list[psutil.Process]:
-    """Wait until every process exited (a zombie counts as exited) or the deadline passed;
-    returns the ones still running."""
-    alive = [p for p in procs if _still_running(p)]
-    while alive and time.monotonic() < deadline:
-        psutil.wait_procs(alive, timeout=0.02)
-        alive = [p for p in alive if _still_running(p)]
-    return alive

@@ -38,18 +38,13 @@ What the base does for you:
 
 from __future__ import annotations
 
-import collections
 import contextlib
-import ctypes
 import os
-import signal
-import subprocess
 import time
 import traceback
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-import psutil
 from thespian.actors import (
     Actor,
     ActorExitRequest,
@@ -71,137 +66,15 @@ from tether.messages.control import (
     Started,
     Stopping,
 )
+from tether.processes import close_inherited_fds, host_alive, kill_tree, process_info
 
 WATCHDOG_PERIOD = 0.25  # seconds between checks that the host and our parent are alive
 SWEEP_PERIOD = 0.5  # seconds between sweeps of open calls past their deadline
-STDERR_TAIL_BYTES = 8192
-READ_CHUNK = 65536
 
 
 class ResourceUnavailable(Exception):
     """Raise from on_start when the resource cannot run here (binary or marker missing).
     The supervisor will not retry; calls get ErrorCode.UNAVAILABLE with this message."""
-
-
-def host_alive(pid: int, create_time: float) -> bool:
-    """True if the process `pid` exists and is the one created at `create_time`."""
-    if pid <= 0:
-        return True
-    try:
-        proc = psutil.Process(pid)
-        if create_time and abs(proc.create_time() - create_time) > 0.01:
-            return False
-        return proc.status() != psutil.STATUS_ZOMBIE
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return False
-
-
-def process_info(pid: int) -> dict[str, Any]:
-    """pid, command, RSS (bytes) and CPU percent of one process, for health."""
-    try:
-        proc = psutil.Process(pid)
-        with proc.oneshot():
-            return {
-                "pid": pid,
-                "cmd": " ".join(proc.cmdline()[:3])[:120] or proc.name(),
-                "rss": proc.memory_info().rss,
-                "cpu": proc.cpu_percent(interval=None),
-                "alive": proc.status() != psutil.STATUS_ZOMBIE,
-            }
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return {"pid": pid, "cmd": "", "rss": 0, "cpu": 0.0, "alive": False}
-
-
-def _running(proc: psutil.Process) -> bool:
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def _wait_exited(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
-    """Wait until each process exited (a zombie counts: its parent may be gone and nobody
-    reaps it soon) or `timeout` passed; returns the ones still running."""
-    deadline = time.monotonic() + timeout
-    alive = [p for p in procs if _running(p)]
-    while alive and time.monotonic() < deadline:
-        psutil.wait_procs(alive, timeout=min(0.02, max(deadline - time.monotonic(), 0.001)))
-        alive = [p for p in alive if _running(p)]
-    return alive
-
-
-def kill_tree(pid: int, grace: float = 0.5, group: bool = True, wait: bool = True) -> list[int]:
-    """Kill `pid`, its process group (if it leads one) and all its descendants.
-
-    SIGTERM first, then SIGKILL for whatever is still alive after `grace` seconds (grace 0:
-    SIGKILL at once). With wait, returns once they are gone, within about grace + 0.5 s;
-    without, returns at once (a supervisor's message loop must not block). Returns the
-    pids that were signalled.
-    """
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        procs = []
-    signalled = [p.pid for p in procs]
-    signals = (
-        ((signal.SIGTERM, grace), (signal.SIGKILL, 0.5)) if grace > 0 else ((signal.SIGKILL, 0.5),)
-    )
-    for sig, wait_for in signals:
-        if group:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                if os.getpgid(pid) == pid:
-                    os.killpg(pid, sig)
-        for proc in procs:
-            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-                proc.send_signal(sig)
-        if not procs or not wait:
-            break
-        procs = _wait_exited(procs, wait_for)
-        if not procs:
-            break
-    return signalled
-
-
-def close_inherited_fds(actor: Any) -> list[int]:
-    """Close the pipes this actor process inherited from its parent actor.
-
-    Thespian forks every actor from its parent actor and closes only the parent's own
-    transport sockets in the child; the pipes multiprocessing keeps per child (two per
-    sibling) are inherited, so each new actor carries more fds than the one before
-    (measured: +3 per run under the run supervisor). Sockets are left alone: thespian
-    tracks its own, and closing one it still uses loses messages. Called on the first
-    message (Start), when this process's own transport is up: everything it uses is in
-    its transport's tables and is kept, as are stdio and the multiprocessing sentinel.
-    """
-    transport = getattr(getattr(actor, "_myRef", None), "transport", None)
-    reset = getattr(transport, "childResetFileNumList", None)
-    if reset is None:
-        return []
-    keep = {0, 1, 2, *reset()}
-    import multiprocessing
-
-    parent = multiprocessing.parent_process()
-    sentinel = getattr(parent, "_sentinel", None)
-    if isinstance(sentinel, int):
-        keep.add(sentinel)
-    closed = []
-    try:
-        fds = [int(fd) for fd in os.listdir("/proc/self/fd")]
-    except OSError:
-        return []
-    for fd in fds:
-        if fd in keep:
-            continue
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith("pipe:"):
-            with contextlib.suppress(OSError):
-                os.close(fd)
-                closed.append(fd)
-    return closed
 
 
 class PendingTable:
@@ -746,234 +619,17 @@ class ResourceActor(TetherActor):
         return node
 
 
-def _set_parent_death_signal() -> None:
-    """In the child, before exec: die with SIGKILL when the actor process that started us
-    dies (Linux prctl PR_SET_PDEATHSIG), even if the actor is SIGKILLed itself."""
-    with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
+# ProcessActor lives in tether.actors.process; importable from here as the contract says.
+from tether.actors.process import ProcessActor  # noqa: E402
 
-
-class ProcessActor(ResourceActor):
-    """A resource actor that owns one subprocess (language server, adapter, kernel, worker).
-
-    The subprocess runs in its own session and process group, dies with its actor (parent
-    death signal), and is watched through ThespianWatch on its stdout, stderr and a pidfd:
-    its death is noticed as soon as the kernel reports it, not by polling.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.proc: subprocess.Popen[bytes] | None = None
-        self._pidfd: int | None = None
-        self._stderr_tail: collections.deque[bytes] = collections.deque()
-        self._stderr_len = 0
-        self._write_buffer = bytearray()
-        self._flush_armed = False
-        self._watched: list[int] = []
-        self._argv: list[str] = []
-
-    # --- provided --------------------------------------------------------------------
-    def spawn(self, argv: list[str], cwd: str, env: dict[str, str] | None = None) -> int:
-        """Start the subprocess (own process group, stdin/stdout/stderr pipes); returns its pid."""
-        if self.proc is not None and self.proc.poll() is None:
-            raise RuntimeError(f"{self.name} already runs a subprocess (pid {self.proc.pid})")
-        self._argv = list(argv)
-        self.proc = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            close_fds=True,
-            preexec_fn=_set_parent_death_signal,
-        )
-        assert self.proc.stdin and self.proc.stdout and self.proc.stderr
-        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            os.set_blocking(stream.fileno(), False)
-        self._watched = [self.proc.stdout.fileno(), self.proc.stderr.fileno()]
-        try:
-            self._pidfd = os.pidfd_open(self.proc.pid)
-            self._watched.append(self._pidfd)
-        except (AttributeError, OSError):
-            self._pidfd = None  # old kernel: death is noticed by EOF on stdout
-        if self._started:
-            self._report_pids()
-        return self.proc.pid
-
-    def write(self, data: bytes) -> None:
-        """Write to the subprocess's stdin (buffered; never blocks the message loop)."""
-        if self.proc is None or self.proc.stdin is None:
-            raise RuntimeError(f"{self.name} has no subprocess to write to; call spawn() first")
-        self._write_buffer += data
-        self._flush()
-
-    def on_stdout(self, data: bytes) -> None:
-        """Bytes arrived on the subprocess's stdout."""
-
-    def on_exit(self, returncode: int | None) -> None:
-        """The subprocess died. Default: fail every pending call (resource_died) and exit the
-        actor abnormally so the supervisor applies the restart policy."""
-        message = self.exit_message(returncode)
-        for call in self.open_calls():
-            self.fail_dying(call, message + "; it is being restarted, call again")
-        self.pending.clear()
-        self.stop("crash", message)
-
-    def exit_message(self, returncode: int | None) -> str:
-        pid = self.proc.pid if self.proc else "?"
-        argv0 = os.path.basename(self._argv[0]) if self._argv else "subprocess"
-        how = (
-            f"was killed by signal {-returncode}"
-            if returncode is not None and returncode < 0
-            else f"exited with code {returncode}"
-        )
-        tail = self.stderr_tail().strip()
-        tail = f"; stderr tail: {tail[-500:]}" if tail else ""
-        return f"{self.name}: {argv0} (pid {pid}) {how}{tail}"
-
-    def stderr_tail(self) -> str:
-        """The last few KiB of the subprocess's stderr, for status and errors."""
-        return b"".join(self._stderr_tail).decode("utf-8", "replace")
-
-    def kill_process(self, sig: int = signal.SIGKILL) -> None:
-        """Send `sig` to the subprocess's process group (fault injection, hard stops)."""
-        if self.proc is not None and self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, sig)
-
-    # --- machinery -------------------------------------------------------------------
-    def _watch(self) -> ThespianWatch | None:
-        return ThespianWatch(list(self._watched)) if self._watched else None
-
-    def owned_pids(self) -> list[int]:
-        if self.proc is None or self.proc.returncode is not None:
-            return []
-        try:
-            children = psutil.Process(self.proc.pid).children(recursive=True)
-        except psutil.NoSuchProcess:
-            return []
-        return [self.proc.pid, *(c.pid for c in children)]
-
-    def inject_kill_process(self) -> tuple[bool, str]:
-        if self.proc is None or self.proc.poll() is not None:
-            return False, f"{self.name} has no live subprocess to kill"
-        pid = self.proc.pid
-        self.kill_process(signal.SIGKILL)
-        return True, f"sent SIGKILL to {self.name}'s process group {pid}"
-
-    def handle_watch(self, ready: list[int]) -> None:
-        proc = self.proc
-        if proc is None:
-            return
-        if proc.stdout is not None and proc.stdout.fileno() in ready:
-            self._read(proc.stdout.fileno(), self._dispatch_stdout)
-        if proc.stderr is not None and proc.stderr.fileno() in ready:
-            self._read(proc.stderr.fileno(), self._add_stderr)
-        if (
-            (self._pidfd is not None and self._pidfd in ready)
-            or not self._watched
-            or (
-                self._pidfd is None
-                and proc.stdout is not None
-                and proc.stdout.fileno() not in self._watched
-            )
-        ):
-            if proc.poll() is not None:
-                self._process_exited(proc.returncode)
-
-    def _read(self, fd: int, sink: Any) -> None:
-        while True:
-            try:
-                data = os.read(fd, READ_CHUNK)
-            except BlockingIOError:
-                return
-            except OSError:
-                data = b""
-            if not data:  # EOF: stop watching this fd
-                self._watched = [w for w in self._watched if w != fd]
-                return
-            sink(data)
-            if len(data) < READ_CHUNK:
-                return
-
-    def _dispatch_stdout(self, data: bytes) -> None:
-        try:
-            self.on_stdout(data)
-        except Exception as exc:
-            self.last_error = f"on_stdout failed: {exc!r}"
-            self._log_exception(exc)
-
-    def _add_stderr(self, data: bytes) -> None:
-        self._stderr_tail.append(data)
-        self._stderr_len += len(data)
-        while self._stderr_len > STDERR_TAIL_BYTES and len(self._stderr_tail) > 1:
-            self._stderr_len -= len(self._stderr_tail.popleft())
-        if self._stderr_len > STDERR_TAIL_BYTES:
-            only = self._stderr_tail.pop()[-STDERR_TAIL_BYTES:]
-            self._stderr_tail.append(only)
-            self._stderr_len = len(only)
-
-    def _process_exited(self, returncode: int | None) -> None:
-        proc = self.proc
-        if proc is None:
-            return
-        for stream, sink in ((proc.stdout, self._dispatch_stdout), (proc.stderr, self._add_stderr)):
-            if stream is not None:
-                self._read(stream.fileno(), sink)
-        self._close_pipes()
-        if self._stopping:
-            return
-        try:
-            self.on_exit(returncode)
-        except Exception as exc:
-            self._log_exception(exc)
-            self.stop("crash", self.exit_message(returncode))
-
-    def _close_pipes(self) -> None:
-        self._watched = []
-        if self._pidfd is not None:
-            with contextlib.suppress(OSError):
-                os.close(self._pidfd)
-            self._pidfd = None
-        if self.proc is not None:
-            for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-                if stream is not None:
-                    with contextlib.suppress(OSError):
-                        stream.close()
-
-    def _flush(self) -> None:
-        proc = self.proc
-        if proc is None or proc.stdin is None or proc.stdin.closed:
-            self._write_buffer.clear()
-            return
-        while self._write_buffer:
-            try:
-                written = os.write(proc.stdin.fileno(), self._write_buffer)
-            except BlockingIOError:
-                break
-            except (BrokenPipeError, OSError):
-                self._write_buffer.clear()  # the process is dying; its exit will be noticed
-                return
-            del self._write_buffer[:written]
-        if self._write_buffer and not self._flush_armed:
-            self._flush_armed = True
-            self.wakeupAfter(0.005, ("_flush",))
-
-    def handle_wakeup(self, payload: Any) -> None:
-        if payload == ("_flush",):
-            self._flush_armed = False
-            self._flush()
-            return
-        super().handle_wakeup(payload)
-
-    def release(self) -> None:
-        super().release()
-        proc = self.proc
-        if proc is not None:
-            if proc.poll() is None:
-                kill_tree(proc.pid, grace=0.5)
-            with contextlib.suppress(Exception):
-                proc.wait(timeout=1.0)
-            self._close_pipes()
+__all__ = [
+    "PendingTable",
+    "ProcessActor",
+    "ResourceActor",
+    "ResourceUnavailable",
+    "TetherActor",
+    "close_inherited_fds",
+    "host_alive",
+    "kill_tree",
+    "process_info",
+]

@@ -1,0 +1,217 @@
+"""OS processes of a runtime: find them, measure them, kill them (psutil, bounded waits).
+
+Shared by the actors (a ProcessActor kills its subprocess tree; a supervisor kills what a
+crashed child owned; every actor's watchdog checks the host) and the host side (shutdown,
+the port-file clean-up). A zombie counts as gone everywhere: once the parent of a killed
+process is gone too, nobody may reap it soon, and waiting for it would block.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from typing import Any
+
+import psutil
+
+
+def host_alive(pid: int, create_time: float) -> bool:
+    """True if the process `pid` exists and is the one created at `create_time`."""
+    if pid <= 0:
+        return True
+    try:
+        proc = psutil.Process(pid)
+        if create_time and abs(proc.create_time() - create_time) > 0.01:
+            return False
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+def process_info(pid: int) -> dict[str, Any]:
+    """pid, command, RSS (bytes) and CPU percent of one process, for health."""
+    try:
+        proc = psutil.Process(pid)
+        with proc.oneshot():
+            return {
+                "pid": pid,
+                "cmd": " ".join(proc.cmdline()[:3])[:120] or proc.name(),
+                "rss": proc.memory_info().rss,
+                "cpu": proc.cpu_percent(interval=None),
+                "alive": proc.status() != psutil.STATUS_ZOMBIE,
+            }
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return {"pid": pid, "cmd": "", "rss": 0, "cpu": 0.0, "alive": False}
+
+
+def _running(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _wait_exited(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Wait until each process exited (a zombie counts: its parent may be gone and nobody
+    reaps it soon) or `timeout` passed; returns the ones still running."""
+    deadline = time.monotonic() + timeout
+    alive = [p for p in procs if _running(p)]
+    while alive and time.monotonic() < deadline:
+        psutil.wait_procs(alive, timeout=min(0.02, max(deadline - time.monotonic(), 0.001)))
+        alive = [p for p in alive if _running(p)]
+    return alive
+
+
+def kill_tree(pid: int, grace: float = 0.5, group: bool = True, wait: bool = True) -> list[int]:
+    """Kill `pid`, its process group (if it leads one) and all its descendants.
+
+    SIGTERM first, then SIGKILL for whatever is still alive after `grace` seconds (grace 0:
+    SIGKILL at once). With wait, returns once they are gone, within about grace + 0.5 s;
+    without, returns at once (a supervisor's message loop must not block). Returns the
+    pids that were signalled.
+    """
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        procs = []
+    signalled = [p.pid for p in procs]
+    signals = (
+        ((signal.SIGTERM, grace), (signal.SIGKILL, 0.5)) if grace > 0 else ((signal.SIGKILL, 0.5),)
+    )
+    for sig, wait_for in signals:
+        if group:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                if os.getpgid(pid) == pid:
+                    os.killpg(pid, sig)
+        for proc in procs:
+            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+                proc.send_signal(sig)
+        if not procs or not wait:
+            break
+        procs = _wait_exited(procs, wait_for)
+        if not procs:
+            break
+    return signalled
+
+
+def close_inherited_fds(actor: Any) -> list[int]:
+    """Close the pipes this actor process inherited from its parent actor.
+
+    Thespian forks every actor from its parent actor and closes only the parent's own
+    transport sockets in the child; the pipes multiprocessing keeps per child (two per
+    sibling) are inherited, so each new actor carries more fds than the one before
+    (measured: +3 per run under the run supervisor). Sockets are left alone: thespian
+    tracks its own, and closing one it still uses loses messages. Called on the first
+    message (Start), when this process's own transport is up: everything it uses is in
+    its transport's tables and is kept, as are stdio and the multiprocessing sentinel.
+    """
+    transport = getattr(getattr(actor, "_myRef", None), "transport", None)
+    reset = getattr(transport, "childResetFileNumList", None)
+    if reset is None:
+        return []
+    keep = {0, 1, 2, *reset()}
+    import multiprocessing
+
+    parent = multiprocessing.parent_process()
+    sentinel = getattr(parent, "_sentinel", None)
+    if isinstance(sentinel, int):
+        keep.add(sentinel)
+    closed = []
+    try:
+        fds = [int(fd) for fd in os.listdir("/proc/self/fd")]
+    except OSError:
+        return []
+    for fd in fds:
+        if fd in keep:
+            continue
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("pipe:"):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+                closed.append(fd)
+    return closed
+
+
+def proc_create_time(pid: int) -> float:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.NoSuchProcess:
+        return 0.0
+
+
+def same_process(pid: int, create_time: float) -> bool:
+    """True if `pid` is still the (running, not zombie) process created at `create_time`."""
+    try:
+        proc = psutil.Process(pid)
+        return (
+            abs(proc.create_time() - create_time) < 0.01 and proc.status() != psutil.STATUS_ZOMBIE
+        )
+    except psutil.NoSuchProcess:
+        return False
+
+
+def listener_pid(port: int) -> int:
+    """The pid of the process listening on 127.0.0.1:`port` (0 if none)."""
+    with contextlib.suppress(psutil.AccessDenied, OSError):
+        for conn in psutil.net_connections(kind="tcp"):
+            if conn.status == psutil.CONN_LISTEN and conn.laddr.port == port and conn.pid:
+                return int(conn.pid)
+    return 0
+
+
+def session_processes(sid: int, not_before: float) -> list[psutil.Process]:
+    """The live processes of session `sid` (thespian's admin starts one with setsid; every
+    actor stays in it) created no earlier than `not_before` (guards against a reused sid)."""
+    if sid <= 1:
+        return []
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid != os.getpid() and os.getsid(proc.pid) == sid:
+                if (
+                    proc.create_time() >= not_before - 0.01
+                    and proc.status() != psutil.STATUS_ZOMBIE
+                ):
+                    found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, OSError):
+            continue
+    return found
+
+
+def processes_with_token(token: str) -> list[psutil.Process]:
+    """Every live process whose exec-time environment carries this runtime's token: the
+    subprocesses the actors started (unless started with a custom env). Thespian's own
+    processes are forked without exec, so /proc shows them the host's environment; they
+    are found as descendants of the admin instead."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid != os.getpid() and proc.environ().get("TETHER_RUNTIME_TOKEN") == token:
+                if proc.status() != psutil.STATUS_ZOMBIE:
+                    found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, OSError):
+            continue
+    return found
+
+
+def still_running(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def wait_gone(procs: list[psutil.Process], deadline: float) -> list[psutil.Process]:
+    """Wait until every process exited (a zombie counts as exited) or the deadline passed;
+    returns the ones still running."""
+    alive = [p for p in procs if still_running(p)]
+    while alive and time.monotonic() < deadline:
+        psutil.wait_procs(alive, timeout=0.02)
+        alive = [p for p in alive if still_running(p)]
+    return alive
