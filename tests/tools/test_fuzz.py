@@ -75,8 +75,9 @@ BY_NAME: dict[str, st.SearchStrategy[Any]] = {
         ["print($X)", "$A = $B", "import $M", "def $F($$$A): $$$B", "retries", "$$$", "(", ".*"]
     ),
     "rewrite": st.sampled_from(["print($X, flush=True)", "$B = $A", "", "$NOPE"]),
-    # not "cobol": its bundled grammar hangs holding the GIL (test_structural_cobol_hang)
-    "language": st.sampled_from(["python", "typescript", "rust", "dart", "klingon", "PYTHON"]),
+    "language": st.sampled_from(
+        ["python", "typescript", "rust", "dart", "klingon", "PYTHON", "cobol"]
+    ),
     "edit_id": st.sampled_from(["edit_1", "edit_2", "edit_0"]),
     "symbol": st.sampled_from(["retries", "main", "os", "nothing_here", "retries#2"]),
     "new_name": st.sampled_from(["attempts", "1bad", "", "main"]),
@@ -291,12 +292,6 @@ print(json.dumps({"is_error": res.is_error, "text": res.text}))
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="tree-sitter-language-pack 0.13.0's cobol grammar never returns from parse() and "
-    "holds the GIL; tether/tools/structural.py compiles patterns in the host process, so the "
-    "whole host freezes (structural family, issue 4)",
-)
 def test_structural_cobol_hang(tmp_path: Path) -> None:
     """Found by test_fuzz_runtime: ast_grep with language "cobol" froze the host process.
     Run in a subprocess: a GIL-holding hang would freeze this test process too."""

@@ -20,7 +20,16 @@ from pathlib import Path
 import tree_sitter_language_pack as _pack
 from tree_sitter import Language, Parser
 
-LANGUAGES: tuple[str, ...] = tuple(sorted(typing.get_args(_pack.SupportedLanguage)))
+# Bundled grammars we refuse to run, with the reason the model is told. tree-sitter-cobol in
+# the 0.13.0 pack never returns from parse(), even on b"x", and loops holding the GIL: in the
+# host it would freeze the agent server, in a parser actor it would wedge a pool slot.
+BROKEN: dict[str, str] = {
+    "cobol": "its parser in tree-sitter-language-pack 0.13.0 never returns from parse()",
+}
+
+LANGUAGES: tuple[str, ...] = tuple(
+    sorted(set(typing.get_args(_pack.SupportedLanguage)) - set(BROKEN))
+)
 
 ALIASES: dict[str, str] = {
     "js": "javascript",
@@ -98,6 +107,11 @@ def normalize(language: str) -> str:
     key = ALIASES.get(key, key)
     if key in LANGUAGES:
         return key
+    if key in BROKEN:
+        raise LanguageError(
+            f"language {key!r} is bundled but not offered: {BROKEN[key]}. "
+            "Search those files with a text search instead."
+        )
     near = close_ids(language)
     hint = f" Did you mean {', '.join(repr(x) for x in near)}?" if near else ""
     raise LanguageError(
@@ -277,17 +291,9 @@ def _is_single_leafish(lang: str, text: str) -> bool:
     return False
 
 
-# Grammars whose parser never returns on the probe's input (tree-sitter-cobol's scanner
-# loops on `$ABC`, and the progress callback cannot interrupt a scanner): not probed, so
-# they take patterns without metavariables only.
-NO_PROBE = frozenset({"cobol"})
-
-
 @functools.cache
 def metavar_char(lang: str) -> str | None:
     """The character this grammar accepts as the start of an identifier-like metavariable."""
-    if lang in NO_PROBE:
-        return None
     for ch in _METAVAR_CANDIDATES:
         if _is_single_leafish(lang, f"{ch}ABC") and _is_single_leafish(lang, f"{ch * 3}ABC"):
             return ch
