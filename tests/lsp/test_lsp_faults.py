@@ -14,7 +14,7 @@ import time
 import pytest
 from lsp_support import copy_project, health_nodes, lsp_rt, need, wait_for  # noqa: F401 - fixtures
 
-import tether.tools.lsp as lsp_tools
+import tether.tools.lsp.actions as lsp_actions
 
 pytestmark = [pytest.mark.slow, need("basedpyright-langserver")]
 _ids = itertools.count()
@@ -121,7 +121,7 @@ def test_killed_mid_request_is_retried_once_transparently(lsp_rt, tmp_path):  # 
 
 
 def test_server_that_never_answers_gets_a_deadline_error(lsp_rt, tmp_path, monkeypatch):  # noqa: F811
-    monkeypatch.setattr(lsp_tools, "QUERY_TIMEOUT", 2.0)
+    monkeypatch.setattr(lsp_actions, "QUERY_TIMEOUT", 2.0)
     root = project_with_fake(tmp_path, "mute")
     run = lsp_rt.open_run(f"f-{next(_ids)}", workdir=str(root))
     t0 = time.monotonic()
@@ -136,7 +136,7 @@ def test_server_that_never_answers_gets_a_deadline_error(lsp_rt, tmp_path, monke
 def test_server_that_keeps_crashing_is_given_up_on(lsp_rt, tmp_path, monkeypatch):  # noqa: F811
     # (the runtime currently answers an idempotent call to a crash-looping resource only at
     # the host deadline, not with gave_up; bound it so this test stays short)
-    monkeypatch.setattr(lsp_tools, "QUERY_TIMEOUT", 8.0)
+    monkeypatch.setattr(lsp_actions, "QUERY_TIMEOUT", 8.0)
     root = project_with_fake(tmp_path, "crash")
     run = lsp_rt.open_run(f"f-{next(_ids)}", workdir=str(root))
     r = hover(run)

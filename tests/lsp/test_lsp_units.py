@@ -500,7 +500,7 @@ def test_folded_block_lists_new_and_pending():
 
 
 def test_workspace_symbols_rank_exact_then_prefix_then_fuzzy_inside_first():
-    from tether.tools.lsp import _symbol_rank
+    from tether.tools.lsp.actions import _symbol_rank
 
     recs = [
         {"name": "IFA_F_TEMPORARY", "path": "/usr/lib/go/x.go"},

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from tether.run import Run
-from tether.tools import harness
+from tether.tools.harness import edit as harness_edit
+from tether.tools.harness import files as harness_files
+from tether.tools.harness import read as harness_read
 from tether.tools.unidiff import PatchError, apply_hunks, parse_patch
 
 # ---- read ---------------------------------------------------------------------------------
@@ -46,7 +48,7 @@ def test_read_cap_says_how_to_continue(run: Run, workdir: Path) -> None:
     (workdir / "big.txt").write_text("".join(f"line {i}\n" for i in range(1, 5001)))
     res = run.call("read", {"path": "big.txt"})
     assert not res.is_error and res.data["truncated"] is True
-    assert res.data["end_line"] == harness.MAX_READ_LINES
+    assert res.data["end_line"] == harness_read.MAX_READ_LINES
     assert "[showing lines 1-2000 of 5000" in res.text
     assert "call read with start_line=2001 for more]" in res.text
 
@@ -268,7 +270,7 @@ def test_patch_io_failure_in_third_file_rolls_back(
             raise OSError(28, "No space left on device", str(dst))
         real(src, dst)
 
-    monkeypatch.setattr(harness, "_replace", failing)
+    monkeypatch.setattr(harness_files, "replace", failing)
     res = run.call("apply_patch", {"patch": PATCH_THREE})
     assert res.is_error and "No space left on device" in res.text
     assert _contents(workdir, three) == before
@@ -304,7 +306,7 @@ def test_patch_delete_rolls_back(run: Run, workdir: Path, monkeypatch: pytest.Mo
             raise OSError(5, "Input/output error", str(dst))
         real(src, dst)
 
-    monkeypatch.setattr(harness, "_replace", failing)
+    monkeypatch.setattr(harness_files, "replace", failing)
     res = run.call("apply_patch", {"patch": patch})
     assert res.is_error
     assert (workdir / "README.md").read_text() == "# demo\n"
@@ -430,6 +432,6 @@ def test_read_one_huge_line_is_cut(run: Run, workdir: Path) -> None:
 
 
 def test_edit_refuses_huge_files(run: Run, workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(harness, "MAX_EDIT_BYTES", 10)
+    monkeypatch.setattr(harness_edit, "MAX_EDIT_BYTES", 10)
     res = run.call("edit", {"path": "src/app.py", "old_string": "os", "new_string": "sys"})
     assert res.is_error and "Use write to replace it whole" in res.text

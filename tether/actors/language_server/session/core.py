@@ -1,0 +1,454 @@
+"""The session's engine: lifecycle, the table of calls, deadlines, and the server's input.
+
+Everything here is about getting a call to the server and an answer (or a typed error) back
+before its deadline, whatever the server is doing: `initialize` and readiness (including a
+late pull registration and a warm-up on a first file), the op table (`ops`, and the calls
+`queued` before ready or `held` before warm), one timer re-armed for the earliest deadline,
+and the server's requests and notifications. The operations themselves are added by the
+subclasses (`freshness.DiagnosingSession`, `queries.Session`); `handle` finds them by name
+(`_op_<op>`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from tether.actors.language_server import workspace_edit
+from tether.actors.language_server.diagnostics import FreshWait
+from tether.actors.language_server.documents import Document, Documents, uri_of
+from tether.actors.language_server.jsonrpc import (
+    CONTENT_MODIFIED,
+    REQUEST_CANCELLED,
+    Capabilities,
+    JsonRpcClient,
+    Notification,
+    Response,
+    ServerRequest,
+    answer_server_request,
+)
+from tether.actors.language_server.positions import to_character
+from tether.actors.language_server.servers import ServerRow
+from tether.actors.language_server.session.capabilities import client_capabilities
+from tether.messages.calls import ErrorCode
+from tether.protocol import FrameDecoder, FramingError
+
+REPLY_MARGIN = 0.05  # s: settle a call this long before its deadline so the reply arrives
+
+
+class SessionIO(Protocol):
+    def write(self, data: bytes) -> None: ...
+    def after(self, seconds: float, tag: str) -> None: ...
+    def done(self, token: Any, payload: dict[str, Any]) -> None: ...
+    def error(self, token: Any, code: str, message: str) -> None: ...
+
+
+@dataclass
+class Op:
+    oid: int
+    token: Any
+    op: str
+    args: dict[str, Any]
+    deadline: float
+    retried: bool = False
+
+
+class SessionCore:
+    def __init__(
+        self,
+        row: ServerRow,
+        root: Path,
+        io: SessionIO,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.row, self.root, self.io, self.now = row, root, io, now
+        self.rpc = JsonRpcClient()
+        self.decoder = FrameDecoder()
+        self.caps = Capabilities()
+        self.docs = Documents(self.caps, lambda p: row.language_of(p))
+        self.state = "starting"  # starting | registering | ready | failed | exited
+        self.error_text = ""
+        self.started_at = now()
+        self.ready_at: float | None = None
+        self.progress: dict[Any, str] = {}  # active $/progress token -> title
+        self.messages: deque[str] = deque(maxlen=5)  # last showMessage/logMessage errors
+        self.changed_at: dict[str, float] = {}  # uri -> when we last sent a change/open
+        self.ops: dict[int, Op] = {}
+        self.queued: list[Op] = []
+        self.waits: dict[int, tuple[Op, FreshWait]] = {}  # calls waiting for diagnostics
+        self._next_oid = 1
+        self._armed: float | None = None
+        self.warm = not row.warmup_progress  # see ServerRow.warmup_progress
+        self._warming = False
+        self._warm_token: Any = None
+        self.held: list[Op] = []
+
+    # --- lifecycle ------------------------------------------------------------------------
+    def start(self, pid: int | None = None) -> None:
+        params = {
+            "processId": pid if pid is not None else os.getpid(),
+            "clientInfo": {"name": "tether", "version": "0.1.0"},
+            "rootUri": uri_of(self.root),
+            "rootPath": str(self.root),
+            "workspaceFolders": self._folders(),
+            "capabilities": client_capabilities(),
+            "initializationOptions": dict(self.row.init_options) or None,
+        }
+        self._request("initialize", params, self.now() + self.row.startup_timeout, None,
+                      self._on_initialized)  # fmt: skip
+
+    def _folders(self) -> list[dict[str, str]]:
+        return [{"uri": uri_of(self.root), "name": self.root.name or str(self.root)}]
+
+    def _on_initialized(self, op: Op | None, resp: Response) -> None:
+        if resp.error:
+            self._fail_start(f"initialize failed: {resp.error.get('message', resp.error)}")
+            return
+        self.caps.static = dict((resp.result or {}).get("capabilities") or {})
+        self.io.write(self.rpc.notify("initialized", {}))
+        if self.row.settings:
+            self.io.write(
+                self.rpc.notify(
+                    "workspace/didChangeConfiguration", {"settings": dict(self.row.settings)}
+                )
+            )
+        if self.row.await_pull_registration and not self._pull_supported():
+            self.state = "registering"
+            self.io.after(self.row.await_pull_registration, "lsp:registration")
+            return
+        self._become_ready()
+
+    def _become_ready(self) -> None:
+        self.state = "ready"
+        self.ready_at = self.now()
+        queued, self.queued = self.queued, []
+        for op in queued:
+            self._dispatch(op)
+
+    def _fail_start(self, why: str) -> None:
+        self.state = "failed"
+        self.error_text = why
+        queued, self.queued = self.queued, []
+        for op in queued:
+            self._fail(op, ErrorCode.FAILED, f"{self.row.name} did not start: {why}")
+
+    def shutdown_bytes(self) -> bytes:
+        """Polite goodbye (the owner kills the process tree after a short grace anyway)."""
+        return self.rpc.notify("exit", None)
+
+    def on_exit(self, returncode: int | None) -> list[tuple[Any, str]]:
+        """The process died: every outstanding call gets RESOURCE_DIED; returns (token, op)."""
+        self.state = "exited"
+        gone = [(op.token, op.op) for op in self.ops.values()]
+        tail = f" (exit code {returncode})" if returncode is not None else ""
+        for op in list(self.ops.values()):
+            self._fail(
+                op,
+                ErrorCode.RESOURCE_DIED,
+                f"{self.row.name} for {self.root} died while answering {op.op}{tail}; "
+                "it is being restarted - call again",
+            )
+        self.rpc.drain()
+        self.waits.clear()
+        return gone
+
+    # --- input ----------------------------------------------------------------------------
+    def feed(self, data: bytes) -> None:
+        try:
+            msgs = self.decoder.feed(data)
+        except FramingError as e:
+            self.state = "failed"
+            self.error_text = f"corrupt output from {self.row.name}: {e}"
+            for op in list(self.ops.values()):
+                self._fail(op, ErrorCode.FAILED, self.error_text)
+            return
+        for msg in msgs:
+            ev = self.rpc.receive(msg)
+            if isinstance(ev, Response):
+                ctx = ev.context
+                if ctx is not None:
+                    op, cont = ctx
+                    if op is None or op.oid in self.ops or op.op == "initialize":
+                        cont(op, ev)
+            elif isinstance(ev, ServerRequest):
+                self._on_server_request(ev)
+            elif isinstance(ev, Notification):
+                self._on_notification(ev)
+
+    def _on_server_request(self, req: ServerRequest) -> None:
+        if req.method == "client/registerCapability" and self.state == "registering":
+            self.caps.register(req.params)
+            if self._pull_supported():
+                self._become_ready()
+        self.io.write(
+            answer_server_request(
+                req,
+                caps=self.caps,
+                settings=self.row.settings,
+                workspace_folders=self._folders(),
+                apply_edit=self._apply_edit_from_server,
+                on_progress_create=lambda token: None,
+            )
+        )
+
+    def _on_notification(self, n: Notification) -> None:
+        p = n.params or {}
+        if n.method == "$/progress":
+            v = p.get("value") or {}
+            kind = v.get("kind")
+            token = p.get("token")
+            if kind == "begin":
+                title = str(v.get("title") or "working")
+                self.progress[token] = title
+                if not self.warm and any(title.startswith(t) for t in self.row.warmup_progress):
+                    self._warm_token = token
+            elif kind == "end":
+                self.progress.pop(token, None)
+                if not self.warm and self._warm_token is not None and token == self._warm_token:
+                    self._warmed()
+        elif n.method in ("window/showMessage", "window/logMessage"):
+            if int(p.get("type") or 4) <= 1:
+                self.messages.append(str(p.get("message", ""))[:300])
+
+    def _warmed(self) -> None:
+        if self.warm:
+            return
+        self.warm = True
+        held, self.held = self.held, []
+        for op in held:
+            if op.oid in self.ops:
+                self._dispatch(op)
+
+    def on_timer(self, tag: str) -> None:
+        if tag == "lsp:warm-window":
+            if self._warm_token is None:
+                self._warmed()  # no initial progress began: nothing to wait for
+            return
+        if tag == "lsp:warm-cap":
+            self._warmed()
+            return
+        if tag == "lsp:registration":
+            if self.state == "registering":
+                self._become_ready()  # no pull registration came: diagnostics by publish
+            return
+        if tag == "lsp:deadline":
+            self._armed = None
+            now = self.now()
+            for p in self.rpc.expired(now):
+                self.io.write(self.rpc.notify("$/cancelRequest", {"id": p.id}))
+                ctx = p.context
+                op = ctx[0] if ctx else None
+                if p.method == "initialize":
+                    self._fail_start(
+                        f"no answer to initialize within {self.row.startup_timeout:.0f} s"
+                    )
+                elif op is not None and op.oid in self.ops:
+                    self._fail(
+                        op,
+                        ErrorCode.DEADLINE,
+                        f"{self.row.name} did not answer {p.method} in time "
+                        f"({self._indexing_hint()}); retry, or call lsp status",
+                    )
+            for op in [o for o in self.ops.values() if o.deadline <= now]:
+                why = (
+                    f"{self.row.name} is still starting ({self._indexing_hint()})"
+                    if op in self.held or op in self.queued
+                    else "it did not finish"
+                )
+                self._fail(op, ErrorCode.DEADLINE, f"{op.op} timed out: {why}; retry shortly")
+            self._arm()
+
+    def _indexing_hint(self) -> str:
+        if self.progress:
+            return "it is still indexing: " + ", ".join(sorted(set(self.progress.values())))
+        return "it may be busy or stuck"
+
+    # --- calls ----------------------------------------------------------------------------
+    def handle(self, op_name: str, args: dict[str, Any], token: Any, deadline: float) -> None:
+        op = Op(self._next_oid, token, op_name, dict(args), deadline - REPLY_MARGIN)
+        self._next_oid += 1
+        self.ops[op.oid] = op
+        if op.deadline <= self.now():
+            self._fail(op, ErrorCode.DEADLINE, f"{op_name} arrived after its deadline")
+        elif self.state in ("starting", "registering") and op_name != "status":
+            self.queued.append(op)
+            if self._armed is None or op.deadline < self._armed:
+                self._arm_at(op.deadline)
+        elif self.state in ("failed", "exited") and op_name != "status":
+            self._fail(op, ErrorCode.FAILED, f"{self.row.name} is not usable: {self.error_text}")
+        else:
+            self._dispatch(op)
+
+    def _dispatch(self, op: Op) -> None:
+        if not self.warm and op.op != "status":
+            self.held.append(op)
+            if self._armed is None or op.deadline < self._armed:
+                self._arm_at(op.deadline)
+            if not self._warming and "path" in op.args:
+                self._warming = True
+                doc, msgs = self.docs.ensure_open(Path(op.args["path"]))
+                for m in msgs:
+                    self.io.write(m)
+                self.io.after(self.row.warmup_window, "lsp:warm-window")
+                self.io.after(self.row.startup_timeout, "lsp:warm-cap")
+            elif not self._warming:
+                self.io.after(self.row.warmup_window, "lsp:warm-window")
+                self._warming = True
+            return
+        try:
+            getattr(self, f"_op_{op.op}", self._op_unknown)(op)
+        except (KeyError, TypeError, ValueError) as e:
+            self._fail(op, ErrorCode.BAD_REQUEST, f"bad arguments for {op.op}: {e}")
+
+    def _op_unknown(self, op: Op) -> None:
+        known = sorted(m[4:] for m in dir(self) if m.startswith("_op_") and m != "_op_unknown")
+        self._fail(op, ErrorCode.BAD_REQUEST, f"unknown op {op.op!r}; known: {', '.join(known)}")
+
+    def _done(self, op: Op, payload: dict[str, Any]) -> None:
+        if self.ops.pop(op.oid, None) is not None:
+            self.io.done(op.token, payload)
+
+    def _fail(self, op: Op, code: str, message: str) -> None:
+        if self.ops.pop(op.oid, None) is not None:
+            self.waits.pop(op.oid, None)
+            if op in self.queued:
+                self.queued.remove(op)
+            if op in self.held:
+                self.held.remove(op)
+            self.io.error(op.token, code, message)
+
+    def _request(
+        self,
+        method: str,
+        params: Any,
+        deadline: float,
+        op: Op | None,
+        cont: Callable[[Any, Response], None],
+    ) -> int:
+        rid, data = self.rpc.request(method, params, deadline=deadline, context=(op, cont))
+        self.io.write(data)
+        if self._armed is None or deadline < self._armed:
+            self._arm_at(deadline)
+        return rid
+
+    def _arm_at(self, when: float) -> None:
+        self._armed = when
+        self.io.after(max(0.0, when - self.now()) + 0.001, "lsp:deadline")
+
+    def _arm(self) -> None:
+        nxt = [d for d in [self.rpc.next_deadline()] if d is not None]
+        nxt += [o.deadline for o in self.ops.values()]
+        if nxt:
+            self._arm_at(min(nxt))
+
+    def _open(self, op: Op) -> Document | None:
+        path = Path(op.args["path"])
+        doc, msgs = self.docs.ensure_open(path)
+        for m in msgs:
+            self.io.write(m)
+        if msgs:
+            self.changed_at[uri_of(path)] = self.now()
+        if doc is None:
+            self._fail(op, ErrorCode.BAD_REQUEST, f"cannot read {path}: no such file")
+        return doc
+
+    def _position(self, doc: Document, line0: int, char: int) -> dict[str, int]:
+        lines = doc.lines
+        text = lines[line0] if 0 <= line0 < len(lines) else ""
+        return {"line": line0, "character": to_character(text, char, self.caps.position_encoding)}
+
+    def _supports(self, op: Op, method: str) -> bool:
+        if self.caps.supports(method):
+            return True
+        self._fail(
+            op,
+            ErrorCode.UNAVAILABLE,
+            f"{self.row.name} does not offer {method} (not in its advertised capabilities)",
+        )
+        return False
+
+    def _response_error(self, op: Op, resp: Response, retry: Callable[[], None]) -> bool:
+        if not resp.error:
+            return False
+        code = resp.error.get("code")
+        if code in (CONTENT_MODIFIED, REQUEST_CANCELLED) and not op.retried:
+            op.retried = True  # the document changed under the request: one transparent retry
+            retry()
+            return True
+        self._fail(
+            op,
+            ErrorCode.FAILED,
+            f"{self.row.name} answered {resp.method} with an error: "
+            f"{resp.error.get('message', '')} (code {code})",
+        )
+        return True
+
+    def _pull_supported(self) -> bool:
+        return self.caps.supports("textDocument/diagnostic")
+
+    # documents changed by the server or a rename --------------------------------------------
+    def apply_edit(
+        self, edit: dict[str, Any], confine: list[str] | None = None
+    ) -> workspace_edit.Plan:
+        """Apply a WorkspaceEdit all or nothing and re-sync every touched file.
+
+        `confine`: directories every touched path must be inside (the run's workspace);
+        an edit reaching outside is refused whole (DESIGN.md invariant 5).
+        """
+
+        def version_of(p: Path) -> int | None:
+            d = self.docs.get(p)
+            return d.version if d else None
+
+        plan = workspace_edit.plan(edit, self.caps.position_encoding, version_of)
+        if confine:
+            roots = [Path(c).resolve() for c in confine]
+            for p in plan.final:
+                rp = p.resolve()
+                if not any(rp == r or r in rp.parents for r in roots):
+                    raise workspace_edit.EditError(
+                        f"the edit would change {p}, outside the workspace"
+                    )
+        workspace_edit.commit(plan)
+        touched = [p for p in plan.touched if p in plan.final]
+        _docs, msgs = self.docs.sync(touched, set(plan.created) | {b for _, b in plan.renamed})
+        now = self.now()
+        for m in msgs:
+            self.io.write(m)
+        for p in touched:
+            self.changed_at[uri_of(p)] = now
+        return plan
+
+    def _apply_edit_from_server(self, edit: Any) -> tuple[bool, str]:
+        try:
+            self.apply_edit(edit)
+        except workspace_edit.EditError as e:
+            return False, str(e)
+        return True, ""
+
+    # status -------------------------------------------------------------------------------
+    def _op_status(self, op: Op) -> None:
+        self._done(op, self.status())
+
+    def status(self) -> dict[str, Any]:
+        state = "starting" if self.state == "registering" else self.state
+        if state == "ready" and self.progress:
+            state = "indexing"
+        return {
+            "server": self.row.name,
+            "root": str(self.root),
+            "state": state,
+            "indexing": sorted(set(self.progress.values())),
+            "error": self.error_text,
+            "uptime": round(self.now() - self.started_at, 3),
+            "encoding": self.caps.position_encoding,
+            "diagnostics_mode": "pull" if self._pull_supported() else "push",
+            "open_documents": len(self.docs.open),
+            "pending_requests": len(self.rpc.pending),
+            "messages": list(self.messages),
+        }

@@ -1,0 +1,381 @@
+"""Diagnostics ops and their freshness: `diagnostics` and `sync` (after a write).
+
+A call waits (a `FreshWait` in `waits`) until the diagnostics of its files are about the
+text we sent - by pull (`textDocument/diagnostic`), or by a versioned or quiet publish -
+or until its cap, when the files still waiting are reported "pending" (see
+`language_server/diagnostics.py` for the rules). After a write, the open files that import
+a written one are re-checked one at a time once the server is idle; what changed in them
+is carried to the next write's answer ("others").
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tether.actors.language_server.diagnostics import DEFAULT_CAP, FreshWait, Published, normalize
+from tether.actors.language_server.documents import Document, path_of, uri_of
+from tether.actors.language_server.jsonrpc import (
+    CONTENT_MODIFIED,
+    REQUEST_CANCELLED,
+    Notification,
+    Response,
+    ServerRequest,
+)
+from tether.actors.language_server.servers import ServerRow
+from tether.actors.language_server.session.core import Op, SessionCore, SessionIO
+
+MAX_OTHER_PULLS = 4  # other open documents re-pulled after a write (files the write broke)
+
+
+class DiagnosingSession(SessionCore):
+    def __init__(
+        self,
+        row: ServerRow,
+        root: Path,
+        io: SessionIO,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(row, root, io, now)
+        self.published: dict[str, Published] = {}
+        # uri -> (resultId, items, document version the pull was sent for)
+        self.pull_cache: dict[str, tuple[str | None, list, int]] = {}
+        self.carry: dict[str, tuple[list | None, list]] = {}  # other files changed since a reply
+        self.other_pulls: set[int] = set()  # request ids of pulls for not-written files
+        self._others_paths: list[Path] = []  # written since the last re-check of importers
+        self._others_inflight: list[Path] = []
+        self._others_queue: list[str] = []  # importers still to re-check, one at a time
+        self._others_gen = 0
+
+    # --- input ----------------------------------------------------------------------------
+    def _on_server_request(self, req: ServerRequest) -> None:
+        if req.method == "workspace/diagnostic/refresh":
+            for op, w in list(self.waits.values()):
+                if w.pull and not w.complete:
+                    self._pull(op, w, list(w.pending))
+        super()._on_server_request(req)
+
+    def _on_notification(self, n: Notification) -> None:
+        if n.method != "textDocument/publishDiagnostics":
+            super()._on_notification(n)
+            return
+        p = n.params or {}
+        uri, version, items = p.get("uri", ""), p.get("version"), p.get("diagnostics") or []
+        now = self.now()
+        prev = self.published.get(uri)
+        self.published[uri] = Published(version, items, now)
+        if not any(uri in w.targets for _, w in self.waits.values()) and not any(
+            w.before_known for _, w in self.waits.values()
+        ):
+            self._carry(uri, prev.items if prev else None, items)
+        for op, w in list(self.waits.values()):
+            if w.on_publish(uri, version, items, now):
+                self.io.after(self.row.push_quiet_window, f"lsp:quiet:{op.oid}")
+            self._maybe_finish(op, w)
+
+    def on_timer(self, tag: str) -> None:
+        if tag.startswith("lsp:others:"):
+            if int(tag.rsplit(":", 1)[1]) == self._others_gen and self.state == "ready":
+                self._pull_others()
+            return
+        if tag.startswith(("lsp:quiet:", "lsp:cap:", "lsp:grace:")):
+            oid = int(tag.rsplit(":", 1)[1])
+            entry = self.waits.get(oid)
+            if entry is None:
+                return
+            op, w = entry
+            if tag.startswith("lsp:quiet:"):
+                w.on_quiet(self.now(), self.row.push_quiet_window)
+                self._maybe_finish(op, w)
+            else:  # the hard cap, or the grace for other files after the written ones
+                self._finish_wait(op, w)
+            return
+        super().on_timer(tag)
+
+    # --- ops ------------------------------------------------------------------------------
+    def _op_diagnostics(self, op: Op) -> None:
+        doc = self._open(op)
+        if doc is None:
+            return
+        self._diagnose(op, [doc], float(op.args.get("cap") or 10.0), others=False)
+
+    def _op_sync(self, op: Op) -> None:
+        # a new write makes the re-checks of other files for the previous one stale, and a
+        # single-threaded server would answer this write only after them: cancel them
+        if self.other_pulls:  # cancelled re-checks are redone after this write
+            for rid in list(self.other_pulls):
+                self.io.write(self.rpc.cancel(rid))
+            self.other_pulls.clear()
+            self._others_paths.extend(
+                p for p in self._others_inflight if p not in self._others_paths
+            )
+        self._others_queue = []
+        self._others_gen += 1  # a re-check scheduled by the previous write is superseded
+        paths = [Path(p) for p in op.args["paths"]]
+        docs, msgs = self.docs.sync(paths, {Path(p) for p in op.args.get("created") or []})
+        now = self.now()
+        for m in msgs:
+            self.io.write(m)
+        for d in docs:
+            self.changed_at[d.uri] = now
+        deleted = [str(p) for p in paths if uri_of(p) not in {d.uri for d in docs}]
+        op.args["deleted"] = deleted
+        self._diagnose(op, docs, float(op.args.get("cap") or DEFAULT_CAP), others=True)
+
+    def _diagnose(self, op: Op, docs: list[Document], cap: float, others: bool) -> None:
+        now = self.now()
+        w = FreshWait(
+            op.oid,
+            op.token,
+            {d.uri: d.version for d in docs},
+            now,
+            min(now + cap, op.deadline),
+            self._pull_supported(),
+        )
+        self.waits[op.oid] = (op, w)
+        if others and not w.pull:
+            w.before = {u: p.items for u, p in self.published.items() if u not in w.targets}
+            w.before_known = True
+        if w.pull:
+            targets = [d.uri for d in docs]
+            self._pull(op, w, targets)
+        else:
+            for d in docs:  # already fresh from an earlier publish?
+                pub = self.published.get(d.uri)
+                if pub is None:
+                    continue
+                if pub.version is not None and pub.version >= d.version:
+                    w.fresh[d.uri] = pub.items
+                elif (
+                    pub.version is None
+                    and pub.at >= self.changed_at.get(d.uri, 0.0)
+                    and now - pub.at >= self.row.push_quiet_window
+                ):
+                    w.fresh[d.uri] = pub.items
+            if op.op == "diagnostics" and self.row.nudge_for_diagnostics:
+                for d in docs:
+                    if d.uri not in w.fresh:
+                        self.io.write(self.docs.touch(d))
+                        self.changed_at[d.uri] = now
+                        w.targets[d.uri] = d.version
+        if not self._maybe_finish(op, w):
+            self.io.after(max(0.0, w.cap_at - now), f"lsp:cap:{op.oid}")
+
+    def _dependents(self, paths: list[Path]) -> list[str]:
+        """Open documents a write to `paths` may have broken, most recently used first:
+        those with an import-like line (import / from / #include / require / use / export
+        ... from) naming a written file's module (its stem; the package for __init__)."""
+        stems = set()
+        for p in paths:
+            stems.add(p.parent.name if p.stem == "__init__" else p.stem)
+        stems.discard("")
+        if not stems:
+            return []
+        words = "|".join(re.escape(st) for st in sorted(stems))
+        pattern = re.compile(
+            rf"^\s*(?:from|import|#\s*include|require|use|export)\b.*\b(?:{words})\b", re.M
+        )
+        written = {uri_of(p) for p in paths}
+        return [
+            u
+            for u in reversed(self.docs.open)
+            if u not in written and pattern.search(self.docs.open[u].text)
+        ]
+
+    def _schedule_others(self, paths: list[Path]) -> None:
+        """After a write was answered: re-check the open files that import what was written,
+        once the server has been left alone for `others_delay` (a further write in between
+        supersedes this one). Their new diagnostics ride on the next write's answer."""
+        self._others_paths.extend(p for p in paths if p not in self._others_paths)
+        self._others_gen += 1
+        self.io.after(self.row.others_delay, f"lsp:others:{self._others_gen}")
+
+    def _pull_others(self) -> None:
+        """Re-check importers one file at a time, each only while no write came in since
+        (a single-threaded server does not stop mid-file for a $/cancelRequest, so a batch
+        could hold the next write's answer behind several whole-file checks)."""
+        if not self._others_queue:
+            paths, self._others_paths = self._others_paths, []
+            self._others_inflight = paths
+            self._others_queue = self._dependents(paths)[:MAX_OTHER_PULLS]
+        if not self._others_queue:
+            return
+        uri = self._others_queue.pop(0)
+        gen = self._others_gen
+        params: dict[str, Any] = {"textDocument": {"uri": uri}}
+        ident = self._pull_identifier()
+        if ident:
+            params["identifier"] = ident
+        prev, before, _v = self.pull_cache.get(uri, (None, None, 0))
+        if prev:
+            params["previousResultId"] = prev
+        version = self._version(uri)
+
+        def cont(_op: Any, resp: Response) -> None:
+            self.other_pulls.discard(resp.id)
+            if not resp.error:
+                items = self._report_items(uri, resp.result or {}, before, version)
+                self._carry(uri, before, items)
+            if gen == self._others_gen and self.state == "ready":
+                self._pull_others()  # next importer, still idle
+
+        rid = self._request("textDocument/diagnostic", params, self.now() + 30.0, None, cont)
+        self.other_pulls.add(rid)
+
+    def _pull_identifier(self) -> str | None:
+        ident = None
+        for m, o in self.caps.dynamic.values():
+            if m == "textDocument/diagnostic" and isinstance(o, dict):
+                ident = o.get("identifier")
+        dp = self.caps.static.get("diagnosticProvider")
+        if isinstance(dp, dict) and dp.get("identifier"):
+            ident = dp["identifier"]
+        return ident
+
+    def _pull(self, op: Op, w: FreshWait, uris: list[str]) -> None:
+        ident = self._pull_identifier()
+        oid = op.oid
+        for uri in uris:
+            params: dict[str, Any] = {"textDocument": {"uri": uri}}
+            if ident:
+                params["identifier"] = ident
+            prev, prev_items, _v = self.pull_cache.get(uri, (None, None, 0))
+            if prev:
+                params["previousResultId"] = prev
+            version = self._version(uri)
+            target = uri in w.targets
+            if not target:
+                w.before[uri] = prev_items  # None: never seen, so no judgement possible
+            w.outstanding_pulls += 1
+
+            def cont(
+                _op: Any,
+                resp: Response,
+                uri: str = uri,
+                target: bool = target,
+                sent: Any = prev_items,
+                v: int = version,
+            ) -> None:
+                w.outstanding_pulls -= 1
+                self.other_pulls.discard(resp.id)
+                live = oid in self.waits
+                if resp.error:
+                    code = resp.error.get("code")
+                    if target and live and code in (CONTENT_MODIFIED, REQUEST_CANCELLED):
+                        self._pull(op, w, [uri])  # server-side cancel: pull again
+                        return
+                    if target:
+                        w.fresh[uri] = []  # the server refused; report none rather than hang
+                else:
+                    r = resp.result or {}
+                    items = self._report_items(uri, r, sent, v)
+                    if target:
+                        w.fresh[uri] = items
+                    elif live:
+                        w.others[uri] = items
+                    else:  # arrived after the call was answered: tell the next write
+                        self._carry(uri, w.before.get(uri), items)
+                    for rel_uri, rel in (r.get("relatedDocuments") or {}).items():
+                        if rel_uri not in w.targets:
+                            rel_items = self._report_items(rel_uri, rel, None, -1)
+                            if live:
+                                w.others[rel_uri] = rel_items
+                if live:
+                    self._maybe_finish(op, w)
+
+            # the other documents' pulls outlive the call (their answers are carried to the
+            # next write), so they are not tied to the op: context op None
+            # the request may outlive the cap (the cap answers "pending", the answer is late)
+            rid = self._request(
+                "textDocument/diagnostic", params, op.deadline, op if target else None, cont
+            )
+            if not target:
+                self.other_pulls.add(rid)
+
+    def _carry(self, uri: str, before: list | None, after: list) -> None:
+        """Diagnostics of another file that changed after a write was answered."""
+        if uri in self.carry:
+            before = self.carry[uri][0]
+        if before != after:
+            self.carry[uri] = (before, after)
+        else:
+            self.carry.pop(uri, None)
+
+    def _report_items(self, uri: str, r: dict[str, Any], sent: list | None, version: int) -> list:
+        """Items of a pull answer. "unchanged" means: the same as the result whose id we SENT
+        (not whatever the cache holds now: a late answer for an older version may have
+        landed in between). The cache keeps the newest version's result only."""
+        if r.get("kind") == "unchanged":
+            return list(sent or [])
+        items = r.get("items") or []
+        cached = self.pull_cache.get(uri)
+        if cached is None or version >= cached[2]:
+            self.pull_cache[uri] = (r.get("resultId"), items, version)
+        return items
+
+    def _version(self, uri: str) -> int:
+        doc = self.docs.open.get(uri)
+        return doc.version if doc else 0
+
+    def _maybe_finish(self, op: Op, w: FreshWait) -> bool:
+        if op.oid not in self.waits:
+            return False
+        if w.complete:
+            self._finish_wait(op, w)
+            return True
+        if w.targets_done and not w.grace_armed:
+            # the written files are fresh; other files get a short grace, then are carried
+            w.grace_armed = True
+            self.io.after(self.row.others_grace, f"lsp:grace:{op.oid}")
+        return False
+
+    def _finish_wait(self, op: Op, w: FreshWait) -> None:
+        self.waits.pop(op.oid, None)
+        enc = self.caps.position_encoding
+        line = self.docs.line
+
+        def norm(u: str, items: list | None) -> list | None:
+            return None if items is None else normalize(path_of(u), items, line, enc)
+
+        files = {str(path_of(u)): norm(u, items) for u, items in w.fresh.items()}
+        changed: dict[str, tuple[list | None, list]] = {}
+        if op.op == "sync" and w.pull:
+            self._schedule_others([path_of(u) for u in w.targets])
+        if op.op == "sync":
+            changed.update(self.carry)
+            self.carry.clear()
+        for u, items in w.others.items():
+            if u not in w.targets:
+                before = changed[u][0] if u in changed else w.before.get(u)
+                changed[u] = (before, items)
+        others = {
+            str(path_of(u)): {"before": norm(u, b), "after": norm(u, a)}
+            for u, (b, a) in changed.items()
+            if u not in w.targets and a != b
+        }
+        self._done(
+            op,
+            {
+                "files": files,
+                "others": others,
+                "pending": [str(path_of(u)) for u in w.pending],
+                "deleted": op.args.get("deleted", []),
+                "waited": round(self.now() - w.started, 4),
+                "mode": "pull" if w.pull else "push",
+            },
+        )
+
+    def _raw_diagnostics_on(self, uri: str, line0: int) -> list[dict]:
+        """The server's diagnostics on a line (the context of a code_actions request)."""
+        items = self.pull_cache.get(uri, (None, [], 0))[1] or (
+            self.published[uri].items if uri in self.published else []
+        )
+        out = []
+        for d in items:
+            r = d.get("range") or {}
+            if r.get("start", {}).get("line", -1) <= line0 <= r.get("end", {}).get("line", -1):
+                out.append(d)
+        return out

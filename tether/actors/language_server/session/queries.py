@@ -1,0 +1,167 @@
+"""The queries: navigation, symbols and rename - and `Session`, the whole state machine.
+
+Each op checks the server advertises the method, opens the document if needed, converts
+the position to the server's encoding and sends one request; the answer becomes records
+(`records.py`). A CONTENT_MODIFIED or cancelled answer is retried once (`_response_error`).
+A rename is applied here, all or nothing and confined to the run's workspace, before the
+call is answered.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tether.actors.language_server import workspace_edit
+from tether.actors.language_server.documents import uri_of
+from tether.actors.language_server.jsonrpc import Response
+from tether.actors.language_server.session import records
+from tether.actors.language_server.session.core import Op
+from tether.actors.language_server.session.freshness import DiagnosingSession
+from tether.messages.calls import ErrorCode
+
+NAV_METHODS = {
+    "definition": "textDocument/definition",
+    "type_definition": "textDocument/typeDefinition",
+    "implementation": "textDocument/implementation",
+    "references": "textDocument/references",
+    "hover": "textDocument/hover",
+    "code_actions": "textDocument/codeAction",
+}
+
+
+class Session(DiagnosingSession):
+    """One client session with one language server process (see the package docstring)."""
+
+    # navigation ---------------------------------------------------------------------------
+    def _nav(self, op: Op) -> None:
+        method = NAV_METHODS[op.op]
+        if not self._supports(op, method):
+            return
+        doc = self._open(op)
+        if doc is None:
+            return
+        pos = self._position(doc, int(op.args["line0"]), int(op.args["char"]))
+        params: dict[str, Any] = {"textDocument": {"uri": doc.uri}, "position": pos}
+        if op.op == "references":
+            params["context"] = {"includeDeclaration": True}
+        if op.op == "code_actions":
+            end = self._position(doc, int(op.args["line0"]), int(op.args.get("end_char", 0)))
+            line0 = int(op.args["line0"])
+            params = {
+                "textDocument": {"uri": doc.uri},
+                "range": {"start": pos, "end": end},
+                "context": {"diagnostics": self._raw_diagnostics_on(doc.uri, line0)},
+            }
+        self._request(method, params, op.deadline, op, self._on_nav)
+
+    _op_definition = _op_type_definition = _op_implementation = _nav
+    _op_references = _op_hover = _op_code_actions = _nav
+
+    def _on_nav(self, op: Op, resp: Response) -> None:
+        if self._response_error(op, resp, lambda: self._nav(op)):
+            return
+        r = resp.result
+        if op.op == "hover":
+            self._done(op, {"hover": records.hover_text(r)})
+        elif op.op == "code_actions":
+            self._done(op, {"actions": [records.code_action(a) for a in r or []]})
+        else:
+            self._done(
+                op, {"locations": records.locations(r), "encoding": self.caps.position_encoding}
+            )
+
+    # symbols ------------------------------------------------------------------------------
+    def _op_document_symbols(self, op: Op) -> None:
+        if not self._supports(op, "textDocument/documentSymbol"):
+            return
+        doc = self._open(op)
+        if doc is None:
+            return
+        self._request(
+            "textDocument/documentSymbol",
+            {"textDocument": {"uri": doc.uri}},
+            op.deadline,
+            op,
+            self._on_symbols,
+        )
+
+    def _op_workspace_symbols(self, op: Op) -> None:
+        if not self._supports(op, "workspace/symbol"):
+            return
+        self._request(
+            "workspace/symbol", {"query": str(op.args["query"])}, op.deadline, op, self._on_symbols
+        )
+
+    def _on_symbols(self, op: Op, resp: Response) -> None:
+        retry = (
+            (lambda: self._op_document_symbols(op))
+            if op.op == "document_symbols"
+            else (lambda: self._op_workspace_symbols(op))
+        )
+        if self._response_error(op, resp, retry):
+            return
+        doc_uri = uri_of(op.args["path"]) if op.op == "document_symbols" else None
+        syms = records.symbols(resp.result or [], doc_uri)
+        self._done(op, {"symbols": syms, "encoding": self.caps.position_encoding})
+
+    # rename -------------------------------------------------------------------------------
+    def _op_rename(self, op: Op) -> None:
+        if not self._supports(op, "textDocument/rename"):
+            return
+        doc = self._open(op)
+        if doc is None:
+            return
+        pos = self._position(doc, int(op.args["line0"]), int(op.args["char"]))
+        td = {"uri": doc.uri}
+        if self.caps.supports("textDocument/prepareRename") and not op.args.get("_prepared"):
+
+            def on_prepare(op: Op, resp: Response) -> None:
+                if self._response_error(op, resp, lambda: self._op_rename(op)):
+                    return
+                if resp.result is None:
+                    self._fail(
+                        op,
+                        ErrorCode.BAD_REQUEST,
+                        f"{self.row.name} says the symbol at line {pos['line'] + 1} cannot be "
+                        "renamed (prepareRename returned nothing): point at a name you own",
+                    )
+                    return
+                op.args["_prepared"] = True
+                self._op_rename(op)
+
+            self._request(
+                "textDocument/prepareRename",
+                {"textDocument": td, "position": pos},
+                op.deadline,
+                op,
+                on_prepare,
+            )
+            return
+        self._request(
+            "textDocument/rename",
+            {"textDocument": td, "position": pos, "newName": str(op.args["new_name"])},
+            op.deadline,
+            op,
+            self._on_rename,
+        )
+
+    def _on_rename(self, op: Op, resp: Response) -> None:
+        if self._response_error(op, resp, lambda: self._op_rename(op)):
+            return
+        if not resp.result:
+            self._fail(op, ErrorCode.FAILED, f"{self.row.name} returned no edit for the rename")
+            return
+        try:
+            plan = self.apply_edit(resp.result, op.args.get("confine"))
+        except workspace_edit.EditError as e:
+            self._fail(op, ErrorCode.FAILED, f"rename not applied, nothing was written: {e}")
+            return
+        self._done(
+            op,
+            {
+                "files": [{"path": str(p), "edits": n} for p, n in sorted(plan.edits.items()) if n],
+                "created": [str(p) for p in plan.created],
+                "renamed": [[str(a), str(b)] for a, b in plan.renamed],
+                "deleted": [str(p) for p in plan.deleted],
+            },
+        )

@@ -1,0 +1,109 @@
+"""What the file tools share: workspace-relative names, decoding, the regular-file check
+with an error that helps, atomic writes, and parent directories made (and unmade)."""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+from tether.tools.results import ToolResult
+from tether.tools.spec import ToolContext
+
+replace = os.replace  # indirection so tests can inject a failure in the middle of a commit
+
+
+def relative(ctx: ToolContext, path: Path) -> str:
+    try:
+        return path.relative_to(Path(ctx.workdir).resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def decode(raw: bytes, rel: str, verb: str) -> str | ToolResult:
+    if b"\x00" in raw[:8192]:
+        return ToolResult.error(f"'{rel}' is a binary file ({len(raw)} bytes); {verb} text only.")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return ToolResult.error(
+            f"'{rel}' is not UTF-8 text (bad byte at offset {e.start}); {verb} UTF-8 text only."
+        )
+
+
+def _missing(ctx: ToolContext, path: Path, rel: str) -> ToolResult:
+    parent = path.parent
+    hint = ""
+    if parent.is_dir():
+        try:
+            names = sorted(os.listdir(parent))
+        except OSError:
+            names = []
+        close = difflib.get_close_matches(path.name, names, n=3, cutoff=0.6)
+        if close:
+            hint = " Similar names there: " + ", ".join(
+                f"'{relative(ctx, parent / n)}'" for n in close
+            )
+    else:
+        hint = f" Its directory '{relative(ctx, parent)}' does not exist either."
+    return ToolResult.error(f"no such file: '{rel}'.{hint}")
+
+
+def regular_file(ctx: ToolContext, path: Path, rel: str) -> ToolResult | None:
+    """None if `path` is a regular file; else the error to return."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return _missing(ctx, path, rel)
+    except OSError as e:
+        return ToolResult.error(f"cannot access '{rel}': {e.strerror or e}")
+    if stat.S_ISDIR(st.st_mode):
+        try:
+            entries = sorted(os.listdir(path))
+        except OSError:
+            entries = []
+        shown = ", ".join(e + ("/" if (path / e).is_dir() else "") for e in entries[:50])
+        more = f" (and {len(entries) - 50} more)" if len(entries) > 50 else ""
+        return ToolResult.error(
+            f"'{rel}' is a directory, not a file. Its entries: {shown or '(empty)'}{more}. "
+            "Read one of the files instead."
+        )
+    if not stat.S_ISREG(st.st_mode):
+        return ToolResult.error(f"'{rel}' is not a regular file (a pipe, socket or device).")
+    return None
+
+
+def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Write `data` to `path` through a temp file in the same directory and a rename."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tether-tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        if mode is not None:
+            os.chmod(tmp, stat.S_IMODE(mode))
+        replace(tmp, path)
+    except BaseException:
+        with suppress_os():
+            os.unlink(tmp)
+        raise
+
+
+def suppress_os() -> contextlib.suppress:
+    return contextlib.suppress(OSError)
+
+
+def make_parents(path: Path, root: Path) -> list[Path]:
+    """Create missing parent directories; returns the ones created (deepest last)."""
+    missing: list[Path] = []
+    parent = path.parent
+    while not parent.exists() and parent != root and root in parent.parents:
+        missing.append(parent)
+        parent = parent.parent
+    created: list[Path] = []
+    for d in reversed(missing):
+        d.mkdir()
+        created.append(d)
+    return created

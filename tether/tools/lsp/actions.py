@@ -1,0 +1,257 @@
+"""The `lsp` tool's actions on one file or query, and `lsp_rename`.
+
+Each handler validates and resolves what it can without a server (the file, the line +
+symbol position, which server and root), sends one Call to the `language_server` actor and
+renders the reply for a model, with the same content as records in `ToolResult.data`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from tether.actors.language_server import render
+from tether.actors.language_server.positions import PositionError, find_symbol
+from tether.actors.language_server.servers import SERVERS, resolve
+from tether.messages.calls import ResourceError
+from tether.tools.lsp.checker import project_check
+from tether.tools.lsp.records import Lines, dedupe, model_records, relative, severe
+from tether.tools.lsp.status import reload, status
+from tether.tools.lsp.targets import ask, read_file, server_for
+from tether.tools.results import ToolResult
+from tether.tools.spec import ToolContext
+
+QUERY_TIMEOUT = 30.0
+NAV = ("definition", "type_definition", "implementation", "references", "hover", "code_actions")
+ACTIONS = ("diagnostics", *NAV, "symbols", "status", "reload")
+
+
+def lsp(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    action = args["action"]
+    if action in NAV:
+        return _nav(ctx, action, args)
+    if action == "diagnostics":
+        file = args.get("file")
+        if not file:
+            return ToolResult.error(
+                'diagnostics needs file: a workspace-relative path, or "*" for the whole '
+                "project (runs the project's own checker)."
+            )
+        return project_check(ctx) if file == "*" else _file_diagnostics(ctx, file)
+    if action == "symbols":
+        return _symbols(ctx, args)
+    if action == "status":
+        return status(ctx, args.get("file"))
+    return reload(ctx, args.get("file"))
+
+
+def _unexpected(action: str, args: dict[str, Any], allowed: set[str]) -> ToolResult | None:
+    extra = sorted(k for k in args if k not in allowed and k != "action")
+    if extra:
+        return ToolResult.error(
+            f"{action} does not take {', '.join(extra)}; it takes {', '.join(sorted(allowed)) or 'nothing'}."
+        )
+    return None
+
+
+def _nav(ctx: ToolContext, action: str, args: dict[str, Any]) -> ToolResult:
+    bad = _unexpected(action, args, {"file", "line", "symbol"})
+    if bad:
+        return bad
+    file, line, symbol = args.get("file"), args.get("line"), args.get("symbol")
+    if not file or line is None:
+        return ToolResult.error(
+            f'{action} needs file, line and symbol, e.g. {{"action": "{action}", '
+            '"file": "src/app.py", "line": 12, "symbol": "load_config"}.'
+        )
+    got = read_file(ctx, file)
+    if isinstance(got, ToolResult):
+        return got
+    path, text = got
+    try:
+        span = find_symbol(text, line, symbol, file)
+    except PositionError as e:
+        return ToolResult.error(str(e))
+    target = server_for(ctx, path, file)
+    if isinstance(target, ToolResult):
+        return target
+    payload = ask(
+        ctx,
+        target.key,
+        action,
+        {"path": str(path), "line0": span.line, "char": span.start, "end_char": span.end},
+        QUERY_TIMEOUT,
+    )
+    name = symbol if symbol is not None else ""
+    where = f"{file}:{line}"
+    lines = Lines(ctx)
+    if action == "hover":
+        hover = str(payload.get("hover") or "")
+        return ToolResult.ok(
+            render.hover(name, where, hover),
+            data={"file": file, "line": line, "symbol": name, "hover": hover},
+        )
+    if action == "code_actions":
+        acts = list(payload.get("actions") or [])[: render.CAPS["code_actions"]]
+        return ToolResult.ok(render.code_actions(acts, where), data={"actions": acts})
+    locs = model_records(
+        ctx, list(payload.get("locations") or []), lines, payload.get("encoding", "")
+    )
+    locs = dedupe(locs)
+    total = len(locs)
+    shown = locs[: render.CAPS[action]]
+    return ToolResult.ok(
+        render.locations(action, name, shown, total, where),
+        data={"locations": shown, "total": total, "capped": total > len(shown)},
+    )
+
+
+def _file_diagnostics(ctx: ToolContext, file: str) -> ToolResult:
+    got = read_file(ctx, file)
+    if isinstance(got, ToolResult):
+        return got
+    path, _ = got
+    target = server_for(ctx, path, file)
+    if isinstance(target, ToolResult):
+        return target
+    payload = ask(ctx, target.key, "diagnostics", {"path": str(path), "cap": 10.0}, QUERY_TIMEOUT)
+    if payload.get("pending"):
+        return ToolResult.error(
+            f"diagnostics pending for {file}: {target.row.name} did not finish checking it in "
+            "10 s (it may still be indexing - see lsp status). Try again shortly.",
+            data={"pending": [file]},
+        )
+    raw = severe(next(iter((payload.get("files") or {}).values()), []))
+    recs = model_records(ctx, raw, Lines(ctx))
+    shown = recs[: render.CAPS["diagnostics"]]
+    return ToolResult.ok(
+        render.diagnostics(shown, len(recs), f"{file} ({target.row.name})"),
+        data={"diagnostics": shown, "total": len(recs), "server": target.row.name},
+    )
+
+
+def _symbols(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    bad = _unexpected("symbols", args, {"file", "query"})
+    if bad:
+        return bad
+    file, query = args.get("file"), args.get("query")
+    if not file and not query:
+        return ToolResult.error(
+            'symbols needs query (workspace search, e.g. {"action": "symbols", "query": '
+            '"Config"}) or file (the symbols of one file).'
+        )
+    lines = Lines(ctx)
+    if file and not query:
+        got = read_file(ctx, file)
+        if isinstance(got, ToolResult):
+            return got
+        path, _ = got
+        target = server_for(ctx, path, file)
+        if isinstance(target, ToolResult):
+            return target
+        payload = ask(ctx, target.key, "document_symbols", {"path": str(path)}, QUERY_TIMEOUT)
+        recs = model_records(
+            ctx, list(payload.get("symbols") or []), lines, payload.get("encoding", "")
+        )
+        recs.sort(key=lambda r: (r["line"], r["column"]))
+        cap = render.CAPS["document_symbols"]
+        return ToolResult.ok(
+            render.symbols(recs[:cap], len(recs), f"symbols in {file}"),
+            data={"symbols": recs[:cap], "total": len(recs)},
+        )
+    if file:
+        got = read_file(ctx, file)
+        if isinstance(got, ToolResult):
+            return got
+        t = server_for(ctx, got[0], file)
+        if isinstance(t, ToolResult):
+            return t
+        targets = [t]
+    else:
+        targets = [
+            r for r in (resolve(row, ctx.workdir, ctx.workdir) for row in SERVERS) if r.usable
+        ]
+        if not targets:
+            return ToolResult.error(
+                "no language server can start at the workspace root (no root marker with an "
+                "installed server); pass file to search through that file's server, or call "
+                "lsp status."
+            )
+    recs, errors = [], []
+    for t in targets:
+        try:
+            payload = ask(ctx, t.key, "workspace_symbols", {"query": query}, QUERY_TIMEOUT)
+        except ResourceError as e:
+            errors.append(f"{t.row.name}: {e.message}")
+            continue
+        recs += model_records(
+            ctx, list(payload.get("symbols") or []), lines, payload.get("encoding", "")
+        )
+    recs.sort(key=lambda r: _symbol_rank(r, str(query)))
+    cap = render.CAPS["workspace_symbols"]
+    text = render.symbols(recs[:cap], len(recs), f"symbols matching {query!r}")
+    if errors:
+        text += "\n(" + "; ".join(errors) + ")"
+    return ToolResult.ok(text, data={"symbols": recs[:cap], "total": len(recs)})
+
+
+def _symbol_rank(rec: Mapping[str, Any], query: str) -> tuple:
+    """Exact name, then case-insensitive, prefix, substring, then the servers' fuzzy
+    matches (gopls matches "Item" to "IFA_F_TEMPORARY"); inside the workspace first."""
+    name, q = str(rec.get("name", "")).rsplit(".", 1)[-1], query
+    low, ql = name.lower(), q.lower()
+    return (
+        name != q,
+        low != ql,
+        not low.startswith(ql),
+        ql not in low,
+        os.path.isabs(str(rec.get("path", ""))),
+    )
+
+
+def lsp_rename(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    file, line, symbol, new_name = args["file"], args["line"], args["symbol"], args["new_name"]
+    if not str(new_name).strip():
+        return ToolResult.error("new_name is empty; pass the new identifier.")
+    got = read_file(ctx, file)
+    if isinstance(got, ToolResult):
+        return got
+    path, text = got
+    try:
+        span = find_symbol(text, line, symbol, file)
+    except PositionError as e:
+        return ToolResult.error(str(e))
+    target = server_for(ctx, path, file)
+    if isinstance(target, ToolResult):
+        return target
+    try:
+        payload = ask(
+            ctx,
+            target.key,
+            "rename",
+            {
+                "path": str(path),
+                "line0": span.line,
+                "char": span.start,
+                "new_name": new_name,
+                "confine": [str(ctx.workdir)],
+            },
+            QUERY_TIMEOUT,
+            idem=False,
+        )
+    except ResourceError as e:
+        return ToolResult.error(f"lsp_rename: {e.message}", data={"code": e.code})
+    files = [
+        {"path": relative(ctx, f["path"]), "edits": f["edits"]} for f in payload.get("files", [])
+    ]
+    extra: dict[str, list[Any]] = {
+        "created": [relative(ctx, p) for p in payload.get("created", [])],
+        "renamed": [[relative(ctx, a), relative(ctx, b)] for a, b in payload.get("renamed", [])],
+        "deleted": [relative(ctx, p) for p in payload.get("deleted", [])],
+    }
+    written = sorted({f["path"] for f in files} | set(extra["created"]))
+    return ToolResult.ok(
+        render.rename(symbol, new_name, files, extra),
+        data={"files": files, **extra, "written": written},
+    )

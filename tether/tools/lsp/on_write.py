@@ -1,0 +1,189 @@
+"""Diagnostics on write: the wrappers around write / edit / apply_patch / resolve.
+
+Before a file's first wrapped write its existing diagnostics are recorded (the baseline);
+after the write the written files are synced + saved through their servers and only NEW
+diagnostics are folded into the tool's result, judged by the run's ledger
+(`ctx.state["lsp"]`): key (severity, code, message), position excluded, counted per file,
+forgotten when gone. A file not checked within the cap is reported "pending".
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from tether.actors.language_server import render
+from tether.actors.language_server.ledger import Ledger
+from tether.actors.language_server.servers import Resolution, rows_for
+from tether.messages.calls import ErrorCode, ResourceError
+from tether.tools.lsp.records import Lines, relative, severe
+from tether.tools.lsp.targets import ask, resolve_cached
+from tether.tools.results import ToolResult
+from tether.tools.spec import ToolContext
+
+FAMILY = "lsp"
+WRITE_CAP = 2.5  # s: hard cap on waiting for fresh diagnostics after a write
+
+
+def _state(ctx: ToolContext) -> dict[str, Any]:
+    st = ctx.state.setdefault(FAMILY, {})
+    st.setdefault("ledger", Ledger())
+    st.setdefault("lock", threading.Lock())
+    return st
+
+
+def _patch_targets(patch: str) -> list[str]:
+    try:
+        from tether.tools.unidiff import parse_patch
+
+        return [fp.target for fp in parse_patch(patch) if getattr(fp, "target", None)]
+    except Exception:  # noqa: BLE001 - a baseline is best effort; the write reports its own errors
+        return []
+
+
+def _candidates(tool: str, args: Mapping[str, Any]) -> list[str]:
+    if tool in ("write", "edit") and isinstance(args.get("path"), str):
+        return [args["path"]]
+    if tool == "apply_patch" and isinstance(args.get("patch"), str):
+        return _patch_targets(args["patch"])
+    return []
+
+
+def _staged_targets(ctx: ToolContext, args: Mapping[str, Any]) -> list[str]:
+    """The files a `resolve accept` will write (the structural family's staged edit)."""
+    if args.get("action") != "accept":
+        return []
+    try:
+        staging = ctx.state.get("structural", {}).get("staging")
+        edit = staging.edits.get(args.get("edit_id")) if staging is not None else None
+        return [f.rel for f in edit.files] if edit is not None else []
+    except Exception:  # noqa: BLE001 - a baseline is best effort
+        return []
+
+
+def _group(ctx: ToolContext, rels: list[str]) -> dict[str, tuple[Resolution, list[Path]]]:
+    groups: dict[str, tuple[Resolution, list[Path]]] = {}
+    for rel in rels:
+        try:
+            path = ctx.resolve_path(rel)
+        except Exception:  # noqa: BLE001 - not ours to judge here
+            continue
+        for row in rows_for(path):
+            r = resolve_cached(row, path, ctx.workdir)
+            if r.usable:
+                groups.setdefault(r.key, (r, []))[1].append(path)
+                break
+    return groups
+
+
+def _baseline(ctx: ToolContext, rels: list[str]) -> None:
+    """Before a file's first wrapped write: record what it already had, reporting nothing."""
+    st = _state(ctx)
+    ledger: Ledger = st["ledger"]
+    fresh = [r for r in rels if not ledger.known(r) and (ctx.workdir / r).is_file()]
+    for key, (_res, paths) in _group(ctx, fresh).items():
+        for p in paths:
+            try:
+                payload = ask(ctx, key, "diagnostics", {"path": str(p), "cap": WRITE_CAP},
+                               WRITE_CAP + 20.0)  # fmt: skip
+            except ResourceError:
+                continue
+            if payload.get("pending"):
+                continue
+            raw: list[Mapping[str, Any]] = next(iter((payload.get("files") or {}).values()), [])
+            with st["lock"]:
+                ledger.baseline(relative(ctx, p), severe(raw))
+
+
+def _diagnose_written(
+    ctx: ToolContext, written: list[str], created: Sequence[str] = ()
+) -> tuple[list[dict], list[str], str]:
+    """Sync + save the written files through their servers; (new diagnostics, pending, note)."""
+    st = _state(ctx)
+    ledger: Ledger = st["ledger"]
+    new: list[dict] = []
+    pending: list[str] = []
+    notes: list[str] = []
+    lines = Lines(ctx)
+    for key, (res, paths) in _group(ctx, written).items():
+        try:
+            payload = ask(
+                ctx,
+                key,
+                "sync",
+                {
+                    "paths": [str(p) for p in paths],
+                    "created": [str(p) for p in paths if relative(ctx, p) in created],
+                    "cap": WRITE_CAP,
+                },
+                WRITE_CAP + res.row.startup_timeout + 2.0,
+                idem=False,
+            )
+        except ResourceError as e:
+            if e.code == ErrorCode.DEADLINE:
+                pending += [relative(ctx, p) for p in paths]
+            else:
+                notes.append(f"diagnostics unavailable ({res.row.name}): {e.message}")
+            continue
+        pending += [relative(ctx, p) for p in payload.get("pending") or []]
+        with st["lock"]:
+            for p in payload.get("deleted") or []:
+                ledger.forget(relative(ctx, p))
+            for p, raw in (payload.get("files") or {}).items():
+                new += ledger.fold(relative(ctx, p), severe(raw))
+            for p, ba in (payload.get("others") or {}).items():
+                rel = relative(ctx, p)
+                if os.path.isabs(rel):
+                    continue  # outside the workspace: not the agent's to fix
+                before, after = ba.get("before"), severe(ba.get("after") or [])
+                if not ledger.known(rel):
+                    if before is None:  # never seen before this write: no way to say "new"
+                        ledger.baseline(rel, after)
+                        continue
+                    ledger.baseline(rel, severe(before))
+                new += ledger.fold(rel, after)
+    for d in new:
+        d["path"] = relative(ctx, d["path"]) if os.path.isabs(d["path"]) else d["path"]
+        d["text"] = lines(d["path"], int(d["line"]))
+    order = {rel: i for i, rel in enumerate(written)}
+    new.sort(key=lambda d: (order.get(d["path"], len(order)), d["path"], d["line"]))
+    return new, pending, "; ".join(notes)
+
+
+def _wrapper(
+    tool: str,
+) -> Callable[[ToolContext, dict[str, Any], Callable[[], ToolResult]], ToolResult]:
+    def wrap(ctx: ToolContext, args: dict[str, Any], run: Callable[[], ToolResult]) -> ToolResult:
+        cands = _candidates(tool, args) or (_staged_targets(ctx, args) if tool == "resolve" else [])
+        if cands:
+            _baseline(ctx, cands)
+        res = run()
+        if res.is_error or not isinstance(res.data, dict):
+            return res
+        written = [w for w in res.data.get("written") or [] if isinstance(w, str)]
+        if not written:
+            return res
+        made = res.data.get("created")
+        created = written if made is True else [c for c in made or [] if isinstance(c, str)]
+        new, pending, note = _diagnose_written(ctx, written, created)
+        if not new and not pending and not note:
+            return res
+        block = render.folded(new, pending)
+        if note:
+            block = (block + "\n" if block else "") + f"({note})"
+        data = dict(res.data)
+        data["diagnostics"] = {"new": new[: render.CAPS["folded"]], "total_new": len(new),
+                               "pending": pending}  # fmt: skip
+        return ToolResult(
+            text=f"{res.text}\n\n{block}", is_error=False, data=data, images=res.images
+        )
+
+    wrap.__name__ = f"lsp_diagnostics_on_{tool}"
+    return wrap
+
+
+def wrappers() -> dict[str, Callable[..., ToolResult]]:
+    return {t: _wrapper(t) for t in ("write", "edit", "apply_patch", "resolve")}

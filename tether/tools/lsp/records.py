@@ -1,0 +1,94 @@
+"""Actor records -> model records: workspace-relative paths, 1-based code-point columns,
+the code line of each record, and the SPEC's severity filter.
+
+The actor leaves characters in the server's position encoding (converting needs the line's
+text, which is read here anyway for the record's `text`); `Lines` reads each file once per
+change, shared across calls.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from tether.actors.language_server.positions import from_character
+from tether.tools.spec import ToolContext
+
+
+def relative(ctx: ToolContext, path: str | Path) -> str:
+    p = Path(path)
+    try:
+        return p.resolve().relative_to(ctx.workdir.resolve()).as_posix()
+    except ValueError:
+        return str(p)
+
+
+_LINE_CACHE: dict[str, tuple[tuple[int, int], list[str]]] = {}  # path -> (stamp, lines)
+
+
+class Lines:
+    """Code lines for records: one stat per file per call, one read per file change."""
+
+    def __init__(self, ctx: ToolContext) -> None:
+        self.ctx = ctx
+        self.seen: dict[str, list[str]] = {}
+
+    def __call__(self, path: str, line: int) -> str:
+        lines = self.seen.get(path)
+        if lines is None:
+            p = path if os.path.isabs(path) else os.path.join(self.ctx.workdir, path)
+            try:
+                st = os.stat(p)
+                stamp = (st.st_mtime_ns, st.st_size)
+                cached = _LINE_CACHE.get(p)
+                if cached is not None and cached[0] == stamp:
+                    lines = cached[1]
+                else:
+                    with open(p, "rb") as f:
+                        lines = f.read().decode("utf-8", errors="replace").split("\n")
+                    if len(_LINE_CACHE) > 512:
+                        _LINE_CACHE.clear()
+                    _LINE_CACHE[p] = (stamp, lines)
+            except OSError:
+                lines = []
+            self.seen[path] = lines
+        return lines[line - 1].rstrip("\r") if 0 < line <= len(lines) else ""
+
+
+def model_records(
+    ctx: ToolContext, raw: list[Mapping[str, Any]], lines: Lines, encoding: str = ""
+) -> list[dict]:
+    """Actor records -> model records: workspace-relative path, 1-based code-point columns
+    (converted from the server's encoding when given as `character`), and the code line."""
+    out = []
+    for r in raw:
+        path = relative(ctx, r["path"])
+        text = lines(path, int(r["line"]))
+        rec: dict[str, Any] = {"path": path, "line": r["line"]}
+        if "character" in r:
+            enc = encoding or "utf-16"
+            end_text = text if r["end_line"] == r["line"] else lines(path, int(r["end_line"]))
+            rec["column"] = from_character(text, int(r["character"]), enc) + 1
+            rec["end_line"] = r["end_line"]
+            rec["end_column"] = from_character(end_text, int(r["end_character"]), enc) + 1
+        rec.update((k, v) for k, v in r.items() if k not in rec and "character" not in k)
+        rec["text"] = text
+        out.append(rec)
+    return out
+
+
+def dedupe(recs: list[dict]) -> list[dict]:
+    seen, out = set(), []
+    for r in recs:
+        k = (r["path"], r["line"], r["column"])
+        if k not in seen:
+            seen.add(k)
+            out.append(r)
+    return out
+
+
+def severe(recs: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """SPEC: diagnostics are errors and warnings (hints and infos are left out)."""
+    return [d for d in recs if int(d.get("severity") or 1) <= 2]

@@ -1,0 +1,133 @@
+"""`lsp status` (which servers run for this workspace, which could, and why not) and
+`lsp reload` (restart them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tether.actors.language_server.servers import SERVERS, resolve, rows_for, split_key
+from tether.messages.calls import ErrorCode, ResourceError
+from tether.tools.lsp.records import relative
+from tether.tools.lsp.targets import KIND, ask, read_file, server_for
+from tether.tools.results import ToolResult
+from tether.tools.spec import ToolContext
+
+STATUS_TIMEOUT = 5.0
+RELOAD_TIMEOUT = 60.0
+
+
+def _running_keys(ctx: ToolContext) -> list[str]:
+    kind_keys = getattr(ctx, "kind_keys", None)
+    try:
+        keys = list(kind_keys(KIND)) if callable(kind_keys) else []
+    except Exception:  # noqa: BLE001 - status must answer even when the runtime cannot list
+        keys = []
+    out = []
+    wd = ctx.workdir.resolve()
+    for k in keys:
+        try:
+            _, root = split_key(k)
+        except ValueError:
+            continue
+        if root == wd or wd in root.parents:
+            out.append(k)
+    return out
+
+
+def status(ctx: ToolContext, file: str | None) -> ToolResult:
+    lines: list[str] = []
+    servers: list[dict[str, Any]] = []
+    running = _running_keys(ctx)
+    for key in running:
+        name, root = split_key(key)
+        rec: dict[str, Any] = {"server": name, "root": relative(ctx, root) or "."}
+        try:
+            st = dict(ask(ctx, key, "status", {}, STATUS_TIMEOUT, idem=False))
+            rec.update(
+                state=st.get("state"),
+                indexing=st.get("indexing", []),
+                uptime=st.get("uptime"),
+                pid=st.get("pid"),
+                restarts=max(0, int(st.get("incarnation") or 0) - 1) + int(st.get("reloads") or 0),
+                stderr_tail=st.get("stderr_tail", ""),
+                error=st.get("error", ""),
+            )
+            idx = f" ({', '.join(rec['indexing'])})" if rec["indexing"] else ""
+            tail = (rec["stderr_tail"] or "").strip().splitlines()[-3:]
+            lines.append(
+                f"{name} for {rec['root'] or '.'}: {rec['state']}{idx}, pid {rec['pid']}, "
+                f"up {rec['uptime']:.0f} s, {rec['restarts']} restart(s)"
+                + (f", error: {rec['error']}" if rec["error"] else "")
+                + (f"\n  stderr: {' | '.join(tail)}" if tail else "")
+            )
+        except ResourceError as e:
+            state = "failed" if e.code == ErrorCode.GAVE_UP else (
+                "restarting" if e.code == ErrorCode.RESTARTING else "unavailable"
+                if e.code == ErrorCode.UNAVAILABLE else "failed")  # fmt: skip
+            rec.update(state=state, error=e.message)
+            lines.append(f"{name} for {rec['root'] or '.'}: {state} - {e.message}")
+        servers.append(rec)
+    at = ctx.workdir
+    label = "the workspace root"
+    if file:
+        got = read_file(ctx, file)
+        if isinstance(got, ToolResult):
+            return got
+        at, label = got[0], file
+    rows = rows_for(at) if file else list(SERVERS)
+    avail = []
+    for row in rows:
+        r = resolve(row, at, ctx.workdir)
+        item = {
+            "server": row.name,
+            "languages": list(row.languages),
+            "usable": r.usable,
+            "root": relative(ctx, r.root) if r.root else None,
+            "marker": r.marker,
+            "binary": r.binary,
+            "missing": r.why_not(),
+        }
+        avail.append(item)
+        if r.usable:
+            key_running = any(s["server"] == row.name for s in servers)
+            avail_line = (
+                f"{row.name}: usable (marker {r.marker} at {relative(ctx, r.root or ctx.workdir) or '.'}, "
+                f"binary {r.binary})" + ("" if key_running else " - starts on first use")
+            )
+        else:
+            avail_line = f"{row.name}: not usable for {label} - {r.why_not()}"
+        lines.append(avail_line)
+    head = "language servers running for this workspace:" if running else (
+        "no language server is running for this workspace yet.")  # fmt: skip
+    text = head + "\n" + "\n".join(lines)
+    return ToolResult.ok(text, data={"running": servers, "servers": avail})
+
+
+def reload(ctx: ToolContext, file: str | None) -> ToolResult:
+    if file:
+        got = read_file(ctx, file)
+        if isinstance(got, ToolResult):
+            return got
+        t = server_for(ctx, got[0], file)
+        if isinstance(t, ToolResult):
+            return t
+        keys = [t.key]
+    else:
+        keys = _running_keys(ctx)
+        if not keys:
+            return ToolResult.ok(
+                "no language server is running for this workspace; nothing to reload "
+                "(the next query starts one).",
+                data={"reloaded": []},
+            )
+    out, data = [], []
+    for key in keys:
+        name, root = split_key(key)
+        try:
+            st = ask(ctx, key, "reload", {}, RELOAD_TIMEOUT, idem=False)
+            out.append(f"restarted {name} for {relative(ctx, root) or '.'} (pid {st.get('pid')})")
+            data.append({"server": name, "root": relative(ctx, root), "pid": st.get("pid")})
+        except ResourceError as e:
+            out.append(f"{name} for {relative(ctx, root) or '.'}: reload failed - {e.message}")
+            data.append({"server": name, "root": relative(ctx, root), "error": e.message})
+    return ToolResult.ok("\n".join(out), data={"reloaded": data})

@@ -1,0 +1,75 @@
+"""Which server answers for a file, and one call to its actor.
+
+The intersection rule (root marker AND binary) is decided at call time, memoised for a
+couple of seconds per (server, directory) so a burst of calls does not re-walk the tree.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tether.actors.language_server.servers import SERVERS, Resolution, ServerRow, resolve, rows_for
+from tether.tools.results import ToolResult
+from tether.tools.spec import ToolContext
+
+KIND = "language_server"
+
+
+def ask(
+    ctx: ToolContext, key: str, op: str, args: Mapping[str, Any], timeout: float, idem: bool = True
+) -> Mapping[str, Any]:
+    """One call to the actor for `key`. Queries are idempotent: if the server dies under
+    them the runtime retries them once on the restarted server."""
+    if idem:
+        return ctx.call_resource(KIND, key, op, args, timeout, idempotent=True)  # type: ignore[call-arg]
+    return ctx.call_resource(KIND, key, op, args, timeout)
+
+
+_RESOLVED: dict[tuple[str, str], tuple[float, Resolution]] = {}
+RESOLVE_TTL = 2.0  # s: the intersection rule is re-decided at most this long after a change
+
+
+def resolve_cached(row: ServerRow, path: Path, workdir: Path) -> Resolution:
+    """`servers.resolve`, memoised per (server, directory) for RESOLVE_TTL seconds."""
+    key = (row.name, str(path.parent if path.suffix else path))
+    now = time.monotonic()
+    hit = _RESOLVED.get(key)
+    if hit is not None and now - hit[0] < RESOLVE_TTL:
+        return hit[1]
+    res = resolve(row, path, workdir)
+    if len(_RESOLVED) > 1024:
+        _RESOLVED.clear()
+    _RESOLVED[key] = (now, res)
+    return res
+
+
+def server_for(ctx: ToolContext, path: Path, rel: str) -> Resolution | ToolResult:
+    rows = rows_for(path)
+    if not rows:
+        known = sorted({e for r in SERVERS for e in r.extensions})
+        return ToolResult.error(
+            f"no language server handles '{path.suffix or path.name}' files ({rel}); "
+            f"the servers here cover {', '.join(known)}."
+        )
+    found = [resolve_cached(r, path, ctx.workdir) for r in rows]
+    for res in found:
+        if res.usable:
+            return res
+    why = "; ".join(f"{r.row.name}: {r.why_not()}" for r in found)
+    return ToolResult.error(
+        f"no language server for '{rel}': {why}. Add the marker or install the server; "
+        "`lsp status` shows what is found."
+    )
+
+
+def read_file(ctx: ToolContext, rel: str) -> tuple[Path, str] | ToolResult:
+    path = ctx.resolve_path(rel)
+    if path.is_dir():
+        return ToolResult.error(f"'{rel}' is a directory; pass a file.")
+    try:
+        return path, path.read_bytes().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return ToolResult.error(f"'{rel}' does not exist; check the path (workspace-relative).")
