@@ -80,6 +80,7 @@ ROOT_NAME = "tether-root"
 DEFAULT_CALL_TIMEOUT = 30.0
 PORT_RANGE = (20000, 60000)
 TOKEN_ENV = "TETHER_RUNTIME_TOKEN"
+WATCH_PERIOD = 0.5  # while a call waits, how often the host checks its RunActor is alive
 _BOOT_LOCK = threading.Lock()
 
 
@@ -213,6 +214,7 @@ class Runtime:
         self._kind_supervisors: dict[str, Any] = {}
         self._run_addresses: dict[str, Any] = {}
         self._run_lock = threading.Lock()
+        self._run_pids: dict[str, tuple[int, float]] = {}  # run id -> its RunActor's process
         self._ids = itertools.count(1)
         self._token = uuid.uuid4().hex[:12]
         self._closed = True
@@ -464,19 +466,32 @@ class Runtime:
             )
         return got[call_id]
 
-    def _await(self, ctx: Any, wanted: set[str], deadline: float) -> dict[str, tuple[Any, Any]]:
+    def _await(
+        self, ctx: Any, wanted: set[str], deadline: float, run_id: str | None = None
+    ) -> dict[str, tuple[Any, Any]]:
         """Collect the replies for `wanted` ids until all arrived or the deadline passed.
-        Anything else that arrives (late replies to calls that timed out) is dropped."""
+        Anything else that arrives (late replies to calls that timed out) is dropped.
+        With `run_id`, the run's actor process is checked every WATCH_PERIOD seconds of
+        waiting: if it died, nobody will answer, and each missing reply becomes that
+        RESOURCE_DIED error (a ResourceError in place of the reply)."""
         got: dict[str, tuple[Any, Any]] = {}
+        watched = self._run_pids.get(run_id) if run_id is not None else None
         while len(got) < len(wanted):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
+            if watched and watched[0]:
+                remaining = min(remaining, WATCH_PERIOD)
             try:
                 msg = ctx.listen(remaining)
             except Exception as exc:  # the endpoint was closed under us (shutdown)
                 raise self._transport_error(exc) from exc
             if msg is None:
+                if watched and watched[0] and not same_process(*watched):
+                    died = self._run_died(str(run_id))
+                    for ident in wanted - set(got):
+                        got[ident] = (died, None)
+                    break
                 continue
             extra = None
             if isinstance(msg, tuple) and len(msg) == 2 and isinstance(msg[0], bytes):
@@ -526,8 +541,10 @@ class Runtime:
         )
         if not reply.ok:
             raise ResourceError(reply.error, reply.message)
+        pid = int(reply.payload.get("pid") or 0)
         with self._run_lock:
             self._run_addresses[str(run_id)] = extra
+            self._run_pids[str(run_id)] = (pid, proc_create_time(pid) if pid else 0.0)
 
     def _close_run_actor(self, run_id: str, timeout: float = 5.0) -> None:
         """Stop the RunActor of `run_id` and the run-scoped actors under it."""
@@ -535,6 +552,7 @@ class Runtime:
             return
         with self._run_lock:
             self._run_addresses.pop(str(run_id), None)
+            self._run_pids.pop(str(run_id), None)
         msg = CloseRun(self._next_id(), str(run_id))
         self._ask(self._runs_supervisor, msg, msg.call_id, timeout, f"close run {run_id!r}")
 
@@ -593,24 +611,44 @@ class Runtime:
         assert self._contexts is not None
         ctx = self._contexts.get()
         self._tell(ctx, address, data)
-        got = self._await(ctx, {call.call_id}, call.deadline)
+        got = self._await(ctx, {call.call_id}, call.deadline, call.run_id)
         if call.call_id not in got:
             raise self._deadline_error(call, timeout)
         reply = got[call.call_id][0]
+        if isinstance(reply, ResourceError):
+            raise reply
         if not reply.ok:
             raise ResourceError(reply.error, reply.message)
         return dict(reply.payload)
+
+    def _system_died(self) -> bool:
+        return bool(self.admin_pid) and not same_process(self.admin_pid, self.admin_create_time)
+
+    def _system_died_error(self, what: str) -> ResourceError:
+        return ResourceError(
+            ErrorCode.UNAVAILABLE,
+            f"the actor system of this runtime died (admin pid {self.admin_pid} is gone), so "
+            f"{what} cannot answer; shut this runtime down and start a new one",
+        )
+
+    def _run_died(self, run_id: str) -> ResourceError:
+        with self._run_lock:
+            self._run_addresses.pop(run_id, None)
+            self._run_pids.pop(run_id, None)
+        if self._system_died():
+            return self._system_died_error(f"run {run_id!r}")
+        return ResourceError(
+            ErrorCode.RESOURCE_DIED,
+            f"the actor of run {run_id!r} died while the call was in flight; it is restarted "
+            "on the next call — call again",
+        )
 
     def _deadline_error(self, call: Call, timeout: float) -> ResourceError:
         # if the RunActor itself died, its address is stale: look it up again next time
         with self._run_lock:
             self._run_addresses.pop(call.run_id, None)
-        if self.admin_pid and not same_process(self.admin_pid, self.admin_create_time):
-            return ResourceError(
-                ErrorCode.UNAVAILABLE,
-                f"the actor system of this runtime died (admin pid {self.admin_pid} is gone), so "
-                f"{call.kind} {call.key!r} cannot answer; shut this runtime down and start a new one",
-            )
+        if self._system_died():
+            return self._system_died_error(f"{call.kind} {call.key!r}")
         return ResourceError(
             ErrorCode.DEADLINE,
             f"{call.kind} {call.key!r} did not answer {call.op!r} within {timeout:g} s; it may be "
@@ -643,7 +681,7 @@ class Runtime:
             if isinstance(item, tuple):
                 self._tell(ctx, address, item[1])
                 wanted.add(item[0].call_id)
-        got = self._await(ctx, wanted, deadline)
+        got = self._await(ctx, wanted, deadline, str(run_id))
         results: list[dict[str, Any] | ResourceError] = []
         for item in prepared:
             if isinstance(item, ResourceError):
@@ -654,6 +692,9 @@ class Runtime:
                 results.append(self._deadline_error(call, timeout))
                 continue
             reply = got[call.call_id][0]
+            if isinstance(reply, ResourceError):
+                results.append(reply)
+                continue
             results.append(
                 dict(reply.payload) if reply.ok else ResourceError(reply.error, reply.message)
             )

@@ -364,3 +364,27 @@ def test_run_scoped_resources_are_supervised_by_their_run(runtime) -> None:
     wait_until(lambda: serving(runtime, "echo_run"), timeout=1.0)
     assert call(runtime, "echo_run", op="pid")["pid"] != pid
     assert node(runtime.health(), "run:r1/echo_run:k")["restarts"] == 1
+
+
+def test_a_caller_waiting_on_a_run_whose_actor_dies_hears_it_at_once(runtime) -> None:
+    import threading
+
+    call(runtime, "echo")
+    errors: list[ResourceError] = []
+    t = threading.Thread(
+        target=lambda: errors.append(
+            error_of(call, runtime, "echo", op="sleep", args={"seconds": 20}, timeout=20)
+        )
+    )
+    t.start()
+    time.sleep(0.2)
+    start = time.monotonic()
+    runtime.inject("crash_actor", target="run:r1")
+    t.join(5)
+    assert time.monotonic() - start < 2.0
+    assert errors[0].code == ErrorCode.RESOURCE_DIED
+    assert (
+        errors[0].message
+        == "the actor of run 'r1' died while the call was in flight; it is restarted on the next call — call again"
+    )
+    wait_until(lambda: serving(runtime, "echo"), timeout=5.0)

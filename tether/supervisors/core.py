@@ -206,6 +206,7 @@ class Supervisor(TetherActor):
                 if rec.spec.ttl:
                     self.wakeupAfter(rec.spec.ttl, ("_ttl", rec.kind, rec.key, rec.incarnation))
                 self._flush_waiting(rec)
+                self.on_child_started(rec)
             else:
                 rec.last_error = obj.error
                 rec.stop_reason = ExitReason.UNAVAILABLE if obj.unavailable else ExitReason.CRASH
@@ -274,6 +275,9 @@ class Supervisor(TetherActor):
                 rec, ErrorCode.RESOURCE_DIED, f"{rec.name} stopped: {rec.last_error}"
             )
         self.on_child_gone(rec, reason)
+
+    def on_child_started(self, rec: ChildRecord) -> None:
+        """Hook: a child's incarnation finished starting (its pid is known now)."""
 
     def on_child_gone(self, rec: ChildRecord, reason: ExitReason) -> None:
         """Hook: a child's incarnation is gone (RunActor fails or retries its in-flight calls)."""

@@ -31,7 +31,7 @@ from tether.messages.control import (
     RouteInfo,
     Start,
 )
-from tether.supervisors.core import Supervisor
+from tether.supervisors.core import ChildRecord, Supervisor
 from tether.supervisors.spec import ChildSpec, KindSpec, Restart, Scope
 
 SUPERVISOR_SPEC = ChildSpec(Restart.PERMANENT, shutdown_timeout=5.0, max_restarts=5, period=60.0)
@@ -91,6 +91,7 @@ class RunSupervisor(Supervisor):
         super().__init__()
         self.kinds: list[dict[str, Any]] = []
         self.kind_addresses: dict[str, Any] = {}
+        self.opening: dict[str, list[tuple[str, Any]]] = {}  # run id -> OpenRuns to answer
 
     def handle_message(self, obj: Any, data: bytes, extra: Any, sender: Any) -> None:
         if isinstance(obj, Start):
@@ -124,10 +125,10 @@ class RunSupervisor(Supervisor):
                         )
                     ),
                 )
-            else:
-                self.send(
-                    sender, (encode(Reply(obj.call_id, True, {"run_id": obj.run_id})), rec.address)
-                )
+            elif rec.state == "ready":
+                self._opened(rec, obj.call_id, sender)
+            else:  # answer once it started, with its pid (the host watches it while waiting)
+                self.opening.setdefault(obj.run_id, []).append((obj.call_id, sender))
         elif isinstance(obj, CloseRun):
             closing = self.children.get(("run", obj.run_id))
             if closing is not None:
@@ -142,6 +143,21 @@ class RunSupervisor(Supervisor):
 
     def handle_wakeup(self, payload: Any) -> None:
         self.handle_supervisor_wakeup(payload)
+
+    def _opened(self, rec: ChildRecord, call_id: str, reply_to: Any) -> None:
+        payload = {"run_id": rec.key, "pid": rec.pid}
+        self.send(reply_to, (encode(Reply(call_id, True, payload)), rec.address))
+
+    def on_child_started(self, rec: ChildRecord) -> None:
+        for call_id, reply_to in self.opening.pop(rec.key, []):
+            self._opened(rec, call_id, reply_to)
+
+    def on_child_gone(self, rec: ChildRecord, reason: Any) -> None:
+        for call_id, reply_to in self.opening.pop(rec.key, []):
+            message = f"{rec.name} did not start: {rec.last_error or reason}; open it again"
+            self.send(
+                reply_to, encode(Reply(call_id, False, error=ErrorCode.RESTARTING, message=message))
+            )
 
 
 class RootSupervisor(Supervisor):
