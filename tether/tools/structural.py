@@ -350,6 +350,7 @@ _RESOLVE_DESCRIPTION = (
     'Example: {"edit_id": "edit_1", "action": "accept"}.'
 )
 
+_PATTERN = {"type": "string", "minLength": 1, "description": "code with $METAVARS"}
 _LANGUAGE = {
     "type": "string",
     "description": "grammar id (python, dart, rust, typescript, ...); inferred from a file path",
@@ -370,7 +371,7 @@ def specs() -> list[ToolSpec]:
             schema={
                 "type": "object",
                 "properties": {
-                    "pattern": {"type": "string", "minLength": 1, "description": "code with $METAVARS"},
+                    "pattern": _PATTERN,
                     "path": _PATH,
                     "language": _LANGUAGE,
                     "max_results": {
@@ -394,7 +395,7 @@ def specs() -> list[ToolSpec]:
             schema={
                 "type": "object",
                 "properties": {
-                    "pattern": {"type": "string", "minLength": 1, "description": "code with $METAVARS"},
+                    "pattern": _PATTERN,
                     "rewrite": {"type": "string", "description": "replacement; may use the pattern's $METAVARS"},
                     "path": _PATH,
                     "language": _LANGUAGE,

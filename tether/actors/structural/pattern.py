@@ -19,6 +19,7 @@ Regex and text habits get a specific error instead of a silent zero-match search
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from tree_sitter import Node
@@ -250,24 +251,27 @@ CASE_SENSITIVE_KEYWORDS = frozenset(
 )  # fmt: skip
 
 
-def terminals(p: PNode, depth: int = 0) -> list[tuple[Terminal, int]]:
-    """The terminals every match must contain, with their depth below `p`.
+def required_children(p: Internal) -> Iterator[PNode]:
+    """The children of `p` a match must contain: not the `$$$` metavariables, and not the
+    punctuation right after one, which the matcher skips (ast-grep's `skipped_anonymous`)."""
+    after_ellipsis = False
+    for c in p.children:
+        if isinstance(c, MetaVar) and c.multi:
+            after_ellipsis = True
+            continue
+        if after_ellipsis and isinstance(c, Terminal) and not c.named:
+            continue
+        after_ellipsis = False
+        yield c
 
-    Punctuation right after a `$$$` is left out: the matcher skips it (ast-grep's
-    `skipped_anonymous`), so a match need not contain it.
-    """
+
+def terminals(p: PNode, depth: int = 0) -> list[tuple[Terminal, int]]:
+    """The terminals every match must contain, with their depth below `p`."""
     out: list[tuple[Terminal, int]] = []
     if isinstance(p, Terminal):
         out.append((p, depth))
     elif isinstance(p, Internal):
-        after_ellipsis = False
-        for c in p.children:
-            if isinstance(c, MetaVar) and c.multi:
-                after_ellipsis = True
-                continue
-            if after_ellipsis and isinstance(c, Terminal) and not c.named:
-                continue
-            after_ellipsis = False
+        for c in required_children(p):
             out.extend(terminals(c, depth + 1))
     return out
 

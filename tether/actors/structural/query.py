@@ -34,6 +34,7 @@ from tether.actors.structural.pattern import (
     Pattern,
     PNode,
     Terminal,
+    required_children,
     terminals,
 )
 
@@ -63,14 +64,7 @@ class _Builder:
             self.preds.append(f"(#eq? @{name} {lit})")
             return f"({p.kind}) @{name}"
         parts: list[str] = []
-        after_ellipsis = False
-        for c in p.children:
-            if isinstance(c, MetaVar) and c.multi:
-                after_ellipsis = True
-                continue
-            if after_ellipsis and isinstance(c, Terminal) and not c.named:
-                continue  # the matcher skips punctuation right after `$$$`
-            after_ellipsis = False
+        for c in required_children(p):
             emitted = self.emit(c, depth + 1)
             if emitted:
                 parts.append(emitted)

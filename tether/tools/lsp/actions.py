@@ -12,13 +12,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from tether.actors.language_server import render
-from tether.actors.language_server.positions import PositionError, find_symbol
 from tether.actors.language_server.servers import SERVERS, resolve
 from tether.messages.calls import ResourceError
 from tether.tools.lsp.checker import project_check
 from tether.tools.lsp.records import Lines, dedupe, model_records, relative, severe
 from tether.tools.lsp.status import reload, status
-from tether.tools.lsp.targets import ask, read_file, server_for
+from tether.tools.lsp.targets import ask, file_server, locate
 from tether.tools.results import ToolResult
 from tether.tools.spec import ToolContext
 
@@ -65,17 +64,10 @@ def _nav(ctx: ToolContext, action: str, args: dict[str, Any]) -> ToolResult:
             f'{action} needs file, line and symbol, e.g. {{"action": "{action}", '
             '"file": "src/app.py", "line": 12, "symbol": "load_config"}.'
         )
-    got = read_file(ctx, file)
-    if isinstance(got, ToolResult):
-        return got
-    path, text = got
-    try:
-        span = find_symbol(text, line, symbol, file)
-    except PositionError as e:
-        return ToolResult.error(str(e))
-    target = server_for(ctx, path, file)
-    if isinstance(target, ToolResult):
-        return target
+    located = locate(ctx, file, line, symbol)
+    if isinstance(located, ToolResult):
+        return located
+    path, span, target = located
     payload = ask(
         ctx,
         target.key,
@@ -108,13 +100,10 @@ def _nav(ctx: ToolContext, action: str, args: dict[str, Any]) -> ToolResult:
 
 
 def _file_diagnostics(ctx: ToolContext, file: str) -> ToolResult:
-    got = read_file(ctx, file)
-    if isinstance(got, ToolResult):
-        return got
-    path, _ = got
-    target = server_for(ctx, path, file)
-    if isinstance(target, ToolResult):
-        return target
+    found = file_server(ctx, file)
+    if isinstance(found, ToolResult):
+        return found
+    path, target = found
     payload = ask(ctx, target.key, "diagnostics", {"path": str(path), "cap": 10.0}, QUERY_TIMEOUT)
     if payload.get("pending"):
         return ToolResult.error(
@@ -143,13 +132,10 @@ def _symbols(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         )
     lines = Lines(ctx)
     if file and not query:
-        got = read_file(ctx, file)
-        if isinstance(got, ToolResult):
-            return got
-        path, _ = got
-        target = server_for(ctx, path, file)
-        if isinstance(target, ToolResult):
-            return target
+        found = file_server(ctx, file)
+        if isinstance(found, ToolResult):
+            return found
+        path, target = found
         payload = ask(ctx, target.key, "document_symbols", {"path": str(path)}, QUERY_TIMEOUT)
         recs = model_records(
             ctx, list(payload.get("symbols") or []), lines, payload.get("encoding", "")
@@ -161,13 +147,10 @@ def _symbols(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
             data={"symbols": recs[:cap], "total": len(recs)},
         )
     if file:
-        got = read_file(ctx, file)
-        if isinstance(got, ToolResult):
-            return got
-        t = server_for(ctx, got[0], file)
-        if isinstance(t, ToolResult):
-            return t
-        targets = [t]
+        found = file_server(ctx, file)
+        if isinstance(found, ToolResult):
+            return found
+        targets = [found[1]]
     else:
         targets = [
             r for r in (resolve(row, ctx.workdir, ctx.workdir) for row in SERVERS) if r.usable
@@ -214,17 +197,10 @@ def lsp_rename(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     file, line, symbol, new_name = args["file"], args["line"], args["symbol"], args["new_name"]
     if not str(new_name).strip():
         return ToolResult.error("new_name is empty; pass the new identifier.")
-    got = read_file(ctx, file)
-    if isinstance(got, ToolResult):
-        return got
-    path, text = got
-    try:
-        span = find_symbol(text, line, symbol, file)
-    except PositionError as e:
-        return ToolResult.error(str(e))
-    target = server_for(ctx, path, file)
-    if isinstance(target, ToolResult):
-        return target
+    located = locate(ctx, file, line, symbol)
+    if isinstance(located, ToolResult):
+        return located
+    path, span, target = located
     try:
         payload = ask(
             ctx,

@@ -8,7 +8,7 @@ from typing import Any
 from tether.actors.language_server.servers import SERVERS, resolve, rows_for, split_key
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.tools.lsp.records import relative
-from tether.tools.lsp.targets import KIND, ask, read_file, server_for
+from tether.tools.lsp.targets import KIND, ask, file_server, read_file
 from tether.tools.results import ToolResult
 from tether.tools.spec import ToolContext
 
@@ -105,13 +105,10 @@ def status(ctx: ToolContext, file: str | None) -> ToolResult:
 
 def reload(ctx: ToolContext, file: str | None) -> ToolResult:
     if file:
-        got = read_file(ctx, file)
-        if isinstance(got, ToolResult):
-            return got
-        t = server_for(ctx, got[0], file)
-        if isinstance(t, ToolResult):
-            return t
-        keys = [t.key]
+        found = file_server(ctx, file)
+        if isinstance(found, ToolResult):
+            return found
+        keys = [found[1].key]
     else:
         keys = _running_keys(ctx)
         if not keys:

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tether.actors.language_server.positions import PositionError, SymbolSpan, find_symbol
 from tether.actors.language_server.servers import SERVERS, Resolution, ServerRow, resolve, rows_for
 from tether.tools.results import ToolResult
 from tether.tools.spec import ToolContext
@@ -73,3 +74,33 @@ def read_file(ctx: ToolContext, rel: str) -> tuple[Path, str] | ToolResult:
         return path, path.read_bytes().decode("utf-8", errors="replace")
     except FileNotFoundError:
         return ToolResult.error(f"'{rel}' does not exist; check the path (workspace-relative).")
+
+
+def file_server(ctx: ToolContext, rel: str) -> tuple[Path, Resolution] | ToolResult:
+    """The file and the server that answers for it, or the error to return."""
+    got = read_file(ctx, rel)
+    if isinstance(got, ToolResult):
+        return got
+    target = server_for(ctx, got[0], rel)
+    if isinstance(target, ToolResult):
+        return target
+    return got[0], target
+
+
+def locate(
+    ctx: ToolContext, rel: str, line: int, symbol: str | None
+) -> tuple[Path, SymbolSpan, Resolution] | ToolResult:
+    """The position `line` + `symbol` names in the file, and the server to ask about it;
+    or the error to return (a bad file, then a bad symbol, then no server)."""
+    got = read_file(ctx, rel)
+    if isinstance(got, ToolResult):
+        return got
+    path, text = got
+    try:
+        span = find_symbol(text, line, symbol, rel)
+    except PositionError as e:
+        return ToolResult.error(str(e))
+    target = server_for(ctx, path, rel)
+    if isinstance(target, ToolResult):
+        return target
+    return path, span, target

@@ -11,8 +11,6 @@ is carried to the next write's answer ("others").
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,21 +23,14 @@ from tether.actors.language_server.jsonrpc import (
     Response,
     ServerRequest,
 )
-from tether.actors.language_server.servers import ServerRow
-from tether.actors.language_server.session.core import Op, SessionCore, SessionIO
+from tether.actors.language_server.session.core import Op, SessionCore
 
 MAX_OTHER_PULLS = 4  # other open documents re-pulled after a write (files the write broke)
 
 
 class DiagnosingSession(SessionCore):
-    def __init__(
-        self,
-        row: ServerRow,
-        root: Path,
-        io: SessionIO,
-        now: Callable[[], float] = time.monotonic,
-    ) -> None:
-        super().__init__(row, root, io, now)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:  # SessionCore's arguments
+        super().__init__(*args, **kwargs)
         self.published: dict[str, Published] = {}
         # uri -> (resultId, items, document version the pull was sent for)
         self.pull_cache: dict[str, tuple[str | None, list, int]] = {}
@@ -205,14 +196,7 @@ class DiagnosingSession(SessionCore):
             return
         uri = self._others_queue.pop(0)
         gen = self._others_gen
-        params: dict[str, Any] = {"textDocument": {"uri": uri}}
-        ident = self._pull_identifier()
-        if ident:
-            params["identifier"] = ident
-        prev, before, _v = self.pull_cache.get(uri, (None, None, 0))
-        if prev:
-            params["previousResultId"] = prev
-        version = self._version(uri)
+        params, before, version = self._pull_params(uri, self._pull_identifier())
 
         def cont(_op: Any, resp: Response) -> None:
             self.other_pulls.discard(resp.id)
@@ -235,17 +219,22 @@ class DiagnosingSession(SessionCore):
             ident = dp["identifier"]
         return ident
 
+    def _pull_params(self, uri: str, ident: str | None) -> tuple[dict[str, Any], list | None, int]:
+        """A diagnostic pull for `uri`: its params (with the result id we hold, so the server
+        may answer "unchanged"), the items that id stands for, and the document's version."""
+        params: dict[str, Any] = {"textDocument": {"uri": uri}}
+        if ident:
+            params["identifier"] = ident
+        prev, prev_items, _v = self.pull_cache.get(uri, (None, None, 0))
+        if prev:
+            params["previousResultId"] = prev
+        return params, prev_items, self._version(uri)
+
     def _pull(self, op: Op, w: FreshWait, uris: list[str]) -> None:
         ident = self._pull_identifier()
         oid = op.oid
         for uri in uris:
-            params: dict[str, Any] = {"textDocument": {"uri": uri}}
-            if ident:
-                params["identifier"] = ident
-            prev, prev_items, _v = self.pull_cache.get(uri, (None, None, 0))
-            if prev:
-                params["previousResultId"] = prev
-            version = self._version(uri)
+            params, prev_items, version = self._pull_params(uri, ident)
             target = uri in w.targets
             if not target:
                 w.before[uri] = prev_items  # None: never seen, so no judgement possible

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from tether.actors.language_server import workspace_edit
-from tether.actors.language_server.documents import uri_of
+from tether.actors.language_server.documents import Document, uri_of
 from tether.actors.language_server.jsonrpc import Response
 from tether.actors.language_server.session import records
 from tether.actors.language_server.session.core import Op
@@ -32,12 +32,17 @@ NAV_METHODS = {
 class Session(DiagnosingSession):
     """One client session with one language server process (see the package docstring)."""
 
+    def _open_for(self, op: Op, method: str) -> Document | None:
+        """The op's document, open in the server, if the server offers `method`; else None
+        (and the op has failed, saying why)."""
+        if not self._supports(op, method):
+            return None
+        return self._open(op)
+
     # navigation ---------------------------------------------------------------------------
     def _nav(self, op: Op) -> None:
         method = NAV_METHODS[op.op]
-        if not self._supports(op, method):
-            return
-        doc = self._open(op)
+        doc = self._open_for(op, method)
         if doc is None:
             return
         pos = self._position(doc, int(op.args["line0"]), int(op.args["char"]))
@@ -72,9 +77,7 @@ class Session(DiagnosingSession):
 
     # symbols ------------------------------------------------------------------------------
     def _op_document_symbols(self, op: Op) -> None:
-        if not self._supports(op, "textDocument/documentSymbol"):
-            return
-        doc = self._open(op)
+        doc = self._open_for(op, "textDocument/documentSymbol")
         if doc is None:
             return
         self._request(
@@ -106,9 +109,7 @@ class Session(DiagnosingSession):
 
     # rename -------------------------------------------------------------------------------
     def _op_rename(self, op: Op) -> None:
-        if not self._supports(op, "textDocument/rename"):
-            return
-        doc = self._open(op)
+        doc = self._open_for(op, "textDocument/rename")
         if doc is None:
             return
         pos = self._position(doc, int(op.args["line0"]), int(op.args["char"]))
