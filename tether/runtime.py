@@ -24,15 +24,10 @@ import atexit
 import contextlib
 import importlib
 import itertools
-import json
 import os
-import random
-import socket
-import tempfile
 import threading
 import time
 import uuid
-import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,6 +35,7 @@ from typing import Any
 import psutil
 
 from tether import loopback
+from tether.contexts import Contexts
 from tether.messages.calls import Call, ErrorCode, Reply, ResourceError
 from tether.messages.codec import CodecError, decode, encode
 from tether.messages.control import (
@@ -50,6 +46,13 @@ from tether.messages.control import (
     Inject,
     ListKeys,
     OpenRun,
+)
+from tether.portfile import (
+    default_state_dir,
+    pick_port,
+    port_listening,
+    reap_stale,
+    write_port_file,
 )
 from tether.processes import (
     kill_tree,
@@ -78,7 +81,6 @@ RESOURCE_KIND_MODULES: list[str] = [
 FAULTS = ("kill_process", "crash_actor", "delay", "drop_reply")
 ROOT_NAME = "tether-root"
 DEFAULT_CALL_TIMEOUT = 30.0
-PORT_RANGE = (20000, 60000)
 TOKEN_ENV = "TETHER_RUNTIME_TOKEN"
 WATCH_PERIOD = 0.5  # while a call waits, how often the host checks its RunActor is alive
 _BOOT_LOCK = threading.Lock()
@@ -120,79 +122,6 @@ def load_kinds(modules: Iterable[str] = ()) -> list[KindSpec]:
     return list(kinds.values())
 
 
-def default_state_dir() -> Path:
-    return Path(
-        os.environ.get("TETHER_STATE_DIR") or Path(tempfile.gettempdir()) / f"tether-{os.getuid()}"
-    )
-
-
-def _port_listening(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(0.2)
-        return sock.connect_ex((loopback.LOOPBACK, port)) == 0
-
-
-def _port_bindable(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind((loopback.LOOPBACK, port))
-        except OSError:
-            return False
-    return True
-
-
-def _pick_port() -> int:
-    for _ in range(200):
-        port = random.randint(*PORT_RANGE)
-        if _port_bindable(port) and not _port_listening(port):
-            return port
-    raise RuntimeStartError("no free loopback port found for the actor system's admin")
-
-
-class _Contexts:
-    """One thespian private() context per calling thread, closed when the thread is gone."""
-
-    def __init__(self, asys: ActorSystem):
-        self._asys = asys
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._all: list[tuple[weakref.ref[threading.Thread], Any, Any]] = []
-
-    def get(self) -> Any:
-        ctx = getattr(self._local, "ctx", None)
-        if ctx is not None:
-            return ctx
-        with self._lock:
-            self._reap_dead_threads()
-            manager = self._asys.private()
-            ctx = manager.__enter__()
-            self._all.append((weakref.ref(threading.current_thread()), manager, ctx))
-        self._local.ctx = ctx
-        return ctx
-
-    def _reap_dead_threads(self) -> None:
-        alive = []
-        for ref, manager, ctx in self._all:
-            thread = ref()
-            if thread is None or not thread.is_alive():
-                with contextlib.suppress(Exception):
-                    manager.__exit__(None, None, None)
-            else:
-                alive.append((ref, manager, ctx))
-        self._all = alive
-
-    def close_all(self) -> None:
-        with self._lock:
-            for _, manager, _ in self._all:
-                with contextlib.suppress(Exception):
-                    manager.__exit__(None, None, None)
-            self._all = []
-        self._local = threading.local()
-
-    def __len__(self) -> int:
-        return len(self._all)
-
-
 class Runtime:
     """A running actor tree. Build it with `Runtime.start()`; use it as a context manager."""
 
@@ -208,7 +137,7 @@ class Runtime:
         self.admin_create_time = 0.0
         self.root_pid = 0
         self._asys: Any = None
-        self._contexts: _Contexts | None = None
+        self._contexts: Contexts | None = None
         self._root: Any = None
         self._runs_supervisor: Any = None
         self._kind_supervisors: dict[str, Any] = {}
@@ -244,8 +173,11 @@ class Runtime:
         attempts = 1 if admin_port else 5
         last_error: Exception | None = None
         for _ in range(attempts):
-            port = admin_port or _pick_port()
-            if admin_port and _port_listening(port):
+            try:
+                port = admin_port or pick_port()
+            except OSError as exc:
+                raise RuntimeStartError(str(exc)) from exc
+            if admin_port and port_listening(port):
                 raise RuntimeStartError(
                     f"admin port {port} is already in use on 127.0.0.1; pick another port or "
                     "omit admin_port to get a free one"
@@ -273,7 +205,7 @@ class Runtime:
                 )
             finally:
                 os.environ.pop(TOKEN_ENV, None)
-        self._contexts = _Contexts(self._asys)
+        self._contexts = Contexts(self._asys)
         self._closed = False
         try:
             self._root = self._asys.createActor(RootSupervisor, globalName=ROOT_NAME)
@@ -394,53 +326,26 @@ class Runtime:
 
     # --- port file -------------------------------------------------------------------
     def _write_port_file(self) -> None:
-        self.state_dir.mkdir(parents=True, exist_ok=True)
         me = psutil.Process()
-        data = {
-            "admin_port": self.admin_port,
-            "host_pid": me.pid,
-            "host_create_time": me.create_time(),
-            "admin_pid": self.admin_pid,
-            "admin_create_time": self.admin_create_time,
-            "admin_sid": self.admin_sid,
-            "root_pid": self.root_pid,
-            "token": self._token,
-        }
-        path = self.state_dir / f"{self.admin_port}.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data))
-        tmp.replace(path)
-        self.port_file = path
+        self.port_file = write_port_file(
+            self.state_dir,
+            {
+                "admin_port": self.admin_port,
+                "host_pid": me.pid,
+                "host_create_time": me.create_time(),
+                "admin_pid": self.admin_pid,
+                "admin_create_time": self.admin_create_time,
+                "admin_sid": self.admin_sid,
+                "root_pid": self.root_pid,
+                "token": self._token,
+            },
+        )
 
     @classmethod
     def reap_stale(cls, state_dir: str | os.PathLike[str] | None = None) -> list[int]:
         """Clean up after hosts that died without shutting down: for every port file whose
         host is gone, kill what is left of its actor system. Returns the admin ports reaped."""
-        directory = Path(state_dir) if state_dir else default_state_dir()
-        reaped = []
-        for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
-            try:
-                data = json.loads(path.read_text())
-            except (OSError, ValueError):
-                continue
-            if same_process(data.get("host_pid", 0), data.get("host_create_time", 0.0)):
-                continue
-            admin_pid = data.get("admin_pid", 0)
-            if admin_pid and same_process(admin_pid, data.get("admin_create_time", 0.0)):
-                with contextlib.suppress(Exception):
-                    kill_tree(admin_pid, grace=0.2, group=False)
-            leftovers = session_processes(
-                data.get("admin_sid", 0), data.get("admin_create_time", 0.0)
-            )
-            if data.get("token"):
-                leftovers += processes_with_token(str(data["token"]))
-            for proc in leftovers:
-                with contextlib.suppress(Exception):
-                    kill_tree(proc.pid, grace=0.0)
-            with contextlib.suppress(OSError):
-                path.unlink()
-            reaped.append(int(data.get("admin_port", 0)))
-        return reaped
+        return reap_stale(Path(state_dir) if state_dir else default_state_dir())
 
     # --- host-side calls -------------------------------------------------------------
     def _next_id(self) -> str:
@@ -489,8 +394,8 @@ class Runtime:
             if msg is None:
                 if watched and watched[0] and not same_process(*watched):
                     died = self._run_died(str(run_id))
-                    for ident in wanted - set(got):
-                        got[ident] = (died, None)
+                    for missing in wanted - set(got):
+                        got[missing] = (died, None)
                     break
                 continue
             extra = None
