@@ -109,7 +109,7 @@ class RunContext:
     def call_tool(self, name: str, args: Mapping[str, Any]) -> ToolResult:
         return self._run.call(name, args)
 
-    # -- extensions for families (not in the ToolContext protocol) ------------------------
+    # -- ToolContext: what the families fan out with ---------------------------------------
     def gather(
         self,
         calls: Iterable[tuple[str, str, str, Mapping[str, Any]]],

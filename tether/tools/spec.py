@@ -8,12 +8,13 @@ A spec is plain data plus one handler; a family never decides its own visibility
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from tether.messages.calls import ResourceError
     from tether.tools.results import ToolResult
 
 
@@ -62,9 +63,32 @@ class ToolContext(Protocol):
         """A workspace path, already checked by the confinement guardrail."""
 
     def call_resource(
-        self, kind: str, key: str, op: str, args: Mapping[str, Any], timeout: float
+        self,
+        kind: str,
+        key: str,
+        op: str,
+        args: Mapping[str, Any],
+        timeout: float,
+        idempotent: bool = False,
     ) -> Mapping[str, Any]:
-        """Ask the resource actor (kind, key) to do `op`; raises `ResourceError` on failure."""
+        """Ask the resource actor (kind, key) to do `op`; raises `ResourceError` on failure.
+        `idempotent=True` lets the runtime retry it once if the actor dies under it."""
+
+    def gather(
+        self,
+        calls: Iterable[tuple[str, str, str, Mapping[str, Any]]],
+        timeout: float,
+        idempotent: bool = False,
+    ) -> list[Mapping[str, Any] | ResourceError]:
+        """`call_resource` for many (kind, key, op, args) at once, concurrently (e.g. every
+        parser of the pool); a failed or late call is a ResourceError in its slot."""
+
+    def kind_keys(self, kind: str) -> list[str]:
+        """The keys of the running actors of `kind` (e.g. the parser pool's slots); [] when
+        no runtime is connected."""
+
+    def relative(self, path: Path) -> str:
+        """A resolved path as the model should see it: workspace-relative if inside."""
 
     def call_tool(self, name: str, args: Mapping[str, Any]) -> ToolResult:
         """Run another tool through the full pipeline (the eval bridge uses this)."""

@@ -57,41 +57,19 @@ def _target(ctx: ToolContext, args: dict[str, Any]) -> tuple[Path, str | None]:
     return path, rel if path.is_file() else None
 
 
-def _relative(ctx: ToolContext, path: str) -> str:
-    rel = getattr(ctx, "relative", None)
-    if callable(rel):
-        return str(rel(Path(path)))
-    try:
-        return Path(path).relative_to(ctx.workdir).as_posix()
-    except ValueError:
-        return path
-
-
 def _fan_out(ctx: ToolContext, op: str, args: dict[str, Any]) -> list[Mapping[str, Any]]:
     """Run `op` on every pool slot (one shard each); in-process when there is no pool."""
-    keys: list[str] = []
-    kind_keys = getattr(ctx, "kind_keys", None)
-    if callable(kind_keys) and getattr(ctx, "runtime", None) is not None:
-        try:
-            keys = list(kind_keys(KIND))
-        except ResourceError:
-            keys = []
+    try:
+        keys = list(ctx.kind_keys(KIND))
+    except ResourceError:
+        keys = []
     if not keys:
         with _LOCAL_LOCK:
             fn = ops.op_search if op == "search" else ops.op_edit
             return [fn(_LOCAL_CACHE, {**args, "shard": 0, "nshards": 1})]
     n = len(keys)
     calls = [(KIND, key, op, {**args, "shard": i, "nshards": n}) for i, key in enumerate(keys)]
-    gather = getattr(ctx, "gather", None)
-    if callable(gather):
-        replies = list(gather(calls, SEARCH_TIMEOUT, idempotent=True))
-    else:
-        replies = []
-        for kind, key, o, a in calls:
-            try:
-                replies.append(ctx.call_resource(kind, key, o, a, SEARCH_TIMEOUT))
-            except ResourceError as exc:
-                replies.append(exc)  # type: ignore[arg-type]
+    replies = ctx.gather(calls, SEARCH_TIMEOUT, idempotent=True)
     out: list[Mapping[str, Any]] = []
     for key, reply in zip(keys, replies, strict=True):
         if isinstance(reply, ResourceError):
@@ -153,10 +131,10 @@ def _ast_grep(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     nfiles = sum(int(r["files"]) for r in replies)
     matches = [dict(m) for r in replies for m in r["matches"]]
     for m in matches:
-        m["path"] = _relative(ctx, m["path"])
+        m["path"] = ctx.relative(Path(m["path"]))
     matches.sort(key=lambda m: (m["path"], m["start_line"], m["start_col"]))
     shown = matches[:limit]
-    where = _relative(ctx, str(path)) if path != Path(ctx.workdir) else "the workspace"
+    where = ctx.relative(path) if path != Path(ctx.workdir) else "the workspace"
     if total == 0:
         text = (
             f"No matches for `{pattern.source}` ({lang}) in {where}. The pattern was "
@@ -215,7 +193,7 @@ def _ast_edit(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     diff: list[str] = []
     moved: list[str] = []
     for f in proposed:
-        rel = _relative(ctx, f["path"])
+        rel = ctx.relative(Path(f["path"]))
         try:
             old = Path(f["path"]).read_bytes()
         except OSError:

@@ -17,9 +17,8 @@ RELOAD_TIMEOUT = 60.0
 
 
 def _running_keys(ctx: ToolContext) -> list[str]:
-    kind_keys = getattr(ctx, "kind_keys", None)
     try:
-        keys = list(kind_keys(KIND)) if callable(kind_keys) else []
+        keys = list(ctx.kind_keys(KIND))
     except Exception:  # noqa: BLE001 - status must answer even when the runtime cannot list
         keys = []
     out = []

@@ -24,9 +24,7 @@ def ask(
 ) -> Mapping[str, Any]:
     """One call to the actor for `key`. Queries are idempotent: if the server dies under
     them the runtime retries them once on the restarted server."""
-    if idem:
-        return ctx.call_resource(KIND, key, op, args, timeout, idempotent=True)  # type: ignore[call-arg]
-    return ctx.call_resource(KIND, key, op, args, timeout)
+    return ctx.call_resource(KIND, key, op, args, timeout, idempotent=idem)
 
 
 _RESOLVED: dict[tuple[str, str], tuple[float, Resolution]] = {}
