@@ -60,8 +60,11 @@ def test_every_grammar_loads_and_probes(lang):
     assert ch is None or len(ch) == 1
 
 
-def test_cobol_is_not_probed():
-    # tree-sitter-cobol's scanner never returns on `$ABC`: probing it would hang
+def test_cobol_is_refused_not_parsed():
+    # tree-sitter-cobol's parse() never returns: the id is refused before any parse
+    assert "cobol" not in LANGUAGES
+    with pytest.raises(LanguageError, match="'cobol' is bundled but not offered"):
+        normalize("cobol")
     assert metavar_char("cobol") is None
 
 
