@@ -34,11 +34,14 @@ class Driver:
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
-        os.set_blocking(self.proc.stdout.fileno(), False)
-        os.set_blocking(self.proc.stderr.fileno(), False)
+        stdin, stdout, stderr = self.proc.stdin, self.proc.stdout, self.proc.stderr
+        assert stdin and stdout and stderr  # all three are pipes
+        self.pipes = (stdin, stdout, stderr)
+        os.set_blocking(stdout.fileno(), False)
+        os.set_blocking(stderr.fileno(), False)
         self.sel = selectors.DefaultSelector()
-        self.sel.register(self.proc.stdout, selectors.EVENT_READ, "out")
-        self.sel.register(self.proc.stderr, selectors.EVENT_READ, "err")
+        self.sel.register(stdout, selectors.EVENT_READ, "out")
+        self.sel.register(stderr, selectors.EVENT_READ, "err")
         self.timers: list[tuple[float, int, str]] = []
         self._seq = itertools.count()
         self.results: dict[int, tuple[bool, Any]] = {}
@@ -51,8 +54,8 @@ class Driver:
     def write(self, data: bytes) -> None:
         if not self.exited:
             try:
-                self.proc.stdin.write(data)
-                self.proc.stdin.flush()
+                self.pipes[0].write(data)
+                self.pipes[0].flush()
             except BrokenPipeError:
                 pass
 
@@ -78,7 +81,7 @@ class Driver:
             if self.timers:
                 wait = min(wait, max(0.0, self.timers[0][0] - now))
             for key, _ in self.sel.select(wait):
-                data = os.read(key.fileobj.fileno(), 1 << 16)
+                data = os.read(key.fd, 1 << 16)
                 if not data:
                     self.sel.unregister(key.fileobj)
                     if key.data == "out" and not self.exited:
@@ -116,5 +119,5 @@ class Driver:
         except ProcessLookupError:
             pass
         self.proc.wait(5)
-        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+        for f in self.pipes:
             f.close()

@@ -32,8 +32,8 @@ def test_memory_bound_evicts_least_recently_used(tmp_path: Path):
         paths.append(str(p))
     per_file = 600 * (1 + TREE_BYTES_PER_SOURCE_BYTE) + 256
     cache = ParseCache(max_bytes=3 * per_file)
-    for p in paths:
-        cache.tree(p, "python", cache.source(p, "python"))
+    for path in paths:
+        cache.tree(path, "python", cache.source(path, "python"))
     assert len(cache) == 3 and cache.used <= cache.max_bytes
     assert cache.stats()["trees"] == 3
     cache.source(paths[0], "python")  # evicted earlier: a miss

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -65,6 +65,6 @@ def workdir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def run(workdir: Path) -> Run:
+def run(workdir: Path) -> Iterator[Run]:
     with Run(run_id="t1", workdir=workdir) as r:
         yield r

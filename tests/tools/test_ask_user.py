@@ -58,7 +58,7 @@ def test_timeout_is_error_with_same_instruction(tmp_path: Path) -> None:
 def test_port_overstaying_is_a_timeout(tmp_path: Path) -> None:
     never = threading.Event()
     port = ScriptedPort(answer=Answer.answered(["SQLite"]), block=never)
-    port.ask = lambda card, timeout: never.wait(60) and Answer.skipped()  # type: ignore[method-assign]
+    port.ask = lambda card, timeout: never.wait(60) and Answer.skipped()  # type: ignore[method-assign,assignment,return-value]
     started = time.monotonic()
     res, _ = _ask(tmp_path, port, question_timeout=0.2)
     never.set()

@@ -241,7 +241,7 @@ def test_ask_not_approved(workdir: Path, answer: Answer, why: str) -> None:
 def test_ask_port_that_hangs_times_out(workdir: Path) -> None:
     never = threading.Event()
     port = ScriptedPort(answer=Answer.answered([ALLOW]), block=never)
-    port.ask = lambda card, timeout: never.wait(60) or Answer.answered([ALLOW])  # type: ignore[method-assign]
+    port.ask = lambda card, timeout: never.wait(60) or Answer.answered([ALLOW])  # type: ignore[method-assign,assignment,return-value]
     with Run(
         workdir=workdir, approval={"write": "ask"}, question_port=port, approval_timeout=0.2
     ) as r:

@@ -256,7 +256,7 @@ def test_handler_exception_becomes_error(tmp_path: Path) -> None:
 
 
 def test_handler_returning_garbage(tmp_path: Path) -> None:
-    spec = ToolSpec("h", Tier.READ, "h", OBJ, lambda ctx, args: "text")
+    spec = ToolSpec("h", Tier.READ, "h", OBJ, lambda ctx, args: "text")  # type: ignore[arg-type,return-value]
     with Run(workdir=tmp_path, registry=Registry([spec])) as r:
         res = r.call("h", {})
     assert res.is_error and "returned str instead of a ToolResult" in res.text
@@ -264,7 +264,11 @@ def test_handler_returning_garbage(tmp_path: Path) -> None:
 
 def test_resource_error_becomes_error(tmp_path: Path) -> None:
     spec = ToolSpec(
-        "h", Tier.READ, "h", OBJ, lambda ctx, args: ctx.call_resource("parser", "0", "x", {}, 1.0)
+        "h",
+        Tier.READ,
+        "h",
+        OBJ,
+        lambda ctx, args: ctx.call_resource("parser", "0", "x", {}, 1.0),  # type: ignore[arg-type,return-value]
     )
     with Run(workdir=tmp_path, registry=Registry([spec])) as r:
         res = r.call("h", {})
