@@ -18,13 +18,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from tether.tools.registry import (
-    SCHEMA_FORMATS,
-    FamilyLoadError,
-    Registry,
-    absence_reason,
-    export_schema,
-)
+from tether.tools.export import SCHEMA_FORMATS, export_schema
+from tether.tools.registry import FamilyLoadError, Registry, absence_reason
 from tether.tools.spec import Needs, Surface
 
 RUNTIME_NEEDS = frozenset(

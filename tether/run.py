@@ -26,6 +26,7 @@ from typing import Any
 
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.questions import Answer, AnswerStatus, Card, CardKind, QuestionPort, ask_bounded
+from tether.tools.export import SCHEMA_FORMATS, export_schema
 from tether.tools.guardrails import (
     DEFAULT_PROTECTED,
     Approval,
@@ -33,13 +34,7 @@ from tether.tools.guardrails import (
     GuardrailError,
     make_policy,
 )
-from tether.tools.registry import (
-    MAX_NESTING,
-    SCHEMA_FORMATS,
-    Registry,
-    ToolStatus,
-    export_schema,
-)
+from tether.tools.registry import MAX_NESTING, Registry, ToolStatus
 from tether.tools.results import ToolResult
 from tether.tools.spec import Needs, Surface, Tier
 

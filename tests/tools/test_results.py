@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tether.run import Run
-from tether.tools.registry import TIER_ANNOTATIONS, export_schema
+from tether.tools.export import TIER_ANNOTATIONS, export_schema
 from tether.tools.results import Image, ToolResult
 from tether.tools.spec import Tier
 

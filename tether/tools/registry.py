@@ -8,7 +8,7 @@ smaller surface.
 Visibility is decided here and nowhere else, as tier x surface x connected resources:
 PLAN and READONLY see tier read only (SPEC.md "Approval tiers"), and a tool whose needs
 are not all connected is absent. `Registry.status` keeps the reason for every absent
-tool, for operators.
+tool, for operators. (A tool's declaration in a provider's shape is `export.py`'s.)
 
 Every call, whether the model issued it or the eval bridge re-entered it, goes through
 `Registry.call`:
@@ -447,63 +447,3 @@ def _short_args(args: Mapping[str, Any], limit: int = 300) -> str:
     except (TypeError, ValueError):
         text = repr(args)
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-# ---- schema exports -------------------------------------------------------------------------
-
-# MCP tool annotations derived from the tier (MCP spec 2025-03-26, ToolAnnotations).
-TIER_ANNOTATIONS: dict[Tier, dict[str, bool]] = {
-    Tier.READ: {
-        "readOnlyHint": True,
-        "destructiveHint": False,
-        "idempotentHint": True,
-        "openWorldHint": False,
-    },
-    Tier.WRITE: {
-        "readOnlyHint": False,
-        "destructiveHint": True,
-        "idempotentHint": False,
-        "openWorldHint": False,
-    },
-    Tier.EXEC: {
-        "readOnlyHint": False,
-        "destructiveHint": True,
-        "idempotentHint": False,
-        "openWorldHint": True,
-    },
-}
-
-SCHEMA_FORMATS = ("anthropic", "openai", "mcp")
-
-
-def export_schema(spec: ToolSpec, fmt: str) -> dict[str, Any]:
-    """One tool's declaration in a provider's wire shape."""
-    schema = _plain(spec.schema)
-    if fmt == "anthropic":
-        return {"name": spec.name, "description": spec.description, "input_schema": schema}
-    if fmt == "openai":
-        return {
-            "type": "function",
-            "function": {
-                "name": spec.name,
-                "description": spec.description,
-                "parameters": schema,
-            },
-        }
-    if fmt == "mcp":
-        return {
-            "name": spec.name,
-            "description": spec.description,
-            "inputSchema": schema,
-            "annotations": {"title": spec.name, **TIER_ANNOTATIONS[spec.tier]},
-        }
-    raise ValueError(f"unknown schema format {fmt!r}: use one of {', '.join(SCHEMA_FORMATS)}")
-
-
-def _plain(value: Any) -> Any:
-    """Deep copy into plain dicts and lists (specs may hold MappingProxy or tuples)."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value

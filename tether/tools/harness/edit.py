@@ -7,7 +7,7 @@ import difflib
 import re
 from typing import Any
 
-from tether.tools.harness.files import atomic_write, decode, regular_file, relative
+from tether.tools.harness.files import atomic_write, decode, regular_file
 from tether.tools.results import ToolResult
 from tether.tools.spec import ToolContext
 
@@ -53,7 +53,7 @@ def edit(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     atomic_write(path, result.encode("utf-8", errors="surrogatepass"), path.stat().st_mode)
     lines = ", ".join(str(_line_of(work, s)) for s in starts[:20])
     count = f"{len(starts)} occurrences" if len(starts) > 1 else "1 occurrence"
-    written = relative(ctx, path)
+    written = ctx.relative(path)
     return ToolResult.ok(
         f"replaced {count} in '{written}' (line {lines}).",
         data={"written": [written], "replacements": len(starts)},

@@ -16,13 +16,6 @@ from tether.tools.spec import ToolContext
 replace = os.replace  # indirection so tests can inject a failure in the middle of a commit
 
 
-def relative(ctx: ToolContext, path: Path) -> str:
-    try:
-        return path.relative_to(Path(ctx.workdir).resolve()).as_posix()
-    except ValueError:
-        return str(path)
-
-
 def decode(raw: bytes, rel: str, verb: str) -> str | ToolResult:
     if b"\x00" in raw[:8192]:
         return ToolResult.error(f"'{rel}' is a binary file ({len(raw)} bytes); {verb} text only.")
@@ -45,10 +38,10 @@ def _missing(ctx: ToolContext, path: Path, rel: str) -> ToolResult:
         close = difflib.get_close_matches(path.name, names, n=3, cutoff=0.6)
         if close:
             hint = " Similar names there: " + ", ".join(
-                f"'{relative(ctx, parent / n)}'" for n in close
+                f"'{ctx.relative(parent / n)}'" for n in close
             )
     else:
-        hint = f" Its directory '{relative(ctx, parent)}' does not exist either."
+        hint = f" Its directory '{ctx.relative(parent)}' does not exist either."
     return ToolResult.error(f"no such file: '{rel}'.{hint}")
 
 

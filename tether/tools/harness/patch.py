@@ -21,7 +21,6 @@ from tether.tools.harness.files import (
     decode,
     make_parents,
     regular_file,
-    relative,
     suppress_os,
 )
 from tether.tools.results import ToolResult
@@ -78,7 +77,7 @@ def apply_patch(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
             )
         if prior is None:
             planned[path] = _Planned(
-                rel=relative(ctx, path),
+                rel=ctx.relative(path),
                 path=path,
                 new=new_bytes,
                 old=current,

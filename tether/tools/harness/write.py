@@ -9,7 +9,6 @@ from tether.tools.harness.files import (
     atomic_write,
     make_parents,
     regular_file,
-    relative,
     suppress_os,
 )
 from tether.tools.results import ToolResult
@@ -47,7 +46,7 @@ def write(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         raise
     lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
     verb = "overwrote" if existed else "created"
-    written = relative(ctx, path)
+    written = ctx.relative(path)
     return ToolResult.ok(
         f"{verb} '{written}' ({len(data)} bytes, {lines} lines).",
         data={"written": [written], "created": not existed},
