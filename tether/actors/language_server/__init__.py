@@ -4,7 +4,7 @@ Modules, one concept each: `servers` (the table + the intersection rule), `jsonr
 (client state, server->client requests), `positions` (line + symbol -> position),
 `documents` (open/version/sync), `diagnostics` (normalising + freshness), `ledger`
 (per-run "already reported"), `workspace_edit` (all-or-nothing WorkspaceEdit), `session`
-(the sans-io state machine), `actor` (the thespian shell), `render` (model-facing text).
+(the sans-io state machine: a subpackage), `actor` (the thespian shell), `render` (model-facing text).
 """
 
 from __future__ import annotations

@@ -18,6 +18,10 @@ from tether.tools.spec import ToolContext
 
 
 def relative(ctx: ToolContext, path: str | Path) -> str:
+    """A path a server or checker reported, as the model should see it: resolved first (so
+    a path through a symlink into the workspace still counts as inside), "" for the
+    workspace root itself, absolute outside it. `ctx.relative` differs: it takes an
+    already resolved path and names the root "."."""
     p = Path(path)
     try:
         return p.resolve().relative_to(ctx.workdir.resolve()).as_posix()
