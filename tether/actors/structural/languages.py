@@ -295,8 +295,6 @@ def _is_single_leafish(lang: str, text: str) -> bool:
 def metavar_char(lang: str) -> str | None:
     """The character this grammar accepts as the start of an identifier-like metavariable."""
     if lang in BROKEN:
-        return None
-    if lang in BROKEN:
         return None  # never run a refused grammar: the probe would not return
     for ch in _METAVAR_CANDIDATES:
         if _is_single_leafish(lang, f"{ch}ABC") and _is_single_leafish(lang, f"{ch * 3}ABC"):
