@@ -55,7 +55,7 @@ def run_demo(project: Path) -> int:
     failures = 0
     try:
         with Runtime.start() as rt:
-            run = rt.open_run("demo-conversation", workdir=str(workdir))
+            run = rt.open_run("demo-conversation", workdir=str(workdir), prewarm=True)
             print("\ntools on the DEFAULT surface:", ", ".join(t.name for t in run.tools()))
             steps = [
                 (

@@ -168,7 +168,11 @@ class Run:
         question_timeout: float = DEFAULT_QUESTION_TIMEOUT,
         approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT,
         serial_timeout: float = DEFAULT_SERIAL_TIMEOUT,
+        prewarm: bool = False,
     ):
+        """`prewarm`: parse the workspace in the parser pool's background right away, so the
+        run's first ast_grep finds warm trees. Off by default: on a large checkout it costs
+        CPU and cache memory the host may not want to spend on every conversation."""
         self.runtime = runtime
         self.run_id = str(run_id or "")
         self.surface = _surface(surface)
@@ -196,6 +200,15 @@ class Run:
         self._serial_guard = threading.Lock()
         self._depth = threading.local()
         self._context = RunContext(self)
+        if prewarm:
+            self._prewarm()
+
+    def _prewarm(self) -> None:
+        if self.workdir is None or Needs.PARSER not in self.connected():
+            return
+        from tether.tools.structural import warm_index
+
+        warm_index(self.runtime, self.run_id, self.workdir)
 
     # ---- CallSite (what the registry's pipeline needs) -------------------------------------
     @property

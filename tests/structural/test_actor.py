@@ -94,6 +94,21 @@ def test_background_index_warms_the_first_search(runtime: Any, project: Path) ->
     assert after == before  # the first search parsed nothing: the index had it
 
 
+def test_open_run_with_prewarm_indexes_the_workspace(runtime: Any, project: Path) -> None:
+    from conftest import wait_until
+
+    runtime.open_run("conv-setup", workdir=str(project))
+    for key in POOL_KEYS:
+        runtime._call("conv-setup", "parser", key, "clear", {}, 10)
+    runtime.open_run("conv-prewarm", workdir=str(project), prewarm=True)
+
+    def trees() -> int:
+        stats = [runtime._call("conv-prewarm", "parser", k, "stats", {}, 10) for k in POOL_KEYS]
+        return sum(s["trees"] for s in stats)
+
+    wait_until(lambda: trees() == 13, timeout=20)
+
+
 def test_a_crashed_parser_slot_is_restarted_and_search_still_answers(
     runtime: Any, project: Path
 ) -> None:
