@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from tether import Runtime, ToolResult
 
 SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "sample_project"
@@ -47,106 +49,107 @@ def _tree(node: dict[str, Any], depth: int = 0) -> None:
         _tree(child, depth + 1)
 
 
+# (title, tool, arguments, whether an error result is what the step shows)
+STEPS: list[tuple[str, str, dict[str, Any], bool]] = [
+    ("structural search: a guard that frees what it tests ($P repeated)", "ast_grep",
+     {"pattern": "if ($P != NULL) free($P);", "language": "c"}, False),
+    ("the same shape as a regex habit gets a specific error", "ast_grep",
+     {"pattern": "free(.*)", "language": "c"}, True),
+    ("structural search in Python, scoped to a folder", "ast_grep",
+     {"pattern": "if $A.get($B) is not None: $$$", "path": "inventory", "language": "python"},
+     False),
+    ("language server: which servers can run here, and why not", "lsp",
+     {"action": "status"}, False),
+    ("hover by line and symbol (basedpyright)", "lsp",
+     {"action": "hover", "file": "inventory/report.py", "line": 6, "symbol": "Stock"}, False),
+    ("definition", "lsp",
+     {"action": "definition", "file": "inventory/main.py", "line": 13, "symbol": "add"}, False),
+    ("references, grouped by file", "lsp",
+     {"action": "references", "file": "inventory/models.py", "line": 7, "symbol": "Item"}, False),
+    ("a column-free position: a symbol that is not on the line is an error", "lsp",
+     {"action": "hover", "file": "inventory/main.py", "line": 13, "symbol": "remove"}, True),
+    ("hover in TypeScript (typescript-language-server)", "lsp",
+     {"action": "hover", "file": "web/checkout.ts", "line": 5, "symbol": "totalCents"}, False),
+    ("hover in C (clangd)", "lsp",
+     {"action": "hover", "file": "native/checksum.c", "line": 4, "symbol": "checksum"}, False),
+    ("definition in Go (gopls)", "lsp",
+     {"action": "definition", "file": "service/health.go", "line": 13, "symbol": "Status"},
+     False),
+    ("a write that breaks the build: the new diagnostic is folded into the edit's result",
+     "edit", {"path": "inventory/main.py", "old_string": 'stock.add(catalog["A1"], 2)',
+              "new_string": 'stock.add(catalog["A1"], "two")'}, False),
+    ("an unrelated edit: the same error is not reported again", "edit",
+     {"path": "inventory/main.py", "old_string": "Build a small stock",
+      "new_string": "Build a tiny stock"}, False),
+    ("a write outside the workspace is refused", "write",
+     {"path": "../escape.txt", "content": "x"}, True),
+]  # fmt: skip
+
+
 def run_demo(project: Path) -> int:
     work = Path(tempfile.mkdtemp(prefix="tether-demo-"))
     shutil.copytree(project, work / "project")
     workdir = work / "project"
     print(f"tether demo on a copy of {project} at {workdir}")
-    failures = 0
+    surprises = 0
     try:
         with Runtime.start() as rt:
             run = rt.open_run("demo-conversation", workdir=str(workdir), prewarm=True)
             print("\ntools on the DEFAULT surface:", ", ".join(t.name for t in run.tools()))
-            steps = [
-                (
-                    "structural search: a guard that tests what it uses",
-                    "ast_grep",
-                    {"pattern": "if ($X != null) $$$BODY", "language": "typescript"},
-                ),
-                (
-                    "structural search: a repeated metavariable",
-                    "ast_grep",
-                    {"pattern": "if $A.get($B) is not None: $$$", "path": "inventory"},
-                ),
-                (
-                    "stage a structural rewrite",
-                    "ast_edit",
-                    {
-                        "pattern": "$S.counts.get($K, 0)",
-                        "rewrite": "$S.counts.setdefault($K, 0)",
-                        "path": "inventory",
-                        "language": "python",
-                    },
-                ),
-            ]
-            for title, tool, args in steps:
-                failures += _step(run, title, tool, args).is_error
-            staged = run.call("ast_edit", steps[-1][2])
-            edit_id = (staged.data or {}).get("edit_id", "edit_1")
-            failures += _step(
-                run, "discard it", "resolve", {"edit_id": edit_id, "action": "discard"}
-            ).is_error
-            for title, args in [
-                ("language server: status", {"action": "status"}),
-                (
-                    "hover by line and symbol",
-                    {
-                        "action": "hover",
-                        "file": "inventory/report.py",
-                        "line": 6,
-                        "symbol": "Stock",
-                    },
-                ),
-                (
-                    "definition",
-                    {
-                        "action": "definition",
-                        "file": "inventory/main.py",
-                        "line": 13,
-                        "symbol": "add",
-                    },
-                ),
-                (
-                    "references",
-                    {
-                        "action": "references",
-                        "file": "inventory/models.py",
-                        "line": 7,
-                        "symbol": "Item",
-                    },
-                ),
-                ("document symbols", {"action": "symbols", "file": "inventory/models.py"}),
-            ]:
-                failures += _step(run, title, "lsp", args).is_error
-            _step(
-                run,
-                "a write that breaks the build: diagnostics folded in",
-                "edit",
-                {
-                    "path": "inventory/main.py",
-                    "old_string": 'stock.add(catalog["A1"], 2)',
-                    "new_string": 'stock.add(catalog["A1"], "two")',
-                },
-            )
-            health = rt.health()
-            servers = [n for n in _walk(health) if n.get("kind") == "language_server"]
-            if servers:
-                target = servers[0].get("name") or servers[0].get("key")
-                print(f"\n=== fault injection: SIGKILL the language server {target}")
-                rt.inject("kill_process", target=target)
-                failures += _step(
-                    run,
-                    "the next call after the kill",
-                    "lsp",
-                    {"action": "hover", "file": "inventory/models.py", "line": 7, "symbol": "Item"},
-                ).is_error
+            plan = rt.open_run("demo-plan", workdir=str(workdir), surface="plan")
+            print("tools on the PLAN surface:   ", ", ".join(t.name for t in plan.tools()))
+            for title, tool, args, expect_error in STEPS:
+                surprises += _step(run, title, tool, args).is_error != expect_error
+            surprises += _staged_rewrite(run)
+            surprises += _fault(rt, run)
             print("\n=== the actor tree (Runtime.health())")
-            _tree(rt.health())
+            health = rt.health()
+            _tree(health)
+            pids = {p["pid"] for node in _walk(health) for p in node.get("pids", [])}
+            plan.close()
             run.close()
+        alive = [pid for pid in pids if _running(pid)]
+        print(f"\nafter shutdown: {len(alive)} of the tree's {len(pids)} processes alive")
+        surprises += bool(alive)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"\ndemo finished: {failures} step(s) returned an error")
-    return 1 if failures else 0
+    print(f"\ndemo finished: {surprises} step(s) did not go as expected")
+    return 1 if surprises else 0
+
+
+def _staged_rewrite(run: Any) -> int:
+    """ast_edit stages, resolve accepts; the language server then reports what the rewrite
+    broke, folded into resolve's result."""
+    staged = _step(run, "stage a structural rewrite (nothing is written yet)", "ast_edit",
+                   {"pattern": "$S.counts.get($K, 0)", "rewrite": "$S.count_of($K)",
+                    "path": "inventory", "language": "python"})  # fmt: skip
+    if staged.is_error:
+        return 1
+    accepted = _step(run, "accept it: every file lands, then diagnostics", "resolve",
+                     {"edit_id": staged.data["edit_id"], "action": "accept"})  # fmt: skip
+    return int(accepted.is_error)
+
+
+def _fault(rt: Runtime, run: Any) -> int:
+    """SIGKILL the Python language server; the supervisor restarts it and the next call works."""
+    servers = [n for n in _walk(rt.health()) if "basedpyright" in str(n.get("key", ""))]
+    if not servers:
+        print("\n=== fault injection skipped: no basedpyright server in the tree")
+        return 1
+    target = servers[0]["name"]
+    print(f"\n=== fault injection: SIGKILL the process of {target}")
+    rt.inject("kill_process", target=target)
+    after = _step(run, "the next call after the kill", "lsp",
+                  {"action": "hover", "file": "inventory/models.py", "line": 7, "symbol": "Item"})  # fmt: skip
+    return int(after.is_error)
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an exited child waiting for init to reap it is not running)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def _walk(node: dict[str, Any]):

@@ -12,3 +12,8 @@ unsigned int checksum(const unsigned char *data, size_t len) {
 void release(unsigned char *buffer) {
     if (buffer != NULL) free(buffer);
 }
+
+void release_both(unsigned char *first, unsigned char *second) {
+    if (first != NULL) free(second); /* frees what it did not test */
+    if (second != NULL) free(second);
+}
