@@ -1,0 +1,23 @@
+"""The main job: `tether demo` runs every step as expected on the bundled sample project."""
+
+from __future__ import annotations
+
+import pytest
+
+from tether import demo
+
+
+@pytest.mark.slow
+def test_demo_runs_every_step_as_expected(capsys: pytest.CaptureFixture[str]) -> None:
+    assert demo.main([]) == 0
+    out = capsys.readouterr().out
+    assert "demo finished: 0 step(s) did not go as expected" in out
+    assert "native/checksum.c:13: if (buffer != NULL) free(buffer);" in out
+    assert "native/checksum.c:17" not in out  # the guard that frees something else
+    assert 'Cannot access attribute "count_of"' in out  # folded into resolve's result
+    assert "after shutdown: 0 of the tree's" in out
+
+
+def test_demo_refuses_a_missing_project(tmp_path) -> None:
+    with pytest.raises(SystemExit):
+        demo.main(["--project", str(tmp_path / "nope")])
