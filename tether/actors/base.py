@@ -118,18 +118,18 @@ class PendingTable:
 
 
 def _make_stack_trampoline() -> Any:
-    """`f(fn, *args)` calls fn(*args) from a frame of ~17 KiB.
+    """`f(fn, *args)` calls fn(*args) from a frame of ~33 KiB.
 
-    Thespian forks each actor from inside its parent's message loop, so an actor handles
-    messages at whatever Python stack depth its ancestry left it at. When a 16 KiB chunk
-    of CPython's frame stack ends right inside the message path, every call that crosses
-    it mmaps a fresh chunk and every return munmaps it: strace showed ~25 mmap/munmap
-    pairs per message in a RunActor and an echo actor (none in bare thespian actors), and
-    the routed call was ~2x slower for it. A frame larger than a 16 KiB chunk never fits
-    in the current one, so CPython gives it a fresh 32 KiB chunk, and the whole message
-    path runs in the ~15 KiB left there: one chunk per message instead of dozens.
+    Thespian forks each actor from inside its parent's message loop, so an actor runs its
+    loop at whatever Python stack depth its ancestry left it at. When a 16 KiB chunk of
+    CPython's frame stack ends right inside the message path, every call that crosses it
+    mmaps a fresh chunk and every return munmaps it: strace showed ~25 mmap/munmap pairs
+    per message in a RunActor and an echo actor (none in bare thespian actors), and the
+    routed call was ~2x slower for it. A frame larger than the chunk left never fits in
+    it, so CPython gives it a fresh chunk (64 KiB for this size), and everything called
+    from it runs in the ~31 KiB left there.
     """
-    names = "=".join(f"_{i}" for i in range(2150))
+    names = "=".join(f"_{i}" for i in range(4200))
     source = (
         f"def trampoline(fn, *args):\n    if 0:\n        {names} = None\n    return fn(*args)\n"
     )
@@ -139,6 +139,31 @@ def _make_stack_trampoline() -> Any:
 
 
 _in_fresh_stack_chunk = _make_stack_trampoline()
+
+
+def run_actors_in_fresh_stack_chunk() -> None:
+    """Idempotent. Make thespian run the message loop of every actor process from a fresh
+    frame-stack chunk (see `_make_stack_trampoline`).
+
+    The chunk is taken once, when the actor process starts its loop (thespian's
+    `ActorManager.run`), and kept until it ends: a trampoline per message instead cost one
+    mmap/munmap pair and ~17 us per message. Thespian forks actor processes from the
+    process that started the system and from their parent actors, so the patch must be
+    applied before `ActorSystem(...)`; `tether.runtime` does it at import time. (Bare
+    thespian actors in the same system, like the benchmark anchors, get the same one-time
+    chunk; they did not thrash before and run as fast as without it.)
+    """
+    from thespian.system.actorManager import ActorManager
+
+    original = ActorManager.run
+    if getattr(original, "__wrapped__", None) is not None:
+        return
+
+    def run(self: Any) -> Any:
+        return _in_fresh_stack_chunk(original, self)
+
+    run.__wrapped__ = original  # type: ignore[attr-defined]
+    ActorManager.run = run
 
 
 class TetherActor(Actor):
@@ -170,9 +195,6 @@ class TetherActor(Actor):
 
     # --- thespian entry point --------------------------------------------------------
     def receiveMessage(self, msg: Any, sender: Any) -> Any:  # noqa: N802 (thespian's name)
-        return _in_fresh_stack_chunk(self._receive, msg, sender)
-
-    def _receive(self, msg: Any, sender: Any) -> Any:
         try:
             self._dispatch(msg, sender)
         except Exception as exc:  # never let thespian retry-then-poison our messages
