@@ -514,3 +514,11 @@ def test_workspace_symbols_rank_exact_then_prefix_then_fuzzy_inside_first():
         ("Item", "m.py"), ("Item", "/usr/lib/go/y.go"), ("items", "a.py"),
         ("stackpoolItem", "b.py"), ("IFA_F_TEMPORARY", "/usr/lib/go/x.go"),
     ]  # fmt: skip
+
+
+def test_workspace_symbols_drop_fuzzy_matches_outside_the_workspace():
+    from tether.tools.lsp.actions import _relevant
+
+    assert _relevant({"name": "SYS_GETSOCKOPT", "path": "/usr/lib/go/z.go"}, "Stock") is False
+    assert _relevant({"name": "NewStockReader", "path": "/usr/lib/go/z.go"}, "stock") is True
+    assert _relevant({"name": "skt", "path": "inventory/models.py"}, "Stock") is True

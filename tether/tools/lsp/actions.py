@@ -166,17 +166,31 @@ def _symbols(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         try:
             payload = ask(ctx, t.key, "workspace_symbols", {"query": query}, QUERY_TIMEOUT)
         except ResourceError as e:
-            errors.append(f"{t.row.name}: {e.message}")
+            # servers answer with stack traces (tsserver's "No Project"): the first line says it
+            first = e.message.strip().splitlines()[0]
+            if "No Project" in e.message:
+                first += " (no project loaded yet: query one of its files first, then search)"
+            errors.append(f"{t.row.name}: {first}")
             continue
         recs += model_records(
             ctx, list(payload.get("symbols") or []), lines, payload.get("encoding", "")
         )
+    recs = [r for r in recs if _relevant(r, str(query))]
     recs.sort(key=lambda r: _symbol_rank(r, str(query)))
     cap = render.CAPS["workspace_symbols"]
     text = render.symbols(recs[:cap], len(recs), f"symbols matching {query!r}")
     if errors:
         text += "\n(" + "; ".join(errors) + ")"
     return ToolResult.ok(text, data={"symbols": recs[:cap], "total": len(recs)})
+
+
+def _relevant(rec: Mapping[str, Any], query: str) -> bool:
+    """Inside the workspace every server match counts; outside it (a toolchain's sources) only
+    names that contain the query: gopls fuzzy-matches "Stock" to syscall.SYS_GETSOCKOPT, and a
+    hundred of those would bury the project's own `Stock`."""
+    if not os.path.isabs(str(rec.get("path", ""))):
+        return True
+    return query.lower() in str(rec.get("name", "")).lower()
 
 
 def _symbol_rank(rec: Mapping[str, Any], query: str) -> tuple:
