@@ -70,9 +70,11 @@ loopback.apply()  # before any thespian transport exists in this process (see te
 
 from thespian.actors import ActorSystem  # noqa: E402  (after the loopback patch on purpose)
 
-from tether.actors.base import run_actors_in_fresh_stack_chunk  # noqa: E402
+from tether.actors.base import poll_instead_of_epoll, run_actors_in_fresh_stack_chunk  # noqa: E402
 
-run_actors_in_fresh_stack_chunk()  # before any actor process is forked (see its docstring)
+# before any actor process is forked (see their docstrings)
+run_actors_in_fresh_stack_chunk()
+poll_instead_of_epoll()
 
 # Modules that declare resource kinds (`KINDS: list[KindSpec]`). A module that does not
 # exist (yet) is skipped; one that fails to import is an error that names it.

@@ -39,9 +39,13 @@ What the base does for you:
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import select
+import selectors
 import time
 import traceback
+import types
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -164,6 +168,52 @@ def run_actors_in_fresh_stack_chunk() -> None:
 
     run.__wrapped__ = original  # type: ignore[attr-defined]
     ActorManager.run = run
+
+
+class _StrictPoll:
+    """select.poll that fails like epoll on a closed descriptor: OSError(EBADF).
+
+    epoll refuses a closed fd when it is registered, and thespian's loop relies on that to
+    find and drop a bad ThespianWatch fd; poll would instead report it ready (POLLNVAL)
+    on every turn."""
+
+    def __init__(self) -> None:
+        self._poll = select.poll()
+        self.register = self._poll.register
+        self.modify = self._poll.modify
+        self.unregister = self._poll.unregister
+
+    def poll(self, timeout: Any = None) -> list[tuple[int, int]]:
+        events = self._poll.poll(timeout)
+        if any(event & select.POLLNVAL for _, event in events):
+            raise OSError(errno.EBADF, "a polled file descriptor is closed")
+        return events
+
+
+class _PollSelector(selectors.PollSelector):
+    _selector_cls = _StrictPoll  # type: ignore[assignment]
+
+
+def poll_instead_of_epoll() -> None:
+    """Idempotent. Make thespian's TCP transport wait with poll(2), not a new epoll.
+
+    Every turn of thespian's transport loop (4.0.1, `TCPTransport._runWithExpiry`) builds
+    a `selectors.DefaultSelector()` - an epoll on Linux - registers its few sockets and
+    closes it again: epoll_create1 + one epoll_ctl per socket + close, i.e. 7-10 syscalls
+    per turn and several turns per message in every process on the route (strace on a
+    RunActor: 3318 epoll_create1, 16590 epoll_ctl and 3354 close for ~1000 routed calls).
+    A poll selector registers in user space and waits with one poll(2) over the same
+    handful of sockets. Same selectors API, same events, and a closed descriptor still
+    raises EBADF (`_StrictPoll`). Applied before any actor process is forked
+    (`tether.runtime` at import), so every process of the system uses it.
+    """
+    from thespian.system.transport import TCPTransport
+
+    if getattr(TCPTransport.selectors, "DefaultSelector", None) is _PollSelector:
+        return
+    patched = types.SimpleNamespace(**vars(selectors))
+    patched.DefaultSelector = _PollSelector
+    TCPTransport.selectors = patched
 
 
 class TetherActor(Actor):
