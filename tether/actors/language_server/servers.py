@@ -214,7 +214,8 @@ BY_NAME: Mapping[str, ServerRow] = MappingProxyType({r.name: r for r in SERVERS}
 
 
 def rows_for(path: str | Path, table: tuple[ServerRow, ...] = SERVERS) -> list[ServerRow]:
-    return [r for r in table if r.language_of(path)]
+    suffix = os.path.splitext(path)[1].lower()  # one Path per row cost ~15 us per lsp call
+    return [r for r in table if suffix in r.extensions]
 
 
 # --- the intersection rule ------------------------------------------------------------------
