@@ -38,6 +38,15 @@ class Lines:
     def __init__(self, ctx: ToolContext) -> None:
         self.ctx = ctx
         self.seen: dict[str, list[str]] = {}
+        self.rels: dict[str, str] = {}
+
+    def relative(self, path: str) -> str:
+        """`relative(ctx, path)`, once per path per call: a references answer names the
+        same few files over and over, and each resolve costs two realpaths (~40 us)."""
+        rel = self.rels.get(path)
+        if rel is None:
+            rel = self.rels[path] = relative(self.ctx, path)
+        return rel
 
     def __call__(self, path: str, line: int) -> str:
         lines = self.seen.get(path)
@@ -68,7 +77,7 @@ def model_records(
     (converted from the server's encoding when given as `character`), and the code line."""
     out = []
     for r in raw:
-        path = relative(ctx, r["path"])
+        path = lines.relative(r["path"])
         text = lines(path, int(r["line"]))
         rec: dict[str, Any] = {"path": path, "line": r["line"]}
         if "character" in r:
