@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Any, TextIO
 
-from tether import loopback
+from tether import thespian_patches
 
 STATE_MARK = {
     "ready": "",
@@ -34,10 +34,10 @@ class StatusError(RuntimeError):
 
 def fetch_health(port: int, timeout: float = 5.0) -> dict[str, Any]:
     """The health tree of the tether runtime whose admin listens on 127.0.0.1:`port`."""
-    loopback.apply()
+    thespian_patches.apply()
     with socket.socket() as sock:
         sock.settimeout(0.5)
-        if sock.connect_ex((loopback.LOOPBACK, port)) != 0:
+        if sock.connect_ex((thespian_patches.LOOPBACK, port)) != 0:
             raise StatusError(
                 f"nothing listens on 127.0.0.1:{port}; is the runtime running? "
                 "(its admin port is Runtime.admin_port, also in its port file)"

@@ -19,8 +19,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tether import loopback
 from tether.processes import kill_tree, processes_with_token, same_process, session_processes
+from tether.thespian_patches import LOOPBACK
 
 PORT_RANGE = (20000, 60000)
 
@@ -34,13 +34,13 @@ def default_state_dir() -> Path:
 def port_listening(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.settimeout(0.2)
-        return sock.connect_ex((loopback.LOOPBACK, port)) == 0
+        return sock.connect_ex((LOOPBACK, port)) == 0
 
 
 def port_bindable(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         try:
-            sock.bind((loopback.LOOPBACK, port))
+            sock.bind((LOOPBACK, port))
         except OSError:
             return False
     return True

@@ -34,7 +34,7 @@ from typing import Any
 
 import psutil
 
-from tether import loopback
+from tether import thespian_patches
 from tether.contexts import Contexts
 from tether.messages.calls import Call, ErrorCode, Reply, ResourceError
 from tether.messages.codec import CodecError, decode, encode
@@ -66,15 +66,9 @@ from tether.processes import (
 )
 from tether.supervisors.spec import KindSpec, Scope
 
-loopback.apply()  # before any thespian transport exists in this process (see tether/loopback.py)
+thespian_patches.apply()  # before any thespian transport or actor process exists
 
-from thespian.actors import ActorSystem  # noqa: E402  (after the loopback patch on purpose)
-
-from tether.actors.base import poll_instead_of_epoll, run_actors_in_fresh_stack_chunk  # noqa: E402
-
-# before any actor process is forked (see their docstrings)
-run_actors_in_fresh_stack_chunk()
-poll_instead_of_epoll()
+from thespian.actors import ActorSystem  # noqa: E402  (after the patches on purpose)
 
 # Modules that declare resource kinds (`KINDS: list[KindSpec]`). A module that does not
 # exist (yet) is skipped; one that fails to import is an error that names it.

@@ -1,4 +1,4 @@
-"""The two patches tether applies to thespian's actor loop for speed (tether.actors.base)."""
+"""The two patches tether applies to thespian's actor loop for speed (tether.thespian_patches)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import socket
 import pytest
 
 import tether.runtime  # noqa: F401  (applies both patches at import)
-from tether.actors.base import _PollSelector
+from tether.thespian_patches import _PollSelector
 
 
 def test_thespian_transport_waits_with_poll() -> None:

@@ -39,13 +39,9 @@ What the base does for you:
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
-import select
-import selectors
 import time
 import traceback
-import types
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -119,101 +115,6 @@ class PendingTable:
 
     def __iter__(self) -> Iterator[Any]:
         return iter(list(self._by_req))
-
-
-def _make_stack_trampoline() -> Any:
-    """`f(fn, *args)` calls fn(*args) from a frame of ~33 KiB.
-
-    Thespian forks each actor from inside its parent's message loop, so an actor runs its
-    loop at whatever Python stack depth its ancestry left it at. When a 16 KiB chunk of
-    CPython's frame stack ends right inside the message path, every call that crosses it
-    mmaps a fresh chunk and every return munmaps it: strace showed ~25 mmap/munmap pairs
-    per message in a RunActor and an echo actor (none in bare thespian actors), and the
-    routed call was ~2x slower for it. A frame larger than the chunk left never fits in
-    it, so CPython gives it a fresh chunk (64 KiB for this size), and everything called
-    from it runs in the ~31 KiB left there.
-    """
-    names = "=".join(f"_{i}" for i in range(4200))
-    source = (
-        f"def trampoline(fn, *args):\n    if 0:\n        {names} = None\n    return fn(*args)\n"
-    )
-    namespace: dict[str, Any] = {}
-    exec(compile(source, "<tether stack trampoline>", "exec"), namespace)  # noqa: S102
-    return namespace["trampoline"]
-
-
-_in_fresh_stack_chunk = _make_stack_trampoline()
-
-
-def run_actors_in_fresh_stack_chunk() -> None:
-    """Idempotent. Make thespian run the message loop of every actor process from a fresh
-    frame-stack chunk (see `_make_stack_trampoline`).
-
-    The chunk is taken once, when the actor process starts its loop (thespian's
-    `ActorManager.run`), and kept until it ends: a trampoline per message instead cost one
-    mmap/munmap pair and ~17 us per message. Thespian forks actor processes from the
-    process that started the system and from their parent actors, so the patch must be
-    applied before `ActorSystem(...)`; `tether.runtime` does it at import time. (Bare
-    thespian actors in the same system, like the benchmark anchors, get the same one-time
-    chunk; they did not thrash before and run as fast as without it.)
-    """
-    from thespian.system.actorManager import ActorManager
-
-    original = ActorManager.run
-    if getattr(original, "__wrapped__", None) is not None:
-        return
-
-    def run(self: Any) -> Any:
-        return _in_fresh_stack_chunk(original, self)
-
-    run.__wrapped__ = original  # type: ignore[attr-defined]
-    ActorManager.run = run
-
-
-class _StrictPoll:
-    """select.poll that fails like epoll on a closed descriptor: OSError(EBADF).
-
-    epoll refuses a closed fd when it is registered, and thespian's loop relies on that to
-    find and drop a bad ThespianWatch fd; poll would instead report it ready (POLLNVAL)
-    on every turn."""
-
-    def __init__(self) -> None:
-        self._poll = select.poll()
-        self.register = self._poll.register
-        self.modify = self._poll.modify
-        self.unregister = self._poll.unregister
-
-    def poll(self, timeout: Any = None) -> list[tuple[int, int]]:
-        events = self._poll.poll(timeout)
-        if any(event & select.POLLNVAL for _, event in events):
-            raise OSError(errno.EBADF, "a polled file descriptor is closed")
-        return events
-
-
-class _PollSelector(selectors.PollSelector):
-    _selector_cls = _StrictPoll  # type: ignore[assignment]
-
-
-def poll_instead_of_epoll() -> None:
-    """Idempotent. Make thespian's TCP transport wait with poll(2), not a new epoll.
-
-    Every turn of thespian's transport loop (4.0.1, `TCPTransport._runWithExpiry`) builds
-    a `selectors.DefaultSelector()` - an epoll on Linux - registers its few sockets and
-    closes it again: epoll_create1 + one epoll_ctl per socket + close, i.e. 7-10 syscalls
-    per turn and several turns per message in every process on the route (strace on a
-    RunActor: 3318 epoll_create1, 16590 epoll_ctl and 3354 close for ~1000 routed calls).
-    A poll selector registers in user space and waits with one poll(2) over the same
-    handful of sockets. Same selectors API, same events, and a closed descriptor still
-    raises EBADF (`_StrictPoll`). Applied before any actor process is forked
-    (`tether.runtime` at import), so every process of the system uses it.
-    """
-    from thespian.system.transport import TCPTransport
-
-    if getattr(TCPTransport.selectors, "DefaultSelector", None) is _PollSelector:
-        return
-    patched = types.SimpleNamespace(**vars(selectors))
-    patched.DefaultSelector = _PollSelector
-    TCPTransport.selectors = patched
 
 
 class TetherActor(Actor):

@@ -1,0 +1,156 @@
+"""Every patch tether applies to thespian (4.0.1), in one place, applied by `apply()`.
+
+Thespian forks its admin and actor processes from the process that starts the system (and
+actors fork their children), so the patches must be in place before `ActorSystem(...)`:
+`tether.runtime` calls `apply()` at import time, and every process of the tree inherits
+them. Three patches, each for a reason measured here:
+
+1. Loopback only (security). Thespian's TCP transport pickles what it receives and, for
+   every "external" address (the admin's, every actor's, and the host's own endpoint),
+   binds the listening socket to `('', port)`, i.e. all interfaces: anyone who reaches the
+   port could make it unpickle arbitrary objects, which is running code.
+   `THESPIAN_BASE_IPADDR` does not help: it only sets the address that is advertised.
+   Where it happens: `thespian/system/transport/IPBase.py`, `IPActorAddress.__init__`
+   ends with `self.bindname = ('', sa[1]) if external else sa`, and `TCPTransport` binds
+   `addressDetails.bindArgs`. We wrap `__init__` so that a bind name of `''` or
+   `'0.0.0.0'` becomes `127.0.0.1`, and set `THESPIAN_BASE_IPADDR=127.0.0.1` so the
+   advertised address is loopback too. tests/runtime/test_processes.py lists the listening
+   sockets of every process of a running runtime (psutil).
+2. A fresh frame-stack chunk per actor process (speed): see `_make_stack_trampoline`.
+3. poll(2) instead of a new epoll per loop turn (speed): see `poll_instead_of_epoll`.
+tests/runtime/test_loop_patches.py covers 2 and 3.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import select
+import selectors
+import types
+from typing import Any
+
+LOOPBACK = "127.0.0.1"
+_applied = False
+
+
+def bind_loopback_only() -> None:
+    """Idempotent. Patch thespian so every socket it listens on is bound to loopback."""
+    global _applied
+    if _applied:
+        return
+    os.environ["THESPIAN_BASE_IPADDR"] = LOOPBACK
+    from thespian.system.transport import IPBase
+
+    original_init = IPBase.IPActorAddress.__init__
+
+    def loopback_init(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        original_init(self, *args, **kwargs)
+        if self.bindname and self.bindname[0] in ("", "0.0.0.0"):
+            self.bindname = (LOOPBACK, self.bindname[1])
+
+    loopback_init.__wrapped__ = original_init  # type: ignore[attr-defined]
+    IPBase.IPActorAddress.__init__ = loopback_init
+    _applied = True
+
+
+def _make_stack_trampoline() -> Any:
+    """`f(fn, *args)` calls fn(*args) from a frame of ~33 KiB.
+
+    Thespian forks each actor from inside its parent's message loop, so an actor runs its
+    loop at whatever Python stack depth its ancestry left it at. When a 16 KiB chunk of
+    CPython's frame stack ends right inside the message path, every call that crosses it
+    mmaps a fresh chunk and every return munmaps it: strace showed ~25 mmap/munmap pairs
+    per message in a RunActor and an echo actor (none in bare thespian actors), and the
+    routed call was ~2x slower for it. A frame larger than the chunk left never fits in
+    it, so CPython gives it a fresh chunk (64 KiB for this size), and everything called
+    from it runs in the ~31 KiB left there.
+    """
+    names = "=".join(f"_{i}" for i in range(4200))
+    source = (
+        f"def trampoline(fn, *args):\n    if 0:\n        {names} = None\n    return fn(*args)\n"
+    )
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "<tether stack trampoline>", "exec"), namespace)  # noqa: S102
+    return namespace["trampoline"]
+
+
+_in_fresh_stack_chunk = _make_stack_trampoline()
+
+
+def run_actors_in_fresh_stack_chunk() -> None:
+    """Idempotent. Make thespian run the message loop of every actor process from a fresh
+    frame-stack chunk (see `_make_stack_trampoline`).
+
+    The chunk is taken once, when the actor process starts its loop (thespian's
+    `ActorManager.run`), and kept until it ends: a trampoline per message instead cost one
+    mmap/munmap pair and ~17 us per message. Thespian forks actor processes from the
+    process that started the system and from their parent actors, so the patch must be
+    applied before `ActorSystem(...)`; `tether.runtime` does it at import time. (Bare
+    thespian actors in the same system, like the benchmark anchors, get the same one-time
+    chunk; they did not thrash before and run as fast as without it.)
+    """
+    from thespian.system.actorManager import ActorManager
+
+    original = ActorManager.run
+    if getattr(original, "__wrapped__", None) is not None:
+        return
+
+    def run(self: Any) -> Any:
+        return _in_fresh_stack_chunk(original, self)
+
+    run.__wrapped__ = original  # type: ignore[attr-defined]
+    ActorManager.run = run
+
+
+class _StrictPoll:
+    """select.poll that fails like epoll on a closed descriptor: OSError(EBADF).
+
+    epoll refuses a closed fd when it is registered, and thespian's loop relies on that to
+    find and drop a bad ThespianWatch fd; poll would instead report it ready (POLLNVAL)
+    on every turn."""
+
+    def __init__(self) -> None:
+        self._poll = select.poll()
+        self.register = self._poll.register
+        self.modify = self._poll.modify
+        self.unregister = self._poll.unregister
+
+    def poll(self, timeout: Any = None) -> list[tuple[int, int]]:
+        events = self._poll.poll(timeout)
+        if any(event & select.POLLNVAL for _, event in events):
+            raise OSError(errno.EBADF, "a polled file descriptor is closed")
+        return events
+
+
+class _PollSelector(selectors.PollSelector):
+    _selector_cls = _StrictPoll  # type: ignore[assignment]
+
+
+def poll_instead_of_epoll() -> None:
+    """Idempotent. Make thespian's TCP transport wait with poll(2), not a new epoll.
+
+    Every turn of thespian's transport loop (4.0.1, `TCPTransport._runWithExpiry`) builds
+    a `selectors.DefaultSelector()` - an epoll on Linux - registers its few sockets and
+    closes it again: epoll_create1 + one epoll_ctl per socket + close, i.e. 7-10 syscalls
+    per turn and several turns per message in every process on the route (strace on a
+    RunActor: 3318 epoll_create1, 16590 epoll_ctl and 3354 close for ~1000 routed calls).
+    A poll selector registers in user space and waits with one poll(2) over the same
+    handful of sockets. Same selectors API, same events, and a closed descriptor still
+    raises EBADF (`_StrictPoll`). Applied before any actor process is forked
+    (`tether.runtime` at import), so every process of the system uses it.
+    """
+    from thespian.system.transport import TCPTransport
+
+    if getattr(TCPTransport.selectors, "DefaultSelector", None) is _PollSelector:
+        return
+    patched = types.SimpleNamespace(**vars(selectors))
+    patched.DefaultSelector = _PollSelector
+    TCPTransport.selectors = patched
+
+
+def apply() -> None:
+    """Idempotent. Apply every patch; call before any thespian transport or actor exists."""
+    bind_loopback_only()
+    run_actors_in_fresh_stack_chunk()
+    poll_instead_of_epoll()
