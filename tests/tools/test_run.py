@@ -136,3 +136,28 @@ def test_acall_many_tasks_while_one_blocks(workdir: Path) -> None:
 def test_acall_returns_errors_too(run: Run) -> None:
     res = asyncio.run(run.acall("nope", {}))
     assert res.is_error and "unknown tool 'nope'" in res.text
+
+
+def test_concurrent_writes_into_one_new_directory(tmp_path: Path) -> None:
+    """Regression: 20 threads creating files in the same missing folder raced on its mkdir
+    ("write failed: File exists")."""
+
+    def write_all(run: Run) -> list[ToolResult]:
+        results: list[ToolResult] = []
+
+        def worker(i: int) -> None:
+            results.append(run.call("write", {"path": f"new/deep/{i}.txt", "content": str(i)}))
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(20)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        return results
+
+    for trial in range(10):
+        wd = tmp_path / str(trial)
+        wd.mkdir()
+        results = write_all(Run(workdir=wd))
+        assert [r.text for r in results if r.is_error] == []
+        assert len(list((wd / "new" / "deep").iterdir())) == 20

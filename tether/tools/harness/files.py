@@ -97,6 +97,11 @@ def make_parents(path: Path, root: Path) -> list[Path]:
         parent = parent.parent
     created: list[Path] = []
     for d in reversed(missing):
-        d.mkdir()
+        try:
+            d.mkdir()
+        except FileExistsError:
+            if d.is_dir():
+                continue  # a concurrent write made it: not ours to roll back
+            raise
         created.append(d)
     return created
