@@ -1,6 +1,6 @@
 """Shared fixtures: a started `Runtime` that is always shut down and leaves no orphans.
 
-    def test_something(runtime):             # a fresh Runtime (all declared kinds)
+    def test_something(runtime):             # a fresh Runtime (every kind + echo)
         runtime._call("r", "echo", "k", "echo", {}, 5)
 
     def test_other(runtime_factory):         # several, or with custom kinds
@@ -79,12 +79,14 @@ def tether_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def runtime_factory(tether_state_dir: Path) -> Iterator[Callable[..., Any]]:
-    from tether.runtime import Runtime
+    from tether.runtime import RESOURCE_KIND_MODULES, Runtime
 
     started: list[Any] = []
 
     def make(**kwargs: Any) -> Any:
         kwargs.setdefault("state_dir", tether_state_dir)
+        if "kinds" not in kwargs:  # every production kind plus the echo kinds tests talk to
+            kwargs.setdefault("kind_modules", [*RESOURCE_KIND_MODULES, "tether.actors.echo"])
         rt = Runtime.start(**kwargs)
         started.append(rt)
         return rt

@@ -73,10 +73,11 @@ from thespian.actors import ActorSystem  # noqa: E402  (after the patches on pur
 # Modules that declare resource kinds (`KINDS: list[KindSpec]`). A module that does not
 # exist (yet) is skipped; one that fails to import is an error that names it.
 RESOURCE_KIND_MODULES: list[str] = [
-    "tether.actors.echo",
     "tether.actors.structural",
     "tether.actors.language_server",
 ]
+# The echo kinds (tether.actors.echo) are for tests, benchmarks and examples, which ask for
+# them with `kind_modules`; a production tree does not carry them.
 
 FAULTS = ("kill_process", "crash_actor", "delay", "drop_reply")
 ROOT_NAME = "tether-root"

@@ -95,7 +95,7 @@ HOST = textwrap.dedent(
     import json, sys, time
     sys.path.insert(0, {root!r})
     from tether.runtime import Runtime
-    rt = Runtime.start(state_dir={state!r})
+    rt = Runtime.start(state_dir={state!r}, kind_modules=["tether.actors.echo"])
     rt._call("a", "echo_process", "k", "echo", {{}}, 10)
     rt._call("a", "echo_run", "k", "echo", {{}}, 10)
     pids = []
