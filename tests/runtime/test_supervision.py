@@ -24,6 +24,11 @@ def error_of(fn, *args, **kwargs) -> ResourceError:
     return info.value
 
 
+def in_flight(rt, name: str) -> dict:
+    """Wait (bounded) until the actor `name` holds a call, as its health reports it."""
+    return wait_until(lambda: (node(rt.health(), name) or {}).get("pending", 0) >= 1, timeout=3.0)
+
+
 def node(health: dict, name: str) -> dict | None:
     if health.get("name") == name:
         return health
@@ -66,7 +71,7 @@ def test_in_flight_call_gets_resource_died_when_the_process_dies(runtime_factory
         target=lambda: errors.append(error_of(rt._call, "r", "slow", "k", "hang", {}, 5))
     )
     t.start()
-    time.sleep(0.2)
+    in_flight(rt, "slow:k")
     os.kill(pid, signal.SIGKILL)
     t.join(3)
     assert errors[0].code == ErrorCode.RESOURCE_DIED
@@ -91,7 +96,7 @@ def test_idempotent_call_is_retried_once_on_the_new_incarnation(runtime_factory)
         )
     )
     t.start()
-    time.sleep(0.2)
+    in_flight(rt, "slow:k")
     os.kill(pid, signal.SIGKILL)
     t.join(5)
     assert results and results[0]["pid"] != pid
@@ -308,7 +313,7 @@ def test_busy_and_pending_in_health(runtime) -> None:
 
     t = threading.Thread(target=lambda: call(runtime, "echo", op="sleep", args={"seconds": 0.6}))
     t.start()
-    time.sleep(0.2)
+    in_flight(runtime, "echo:k")
     leaf = node(runtime.health(), "echo:k")
     t.join(2)
     assert (leaf["state"], leaf["pending"]) == ("busy", 1)
@@ -343,7 +348,7 @@ def test_subprocess_death_is_noticed_at_once(runtime_factory) -> None:
 
     t = threading.Thread(target=waiter)
     t.start()
-    wait_until(lambda: (node(rt.health(), "slow:k") or {}).get("pending") == 1, timeout=3.0)
+    in_flight(rt, "slow:k")
     killed = time.monotonic()
     os.kill(pid, signal.SIGKILL)
     t.join(3)
@@ -386,7 +391,7 @@ def test_a_caller_waiting_on_a_run_whose_actor_dies_hears_it_at_once(runtime) ->
         )
     )
     t.start()
-    time.sleep(0.2)
+    in_flight(runtime, "echo:k")
     start = time.monotonic()
     runtime.inject("crash_actor", target="run:r1")
     t.join(5)
