@@ -85,6 +85,17 @@ class ServerRow:
     others_grace: float = 0.03
     warmup_progress: tuple[str, ...] = ()
     warmup_window: float = 2.0
+    # workspace/symbol quirks (a first `symbols` query on a fresh server must not answer a
+    # wrong "none found"):
+    # servers that search only the projects of their open documents (tsserver answers
+    # "No Project" until one of its files is open): before workspace/symbol the session
+    # opens one file of the row's languages under the root (`sample_file`), which also
+    # starts the warm-up above
+    symbols_need_open: bool = False
+    # servers that answer workspace/symbol before they have listed the workspace's files
+    # (basedpyright answers [] until it logs "Found N source files"): workspace/symbol waits
+    # (under its deadline) for a window/logMessage matching this regex
+    workspace_loaded_log: str = ""
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", self.name):
@@ -95,6 +106,10 @@ class ServerRow:
             raise ValueError(f"{self.name}: root_markers must not be empty")
         if not self.binaries:
             raise ValueError(f"{self.name}: binaries must not be empty")
+        try:
+            re.compile(self.workspace_loaded_log)
+        except re.error as e:
+            raise ValueError(f"{self.name}: workspace_loaded_log is not a regex: {e}") from e
         object.__setattr__(self, "extensions", _frozen(self.extensions))
         object.__setattr__(self, "init_options", _frozen(self.init_options))
         object.__setattr__(self, "settings", _frozen(self.settings))
@@ -134,6 +149,7 @@ SERVERS: tuple[ServerRow, ...] = (
         args=("--stdio",),
         settings=_PY_SETTINGS,
         await_pull_registration=5.0,
+        workspace_loaded_log=r"^(Found \d+ source files?|No source files found)",
         checker=Checker(("basedpyright", "--outputjson"), "pyright-json"),
         checker_name="basedpyright --outputjson",
         local_bin_dirs=(".venv/bin", "venv/bin"),
@@ -159,6 +175,7 @@ SERVERS: tuple[ServerRow, ...] = (
         push_quiet_window=0.4,  # tsserver publishes syntax then semantic diagnostics
         nudge_for_diagnostics=True,
         warmup_progress=("Initializing JS/TS",),
+        symbols_need_open=True,
     ),
     ServerRow(
         name="clangd",
@@ -209,6 +226,39 @@ SERVERS: tuple[ServerRow, ...] = (
         checker_name="dart analyze",
     ),
 )
+
+SAMPLE_SKIP = frozenset({"node_modules", "vendor", "__pycache__", "dist", "build", "target"})
+SAMPLE_LIMIT = 2000  # directory entries looked at, at most
+
+
+def sample_file(row: ServerRow, root: Path, limit: int = SAMPLE_LIMIT) -> Path | None:
+    """One source file of `row`'s languages under `root`, chosen deterministically: the
+    shallowest, then first by name; hidden directories, node_modules, vendor and build
+    output are skipped, and at most `limit` entries are looked at (None when none found)."""
+    seen = 0
+    level = [root]
+    while level:
+        nxt: list[Path] = []
+        for d in level:
+            try:
+                entries = sorted(os.scandir(d), key=lambda e: e.name)
+            except OSError:
+                continue
+            for e in entries:
+                seen += 1
+                if seen > limit:
+                    return None
+                try:
+                    if e.is_dir(follow_symlinks=False):
+                        if not e.name.startswith(".") and e.name not in SAMPLE_SKIP:
+                            nxt.append(Path(e.path))
+                    elif e.is_file() and row.language_of(e.name) and not e.name.endswith(".d.ts"):
+                        return Path(e.path)
+                except OSError:
+                    continue
+        level = nxt
+    return None
+
 
 BY_NAME: Mapping[str, ServerRow] = MappingProxyType({r.name: r for r in SERVERS})
 

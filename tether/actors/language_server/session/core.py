@@ -2,9 +2,11 @@
 
 Everything here is about getting a call to the server and an answer (or a typed error) back
 before its deadline, whatever the server is doing: `initialize` and readiness (including a
-late pull registration and a warm-up on a first file), the op table (`ops`, and the calls
-`queued` before ready or `held` before warm), one timer re-armed for the earliest deadline,
-and the server's requests and notifications. The operations themselves are added by the
+late pull registration, a warm-up on a first file - for a workspace search, one file of
+the root - and, for a workspace search, the server having listed the workspace), the op
+table (`ops`, and the calls `queued` before ready, `held` before warm, `awaiting_load`
+before the workspace is listed), one timer re-armed for the earliest deadline, and the
+server's requests and notifications. The operations themselves are added by the
 subclasses (`freshness.DiagnosingSession`, `queries.Session`); `handle` finds them by name
 (`_op_<op>`).
 """
@@ -12,6 +14,7 @@ subclasses (`freshness.DiagnosingSession`, `queries.Session`); `handle` finds th
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections import deque
 from collections.abc import Callable
@@ -33,7 +36,7 @@ from tether.actors.language_server.jsonrpc import (
     answer_server_request,
 )
 from tether.actors.language_server.positions import to_character
-from tether.actors.language_server.servers import ServerRow
+from tether.actors.language_server.servers import ServerRow, sample_file
 from tether.actors.language_server.session.capabilities import client_capabilities
 from tether.messages.calls import ErrorCode
 from tether.protocol import FrameDecoder, FramingError
@@ -87,6 +90,12 @@ class SessionCore:
         self._warming = False
         self._warm_token: Any = None
         self.held: list[Op] = []
+        # workspace/symbol waits for the server to have listed the workspace (see
+        # ServerRow.workspace_loaded_log); the calls waiting for that
+        self._loaded_re = re.compile(row.workspace_loaded_log) if row.workspace_loaded_log else None
+        self.workspace_loaded = self._loaded_re is None
+        self.awaiting_load: list[Op] = []
+        self._load_capped = False
 
     # --- lifecycle ------------------------------------------------------------------------
     def start(self, pid: int | None = None) -> None:
@@ -214,6 +223,39 @@ class SessionCore:
         elif n.method in ("window/showMessage", "window/logMessage"):
             if int(p.get("type") or 4) <= 1:
                 self.messages.append(str(p.get("message", ""))[:300])
+            if self._loaded_re is not None and not self.workspace_loaded:
+                if self._loaded_re.search(str(p.get("message", ""))):
+                    self._workspace_loaded()
+
+    def _workspace_loaded(self) -> None:
+        self.workspace_loaded = True
+        waiting, self.awaiting_load = self.awaiting_load, []
+        for op in waiting:
+            if op.oid in self.ops:
+                self._dispatch(op)
+
+    def _await_load(self, op: Op) -> bool:
+        """Hold `op` until the server has listed the workspace (False: it has)."""
+        if self.workspace_loaded:
+            return False
+        if not self._load_capped:  # a server that never logs it is asked anyway, later
+            self._load_capped = True
+            self.io.after(self.row.startup_timeout, "lsp:load-cap")
+        if op not in self.awaiting_load:
+            self.awaiting_load.append(op)
+            if self._armed is None or op.deadline < self._armed:
+                self._arm_at(op.deadline)
+        return True
+
+    def _warm_path(self, op: Op) -> str | None:
+        """The file whose opening warms the server up for `op`: its own, or for a workspace
+        search on a server that needs an open document, one file of the root."""
+        if "path" in op.args:
+            return str(op.args["path"])
+        if op.op == "workspace_symbols" and self.row.symbols_need_open and not self.docs.open:
+            sample = sample_file(self.row, self.root)
+            return str(sample) if sample else None
+        return None
 
     def _warmed(self) -> None:
         if self.warm:
@@ -231,6 +273,10 @@ class SessionCore:
             return
         if tag == "lsp:warm-cap":
             self._warmed()
+            return
+        if tag == "lsp:load-cap":
+            if not self.workspace_loaded:
+                self._workspace_loaded()
             return
         if tag == "lsp:registration":
             if self.state == "registering":
@@ -257,13 +303,15 @@ class SessionCore:
             for op in [o for o in self.ops.values() if o.deadline <= now]:
                 why = (
                     f"{self.row.name} is still starting ({self._indexing_hint()})"
-                    if op in self.held or op in self.queued
+                    if op in self.held or op in self.queued or op in self.awaiting_load
                     else "it did not finish"
                 )
                 self._fail(op, ErrorCode.DEADLINE, f"{op.op} timed out: {why}; retry shortly")
             self._arm()
 
     def _indexing_hint(self) -> str:
+        if not self.workspace_loaded:
+            return "it has not finished listing the workspace's files"
         if self.progress:
             return "it is still indexing: " + ", ".join(sorted(set(self.progress.values())))
         return "it may be busy or stuck"
@@ -289,9 +337,10 @@ class SessionCore:
             self.held.append(op)
             if self._armed is None or op.deadline < self._armed:
                 self._arm_at(op.deadline)
-            if not self._warming and "path" in op.args:
+            warm_path = None if self._warming else self._warm_path(op)
+            if warm_path is not None:
                 self._warming = True
-                doc, msgs = self.docs.ensure_open(Path(op.args["path"]))
+                doc, msgs = self.docs.ensure_open(Path(warm_path))
                 for m in msgs:
                     self.io.write(m)
                 self.io.after(self.row.warmup_window, "lsp:warm-window")
@@ -320,6 +369,8 @@ class SessionCore:
                 self.queued.remove(op)
             if op in self.held:
                 self.held.remove(op)
+            if op in self.awaiting_load:
+                self.awaiting_load.remove(op)
             self.io.error(op.token, code, message)
 
     def _request(

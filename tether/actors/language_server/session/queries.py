@@ -14,6 +14,7 @@ from typing import Any
 from tether.actors.language_server import workspace_edit
 from tether.actors.language_server.documents import Document, uri_of
 from tether.actors.language_server.jsonrpc import Response
+from tether.actors.language_server.servers import sample_file
 from tether.actors.language_server.session import records
 from tether.actors.language_server.session.core import Op
 from tether.actors.language_server.session.freshness import DiagnosingSession
@@ -89,8 +90,14 @@ class Session(DiagnosingSession):
         )
 
     def _op_workspace_symbols(self, op: Op) -> None:
-        if not self._supports(op, "workspace/symbol"):
+        if not self._supports(op, "workspace/symbol") or self._await_load(op):
             return
+        if self.row.symbols_need_open and not self.docs.open:
+            sample = sample_file(self.row, self.root)  # the server searches open projects
+            if sample is not None:
+                _doc, msgs = self.docs.ensure_open(sample)
+                for m in msgs:
+                    self.io.write(m)
         self._request(
             "workspace/symbol", {"query": str(op.args["query"])}, op.deadline, op, self._on_symbols
         )
