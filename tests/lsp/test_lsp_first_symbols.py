@@ -59,3 +59,83 @@ def test_sample_file_is_shallowest_then_by_name_and_skips_vendored(tmp_path):
     assert sample_file(row, tmp_path) == tmp_path / "web" / "b.ts"
     assert sample_file(BY_NAME["gopls"], tmp_path) is None
     assert sample_file(row, tmp_path, limit=3) is None  # bounded walk
+
+
+class _IO:
+    """A SessionIO that records: what the session wrote, the timers it asked for, results."""
+
+    def __init__(self) -> None:
+        from tether.protocol import FrameDecoder
+
+        self.sent: list[dict] = []
+        self.timers: list[str] = []
+        self.results: dict = {}
+        self._dec = FrameDecoder()
+
+    def write(self, data: bytes) -> None:
+        self.sent += self._dec.feed(data)
+
+    def after(self, seconds: float, tag: str) -> None:
+        self.timers.append(tag)
+
+    def done(self, token, payload) -> None:
+        self.results[token] = payload
+
+    def error(self, token, code, message) -> None:
+        self.results[token] = (code, message)
+
+
+def _ready_session(tmp_path, server: str):
+    from tether.actors.language_server.servers import BY_NAME
+    from tether.actors.language_server.session import Session
+    from tether.protocol import encode
+
+    clock = [100.0]
+    io = _IO()
+    s = Session(BY_NAME[server], tmp_path, io, now=lambda: clock[0])
+    s.start(1)
+    caps = {"workspaceSymbolProvider": True}
+    s.feed(encode({"jsonrpc": "2.0", "id": io.sent[0]["id"], "result": {"capabilities": caps}}))
+    if s.state == "registering":  # basedpyright: no pull registration comes here
+        s.on_timer("lsp:registration")
+    assert s.state == "ready"
+    return s, io, clock, encode
+
+
+def test_workspace_symbols_waits_for_the_listing_log_then_asks(tmp_path):
+    s, io, clock, encode = _ready_session(tmp_path, "basedpyright")
+    s.handle("workspace_symbols", {"query": "Stock"}, "t", clock[0] + 30)
+    assert not [m for m in io.sent if m.get("method") == "workspace/symbol"]
+    log = {"type": 3, "message": "Found 4 source files"}
+    s.feed(encode({"jsonrpc": "2.0", "method": "window/logMessage", "params": log}))
+    assert [m for m in io.sent if m.get("method") == "workspace/symbol"]
+
+
+def test_workspace_symbols_waiting_for_the_listing_fails_at_its_deadline(tmp_path):
+    s, io, clock, _ = _ready_session(tmp_path, "basedpyright")
+    s.handle("workspace_symbols", {"query": "Stock"}, "t", clock[0] + 1)
+    clock[0] += 2
+    s.on_timer("lsp:deadline")
+    code, message = io.results["t"]
+    assert code == "deadline" and "has not finished listing the workspace's files" in message
+
+
+def test_workspace_symbols_asks_anyway_when_the_listing_log_never_comes(tmp_path):
+    s, io, clock, _ = _ready_session(tmp_path, "basedpyright")
+    s.handle("workspace_symbols", {"query": "Stock"}, "t", clock[0] + 30)
+    assert "lsp:load-cap" in io.timers
+    s.on_timer("lsp:load-cap")
+    assert [m for m in io.sent if m.get("method") == "workspace/symbol"]
+
+
+def test_workspace_symbols_opens_one_root_file_first_for_tsserver(tmp_path):
+    (tmp_path / "web").mkdir()
+    (tmp_path / "web" / "cart.ts").write_text("export class Cart {}\n")
+    s, io, clock, _ = _ready_session(tmp_path, "typescript-language-server")
+    s.handle("workspace_symbols", {"query": "Cart"}, "t", clock[0] + 30)
+    opened = [m for m in io.sent if m.get("method") == "textDocument/didOpen"]
+    assert [m["params"]["textDocument"]["uri"] for m in opened] == [
+        (tmp_path / "web" / "cart.ts").as_uri()
+    ]
+    s.on_timer("lsp:warm-window")  # no warm-up progress began: the search goes out
+    assert [m for m in io.sent if m.get("method") == "workspace/symbol"]
