@@ -9,7 +9,7 @@ from __future__ import annotations
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,17 +29,6 @@ def copy_project(name: str, dest: Path) -> Path:
     out = dest / name
     shutil.copytree(PROJECTS / name, out, ignore=shutil.ignore_patterns(".cache", "__pycache__"))
     return out.resolve()
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s")
-        time.sleep(interval)
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,8 @@ import threading
 import time
 
 import pytest
-from lsp_support import copy_project, health_nodes, lsp_rt, need, wait_for  # noqa: F401 - fixtures
+from conftest import wait_until as wait_for
+from lsp_support import copy_project, health_nodes, lsp_rt, need  # noqa: F401 - fixtures
 
 import tether.tools.lsp.actions as lsp_actions
 

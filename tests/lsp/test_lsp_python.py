@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
-from lsp_support import copy_project, health_nodes, lsp_rt, need, wait_for  # noqa: F401 - fixtures
+from conftest import wait_until as wait_for
+from lsp_support import copy_project, health_nodes, lsp_rt, need  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.slow, need("basedpyright-langserver", "basedpyright")]
 _ids = itertools.count()
