@@ -22,7 +22,20 @@ from typing import Any
 from tether.processes import kill_tree, processes_with_token, same_process, session_processes
 from tether.thespian_patches import LOOPBACK
 
-PORT_RANGE = (20000, 60000)
+
+def _admin_port_range() -> tuple[int, int]:
+    """Ports below the kernel's ephemeral range: thespian binds every actor's socket to an
+    ephemeral port, so an admin port picked inside that range can be taken by one of them
+    between our check and the admin's bind (seen as a rare start failure when several
+    runtimes start at once)."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    return (20000, max(20000 + 1000, min(low, 60000) - 1))
+
+
+PORT_RANGE = _admin_port_range()
 
 
 def default_state_dir() -> Path:

@@ -40,13 +40,20 @@ def test_every_listening_socket_is_on_loopback(runtime) -> None:
 
 def test_runtimes_started_in_parallel_never_collide(runtime_factory) -> None:
     runtimes: list[Runtime] = []
-    threads = [
-        threading.Thread(target=lambda: runtimes.append(runtime_factory())) for _ in range(3)
-    ]
+    failures: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            runtimes.append(runtime_factory())
+        except BaseException as exc:  # noqa: BLE001 - shown by the assertion below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=start) for _ in range(3)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(30)
+    assert failures == []
     assert len({rt.admin_port for rt in runtimes}) == 3
     pids = [rt._call("r", "echo", "k", "pid", {}, 5)["pid"] for rt in runtimes]
     assert len(set(pids)) == 3
