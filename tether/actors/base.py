@@ -223,6 +223,16 @@ class TetherActor(Actor):
         os._exit(0)
 
     # --- to override by the kinds of actor -------------------------------------------
+    def send_error(self, reply_to: Any, call_id: str, code: str, message: str) -> None:
+        """Answer call `call_id` with a typed error (one of ErrorCode) the model can act on."""
+        self.send(reply_to, encode(Reply(call_id, False, error=code, message=message)))
+
+    def reply_inject(self, reply_to: Any, inject: Inject, ok: bool, message: str) -> None:
+        if ok:
+            self.send(reply_to, encode(Reply(inject.call_id, True, {"message": message})))
+        else:
+            self.send_error(reply_to, inject.call_id, ErrorCode.BAD_REQUEST, message)
+
     def after_start(self) -> None:
         """Start was handled (a supervisor reports Started here; resource actors do it
         themselves once on_start returned)."""
@@ -546,18 +556,7 @@ class ResourceActor(TetherActor):
             ok, message = self.inject_kill_process()
         else:
             ok, message = False, f"{self.name} does not handle fault {fault!r}"
-        self.send(
-            reply_to,
-            encode(
-                Reply(
-                    inject.call_id,
-                    ok,
-                    {"message": message} if ok else {},
-                    "" if ok else ErrorCode.BAD_REQUEST,
-                    "" if ok else message,
-                )
-            ),
-        )
+        self.reply_inject(reply_to, inject, ok, message)
 
     def inject_kill_process(self) -> tuple[bool, str]:
         return False, f"{self.name} owns no OS process; use crash_actor to kill the actor itself"

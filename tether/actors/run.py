@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from tether.messages.calls import Call, ErrorCode, Reply
+from tether.messages.calls import Call, ErrorCode
 from tether.messages.codec import encode
 from tether.messages.control import Inject, ResourceGone, Route, RouteInfo, Start
 from tether.supervisors.core import ChildRecord, Supervisor
@@ -73,7 +73,7 @@ class RunActor(Supervisor):
             self.state = "ready"
         elif isinstance(obj, Inject) and obj.target == self.name:
             reply_to = extra if extra is not None else sender
-            self._reply_inject(
+            self.reply_inject(
                 reply_to,
                 obj,
                 False,
@@ -88,16 +88,11 @@ class RunActor(Supervisor):
         spec = self.kinds.get(call.kind)
         if spec is None:
             known = ", ".join(sorted(self.kinds)) or "none"
-            self.send(
+            self.send_error(
                 reply_to,
-                encode(
-                    Reply(
-                        call.call_id,
-                        False,
-                        error=ErrorCode.BAD_REQUEST,
-                        message=f"no resource kind {call.kind!r} in this runtime; connected kinds: {known}",
-                    )
-                ),
+                call.call_id,
+                ErrorCode.BAD_REQUEST,
+                f"no resource kind {call.kind!r} in this runtime; connected kinds: {known}",
             )
             return
         if spec.scope is Scope.RUN:
@@ -119,16 +114,11 @@ class RunActor(Supervisor):
             return
         supervisor = self.kind_addresses.get(call.kind)
         if supervisor is None:
-            self.send(
+            self.send_error(
                 reply_to,
-                encode(
-                    Reply(
-                        call.call_id,
-                        False,
-                        error=ErrorCode.UNAVAILABLE,
-                        message=f"the supervisor of {call.kind!r} is not running; check rt.health()",
-                    )
-                ),
+                call.call_id,
+                ErrorCode.UNAVAILABLE,
+                f"the supervisor of {call.kind!r} is not running; check rt.health()",
             )
             return
         self.send(supervisor, (encode(Route(data)), reply_to))
@@ -153,28 +143,18 @@ class RunActor(Supervisor):
             if flight.call.deadline and flight.call.deadline < now:
                 continue
             if reason == "unavailable":
-                self.send(
-                    flight.reply_to,
-                    encode(Reply(call_id, False, error=ErrorCode.UNAVAILABLE, message=error)),
-                )
+                self.send_error(flight.reply_to, call_id, ErrorCode.UNAVAILABLE, error)
                 continue
             if flight.call.idempotent and not flight.retried:
                 self.route(flight.call, flight.data, flight.reply_to, retried=True)
                 continue
-            self.send(
+            self.send_error(
                 flight.reply_to,
-                encode(
-                    Reply(
-                        call_id,
-                        False,
-                        error=ErrorCode.RESOURCE_DIED,
-                        message=(
-                            f"{kind}:{key} went away while handling {flight.call.op!r} "
-                            f"({reason}{': ' + error if error else ''}); it is restarted on the "
-                            "next call — call again"
-                        ),
-                    )
-                ),
+                call_id,
+                ErrorCode.RESOURCE_DIED,
+                f"{kind}:{key} went away while handling {flight.call.op!r} "
+                f"({reason}{': ' + error if error else ''}); it is restarted on the "
+                "next call — call again",
             )
 
     def on_incarnation_gone(self, rec: ChildRecord) -> None:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tether.actors.base import TetherActor, kill_tree, process_info
-from tether.messages.calls import Call, ErrorCode, Reply
+from tether.messages.calls import Call, ErrorCode
 from tether.messages.codec import decode, encode
 from tether.messages.control import (
     HealthQuery,
@@ -352,28 +352,18 @@ class Supervisor(TetherActor):
             self.send(rec.address, (call_bytes, reply_to))
             return True
         if rec.state == "failed":
-            self.send(
-                reply_to,
-                encode(Reply(call.call_id, False, error=rec.error_code, message=rec.last_error)),
-            )
+            self.send_error(reply_to, call.call_id, rec.error_code, rec.last_error)
             return False
         if call.idempotent:
             rec.waiting.append((call_bytes, reply_to, call))
             return True
-        self.send(
+        self.send_error(
             reply_to,
-            encode(
-                Reply(
-                    call.call_id,
-                    False,
-                    error=ErrorCode.RESTARTING,
-                    message=(
-                        f"{rec.name} is {rec.state} (restart {len(rec.restart_times)} of "
-                        f"{rec.spec.max_restarts} in {rec.spec.period:g} s; last error: "
-                        f"{rec.last_error or 'none'}); try again in a moment"
-                    ),
-                )
-            ),
+            call.call_id,
+            ErrorCode.RESTARTING,
+            f"{rec.name} is {rec.state} (restart {len(rec.restart_times)} of "
+            f"{rec.spec.max_restarts} in {rec.spec.period:g} s; last error: "
+            f"{rec.last_error or 'none'}); try again in a moment",
         )
         return False
 
@@ -389,7 +379,7 @@ class Supervisor(TetherActor):
     def _fail_waiting(self, rec: ChildRecord, code: str, message: str) -> None:
         waiting, rec.waiting = rec.waiting, []
         for _, reply_to, call in waiting:
-            self.send(reply_to, encode(Reply(call.call_id, False, error=code, message=message)))
+            self.send_error(reply_to, call.call_id, code, message)
 
     # --- fault injection -------------------------------------------------------------
     def route_inject(self, inject: Inject, data: bytes, reply_to: Any) -> None:
@@ -400,7 +390,7 @@ class Supervisor(TetherActor):
                 elif rec.address is not None and rec.state in ("ready", "starting"):
                     self.send(rec.address, (data, reply_to))
                 else:
-                    self._reply_inject(
+                    self.reply_inject(
                         reply_to,
                         inject,
                         False,
@@ -411,7 +401,7 @@ class Supervisor(TetherActor):
                 self.send(rec.address, (data, reply_to))
                 return
         names = sorted(rec.name for rec in self.children.values())
-        self._reply_inject(
+        self.reply_inject(
             reply_to,
             inject,
             False,
@@ -421,24 +411,14 @@ class Supervisor(TetherActor):
 
     def _crash_child(self, rec: ChildRecord, inject: Inject, reply_to: Any) -> None:
         if not rec.pid:
-            self._reply_inject(
-                reply_to, inject, False, f"{rec.name} has not started yet; try again"
-            )
+            self.reply_inject(reply_to, inject, False, f"{rec.name} has not started yet; try again")
             return
         pid = rec.pid
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
-        self._reply_inject(
+        self.reply_inject(
             reply_to, inject, True, f"SIGKILLed the actor process of {rec.name} (pid {pid})"
         )
-
-    def _reply_inject(self, reply_to: Any, inject: Inject, ok: bool, message: str) -> None:
-        reply = (
-            Reply(inject.call_id, True, {"message": message})
-            if ok
-            else Reply(inject.call_id, False, error=ErrorCode.BAD_REQUEST, message=message)
-        )
-        self.send(reply_to, encode(reply))
 
     # --- health ----------------------------------------------------------------------
     def supervisor_node(self) -> dict[str, Any]:

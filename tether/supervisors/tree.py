@@ -54,7 +54,7 @@ class KindSupervisor(Supervisor):
             keys = sorted(k for (_, k), rec in self.children.items())
             self.send(sender, encode(Reply(obj.call_id, True, {"keys": keys})))
         elif isinstance(obj, Inject) and obj.target == self.name:
-            self._reply_inject(
+            self.reply_inject(
                 sender if extra is None else extra, obj, False, _not_a_target(self.name)
             )
         else:
@@ -109,21 +109,14 @@ class RunSupervisor(Supervisor):
                 start_extra=self.kind_addresses,
             )
             if rec.state in ("failed", "stopping") or rec.address is None:
-                self.send(
+                self.send_error(
                     sender,
-                    encode(
-                        Reply(
-                            obj.call_id,
-                            False,
-                            error=rec.error_code or ErrorCode.RESTARTING,
-                            message=(
-                                rec.last_error
-                                if rec.state == "failed"
-                                else f"{rec.name} is {rec.state} ({rec.last_error or 'no error'}); "
-                                "open it again in a moment"
-                            ),
-                        )
-                    ),
+                    obj.call_id,
+                    rec.error_code or ErrorCode.RESTARTING,
+                    rec.last_error
+                    if rec.state == "failed"
+                    else f"{rec.name} is {rec.state} ({rec.last_error or 'no error'}); "
+                    "open it again in a moment",
                 )
             elif rec.state == "ready":
                 self._opened(rec, obj.call_id, sender)
@@ -135,7 +128,7 @@ class RunSupervisor(Supervisor):
                 self.stop_child(closing, "run closed")
             self.send(sender, encode(Reply(obj.call_id, True, {"closed": closing is not None})))
         elif isinstance(obj, Inject) and obj.target == self.name:
-            self._reply_inject(
+            self.reply_inject(
                 sender if extra is None else extra, obj, False, _not_a_target(self.name)
             )
         else:
@@ -155,9 +148,7 @@ class RunSupervisor(Supervisor):
     def on_child_gone(self, rec: ChildRecord, reason: Any) -> None:
         for call_id, reply_to in self.opening.pop(rec.key, []):
             message = f"{rec.name} did not start: {rec.last_error or reason}; open it again"
-            self.send(
-                reply_to, encode(Reply(call_id, False, error=ErrorCode.RESTARTING, message=message))
-            )
+            self.send_error(reply_to, call_id, ErrorCode.RESTARTING, message)
 
 
 class RootSupervisor(Supervisor):
@@ -235,7 +226,7 @@ class RootSupervisor(Supervisor):
     def _route_inject(self, inject: Inject, data: bytes, reply_to: Any) -> None:
         target = inject.target
         if target in ("root", "runs") or target.startswith("supervisor:"):
-            self._reply_inject(reply_to, inject, False, _not_a_target(target))
+            self.reply_inject(reply_to, inject, False, _not_a_target(target))
             return
         if target.startswith("run:"):
             rec = self.children.get(("runs", ""))
