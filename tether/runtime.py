@@ -84,7 +84,7 @@ ROOT_NAME = "tether-root"
 DEFAULT_CALL_TIMEOUT = 30.0
 TOKEN_ENV = "TETHER_RUNTIME_TOKEN"
 WATCH_PERIOD = 0.5  # while a call waits, how often the host checks its RunActor is alive
-_BOOT_LOCK = threading.Lock()
+_BOOT_LOCK = threading.Lock()  # one runtime start at a time per host process (see start)
 
 
 class RuntimeStartError(RuntimeError):
@@ -184,7 +184,12 @@ class Runtime:
                     "omit admin_port to get a free one"
                 )
             try:
-                rt._boot(port, start_timeout)
+                # one start at a time per host process: thespian forks the admin from this
+                # thread, and a concurrent start holding thespian's or logging's locks at that
+                # moment can leave the child wedged (seen as InvalidActorAddress from
+                # ActorSystem when three runtimes started in parallel threads)
+                with _BOOT_LOCK:
+                    rt._boot(port, start_timeout)
                 return rt
             except _PortTaken as exc:
                 last_error = exc
@@ -194,18 +199,18 @@ class Runtime:
         from tether.supervisors.tree import RootSupervisor
 
         self.admin_port = port
-        with _BOOT_LOCK:
-            # thespian forks its admin (which daemonizes) from here, and every actor from
-            # the admin: they all inherit this variable, which identifies them as ours.
-            os.environ[TOKEN_ENV] = self._token
-            try:
-                self._asys = ActorSystem(
-                    "multiprocTCPBase",
-                    capabilities={"Admin Port": port},
-                    transientUnique=True,
-                )
-            finally:
-                os.environ.pop(TOKEN_ENV, None)
+        # thespian forks its admin (which daemonizes) from here, and every actor from the
+        # admin: they all inherit this variable, which identifies them as ours (start() holds
+        # _BOOT_LOCK, so no other start sees it)
+        os.environ[TOKEN_ENV] = self._token
+        try:
+            self._asys = ActorSystem(
+                "multiprocTCPBase",
+                capabilities={"Admin Port": port},
+                transientUnique=True,
+            )
+        finally:
+            os.environ.pop(TOKEN_ENV, None)
         self._contexts = Contexts(self._asys)
         self._closed = False
         try:
