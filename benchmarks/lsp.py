@@ -2,7 +2,7 @@
 
 Project: a copy of an installed package nobody here wrote (hypothesis, ~43k lines of
 Python) in a temp dir with a pyproject.toml marker. Server: basedpyright-langserver, one
-process behind tether (Runtime -> RunActor -> supervisor -> LanguageServerActor) and one
+process behind tether (host -> LanguageServerActor, found through its supervisor) and one
 behind a minimal synchronous raw client in this process, same binary, same settings,
 same client capabilities, same run of this script.
 
@@ -398,7 +398,7 @@ def main() -> int:
     echo = [r for r in results if r["what"].startswith("runtime round trip")][0]
     print(
         f"of the added time, {echo['tether_p50_ms']} ms is the runtime's own round trip "
-        "(host -> RunActor -> actor -> host), measured on the echo actor"
+        "(host -> actor -> host), measured on the echo actor"
     )
     w = [r for r in results if r["what"] == "write->diagnostics"][0]
     ok_q = all(r["added_p50_ms"] <= 2.0 for r in q)

@@ -36,6 +36,7 @@ import psutil
 
 from tether import thespian_patches
 from tether.contexts import Contexts
+from tether.host_routes import Flight, RouteTable
 from tether.messages.calls import Call, ErrorCode, Reply, ResourceError
 from tether.messages.codec import CodecError, decode, encode
 from tether.messages.control import (
@@ -46,6 +47,9 @@ from tether.messages.control import (
     Inject,
     ListKeys,
     OpenRun,
+    ResourceGone,
+    Route,
+    RouteInfo,
 )
 from tether.portfile import (
     default_state_dir,
@@ -64,6 +68,7 @@ from tether.processes import (
     session_processes,
     wait_gone,
 )
+from tether.supervisors.policy import call_outcome_when_gone
 from tether.supervisors.spec import KindSpec, Scope
 
 thespian_patches.apply()  # before any thespian transport or actor process exists
@@ -83,7 +88,7 @@ FAULTS = ("kill_process", "crash_actor", "delay", "drop_reply")
 ROOT_NAME = "tether-root"
 DEFAULT_CALL_TIMEOUT = 30.0
 TOKEN_ENV = "TETHER_RUNTIME_TOKEN"
-WATCH_PERIOD = 0.5  # while a call waits, how often the host checks its RunActor is alive
+WATCH_PERIOD = 0.5  # while a call waits, how often the host checks the actor it waits on
 _BOOT_LOCK = threading.Lock()  # one runtime start at a time per host process (see start)
 
 
@@ -142,6 +147,7 @@ class Runtime:
         self._root: Any = None
         self._runs_supervisor: Any = None
         self._kind_supervisors: dict[str, Any] = {}
+        self._routes = RouteTable()  # shared (kind, key) -> its actor, for direct sends
         self._run_addresses: dict[str, Any] = {}
         self._run_lock = threading.Lock()
         self._run_pids: dict[str, tuple[int, float]] = {}  # run id -> its RunActor's process
@@ -378,45 +384,95 @@ class Runtime:
         return got[call_id]
 
     def _await(
-        self, ctx: Any, wanted: set[str], deadline: float, run_id: str | None = None
+        self,
+        ctx: Any,
+        wanted: set[str],
+        deadline: float,
+        run_id: str | None = None,
+        flights: dict[str, Flight] | None = None,
     ) -> dict[str, tuple[Any, Any]]:
         """Collect the replies for `wanted` ids until all arrived or the deadline passed.
         Anything else that arrives (late replies to calls that timed out) is dropped.
-        With `run_id`, the run's actor process is checked every WATCH_PERIOD seconds of
-        waiting: if it died, nobody will answer, and each missing reply becomes that
-        RESOURCE_DIED error (a ResourceError in place of the reply)."""
+        While waiting, every WATCH_PERIOD seconds, what the calls wait on is checked: the
+        run's actor process (`run_id`, for calls routed by it) and the actor processes
+        that host-routed `flights` were sent to. A call that nobody will answer any more
+        becomes a ResourceError in place of its reply, or is sent once more."""
         got: dict[str, tuple[Any, Any]] = {}
+        flights = flights if flights is not None else {}
         watched = self._run_pids.get(run_id) if run_id is not None else None
+        if flights and all(f.call.host_routed for f in flights.values()):
+            watched = None  # no call of this wait goes through the RunActor
+        watching = bool((watched and watched[0]) or flights)
+        next_check = time.monotonic() + WATCH_PERIOD
         while len(got) < len(wanted):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            now = time.monotonic()
+            if now >= deadline:
                 break
-            if watched and watched[0]:
-                remaining = min(remaining, WATCH_PERIOD)
-            try:
-                msg = ctx.listen(remaining)
-            except Exception as exc:  # the endpoint was closed under us (shutdown)
-                raise self._transport_error(exc) from exc
-            if msg is None:
+            if watching and now >= next_check:
+                next_check = now + WATCH_PERIOD
                 if watched and watched[0] and not same_process(*watched):
                     died = self._run_died(str(run_id))
                     for missing in wanted - set(got):
-                        got[missing] = (died, None)
-                    break
+                        if missing not in flights or not flights[missing].call.host_routed:
+                            got[missing] = (died, None)
+                    watched = None
+                self._check_routes(ctx, flights, got)
                 continue
-            extra = None
-            if isinstance(msg, tuple) and len(msg) == 2 and isinstance(msg[0], bytes):
-                msg, extra = msg
-            if not isinstance(msg, bytes):
-                continue  # a thespian system message (e.g. a poison notice); not ours
+            wait = min(deadline, next_check) - now if watching else deadline - now
             try:
-                obj = decode(msg)
-            except CodecError:
-                continue
-            ident = getattr(obj, "call_id", None) or getattr(obj, "query_id", None)
-            if ident in wanted and ident not in got:
-                got[ident] = (obj, extra)
+                msg = ctx.listen(wait)
+            except Exception as exc:  # the endpoint was closed under us (shutdown)
+                raise self._transport_error(exc) from exc
+            if msg is not None:
+                self._take(ctx, msg, wanted, flights, got)
         return got
+
+    def _take(
+        self,
+        ctx: Any,
+        msg: Any,
+        wanted: set[str],
+        flights: dict[str, Flight],
+        got: dict[str, tuple[Any, Any]],
+    ) -> None:
+        """One message that arrived while waiting."""
+        extra = None
+        if isinstance(msg, tuple) and len(msg) == 2 and isinstance(msg[0], bytes):
+            msg, extra = msg
+        if not isinstance(msg, bytes):
+            return  # a thespian system message (e.g. a poison notice); not ours
+        try:
+            obj = decode(msg)
+        except CodecError:
+            return
+        if isinstance(obj, RouteInfo):
+            self._routes.learn(obj, extra)
+            told = flights.get(obj.call_id)
+            if told is not None and obj.incarnation > told.after_incarnation:
+                told.incarnation = obj.incarnation  # (not a stale word on a gone attempt)
+            return
+        if isinstance(obj, ResourceGone):
+            self._actor_gone(ctx, flights, got, obj)
+            return
+        ident = getattr(obj, "call_id", None) or getattr(obj, "query_id", None)
+        if ident not in wanted or ident in got:
+            return
+        flight = flights.get(ident)
+        if flight is not None and isinstance(obj, Reply) and obj.error == ErrorCode.MOVED:
+            # the actor serving it is going and could not serve it: send it once more
+            incarnation = int(obj.payload.get("incarnation", 0))
+            if incarnation <= flight.after_incarnation:
+                return  # from an incarnation this call was already sent on from
+            kind, key = flight.call.kind, flight.call.key
+            self._routes.forget(kind, key, incarnation)
+            if not obj.payload.get("started", True):  # never ran there: just send it on
+                flight.send_after(incarnation, as_retry=False)
+                self._send(ctx, flight)
+                return
+            gone = ResourceGone(kind, key, incarnation, "crash", obj.message)
+            self._retry_or_fail(ctx, flight, got, gone)
+            return
+        got[ident] = (obj, extra)
 
     def _tell(self, ctx: Any, address: Any, data: bytes) -> None:
         try:
@@ -484,6 +540,13 @@ class Runtime:
                 ErrorCode.BAD_REQUEST,
                 f"timeout must be a positive number of seconds, got {timeout!r}",
             )
+        spec = self.kinds.get(kind)
+        if spec is None:
+            raise ResourceError(
+                ErrorCode.BAD_REQUEST,
+                f"no resource kind {kind!r} in this runtime; connected kinds: "
+                f"{', '.join(sorted(self.kinds)) or 'none'}",
+            )
         call = Call(
             call_id=self._next_id(),
             run_id=str(run_id),
@@ -493,6 +556,7 @@ class Runtime:
             args=dict(args),
             deadline=time.monotonic() + timeout,
             idempotent=bool(idempotent),
+            host_routed=spec.scope is Scope.SHARED,
         )
         try:
             return call, encode(call)
@@ -518,11 +582,11 @@ class Runtime:
         Thread-safe."""
         self._check_open()
         call, data = self._make_call(run_id, kind, key, op, args, timeout, idempotent)
-        address = self._run_address(call.run_id, max(call.deadline - time.monotonic(), 0.01))
         assert self._contexts is not None
         ctx = self._contexts.get()
-        self._tell(ctx, address, data)
-        got = self._await(ctx, {call.call_id}, call.deadline, call.run_id)
+        flights = {call.call_id: Flight(call, data)}
+        self._send(ctx, flights[call.call_id])
+        got = self._await(ctx, set(flights), call.deadline, call.run_id, flights)
         if call.call_id not in got:
             raise self._deadline_error(call, timeout)
         reply = got[call.call_id][0]
@@ -531,6 +595,64 @@ class Runtime:
         if not reply.ok:
             raise ResourceError(reply.error, reply.message)
         return dict(reply.payload)
+
+    def _send(self, ctx: Any, flight: Flight) -> None:
+        """Send a call on its way: a shared kind's straight to its actor when the host knows
+        it (else through the kind supervisor, which tells us the address for next time),
+        a run kind's to the run's RunActor."""
+        call = flight.call
+        if not call.host_routed:
+            remaining = max(call.deadline - time.monotonic(), 0.01)
+            self._tell(ctx, self._run_address(call.run_id, remaining), flight.data)
+            return
+        route = self._routes.get(call.kind, call.key)
+        if route is not None:
+            flight.route, flight.incarnation = route, route.incarnation
+            self._tell(ctx, route.address, flight.data)
+            return
+        flight.route = flight.incarnation = None
+        route_msg = Route(flight.data, flight.after_incarnation)
+        self._tell(ctx, self._kind_supervisors[call.kind], encode(route_msg))
+
+    def _actor_gone(
+        self,
+        ctx: Any,
+        flights: dict[str, Flight],
+        got: dict[str, tuple[Any, Any]],
+        gone: ResourceGone,
+    ) -> None:
+        """An actor serving (kind, key) went away: retry or fail every call open on it."""
+        self._routes.forget(gone.kind, gone.key, gone.incarnation)
+        for call_id, flight in flights.items():
+            if call_id not in got and flight.serves(gone.kind, gone.key, gone.incarnation):
+                self._retry_or_fail(ctx, flight, got, gone)
+
+    def _retry_or_fail(
+        self, ctx: Any, flight: Flight, got: dict[str, tuple[Any, Any]], gone: ResourceGone
+    ) -> None:
+        what, code, message = call_outcome_when_gone(
+            flight.call, flight.retried, gone.reason, gone.error, time.monotonic()
+        )
+        if what == "retry":
+            flight.send_after(gone.incarnation, as_retry=True)
+            self._send(ctx, flight)
+        elif what == "error":
+            got[flight.call.call_id] = (ResourceError(code, message), None)
+
+    def _check_routes(
+        self, ctx: Any, flights: dict[str, Flight], got: dict[str, tuple[Any, Any]]
+    ) -> None:
+        """While waiting: a call sent straight to an actor whose process is gone will never
+        be answered; treat it as that actor's ResourceGone."""
+        for call_id, flight in list(flights.items()):
+            route = flight.route
+            if call_id in got or route is None or route.alive():
+                continue
+            error = f"its actor process {route.pid} is gone"
+            gone = ResourceGone(
+                flight.call.kind, flight.call.key, route.incarnation, "crash", error
+            )
+            self._actor_gone(ctx, flights, got, gone)
 
     def _system_died(self) -> bool:
         return bool(self.admin_pid) and not same_process(self.admin_pid, self.admin_create_time)
@@ -556,8 +678,9 @@ class Runtime:
 
     def _deadline_error(self, call: Call, timeout: float) -> ResourceError:
         # if the RunActor itself died, its address is stale: look it up again next time
-        with self._run_lock:
-            self._run_addresses.pop(call.run_id, None)
+        if not call.host_routed:
+            with self._run_lock:
+                self._run_addresses.pop(call.run_id, None)
         if self._system_died():
             return self._system_died_error(f"{call.kind} {call.key!r}")
         return ResourceError(
@@ -583,16 +706,15 @@ class Runtime:
                 prepared.append(self._make_call(run_id, kind, key, op, args, timeout, idempotent))
             except ResourceError as exc:
                 prepared.append(exc)
-        address = self._run_address(str(run_id), timeout)
         assert self._contexts is not None
         ctx = self._contexts.get()
-        wanted = set()
         deadline = time.monotonic() + timeout
+        flights: dict[str, Flight] = {}
         for item in prepared:
             if isinstance(item, tuple):
-                self._tell(ctx, address, item[1])
-                wanted.add(item[0].call_id)
-        got = self._await(ctx, wanted, deadline, str(run_id))
+                flight = flights[item[0].call_id] = Flight(*item)
+                self._send(ctx, flight)
+        got = self._await(ctx, set(flights), deadline, str(run_id), flights)
         results: list[dict[str, Any] | ResourceError] = []
         for item in prepared:
             if isinstance(item, ResourceError):

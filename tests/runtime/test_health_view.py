@@ -66,6 +66,7 @@ def test_render_tree_draws_branches_and_failures() -> None:
 
 def test_status_of_a_runtime_in_another_process(runtime) -> None:
     runtime._call("r1", "echo_process", "k", "echo", {}, 5)
+    runtime._call("r1", "echo_run", "k", "echo", {}, 5)  # a run kind starts the run's actor
     code = f"import sys; sys.path.insert(0, {str(ROOT)!r}); from tether.cli import main; sys.exit(main(['status', '--port', '{runtime.admin_port}']))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

@@ -39,9 +39,9 @@ def node(health: dict, name: str) -> dict | None:
     return None
 
 
-def serving(rt, kind="echo_process", key="k", run="r1"):
+def serving(rt, kind="echo_process", key="k", run="r1", op="echo"):
     try:
-        return call(rt, kind, key, timeout=0.5, run=run)
+        return call(rt, kind, key, op=op, timeout=0.5, run=run)
     except ResourceError:
         return None
 
@@ -212,10 +212,10 @@ def test_crash_actor_is_restarted(runtime) -> None:
 
 
 def test_crash_of_a_run_actor_recovers(runtime) -> None:
-    call(runtime, "echo", run="r9")
+    call(runtime, "echo_run", run="r9")
     runtime.inject("crash_actor", target="run:r9")
     wait_until(
-        lambda: serving(runtime, "echo", run="r9"), timeout=10.0
+        lambda: serving(runtime, "echo_run", run="r9"), timeout=10.0
     )  # measured 0.5 s; generous for a loaded CI machine
 
 
@@ -266,6 +266,7 @@ def test_delay_postpones_the_next_call(runtime) -> None:
 )
 def test_fault_target_errors(runtime, fault, target, kwargs, message) -> None:
     call(runtime, "echo")
+    call(runtime, "echo_run")  # a run kind starts run:r1
     err = error_of(runtime.inject, fault, target=target, **kwargs)
     assert err.code == ErrorCode.BAD_REQUEST
     assert err.message.startswith(message)
@@ -382,20 +383,22 @@ def test_run_scoped_resources_are_supervised_by_their_run(runtime) -> None:
     assert node(runtime.health(), "run:r1/echo_run:k")["restarts"] == 1
 
 
-def test_a_caller_waiting_on_a_run_whose_actor_dies_hears_it_at_once(runtime) -> None:
+def test_a_caller_waiting_on_a_run_whose_actor_dies_hears_it_at_once(runtime_factory) -> None:
     import threading
 
-    call(runtime, "echo")
+    slow_run = KindSpec(
+        "slow_run", "tests.runtime.actors:SlowProcessActor", Scope.RUN, ChildSpec(Restart.TRANSIENT)
+    )
+    rt = runtime_factory(kinds=[slow_run])
+    call(rt, "slow_run", op="pid")
     errors: list[ResourceError] = []
     t = threading.Thread(
-        target=lambda: errors.append(
-            error_of(call, runtime, "echo", op="sleep", args={"seconds": 20}, timeout=20)
-        )
+        target=lambda: errors.append(error_of(call, rt, "slow_run", op="hang", timeout=20))
     )
     t.start()
-    in_flight(runtime, "echo:k")
+    in_flight(rt, "run:r1/slow_run:k")
     start = time.monotonic()
-    runtime.inject("crash_actor", target="run:r1")
+    rt.inject("crash_actor", target="run:r1")
     t.join(5)
     assert time.monotonic() - start < 2.0
     assert errors[0].code == ErrorCode.RESOURCE_DIED
@@ -403,4 +406,4 @@ def test_a_caller_waiting_on_a_run_whose_actor_dies_hears_it_at_once(runtime) ->
         errors[0].message
         == "the actor of run 'r1' died while the call was in flight; it is restarted on the next call — call again"
     )
-    wait_until(lambda: serving(runtime, "echo"), timeout=5.0)
+    wait_until(lambda: serving(rt, "slow_run", op="pid"), timeout=5.0)

@@ -370,12 +370,24 @@ class ResourceActor(TetherActor):
         self.send(self.myAddress, ActorExitRequest())
 
     def fail_dying(self, call: Call, message: str) -> None:
-        """This actor is going away with `call` open. An idempotent call is left unanswered:
-        the RunActor that routed it retries it once on the next incarnation."""
-        if call.idempotent:
-            self._open.pop(call.call_id, None)
+        """This actor is going away with `call` open. An idempotent call is retried once on
+        the next incarnation by whoever routed it: the host is told MOVED at once; a
+        RunActor hears of our exit from its own supervision, so its calls are left
+        unanswered."""
+        if call.idempotent and not call.retried:
+            if call.host_routed:
+                self.moved(call, message, started=True)
+            else:
+                self._open.pop(call.call_id, None)
             return
         self.fail(call, ErrorCode.RESOURCE_DIED, message)
+
+    def moved(self, call: Call, message: str, started: bool) -> None:
+        """Tell the host this incarnation cannot serve `call` (it is going): the host sends
+        it on to a newer incarnation than ours - as its one retry if we had `started` it."""
+        payload = {"incarnation": self.incarnation, "started": started}
+        reply = Reply(call.call_id, False, payload, ErrorCode.MOVED, message)
+        self._settle(call, reply)
 
     def open_calls(self) -> list[Call]:
         return [call for call, _ in self._open.values()]
@@ -456,12 +468,14 @@ class ResourceActor(TetherActor):
             return
         if self._stopping or self.state in ("failed", "stopped"):
             self._open[call.call_id] = (call, reply_to)
-            self.fail(
-                call,
-                ErrorCode.RESOURCE_DIED,
+            message = (
                 f"{self.name or self.kind} is stopping ({self.last_error or 'no error'}); "
-                "call again to get a fresh one",
+                "call again to get a fresh one"
             )
+            if call.host_routed:  # never started here: safe to send again, whatever it is
+                self.moved(call, message, started=False)
+            else:
+                self.fail(call, ErrorCode.RESOURCE_DIED, message)
             return
         if not self._started or self.state == "starting":
             self._queued.append((call, reply_to))

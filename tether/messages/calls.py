@@ -22,6 +22,8 @@ class Call:
     args: dict[str, Any] = field(default_factory=dict)  # msgpack-able values only
     deadline: float = 0.0  # absolute time.monotonic(); past it the caller has given up
     idempotent: bool = False  # safe to run twice: retried once if its actor dies or restarts
+    host_routed: bool = False  # sent by the host itself (shared kinds), not by a RunActor
+    retried: bool = False  # this is the one retry: if it dies again, the caller hears so
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ class ErrorCode:
     BAD_REQUEST = "bad_request"  # the op or its args are wrong
     FAILED = "failed"  # the resource answered with an error of its own
     DROPPED = "dropped"  # fault injection dropped the reply
+    MOVED = "moved"  # internal: the actor is going; the host routes the idempotent call again
 
 
 class ResourceError(Exception):

@@ -65,24 +65,32 @@ class Stopping:
 
 @dataclass(frozen=True)
 class Route:
-    """RunActor -> kind supervisor: deliver this call (encoded) to (kind, key), starting the
-    actor if needed, and tell me its address (RouteInfo). The caller's address rides beside."""
+    """Host -> kind supervisor: deliver this call (encoded) to (kind, key), starting the
+    actor if needed, and tell me its address (RouteInfo) and when it is gone (ResourceGone).
+    The caller's address rides beside. A retry names the incarnation it saw go
+    (`after_incarnation`): it waits for a newer one, even if that one is still exiting."""
 
     call: bytes
+    after_incarnation: int = 0
 
 
 @dataclass(frozen=True)
 class RouteInfo:
-    """Supervisor -> RunActor: (kind, key) is served by the address riding beside."""
+    """Kind supervisor -> host, as it hands the host's call `call_id` to an actor: that call
+    is served by `incarnation`, at the address riding beside, in process `pid` (0 while it
+    starts). The host sends its next calls there directly and watches the pid meanwhile."""
 
     kind: str
     key: str
     incarnation: int
+    pid: int
+    call_id: str
 
 
 @dataclass(frozen=True)
 class ResourceGone:
-    """Supervisor -> RunActors that route to (kind, key): that incarnation is gone."""
+    """Supervisor -> whoever routes to (kind, key) (host contexts, RunActors): that
+    incarnation is gone."""
 
     kind: str
     key: str

@@ -37,6 +37,7 @@ from tether.messages.control import (
     Inject,
     Pids,
     ResourceGone,
+    RouteInfo,
     Start,
     Started,
     Stopping,
@@ -77,7 +78,6 @@ class ChildRecord:
     actor_class: str
     config: dict[str, Any]
     kinds: list[dict[str, Any]] = field(default_factory=list)  # for children that supervise
-    start_extra: Any = None  # thespian addresses handed to the child beside Start
     address: Any = None
     incarnation: int = 0
     state: str = "starting"  # starting | ready | restarting | stopping | failed
@@ -91,7 +91,7 @@ class ChildRecord:
     gone_notified: int = 0  # incarnation for which ResourceGone was sent
     error_code: str = ""  # for failed children: GAVE_UP or UNAVAILABLE
     waiting: list[tuple[bytes, Any, Call]] = field(default_factory=list)  # idempotent calls
-    subscribers: list[Any] = field(default_factory=list)  # RunActors routing here
+    subscribers: list[Any] = field(default_factory=list)  # host contexts routing here
 
 
 @dataclass
@@ -129,11 +129,10 @@ class Supervisor(TetherActor):
         actor_class: str,
         config: dict[str, Any],
         kinds: list[dict[str, Any]] | None = None,
-        start_extra: Any = None,
     ) -> ChildRecord:
         rec = self.children.get((kind, key))
         if rec is None:
-            rec = ChildRecord(kind, key, name, spec, actor_class, config, kinds or [], start_extra)
+            rec = ChildRecord(kind, key, name, spec, actor_class, config, kinds or [])
             self.children[(kind, key)] = rec
             self._start_child(rec)
         return rec
@@ -170,7 +169,6 @@ class Supervisor(TetherActor):
                 name=rec.name,
                 kinds=rec.kinds,
             ),
-            rec.start_extra,
         )
         self._flush_waiting(rec)
 
@@ -308,9 +306,8 @@ class Supervisor(TetherActor):
                 rec.last_error,
             )
         )
-        for subscriber in rec.subscribers:
+        for subscriber in rec.subscribers:  # kept: they hear of the next incarnation too
             self.send(subscriber, gone)
-        rec.subscribers = []
         self.on_incarnation_gone(rec)
 
     def on_incarnation_gone(self, rec: ChildRecord) -> None:
@@ -345,11 +342,15 @@ class Supervisor(TetherActor):
         self._reap_owned(rec)
 
     # --- routing ---------------------------------------------------------------------
-    def deliver(self, rec: ChildRecord, call: Call, call_bytes: bytes, reply_to: Any) -> bool:
+    def deliver(
+        self, rec: ChildRecord, call: Call, call_bytes: bytes, reply_to: Any, newer_than: int = 0
+    ) -> bool:
         """Send a call to the child, or answer it with the reason it cannot be served.
-        Returns True if the call went to (or waits for) the child."""
-        if rec.state in ("ready", "starting") and rec.address is not None:
-            self.send(rec.address, (call_bytes, reply_to))
+        Returns True if the call went to (or waits for) the child. `newer_than`: the caller
+        saw that incarnation go, so it counts as restarting even if it is still exiting."""
+        live = rec.state in ("ready", "starting") and rec.address is not None
+        if live and rec.incarnation > newer_than:
+            self._hand_over(rec, call, call_bytes, reply_to)
             return True
         if rec.state == "failed":
             self.send_error(reply_to, call.call_id, rec.error_code, rec.last_error)
@@ -361,7 +362,7 @@ class Supervisor(TetherActor):
             reply_to,
             call.call_id,
             ErrorCode.RESTARTING,
-            f"{rec.name} is {rec.state} (restart {len(rec.restart_times)} of "
+            f"{rec.name} is {'restarting' if live else rec.state} (restart {len(rec.restart_times)} of "
             f"{rec.spec.max_restarts} in {rec.spec.period:g} s; last error: "
             f"{rec.last_error or 'none'}); try again in a moment",
         )
@@ -374,7 +375,13 @@ class Supervisor(TetherActor):
         now = time.monotonic()
         for call_bytes, reply_to, call in waiting:
             if not call.deadline or call.deadline > now:
-                self.send(rec.address, (call_bytes, reply_to))
+                self._hand_over(rec, call, call_bytes, reply_to)
+
+    def _hand_over(self, rec: ChildRecord, call: Call, call_bytes: bytes, reply_to: Any) -> None:
+        if call.host_routed:  # first, so it is in before the answer (one hop against two)
+            info = RouteInfo(rec.kind, rec.key, rec.incarnation, rec.pid, call.call_id)
+            self.send(reply_to, (encode(info), rec.address))
+        self.send(rec.address, (call_bytes, reply_to))
 
     def _fail_waiting(self, rec: ChildRecord, code: str, message: str) -> None:
         waiting, rec.waiting = rec.waiting, []

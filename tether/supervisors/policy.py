@@ -6,6 +6,7 @@ reason) and restart intensity in a few lines over a monotonic clock. So do we:
     decide(spec, reason)                 -> Decision.RESTART | FORGET | ESCALATE
     within_intensity(times, now, spec)   -> may we restart once more?
     backoff(spec, restarts_in_period)    -> seconds to wait before that restart
+    call_outcome_when_gone(call, ...)    -> drop | retry | error, for a call in flight
 
 ESCALATE means "this child must not be restarted and that is an error": the supervisor
 gives up on it, keeps it in the tree as failed, and says why in health.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 
+from tether.messages.calls import Call, ErrorCode
 from tether.supervisors.spec import ChildSpec, Restart
 
 
@@ -65,3 +67,26 @@ def recent_restarts(restart_times: Sequence[float], now: float, spec: ChildSpec)
 def backoff(spec: ChildSpec, restarts_in_period: int) -> float:
     """Delay before the next restart: backoff_initial * 2**n, capped at backoff_max."""
     return min(spec.backoff_initial * (2 ** max(restarts_in_period, 0)), spec.backoff_max)
+
+
+def call_outcome_when_gone(
+    call: Call, retried: bool, reason: str, error: str, now: float
+) -> tuple[str, str, str]:
+    """What becomes of `call`, in flight when the incarnation serving it went away for
+    `reason` (an ExitReason value). One rule for both routers (the host for shared kinds,
+    the RunActor for run kinds):
+    ("drop", "", "") past its deadline (the caller has given up); ("retry", "", "") once
+    for an idempotent call; otherwise ("error", code, message) for the caller."""
+    if call.deadline and call.deadline < now:
+        return ("drop", "", "")
+    if reason == ExitReason.UNAVAILABLE.value:
+        return ("error", ErrorCode.UNAVAILABLE, error)
+    if call.idempotent and not retried:
+        return ("retry", "", "")
+    return (
+        "error",
+        ErrorCode.RESOURCE_DIED,
+        f"{call.kind}:{call.key} went away while handling {call.op!r} "
+        f"({reason}{': ' + error if error else ''}); it is restarted on the next call — "
+        "call again",
+    )

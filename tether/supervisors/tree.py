@@ -28,12 +28,12 @@ from tether.messages.control import (
     ListKeys,
     OpenRun,
     Route,
-    RouteInfo,
     Start,
 )
 from tether.supervisors.core import ChildRecord, Supervisor
 from tether.supervisors.spec import ChildSpec, KindSpec, Restart, Scope
 
+MAX_SUBSCRIBERS = 64  # host contexts told of an actor's address; the oldest are dropped
 SUPERVISOR_SPEC = ChildSpec(Restart.PERMANENT, shutdown_timeout=5.0, max_restarts=5, period=60.0)
 RUN_SPEC = ChildSpec(Restart.TRANSIENT, shutdown_timeout=5.0, max_restarts=5, period=60.0)
 
@@ -63,7 +63,10 @@ class KindSupervisor(Supervisor):
     def handle_wakeup(self, payload: Any) -> None:
         self.handle_supervisor_wakeup(payload)
 
-    def _route(self, route: Route, reply_to: Any, run_actor: Any) -> None:
+    def _route(self, route: Route, reply_to: Any, router: Any) -> None:
+        """Deliver a call the host could not send straight to its actor (`deliver` tells the
+        host which incarnation took it, and where it is), and subscribe the host's context
+        (`router`) to that actor's ResourceGone."""
         assert self.spec is not None
         call = decode(route.call)
         spec = self.spec
@@ -75,13 +78,9 @@ class KindSupervisor(Supervisor):
             spec.actor_class,
             spec.config,
         )
-        self.deliver(rec, call, route.call, reply_to)
-        if rec.address is not None and rec.state in ("ready", "starting"):
-            if not any(s == run_actor for s in rec.subscribers):
-                rec.subscribers.append(run_actor)
-            self.send(
-                run_actor, (encode(RouteInfo(rec.kind, rec.key, rec.incarnation)), rec.address)
-            )
+        if not any(s == router for s in rec.subscribers):
+            rec.subscribers = [*rec.subscribers[-(MAX_SUBSCRIBERS - 1) :], router]
+        self.deliver(rec, call, route.call, reply_to, newer_than=route.after_incarnation)
 
 
 class RunSupervisor(Supervisor):
@@ -90,13 +89,11 @@ class RunSupervisor(Supervisor):
     def __init__(self) -> None:
         super().__init__()
         self.kinds: list[dict[str, Any]] = []
-        self.kind_addresses: dict[str, Any] = {}
         self.opening: dict[str, list[tuple[str, Any]]] = {}  # run id -> OpenRuns to answer
 
     def handle_message(self, obj: Any, data: bytes, extra: Any, sender: Any) -> None:
         if isinstance(obj, Start):
             self.kinds = obj.kinds
-            self.kind_addresses = dict(extra or {})
         elif isinstance(obj, OpenRun):
             rec = self.ensure_child(
                 "run",
@@ -106,7 +103,6 @@ class RunSupervisor(Supervisor):
                 "tether.actors.run:RunActor",
                 {},
                 kinds=self.kinds,
-                start_extra=self.kind_addresses,
             )
             if rec.state in ("failed", "stopping") or rec.address is None:
                 self.send_error(
@@ -209,7 +205,6 @@ class RootSupervisor(Supervisor):
             "tether.supervisors.tree:RunSupervisor",
             {},
             kinds=hello.kinds,
-            start_extra=kind_addresses,
         )
         # the token proves this tree was forked from the host that says Hello (tether.runtime)
         reply = Reply(

@@ -33,6 +33,16 @@ def _running_keys(ctx: ToolContext) -> list[str]:
     return out
 
 
+# a server that died under the status query is being restarted (if its supervisor gave up,
+# the next status says GAVE_UP)
+STATE_OF_ERROR = {
+    ErrorCode.GAVE_UP: "failed",
+    ErrorCode.RESTARTING: "restarting",
+    ErrorCode.RESOURCE_DIED: "restarting",
+    ErrorCode.UNAVAILABLE: "unavailable",
+}
+
+
 def status(ctx: ToolContext, file: str | None) -> ToolResult:
     lines: list[str] = []
     servers: list[dict[str, Any]] = []
@@ -60,9 +70,7 @@ def status(ctx: ToolContext, file: str | None) -> ToolResult:
                 + (f"\n  stderr: {' | '.join(tail)}" if tail else "")
             )
         except ResourceError as e:
-            state = "failed" if e.code == ErrorCode.GAVE_UP else (
-                "restarting" if e.code == ErrorCode.RESTARTING else "unavailable"
-                if e.code == ErrorCode.UNAVAILABLE else "failed")  # fmt: skip
+            state = STATE_OF_ERROR.get(e.code, "failed")
             rec.update(state=state, error=e.message)
             lines.append(f"{name} for {rec['root'] or '.'}: {state} - {e.message}")
         servers.append(rec)

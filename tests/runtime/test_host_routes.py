@@ -1,0 +1,139 @@
+"""The host sends shared-kind calls straight to their actor, and loses none when it goes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from tests.conftest import wait_until
+from tether.messages.calls import ErrorCode, ResourceError
+from tether.supervisors.spec import ChildSpec, KindSpec, Restart, Scope
+
+SLOW = KindSpec(
+    "slow",
+    "tests.runtime.actors:SlowProcessActor",
+    Scope.SHARED,
+    ChildSpec(Restart.PERMANENT, backoff_initial=0.05),
+)
+
+
+def learn_route(rt, kind: str, key: str = "k", op: str = "pid"):
+    """Call until the host knows the actor's address (RouteInfo arrives beside a call)."""
+
+    def known():
+        rt._call("r", kind, key, op, {}, 5)
+        return rt._routes.get(kind, key)
+
+    return wait_until(known, timeout=5.0)
+
+
+def pid_of(rt, name: str) -> int:
+    def find(node):
+        if node.get("name") == name:
+            return node["pids"][0]["pid"]
+        for child in node.get("children", []):
+            found = find(child)
+            if found:
+                return found
+        return 0
+
+    return find(rt.health())
+
+
+def call_in_thread(fn, *args, **kwargs) -> tuple[threading.Thread, list]:
+    out: list = []
+
+    def run() -> None:
+        try:
+            out.append(fn(*args, **kwargs))
+        except ResourceError as exc:
+            out.append(exc)
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t, out
+
+
+def test_a_known_shared_actor_is_called_without_its_supervisor(runtime) -> None:
+    learn_route(runtime, "echo_process")
+    supervisor = pid_of(runtime, "supervisor:echo_process")
+    os.kill(supervisor, signal.SIGSTOP)  # a call through the supervisor would now hang
+    try:
+        reply = runtime._call("r", "echo_process", "k", "echo", {"x": 1}, 3)
+    finally:
+        os.kill(supervisor, signal.SIGCONT)
+    assert reply["echo"] == {"x": 1}
+
+
+def test_shared_calls_start_no_run_actor(runtime) -> None:
+    runtime._call("only-shared", "echo", "k", "echo", {}, 5)
+    names = str(runtime.health())
+    assert "run:only-shared" not in names
+
+
+def test_an_idempotent_call_survives_its_actor_process_being_killed(runtime_factory) -> None:
+    rt = runtime_factory(kinds=[SLOW])
+    first = learn_route(rt, "slow")
+    t, out = call_in_thread(rt._call, "r", "slow", "k", "hang_once", {}, 10, idempotent=True)
+    wait_until(lambda: _pending(rt, "slow:k"), timeout=3.0)
+    start = time.monotonic()
+    rt.inject("crash_actor", target="slow:k")
+    t.join(8)
+    assert out and not isinstance(out[0], ResourceError), out
+    assert time.monotonic() - start < 3.0  # noticed within the watch period, then retried
+    again = wait_until(lambda: learn_route(rt, "slow"), timeout=5.0)
+    assert again.incarnation > first.incarnation and again.pid != first.pid
+
+
+def test_a_plain_call_hears_its_actor_process_died(runtime_factory) -> None:
+    rt = runtime_factory(kinds=[SLOW])
+    route = learn_route(rt, "slow")
+    t, out = call_in_thread(rt._call, "r", "slow", "k", "hang", {}, 20)
+    wait_until(lambda: _pending(rt, "slow:k"), timeout=3.0)
+    start = time.monotonic()
+    rt.inject("crash_actor", target="slow:k")
+    t.join(8)
+    assert time.monotonic() - start < 3.0
+    err = out[0]
+    assert isinstance(err, ResourceError) and err.code == ErrorCode.RESOURCE_DIED
+    assert f"its actor process {route.pid} is gone" in err.message
+    assert "call again" in err.message
+
+
+def test_an_idempotent_call_moves_when_the_server_under_its_actor_dies(runtime_factory) -> None:
+    rt = runtime_factory(kinds=[SLOW])
+    learn_route(rt, "slow")
+    server = rt._call("r", "slow", "k", "pid", {}, 5)["pid"]
+    t, out = call_in_thread(rt._call, "r", "slow", "k", "hang_once", {}, 10, idempotent=True)
+    wait_until(lambda: _pending(rt, "slow:k"), timeout=3.0)
+    os.kill(server, signal.SIGKILL)  # the actor says MOVED; the host sends it once more
+    t.join(8)
+    assert out and not isinstance(out[0], ResourceError), out
+    assert out[0]["pid"] != server
+
+
+@pytest.mark.parametrize("idempotent", [False, True])
+def test_a_retried_call_is_retried_only_once(runtime_factory, idempotent) -> None:
+    rt = runtime_factory(kinds=[SLOW])
+    learn_route(rt, "slow")
+    t, out = call_in_thread(rt._call, "r", "slow", "k", "hang", {}, 15, idempotent=idempotent)
+    for _ in range(2 if idempotent else 1):  # kill the first incarnation, then the retry's
+        wait_until(lambda: _pending(rt, "slow:k"), timeout=5.0)
+        server = rt._call("r", "slow", "k", "pid", {}, 5, idempotent=True)["pid"]
+        os.kill(server, signal.SIGKILL)
+    t.join(8)
+    err = out[0]
+    assert isinstance(err, ResourceError) and err.code == ErrorCode.RESOURCE_DIED, err
+
+
+def _pending(rt, name: str) -> bool:
+    def find(node):
+        if node.get("name") == name:
+            return node.get("pending", 0) >= 1
+        return any(find(child) for child in node.get("children", []))
+
+    return find(rt.health())
