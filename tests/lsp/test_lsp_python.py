@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import itertools
 import os
-import time
 from pathlib import Path
 
 import pytest
-from conftest import wait_until as wait_for
 from lsp_support import copy_project, health_nodes, lsp_rt, need  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.slow, need("basedpyright-langserver", "basedpyright")]
@@ -228,9 +226,9 @@ def test_preexisting_errors_are_a_baseline_not_news(lsp_rt, tmp_path):  # noqa: 
 
 
 def test_write_that_breaks_another_file_reports_it(lsp_rt, tmp_path):  # noqa: F811
-    # report.py imports shapes.base; renaming Shape.area breaks it. Importers are re-checked
-    # once the server is idle after the write, and their new diagnostics ride on the next
-    # write's answer (re-checking inside the write would delay it, see ServerRow.others_delay).
+    # report.py imports shapes.base; renaming Shape.area breaks it. basedpyright is a pull
+    # server: the open files importing a written one are pulled with the write, so the
+    # breaking write's own answer says so.
     run, root = fresh_run(lsp_rt, tmp_path)
     lsp(run, action="diagnostics", file="shapes/report.py")  # report.py is open in the server
     r = run.call(
@@ -242,21 +240,23 @@ def test_write_that_breaks_another_file_reports_it(lsp_rt, tmp_path):  # noqa: F
         },
     )
     assert not r.is_error, r.text
-    seen = []
-
-    def next_write_reports_it():
-        time.sleep(0.9)
-        w = run.call("write", {"path": "shapes/scratch.py", "content": f"n = {len(seen)}\n"})
-        seen.append(w)
-        return "shapes/report.py" in {
-            d["path"] for d in (w.data.get("diagnostics") or {}).get("new", [])
-        }
-
-    wait_for(next_write_reports_it, timeout=15)
+    assert "shapes/report.py" in {d["path"] for d in r.data["diagnostics"]["new"]}, r.text
     assert (
-        "shapes/report.py:6:" in seen[-1].text
-        and 'Cannot access attribute "area" for class "Shape"' in seen[-1].text
-    ), seen[-1].text
+        "shapes/report.py:6:" in r.text
+        and 'Cannot access attribute "area" for class "Shape"' in r.text
+    ), r.text
+    # an unrelated write does not report it again; fixing it is quiet too
+    w = run.call("write", {"path": "shapes/scratch.py", "content": "n = 1\n"})
+    assert "shapes/report.py" not in w.text, w.text
+    r = run.call(
+        "edit",
+        {
+            "path": "shapes/base.py",
+            "old_string": "    def surface(self) -> float:",
+            "new_string": "    def area(self) -> float:",
+        },
+    )
+    assert "New diagnostics" not in r.text, r.text
     run.close()
 
 

@@ -136,27 +136,42 @@ def test_unchanged_means_the_result_we_sent_not_a_late_one(project):
     assert io.results["t2"][1]["files"][str(a)] == []
 
 
-def test_write_cancels_stale_rechecks_and_announces_new_files(project):
+def test_a_write_pulls_its_open_importers_in_the_same_answer(project):
+    s, io = ready_pull(project)
+    a, b = project / "a.py", project / "b.py"
+    s.handle("diagnostics", {"path": str(b)}, "t0", io.t + 10)  # b.py (imports a) is open
+    answer(s, io.requests("textDocument/diagnostic")[-1], {"kind": "full", "resultId": "rb", "items": []})  # fmt: skip
+    s.handle("sync", {"paths": [str(a)], "created": [str(a)]}, "t1", io.t + 10)
+    assert io.notes("workspace/didChangeWatchedFiles")[-1]["params"]["changes"][0]["type"] == 1
+    mine, importer = io.requests("textDocument/diagnostic")[-2:]
+    assert [mine["params"]["textDocument"]["uri"], importer["params"]["textDocument"]["uri"]] == [
+        a.as_uri(),
+        b.as_uri(),
+    ]  # the written file first, then the open file importing it
+    answer(s, mine, {"kind": "full", "resultId": "ra", "items": []})
+    assert "t1" not in io.results  # the importer is still being checked: it gets its grace
+    broken = {"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 8}}, "message": "broken", "severity": 1}  # fmt: skip
+    answer(s, importer, {"kind": "full", "resultId": "rb2", "items": [broken]})
+    others = io.results["t1"][1]["others"]
+    assert [d["message"] for d in others[str(b)]["after"]] == ["broken"], others
+
+
+def test_a_new_write_cancels_stale_importer_checks_and_redoes_them(project):
     s, io = ready_pull(project)
     a, b = project / "a.py", project / "b.py"
     s.handle("diagnostics", {"path": str(b)}, "t0", io.t + 10)
-    answer(
-        s,
-        io.requests("textDocument/diagnostic")[-1],
-        {"kind": "full", "resultId": "rb", "items": []},
-    )
-    s.handle("sync", {"paths": [str(a)], "created": [str(a)]}, "t1", io.t + 10)
-    assert io.notes("workspace/didChangeWatchedFiles")[-1]["params"]["changes"][0]["type"] == 1
-    answer(
-        s,
-        io.requests("textDocument/diagnostic")[-1],
-        {"kind": "full", "resultId": "ra", "items": []},
-    )
-    run_timers(io, s, io.t + 0.6)  # idle: importers of a (b.py) are re-checked
-    recheck = io.requests("textDocument/diagnostic")[-1]
-    assert recheck["params"]["textDocument"]["uri"] == b.as_uri()
-    s.handle("sync", {"paths": [str(a)]}, "t2", io.t + 10)
-    assert io.notes("$/cancelRequest")[-1]["params"]["id"] == recheck["id"]
+    answer(s, io.requests("textDocument/diagnostic")[-1], {"kind": "full", "resultId": "rb", "items": []})  # fmt: skip
+    s.handle("sync", {"paths": [str(a)]}, "t1", io.t + 10)
+    mine, importer = io.requests("textDocument/diagnostic")[-2:]
+    answer(s, mine, {"kind": "full", "resultId": "ra", "items": []})
+    run_timers(io, s, io.t + 1.1)  # the grace passes: answered without the importer
+    assert io.results["t1"][1]["others"] == {}
+    d = project / "d.py"
+    d.write_text("n = 1\n")
+    s.handle("sync", {"paths": [str(d)], "created": [str(d)]}, "t2", io.t + 10)  # unrelated
+    assert io.notes("$/cancelRequest")[-1]["params"]["id"] == importer["id"]  # stale: cancelled
+    pulled = [r["params"]["textDocument"]["uri"] for r in io.requests("textDocument/diagnostic")]
+    assert pulled[-2:] == [d.as_uri(), b.as_uri()]  # a's importer is checked again, with d
 
 
 def test_push_versioned_publish_is_fresh_and_stale_one_is_not(project):

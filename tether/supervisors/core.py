@@ -358,13 +358,16 @@ class Supervisor(TetherActor):
         if call.idempotent:
             rec.waiting.append((call_bytes, reply_to, call))
             return True
+        if rec.stop_reason is ExitReason.SHUTDOWN:
+            state = f"{rec.name} is stopping ({rec.last_error or 'asked to'})"
+        else:  # restarting, or going down to be restarted: count the restart that is coming
+            coming = len(rec.restart_times) + (0 if rec.state == "restarting" else 1)
+            state = (
+                f"{rec.name} is restarting (restart {coming} of {rec.spec.max_restarts} in "
+                f"{rec.spec.period:g} s; last error: {rec.last_error or 'none'})"
+            )
         self.send_error(
-            reply_to,
-            call.call_id,
-            ErrorCode.RESTARTING,
-            f"{rec.name} is {'restarting' if live else rec.state} (restart {len(rec.restart_times)} of "
-            f"{rec.spec.max_restarts} in {rec.spec.period:g} s; last error: "
-            f"{rec.last_error or 'none'}); try again in a moment",
+            reply_to, call.call_id, ErrorCode.RESTARTING, f"{state}; try again in a moment"
         )
         return False
 

@@ -13,6 +13,7 @@ Sans-io: every method returns the notifications to write, encoded.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections import OrderedDict
 from collections.abc import Callable
@@ -32,6 +33,7 @@ def uri_of(path: Path | str) -> str:
     return Path(path).absolute().as_uri()
 
 
+@functools.lru_cache(maxsize=4096)  # a references answer names the same few files many times
 def path_of(uri: str) -> Path:
     p = urlparse(uri)
     return Path(unquote(p.path)) if p.scheme == "file" else Path(uri)

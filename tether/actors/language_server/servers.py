@@ -76,12 +76,10 @@ class ServerRow:
     # `any` while "Initializing JS/TS language features"): the first document query opens
     # its file and holds every query until a progress whose title starts with one of these
     # ends - or none began within `warmup_window` s, or `startup_timeout` passed
-    # pull servers: after a write, the open files importing what was written are re-checked
-    # once the server has been idle this long; what they newly report rides on the next
-    # write's answer (re-checking them inside the write kept the next write waiting ~1 s)
-    others_delay: float = 0.5
-    # push servers publish other files on their own; once the written files are fresh, a
-    # pull answer for another file still in flight gets this long
+    # once the written files are fresh, diagnostics of other files still in flight get this
+    # long to land in the write's answer (later ones ride on the next write's): push servers
+    # publish other files on their own, at once; a pull server is asked about the open
+    # files that import a written one, after the written files, and checks them in turn
     others_grace: float = 0.03
     warmup_progress: tuple[str, ...] = ()
     warmup_window: float = 2.0
@@ -149,6 +147,7 @@ SERVERS: tuple[ServerRow, ...] = (
         args=("--stdio",),
         settings=_PY_SETTINGS,
         await_pull_registration=5.0,
+        others_grace=1.0,
         workspace_loaded_log=r"^(Found \d+ source files?|No source files found)",
         checker=Checker(("basedpyright", "--outputjson"), "pyright-json"),
         checker_name="basedpyright --outputjson",

@@ -3,14 +3,17 @@
 A call waits (a `FreshWait` in `waits`) until the diagnostics of its files are about the
 text we sent - by pull (`textDocument/diagnostic`), or by a versioned or quiet publish -
 or until its cap, when the files still waiting are reported "pending" (see
-`language_server/diagnostics.py` for the rules). After a write, the open files that import
-a written one are re-checked one at a time once the server is idle; what changed in them
-is carried to the next write's answer ("others").
+`language_server/diagnostics.py` for the rules). A write's answer also says what changed
+in other files ("others"): push servers publish them on their own; a pull server is asked,
+after the written files, about the open files that import one of them. What lands within
+the row's `others_grace` after the written files are fresh is in the answer; what comes
+later rides on the next write's.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +28,25 @@ from tether.actors.language_server.jsonrpc import (
 )
 from tether.actors.language_server.session.core import Op, SessionCore
 
-MAX_OTHER_PULLS = 4  # other open documents re-pulled after a write (files the write broke)
+MAX_OTHER_PULLS = 4  # open importers pulled with a write (the files it may have broken)
+
+
+def importers(paths: Iterable[Path], open_texts: Mapping[str, str]) -> list[str]:
+    """The open documents (uri -> text, least recently used first) a write to `paths` may
+    have broken, most recently used first: those with an import-like line (import / from /
+    #include / require / use / export ... from) naming a written file's module (its stem;
+    the package for __init__)."""
+    paths = list(paths)
+    stems = {p.parent.name if p.stem == "__init__" else p.stem for p in paths} - {""}
+    if not stems:
+        return []
+    words = "|".join(re.escape(st) for st in sorted(stems))
+    pattern = re.compile(
+        rf"^\s*(?:from|import|#\s*include|require|use|export)\b.*\b(?:{words})\b", re.M
+    )
+    written = {uri_of(p) for p in paths}
+    newest_first = reversed(list(open_texts))
+    return [u for u in newest_first if u not in written and pattern.search(open_texts[u])]
 
 
 class DiagnosingSession(SessionCore):
@@ -36,10 +57,7 @@ class DiagnosingSession(SessionCore):
         self.pull_cache: dict[str, tuple[str | None, list, int]] = {}
         self.carry: dict[str, tuple[list | None, list]] = {}  # other files changed since a reply
         self.other_pulls: set[int] = set()  # request ids of pulls for not-written files
-        self._others_paths: list[Path] = []  # written since the last re-check of importers
-        self._others_inflight: list[Path] = []
-        self._others_queue: list[str] = []  # importers still to re-check, one at a time
-        self._others_gen = 0
+        self.unchecked_writes: list[Path] = []  # written; their importers' pulls not all answered
 
     # --- input ----------------------------------------------------------------------------
     def _on_server_request(self, req: ServerRequest) -> None:
@@ -68,10 +86,6 @@ class DiagnosingSession(SessionCore):
             self._maybe_finish(op, w)
 
     def on_timer(self, tag: str) -> None:
-        if tag.startswith("lsp:others:"):
-            if int(tag.rsplit(":", 1)[1]) == self._others_gen and self.state == "ready":
-                self._pull_others()
-            return
         if tag.startswith(("lsp:quiet:", "lsp:cap:", "lsp:grace:")):
             oid = int(tag.rsplit(":", 1)[1])
             entry = self.waits.get(oid)
@@ -94,17 +108,15 @@ class DiagnosingSession(SessionCore):
         self._diagnose(op, [doc], float(op.args.get("cap") or 10.0), others=False)
 
     def _op_sync(self, op: Op) -> None:
-        # a new write makes the re-checks of other files for the previous one stale, and a
-        # single-threaded server would answer this write only after them: cancel them
-        if self.other_pulls:  # cancelled re-checks are redone after this write
+        # importer checks still running for an earlier write are about stale text, and a
+        # single-threaded server would answer this write only after them: cancel them, and
+        # check those importers again with this write's
+        if self.other_pulls:
             for rid in list(self.other_pulls):
                 self.io.write(self.rpc.cancel(rid))
             self.other_pulls.clear()
-            self._others_paths.extend(
-                p for p in self._others_inflight if p not in self._others_paths
-            )
-        self._others_queue = []
-        self._others_gen += 1  # a re-check scheduled by the previous write is superseded
+        else:
+            self.unchecked_writes = []
         paths = [Path(p) for p in op.args["paths"]]
         docs, msgs = self.docs.sync(paths, {Path(p) for p in op.args.get("created") or []})
         now = self.now()
@@ -114,6 +126,7 @@ class DiagnosingSession(SessionCore):
             self.changed_at[d.uri] = now
         deleted = [str(p) for p in paths if uri_of(p) not in {d.uri for d in docs}]
         op.args["deleted"] = deleted
+        self.unchecked_writes.extend(p for p in paths if p not in self.unchecked_writes)
         self._diagnose(op, docs, float(op.args.get("cap") or DEFAULT_CAP), others=True)
 
     def _diagnose(self, op: Op, docs: list[Document], cap: float, others: bool) -> None:
@@ -131,8 +144,8 @@ class DiagnosingSession(SessionCore):
             w.before = {u: p.items for u, p in self.published.items() if u not in w.targets}
             w.before_known = True
         if w.pull:
-            targets = [d.uri for d in docs]
-            self._pull(op, w, targets)
+            importers = self._dependents(self.unchecked_writes) if others else []
+            self._pull(op, w, [d.uri for d in docs] + importers[:MAX_OTHER_PULLS])
         else:
             for d in docs:  # already fresh from an earlier publish?
                 pub = self.published.get(d.uri)
@@ -156,58 +169,7 @@ class DiagnosingSession(SessionCore):
             self.io.after(max(0.0, w.cap_at - now), f"lsp:cap:{op.oid}")
 
     def _dependents(self, paths: list[Path]) -> list[str]:
-        """Open documents a write to `paths` may have broken, most recently used first:
-        those with an import-like line (import / from / #include / require / use / export
-        ... from) naming a written file's module (its stem; the package for __init__)."""
-        stems = set()
-        for p in paths:
-            stems.add(p.parent.name if p.stem == "__init__" else p.stem)
-        stems.discard("")
-        if not stems:
-            return []
-        words = "|".join(re.escape(st) for st in sorted(stems))
-        pattern = re.compile(
-            rf"^\s*(?:from|import|#\s*include|require|use|export)\b.*\b(?:{words})\b", re.M
-        )
-        written = {uri_of(p) for p in paths}
-        return [
-            u
-            for u in reversed(self.docs.open)
-            if u not in written and pattern.search(self.docs.open[u].text)
-        ]
-
-    def _schedule_others(self, paths: list[Path]) -> None:
-        """After a write was answered: re-check the open files that import what was written,
-        once the server has been left alone for `others_delay` (a further write in between
-        supersedes this one). Their new diagnostics ride on the next write's answer."""
-        self._others_paths.extend(p for p in paths if p not in self._others_paths)
-        self._others_gen += 1
-        self.io.after(self.row.others_delay, f"lsp:others:{self._others_gen}")
-
-    def _pull_others(self) -> None:
-        """Re-check importers one file at a time, each only while no write came in since
-        (a single-threaded server does not stop mid-file for a $/cancelRequest, so a batch
-        could hold the next write's answer behind several whole-file checks)."""
-        if not self._others_queue:
-            paths, self._others_paths = self._others_paths, []
-            self._others_inflight = paths
-            self._others_queue = self._dependents(paths)[:MAX_OTHER_PULLS]
-        if not self._others_queue:
-            return
-        uri = self._others_queue.pop(0)
-        gen = self._others_gen
-        params, before, version = self._pull_params(uri, self._pull_identifier())
-
-        def cont(_op: Any, resp: Response) -> None:
-            self.other_pulls.discard(resp.id)
-            if not resp.error:
-                items = self._report_items(uri, resp.result or {}, before, version)
-                self._carry(uri, before, items)
-            if gen == self._others_gen and self.state == "ready":
-                self._pull_others()  # next importer, still idle
-
-        rid = self._request("textDocument/diagnostic", params, self.now() + 30.0, None, cont)
-        self.other_pulls.add(rid)
+        return importers(paths, {u: d.text for u, d in self.docs.open.items()})
 
     def _pull_identifier(self) -> str | None:
         ident = None
@@ -250,6 +212,8 @@ class DiagnosingSession(SessionCore):
             ) -> None:
                 w.outstanding_pulls -= 1
                 self.other_pulls.discard(resp.id)
+                if not target and not self.other_pulls and not resp.error:
+                    self.unchecked_writes = []  # every importer of those writes answered
                 live = oid in self.waits
                 if resp.error:
                     code = resp.error.get("code")
@@ -331,8 +295,6 @@ class DiagnosingSession(SessionCore):
 
         files = {str(path_of(u)): norm(u, items) for u, items in w.fresh.items()}
         changed: dict[str, tuple[list | None, list]] = {}
-        if op.op == "sync" and w.pull:
-            self._schedule_others([path_of(u) for u in w.targets])
         if op.op == "sync":
             changed.update(self.carry)
             self.carry.clear()
