@@ -6,7 +6,8 @@ process behind tether (host -> LanguageServerActor, found through its supervisor
 behind a minimal synchronous raw client in this process, same binary, same settings,
 same client capabilities, same run of this script.
 
-Measured per call, after a warm-up pass over the same positions on both sides:
+Measured per call, raw then tether at each position, `--rounds` passes after a warm-up
+pass over the same positions on both sides:
 - hover / definition / references at call sites found with `ast` (p50, p99, ratio, added);
 - write -> folded diagnostics: tether's `write` call (write the file, didChange + didSave,
   pull fresh diagnostics of the file and of the open files importing it, fold into the
@@ -16,7 +17,7 @@ Measured per call, after a warm-up pass over the same positions on both sides:
 
 Targets (issue #5): <= 2 ms added at p50 for queries; <= 50 ms added for diagnostics on write.
 
-    python benchmarks/lsp.py [--queries 40] [--references 12] [--writes 20]
+    python benchmarks/lsp.py [--queries 40] [--references 12] [--rounds 3] [--writes 20]
 """
 
 from __future__ import annotations
@@ -266,7 +267,13 @@ def pct(xs: list[float], p: float) -> float:
 
 
 def row(name: str, raw: list[float], teth: list[float]) -> dict[str, Any]:
+    """p50/p99 of each side, and the added time: `added_p50_ms` is the median of the
+    per-call differences (tether - raw at the same position, measured back to back), the
+    p50 of the time tether adds; `p50_diff_ms` is the difference of the two p50s, which
+    over positions whose cost varies 100-fold (references: 1 to 200 ms) mostly measures
+    which positions land in the middle."""
     r50, t50 = statistics.median(raw), statistics.median(teth)
+    added = [t - r for r, t in zip(raw, teth, strict=True)]
     return {
         "what": name,
         "n": len(raw),
@@ -275,7 +282,9 @@ def row(name: str, raw: list[float], teth: list[float]) -> dict[str, Any]:
         "tether_p50_ms": round(t50 * 1e3, 2),
         "tether_p99_ms": round(pct(teth, 99) * 1e3, 2),
         "ratio_p50": round(t50 / r50, 2) if r50 else None,
-        "added_p50_ms": round((t50 - r50) * 1e3, 2),
+        "added_p50_ms": round(statistics.median(added) * 1e3, 2),
+        "added_p99_ms": round(pct(added, 99) * 1e3, 2),
+        "p50_diff_ms": round((t50 - r50) * 1e3, 2),
     }
 
 
@@ -284,6 +293,7 @@ def main() -> int:
     ap.add_argument("--queries", type=int, default=40)
     ap.add_argument("--references", type=int, default=12)
     ap.add_argument("--writes", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=3, help="measured passes over the positions")
     ap.add_argument("--json", action="store_true")
     opts = ap.parse_args()
 
@@ -320,7 +330,7 @@ def main() -> int:
                     raw_query(raw, raw_root, action, s)
                     teth(action, s)
                 raws, teths = [], []
-                for s in chosen:
+                for s in chosen * opts.rounds:
                     t0 = time.perf_counter()
                     raw_query(raw, raw_root, action, s)
                     t1 = time.perf_counter()
@@ -422,6 +432,8 @@ def main() -> int:
         "tether_p99_ms",
         "ratio_p50",
         "added_p50_ms",
+        "added_p99_ms",
+        "p50_diff_ms",
     ]
     print(" | ".join(cols))
     for r in results:

@@ -15,7 +15,7 @@ from tether.actors.language_server import render
 from tether.actors.language_server.servers import SERVERS, resolve
 from tether.messages.calls import ResourceError
 from tether.tools.lsp.checker import project_check
-from tether.tools.lsp.records import Lines, dedupe, model_records, relative, severe
+from tether.tools.lsp.records import Lines, model_records, relative, severe
 from tether.tools.lsp.status import reload, status
 from tether.tools.lsp.targets import ask, file_server, locate
 from tether.tools.results import ToolResult
@@ -72,7 +72,13 @@ def _nav(ctx: ToolContext, action: str, args: dict[str, Any]) -> ToolResult:
         ctx,
         target.key,
         action,
-        {"path": str(path), "line0": span.line, "char": span.start, "end_char": span.end},
+        {
+            "path": str(path),
+            "line0": span.line,
+            "char": span.start,
+            "end_char": span.end,
+            "limit": render.CAPS.get(action, 0),
+        },
         QUERY_TIMEOUT,
     )
     name = symbol if symbol is not None else ""
@@ -87,12 +93,9 @@ def _nav(ctx: ToolContext, action: str, args: dict[str, Any]) -> ToolResult:
     if action == "code_actions":
         acts = list(payload.get("actions") or [])[: render.CAPS["code_actions"]]
         return ToolResult.ok(render.code_actions(acts, where), data={"actions": acts})
-    locs = model_records(
-        ctx, list(payload.get("locations") or []), lines, payload.get("encoding", "")
-    )
-    locs = dedupe(locs)
-    total = len(locs)
-    shown = locs[: render.CAPS[action]]
+    locs = list(payload.get("locations") or [])  # the first CAPS[action], without repeats
+    total = int(payload.get("total", len(locs)))
+    shown = model_records(ctx, locs[: render.CAPS[action]], lines, payload.get("encoding", ""))
     return ToolResult.ok(
         render.locations(action, name, shown, total, where),
         data={"locations": shown, "total": total, "capped": total > len(shown)},

@@ -23,8 +23,13 @@ def relative(ctx: ToolContext, path: str | Path) -> str:
     workspace root itself, absolute outside it. `ctx.relative` differs: it takes an
     already resolved path and names the root "."."""
     p = Path(path)
+    if ".." not in p.parts:  # servers report real paths: most are lexically inside already
+        try:
+            return p.relative_to(ctx.workdir).as_posix()
+        except ValueError:
+            pass
     try:
-        return p.resolve().relative_to(ctx.workdir.resolve()).as_posix()
+        return p.resolve().relative_to(ctx.workdir).as_posix()
     except ValueError:
         return str(p)
 
@@ -89,16 +94,6 @@ def model_records(
         rec.update((k, v) for k, v in r.items() if k not in rec and "character" not in k)
         rec["text"] = text
         out.append(rec)
-    return out
-
-
-def dedupe(recs: list[dict]) -> list[dict]:
-    seen, out = set(), []
-    for r in recs:
-        k = (r["path"], r["line"], r["column"])
-        if k not in seen:
-            seen.add(k)
-            out.append(r)
     return out
 
 

@@ -71,9 +71,16 @@ class Session(DiagnosingSession):
             self._done(op, {"hover": records.hover_text(r)})
         elif op.op == "code_actions":
             self._done(op, {"actions": [records.code_action(a) for a in r or []]})
-        else:
+        else:  # only what the host will show crosses (a references answer can be huge)
+            locs = records.locations(r)
+            limit = int(op.args.get("limit") or 0) or len(locs)
             self._done(
-                op, {"locations": records.locations(r), "encoding": self.caps.position_encoding}
+                op,
+                {
+                    "locations": locs[:limit],
+                    "total": len(locs),
+                    "encoding": self.caps.position_encoding,
+                },
             )
 
     # symbols ------------------------------------------------------------------------------

@@ -38,18 +38,23 @@ def location(uri: str, rng: dict[str, Any]) -> dict[str, Any]:
 
 
 def locations(r: Any) -> list[dict[str, Any]]:
-    """Location | Location[] | LocationLink[] | null -> location records."""
+    """Location | Location[] | LocationLink[] | null -> location records, without repeats
+    (servers now and then list a declaration that is also a use twice)."""
     if r is None:
         return []
     items = r if isinstance(r, list) else [r]
-    out = []
+    out, seen = [], set()
     for loc in items:
         if "targetUri" in loc:  # LocationLink
             uri = loc["targetUri"]
             rng = loc.get("targetSelectionRange") or loc.get("targetRange") or {}
         else:
             uri, rng = loc.get("uri", ""), loc.get("range") or {}
-        out.append(location(uri, rng))
+        rec = location(uri, rng)
+        key = (rec["path"], rec["line"], rec["character"])
+        if key not in seen:
+            seen.add(key)
+            out.append(rec)
     return out
 
 
