@@ -606,7 +606,7 @@ class Runtime:
             self._tell(ctx, self._run_address(call.run_id, remaining), flight.data)
             return
         route = self._routes.get(call.kind, call.key)
-        if route is not None:
+        if route is not None and route.incarnation > flight.after_incarnation:
             flight.route, flight.incarnation = route, route.incarnation
             self._tell(ctx, route.address, flight.data)
             return

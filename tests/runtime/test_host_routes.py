@@ -137,3 +137,36 @@ def _pending(rt, name: str) -> bool:
         return any(find(child) for child in node.get("children", []))
 
     return find(rt.health())
+
+
+TTL = KindSpec(
+    "echo_ttl", "tether.actors.echo:EchoActor", Scope.SHARED, ChildSpec(Restart.TRANSIENT, ttl=0.5)
+)
+
+
+def test_incarnations_keep_growing_after_an_actor_is_forgotten(runtime_factory) -> None:
+    rt = runtime_factory(kinds=[TTL])
+    first = learn_route(rt, "echo_ttl")
+    wait_until(lambda: not first.alive(), timeout=5.0)  # its TTL ended it; nothing restarts it
+    again = learn_route(rt, "echo_ttl")
+    # a host retry waits for an incarnation newer than the one it saw go: numbering must
+    # not start over with a fresh record
+    assert again.incarnation > first.incarnation
+
+
+def test_a_call_waiting_for_a_newer_incarnation_gets_a_fresh_actor(runtime_factory) -> None:
+    from tether.host_routes import Flight
+
+    rt = runtime_factory(kinds=[TTL])
+    route = learn_route(rt, "echo_ttl")
+    # what a host sends after it saw this incarnation go: the supervisor holds it for a
+    # newer one; the TTL stop forgets the record, and the waiting call starts a fresh actor
+    call, data = rt._make_call("r", "echo_ttl", "k", "pid", {}, 5.0, True)
+    flight = Flight(call, data)
+    flight.send_after(route.incarnation, as_retry=False)
+    ctx = rt._contexts.get()
+    rt._send(ctx, flight)
+    got = rt._await(ctx, {call.call_id}, call.deadline, "r", {call.call_id: flight})
+    reply = got[call.call_id][0]
+    assert not isinstance(reply, ResourceError) and reply.ok, reply
+    assert reply.payload["pid"] != route.pid

@@ -109,6 +109,9 @@ class Supervisor(TetherActor):
     def __init__(self) -> None:
         super().__init__()
         self.children: dict[tuple[str, str], ChildRecord] = {}
+        # the last incarnation per (kind, key), kept when a record is forgotten: numbers
+        # only grow, so "newer than N" (a host's retry) stays true of a fresh record too
+        self._incarnations: dict[tuple[str, str], int] = {}
         self._gathers: dict[str, _Gather] = {}
         self._query_seq = 0
         self.state = "ready"
@@ -133,12 +136,14 @@ class Supervisor(TetherActor):
         rec = self.children.get((kind, key))
         if rec is None:
             rec = ChildRecord(kind, key, name, spec, actor_class, config, kinds or [])
+            rec.incarnation = self._incarnations.get((kind, key), 0)
             self.children[(kind, key)] = rec
             self._start_child(rec)
         return rec
 
     def _start_child(self, rec: ChildRecord) -> None:
         rec.incarnation += 1
+        self._incarnations[(rec.kind, rec.key)] = rec.incarnation
         rec.stop_reason = None
         rec.owned = []
         rec.pid = 0
@@ -267,6 +272,14 @@ class Supervisor(TetherActor):
             self._give_up(
                 rec, ErrorCode.UNAVAILABLE, rec.last_error or f"{rec.name} is unavailable"
             )
+        elif rec.waiting and self.state != "stopped":
+            # calls raced its stop (idle, TTL) and wait for it: they get a fresh one
+            self.children.pop((rec.kind, rec.key), None)
+            fresh = self.ensure_child(
+                rec.kind, rec.key, rec.name, rec.spec, rec.actor_class, rec.config, rec.kinds
+            )
+            fresh.waiting.extend(rec.waiting)
+            self._flush_waiting(fresh)
         else:
             self.children.pop((rec.kind, rec.key), None)
             self._fail_waiting(
