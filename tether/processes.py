@@ -9,8 +9,10 @@ process is gone too, nobody may reap it soon, and waiting for it would block.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
+import sys
 import time
 from typing import Any
 
@@ -156,13 +158,15 @@ def same_process(pid: int, create_time: float) -> bool:
         return False
 
 
-def listener_pid(port: int) -> int:
-    """The pid of the process listening on 127.0.0.1:`port` (0 if none)."""
-    with contextlib.suppress(psutil.AccessDenied, OSError):
-        for conn in psutil.net_connections(kind="tcp"):
-            if conn.status == psutil.CONN_LISTEN and conn.laddr.port == port and conn.pid:
-                return int(conn.pid)
-    return 0
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(sig: int) -> None:
+    """Have the kernel send `sig` to this process when its parent exits (Linux; 0 turns it
+    off). For a process that cannot watch its parent yet."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
 
 
 def session_processes(sid: int, not_before: float) -> list[psutil.Process]:

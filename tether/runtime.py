@@ -60,7 +60,6 @@ from tether.portfile import (
 )
 from tether.processes import (
     kill_tree,
-    listener_pid,
     proc_create_time,
     process_info,
     processes_with_token,
@@ -73,7 +72,7 @@ from tether.supervisors.spec import KindSpec, Scope
 
 thespian_patches.apply()  # before any thespian transport or actor process exists
 
-from thespian.actors import ActorSystem  # noqa: E402  (after the patches on purpose)
+from thespian.actors import ActorSystem, InvalidActorAddress  # noqa: E402  (after the patches)
 
 # Modules that declare resource kinds (`KINDS: list[KindSpec]`). A module that does not
 # exist (yet) is skipped; one that fails to import is an error that names it.
@@ -155,6 +154,7 @@ class Runtime:
         self._token = uuid.uuid4().hex[:12]
         self._closed = True
         self._known_pids: set[tuple[int, float]] = set()
+        self._children_before_boot: set[int] = set()
 
     # --- lifecycle -------------------------------------------------------------------
     @classmethod
@@ -191,20 +191,31 @@ class Runtime:
                 )
             try:
                 # one start at a time per host process: thespian forks the admin from this
-                # thread, and a concurrent start holding thespian's or logging's locks at that
-                # moment can leave the child wedged (seen as InvalidActorAddress from
-                # ActorSystem when three runtimes started in parallel threads)
+                # thread (a concurrent start holding thespian's or logging's locks at that
+                # moment could leave the child wedged), and `_abandon` tells our admins
+                # from others' by the children this boot made
                 with _BOOT_LOCK:
                     rt._boot(port, start_timeout)
                 return rt
             except _PortTaken as exc:
                 last_error = exc
+            except InvalidActorAddress as exc:
+                # thespian's admin never answered (it died, or another process took the
+                # port first): clean up what this boot started, try another port
+                rt._abandon()
+                last_error = exc
+                if admin_port:
+                    raise RuntimeStartError(
+                        f"the actor system's admin on port {port} did not come up ({exc}); "
+                        "pick another port or omit admin_port to get a free one"
+                    ) from exc
         raise RuntimeStartError(f"could not start the actor system: {last_error}")
 
     def _boot(self, port: int, start_timeout: float) -> None:
         from tether.supervisors.tree import RootSupervisor
 
         self.admin_port = port
+        self._children_before_boot = _child_pids()  # what is new after it, it started
         # thespian forks its admin (which daemonizes) from here, and every actor from the
         # admin: they all inherit this variable, which identifies them as ours (start() holds
         # _BOOT_LOCK, so no other start sees it)
@@ -256,22 +267,35 @@ class Runtime:
         atexit.register(self.shutdown)
 
     def _abandon(self) -> None:
-        """A start that failed half-way: stop and kill whatever was started."""
-        admin = listener_pid(self.admin_port)
-        if admin:
-            with contextlib.suppress(OSError):
-                self.admin_sid = os.getsid(admin)
-                self.admin_create_time = proc_create_time(admin)
+        """A start that failed half-way: stop and kill whatever this boot started, and
+        nothing else (a listener on the port may belong to another actor system)."""
         stopper = threading.Thread(target=self._stop_system, daemon=True)
         stopper.start()
         stopper.join(2.0)
-        for proc in session_processes(self.admin_sid, self.admin_create_time):
-            with contextlib.suppress(Exception):
-                kill_tree(proc.pid, grace=0.0, group=False)
+        for sid, created in self._admin_sessions_started():
+            for proc in session_processes(sid, created):
+                with contextlib.suppress(Exception):
+                    kill_tree(proc.pid, grace=0.0, group=False)
         for proc in processes_with_token(self._token):
             with contextlib.suppress(Exception):
                 kill_tree(proc.pid, grace=0.2, group=False)
+        self._asys = None
         self._closed = True
+
+    def _admin_sessions_started(self) -> list[tuple[int, float]]:
+        """The sessions of the admins this boot forked, as (sid, create time). Thespian
+        starts its admin through a child of this process that calls setsid and is never
+        reaped: the session id is the pid of a zombie child of ours that was not there
+        before the boot (a zombie keeps its pid, so the id cannot have been reused)."""
+        found = []
+        with contextlib.suppress(psutil.Error):
+            for child in psutil.Process().children():
+                if child.pid in self._children_before_boot:
+                    continue
+                with contextlib.suppress(psutil.Error):
+                    if child.status() == psutil.STATUS_ZOMBIE:
+                        found.append((child.pid, child.create_time()))
+        return found
 
     def __enter__(self) -> Runtime:
         return self
@@ -837,6 +861,12 @@ class Runtime:
     def __repr__(self) -> str:
         state = "closed" if self._closed else "running"
         return f"Runtime(admin_port={self.admin_port}, kinds={sorted(self.kinds)}, {state})"
+
+
+def _child_pids() -> set[int]:
+    with contextlib.suppress(psutil.Error):
+        return {c.pid for c in psutil.Process().children()}
+    return set()
 
 
 class _PortTaken(Exception):

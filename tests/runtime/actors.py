@@ -6,6 +6,8 @@ import os
 import sys
 from typing import Any
 
+from thespian.actors import Actor
+
 from tether.actors.base import ProcessActor, ResourceActor, ResourceUnavailable
 from tether.messages.calls import Call
 
@@ -32,3 +34,14 @@ class UnavailableActor(ResourceActor):
 class ChattyActor(ResourceActor):
     def on_start(self, key: str, config: dict[str, Any]) -> None:
         self.pid = os.getpid()
+
+
+class Spawner(Actor):
+    """A bare thespian parent that creates a tether actor and never sends it Start."""
+
+    def receiveMessage(self, msg: Any, sender: Any) -> None:  # noqa: N802 (thespian's name)
+        if msg == "spawn":
+            from tether.actors.echo import EchoActor
+
+            self.createActor(EchoActor)
+            self.send(sender, os.getpid())

@@ -59,6 +59,73 @@ def test_runtimes_started_in_parallel_never_collide(runtime_factory) -> None:
     assert len(set(pids)) == 3
 
 
+def test_a_boot_whose_admin_never_answers_is_cleaned_up_and_retried(
+    monkeypatch, runtime_factory
+) -> None:
+    # the admin comes up, then thespian says it is not usable (what a wedged or killed admin
+    # looks like): the start kills that admin and its session, and boots on another port
+    from thespian.actors import InvalidActorAddress
+
+    import tether.runtime as runtime_module
+
+    real = runtime_module.ActorSystem
+    first: dict = {}
+
+    def flaky(*args, **kwargs):
+        system = real(*args, **kwargs)
+        if not first:
+            first["port"] = kwargs["capabilities"]["Admin Port"]
+            first["sid"] = os.getsid(_listener(first["port"]))
+            raise InvalidActorAddress(first["port"], "not a valid or useable ActorSystem Admin")
+        return system
+
+    monkeypatch.setattr(runtime_module, "ActorSystem", flaky)
+    rt = runtime_factory()
+    assert rt.admin_port != first["port"]
+    assert rt._call("r", "echo", "k", "echo", {"x": 1}, 5)["echo"] == {"x": 1}
+    wait_until(lambda: not _session_alive(first["sid"]), timeout=5.0)  # nothing left of it
+    assert _session_alive(os.getsid(rt.admin_pid))  # and the new one untouched
+
+
+def test_a_failed_boot_never_touches_another_session(runtime, runtime_factory) -> None:
+    # the clean-up of a failed boot finds its admins by this process's own zombie children
+    # (thespian's setsid intermediates) made during that boot: never another runtime's
+    other = os.getsid(runtime.admin_pid)
+    rt = runtime_factory()
+    mine = rt._admin_sessions_started()
+    assert [sid for sid, _ in mine] == [os.getsid(rt.admin_pid)]
+    assert other not in {sid for sid, _ in mine}
+
+
+def test_an_actor_whose_parent_dies_before_its_start_dies_too(runtime) -> None:
+    # a supervisor killed between creating a child and sending it Start (a shutdown race)
+    # must not leave the child running: it has no watchdog yet, so the kernel ends it
+    from tests.runtime.actors import Spawner
+
+    spawner = runtime._asys.createActor(Spawner)
+    parent = runtime._asys.ask(spawner, "spawn", 5.0)
+    child = wait_until(lambda: psutil.Process(parent).children(), timeout=5.0)[0]
+    os.kill(parent, signal.SIGKILL)
+    wait_until(lambda: not alive([child]), timeout=3.0)
+
+
+def _listener(port: int) -> int:
+    for conn in psutil.net_connections(kind="tcp"):
+        if conn.status == psutil.CONN_LISTEN and conn.laddr.port == port and conn.pid:
+            return int(conn.pid)
+    raise AssertionError(f"nothing listens on {port}")
+
+
+def _session_alive(sid: int) -> bool:
+    for proc in psutil.process_iter():
+        try:
+            if os.getsid(proc.pid) == sid and proc.status() != psutil.STATUS_ZOMBIE:
+                return True
+        except (psutil.Error, OSError):
+            continue
+    return False
+
+
 def test_pinned_admin_port_in_use_is_a_clear_error(runtime, tether_state_dir) -> None:
     with pytest.raises(
         RuntimeStartError,

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import time
 import traceback
 from collections.abc import Iterator
@@ -66,7 +67,13 @@ from tether.messages.control import (
     Started,
     Stopping,
 )
-from tether.processes import close_inherited_fds, host_alive, kill_tree, process_info
+from tether.processes import (
+    close_inherited_fds,
+    die_with_parent,
+    host_alive,
+    kill_tree,
+    process_info,
+)
 
 WATCHDOG_PERIOD = 0.25  # seconds between checks that the host and our parent are alive
 SWEEP_PERIOD = 0.5  # seconds between sweeps of open calls past their deadline
@@ -136,6 +143,10 @@ class TetherActor(Actor):
         self.state = "starting"
         self._parent: Any = None
         self._parent_pid = os.getppid()
+        # until Start arms the watchdog (which releases what we own, then exits), nothing
+        # here would notice a parent that died after creating us: the kernel does
+        die_with_parent(signal.SIGKILL)
+        self._dies_with_parent = True
         self._host_pid = 0
         self._host_create_time = 0.0
         self._watchdog_armed = False
@@ -208,6 +219,9 @@ class TetherActor(Actor):
     # --- watchdog --------------------------------------------------------------------
     def _arm_watchdog(self) -> None:
         if not self._watchdog_armed:
+            if self._dies_with_parent:
+                die_with_parent(0)  # the watchdog takes over, and exits cleanly
+                self._dies_with_parent = False
             self._watchdog_armed = True
             self.wakeupAfter(WATCHDOG_PERIOD, ("_watchdog",))
 
