@@ -39,6 +39,7 @@ What the base does for you:
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
 import signal
 import time
@@ -142,11 +143,16 @@ class TetherActor(Actor):
         self.last_error = ""
         self.state = "starting"
         self._parent: Any = None
-        self._parent_pid = os.getppid()
+        # thespian forks each actor from its parent actor's process (multiprocessing)
+        parent = multiprocessing.parent_process()
+        self._parent_pid = parent.pid if parent is not None and parent.pid else os.getppid()
         # until Start arms the watchdog (which releases what we own, then exits), nothing
-        # here would notice a parent that died after creating us: the kernel does
+        # here would notice a parent that died after creating us: the kernel does - and
+        # if it died before we got here, we go now
         die_with_parent(signal.SIGKILL)
         self._dies_with_parent = True
+        if os.getppid() != self._parent_pid:
+            os._exit(0)
         self._host_pid = 0
         self._host_create_time = 0.0
         self._watchdog_armed = False
