@@ -6,7 +6,8 @@ process behind tether (host -> LanguageServerActor, found through its supervisor
 behind a minimal synchronous raw client in this process, same binary, same settings,
 same client capabilities, same run of this script.
 
-Measured per call, raw then tether at each position, `--rounds` passes after a warm-up
+Measured per call, raw and tether back to back at each position (who goes first alternates:
+the second call of a pair can meet the first one's server still busy), `--rounds` passes after a warm-up
 pass over the same positions on both sides:
 - hover / definition / references at call sites found with `ast` (p50, p99, ratio, added);
 - write -> folded diagnostics: tether's `write` call (write the file, didChange + didSave,
@@ -17,7 +18,7 @@ pass over the same positions on both sides:
 
 Targets (issue #5): <= 2 ms added at p50 for queries; <= 50 ms added for diagnostics on write.
 
-    python benchmarks/lsp.py [--queries 40] [--references 12] [--rounds 3] [--writes 20]
+    python benchmarks/lsp.py [--queries 40] [--references 24] [--rounds 3] [--writes 20]
 """
 
 from __future__ import annotations
@@ -266,12 +267,17 @@ def pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
 
-def row(name: str, raw: list[float], teth: list[float]) -> dict[str, Any]:
+def row(
+    name: str, raw: list[float], teth: list[float], own: list[float] | None = None
+) -> dict[str, Any]:
     """p50/p99 of each side, and the added time: `added_p50_ms` is the median of the
     per-call differences (tether - raw at the same position, measured back to back), the
     p50 of the time tether adds; `p50_diff_ms` is the difference of the two p50s, which
     over positions whose cost varies 100-fold (references: 1 to 200 ms) mostly measures
-    which positions land in the middle."""
+    which positions land in the middle; `own_p50_ms` is tether's time minus the server's
+    own share of that same call (request written to answer parsed, measured in the actor,
+    `server_ms`): what tether adds, without the server's call-to-call noise, which swamps
+    the paired difference when one call takes 5 to 150 ms."""
     r50, t50 = statistics.median(raw), statistics.median(teth)
     added = [t - r for r, t in zip(raw, teth, strict=True)]
     return {
@@ -285,13 +291,15 @@ def row(name: str, raw: list[float], teth: list[float]) -> dict[str, Any]:
         "added_p50_ms": round(statistics.median(added) * 1e3, 2),
         "added_p99_ms": round(pct(added, 99) * 1e3, 2),
         "p50_diff_ms": round((t50 - r50) * 1e3, 2),
+        "own_p50_ms": round(statistics.median(own) * 1e3, 2) if own else None,
+        "own_p99_ms": round(pct(own, 99) * 1e3, 2) if own else None,
     }
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--queries", type=int, default=40)
-    ap.add_argument("--references", type=int, default=12)
+    ap.add_argument("--references", type=int, default=24)
     ap.add_argument("--writes", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=3, help="measured passes over the positions")
     ap.add_argument("--json", action="store_true")
@@ -306,11 +314,14 @@ def main() -> int:
     sites = call_sites(tether_root, opts.queries)
     print(f"project: hypothesis source copy, {lines} lines of Python, {len(sites)} call sites")
     results = []
-    raw = RawClient(raw_root)
+    raw_client = RawClient(raw_root)
     try:
         kind_modules = [*RESOURCE_KIND_MODULES, "tether.actors.echo"]  # echo: the floor anchor
         with Runtime.start(kind_modules=kind_modules) as rt:
             run = rt.open_run("bench", workdir=str(tether_root))
+
+            def raw(action: str, site: tuple[str, int, str, int]) -> Any:
+                return raw_query(raw_client, raw_root, action, site)
 
             def teth(action: str, site: tuple[str, int, str, int]) -> Any:
                 r = run.call(
@@ -327,18 +338,23 @@ def main() -> int:
             ):
                 chosen = sites[:n]
                 for s in chosen:  # warm-up: opens files, fills the servers' caches
-                    raw_query(raw, raw_root, action, s)
+                    raw_query(raw_client, raw_root, action, s)
                     teth(action, s)
-                raws, teths = [], []
-                for s in chosen * opts.rounds:
+                raws, teths, own = [], [], []
+                for k, s in enumerate(chosen * opts.rounds):
+                    # who goes first alternates: the second call of a pair runs while the
+                    # first one's server may still be busy after answering
+                    first, second = (raw, teth) if k % 2 == 0 else (teth, raw)
                     t0 = time.perf_counter()
-                    raw_query(raw, raw_root, action, s)
+                    a = first(action, s)
                     t1 = time.perf_counter()
-                    teth(action, s)
+                    b = second(action, s)
                     t2 = time.perf_counter()
-                    raws.append(t1 - t0)
-                    teths.append(t2 - t1)
-                results.append(row(action, raws, teths))
+                    raws.append(t1 - t0 if first is raw else t2 - t1)
+                    teths.append(t2 - t1 if first is raw else t1 - t0)
+                    server_ms = (b if first is raw else a).data["server_ms"]
+                    own.append(teths[-1] - server_ms / 1e3)
+                results.append(row(action, raws, teths, own))
 
             # where the added time goes, measured interleaved per position: the raw client, the
             # runtime's round trip to a trivial actor, the language-server actor asked directly
@@ -355,7 +371,7 @@ def main() -> int:
                         "char": s[3],
                     }
                     t0 = time.perf_counter()
-                    raw_query(raw, raw_root, "hover", s)
+                    raw_query(raw_client, raw_root, "hover", s)
                     t1 = time.perf_counter()
                     rt._call("bench", "echo", "floor", "echo", {}, 10)
                     t2 = time.perf_counter()
@@ -379,14 +395,14 @@ def main() -> int:
             )
 
             # write -> folded diagnostics (the written file and its open importers)
-            target, importing = pick_write_target(raw, raw_root)
+            target, importing = pick_write_target(raw_client, raw_root)
             print(f"write target: {target}, imported by {len(importing)} open file(s)")
             rpath, tpath = raw_root / target, tether_root / target
             base_text = tpath.read_text()
             anchor = "\nclass "
             i = base_text.index(anchor)
             bad = base_text[:i] + "\n\n_bench_broken: int = 'not an int'" + base_text[i:]
-            raw.open(rpath)
+            raw_client.open(rpath)
             run.call("lsp", {"action": "diagnostics", "file": target})
             raws, teths = [], []
             pending = 0
@@ -394,7 +410,7 @@ def main() -> int:
             for k in range(opts.writes + 2):
                 text = bad if k % 2 == 0 else base_text
                 t0 = time.perf_counter()
-                raw.change_and_diagnose(rpath, text, importing)
+                raw_client.change_and_diagnose(rpath, text, importing)
                 t1 = time.perf_counter()
                 r = run.call("write", {"path": target, "content": text})
                 t2 = time.perf_counter()
@@ -418,7 +434,7 @@ def main() -> int:
             results[-1]["pending"] = pending
             run.close()
     finally:
-        raw.close()
+        raw_client.close()
         shutil.rmtree(tmp, ignore_errors=True)
 
     if opts.json:
@@ -434,6 +450,8 @@ def main() -> int:
         "added_p50_ms",
         "added_p99_ms",
         "p50_diff_ms",
+        "own_p50_ms",
+        "own_p99_ms",
     ]
     print(" | ".join(cols))
     for r in results:
@@ -445,10 +463,13 @@ def main() -> int:
         "(host -> actor -> host), measured on the echo actor"
     )
     w = [r for r in results if r["what"].startswith("write->diagnostics")][0]
-    ok_q = all(r["added_p50_ms"] <= 2.0 for r in q)
+    ok_own = all(r["own_p50_ms"] <= 2.0 for r in q)
+    ok_paired = all(r["added_p50_ms"] <= 2.0 for r in q)
     ok_w = w["added_p50_ms"] <= 50.0
     print(
-        f"target queries <= 2 ms added at p50: {'met' if ok_q else 'NOT met'}; "
+        "target queries <= 2 ms added at p50: "
+        f"{'met' if ok_own else 'NOT met'} as tether's own time (own_p50_ms), "
+        f"{'met' if ok_paired else 'NOT met'} as the paired difference (added_p50_ms); "
         f"write -> diagnostics <= 50 ms added: {'met' if ok_w else 'NOT met'}"
     )
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -57,6 +58,13 @@ def test_definition_reads_path_line_and_code(py):
         == "shapes/report.py:4: def total_area(shapes: list[Shape]) -> float:"
     )
     assert r.data["locations"][0] | {} == {"path": "shapes/report.py", "line": 4, "column": 5, "end_line": 4, "end_column": 15, "text": "def total_area(shapes: list[Shape]) -> float:"}  # fmt: skip
+
+
+def test_a_query_reports_the_servers_own_share_of_its_time(py):
+    t0 = time.perf_counter()
+    r = lsp(py, action="references", file="shapes/report.py", line=16, symbol="total_area")
+    took_ms = (time.perf_counter() - t0) * 1e3
+    assert 0 < r.data["server_ms"] < took_ms, (r.data["server_ms"], took_ms)
 
 
 def test_type_definition(py):

@@ -88,7 +88,13 @@ def _nav(ctx: ToolContext, action: str, args: dict[str, Any]) -> ToolResult:
         hover = str(payload.get("hover") or "")
         return ToolResult.ok(
             render.hover(name, where, hover),
-            data={"file": file, "line": line, "symbol": name, "hover": hover},
+            data={
+                "file": file,
+                "line": line,
+                "symbol": name,
+                "hover": hover,
+                "server_ms": payload.get("server_ms"),
+            },
         )
     if action == "code_actions":
         acts = list(payload.get("actions") or [])[: render.CAPS["code_actions"]]
@@ -98,7 +104,12 @@ def _nav(ctx: ToolContext, action: str, args: dict[str, Any]) -> ToolResult:
     shown = model_records(ctx, locs[: render.CAPS[action]], lines, payload.get("encoding", ""))
     return ToolResult.ok(
         render.locations(action, name, shown, total, where),
-        data={"locations": shown, "total": total, "capped": total > len(shown)},
+        data={
+            "locations": shown,
+            "total": total,
+            "capped": total > len(shown),
+            "server_ms": payload.get("server_ms"),  # the language server's own share
+        },
     )
 
 

@@ -59,6 +59,7 @@ class Op:
     args: dict[str, Any]
     deadline: float
     retried: bool = False
+    server_s: float = 0.0  # time its requests spent with the server (write to parsed answer)
 
 
 class SessionCore:
@@ -181,7 +182,9 @@ class SessionCore:
             if isinstance(ev, Response):
                 ctx = ev.context
                 if ctx is not None:
-                    op, cont = ctx
+                    op, cont, sent = ctx
+                    if op is not None:
+                        op.server_s += self.now() - sent
                     if op is None or op.oid in self.ops or op.op == "initialize":
                         cont(op, ev)
             elif isinstance(ev, ServerRequest):
@@ -360,6 +363,8 @@ class SessionCore:
 
     def _done(self, op: Op, payload: dict[str, Any]) -> None:
         if self.ops.pop(op.oid, None) is not None:
+            if op.server_s:  # how much of the call was the server's own time
+                payload = {**payload, "server_ms": round(op.server_s * 1e3, 3)}
             self.io.done(op.token, payload)
 
     def _fail(self, op: Op, code: str, message: str) -> None:
@@ -381,7 +386,8 @@ class SessionCore:
         op: Op | None,
         cont: Callable[[Any, Response], None],
     ) -> int:
-        rid, data = self.rpc.request(method, params, deadline=deadline, context=(op, cont))
+        sent = self.now()
+        rid, data = self.rpc.request(method, params, deadline=deadline, context=(op, cont, sent))
         self.io.write(data)
         if self._armed is None or deadline < self._armed:
             self._arm_at(deadline)
