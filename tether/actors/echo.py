@@ -6,8 +6,9 @@
   "pid" (the actor process's pid), "stop" (stops normally), "crash" (stops as a crash).
 - kind "echo_process" (SHARED, `EchoProcessActor`): a real subprocess, a tiny python
   line echo, so kill_process / restart / no-orphan behaviour can be tested on a real
-  process. ops: "echo" (round trip through the subprocess), "pid" (the subprocess's pid),
-  "stderr" (make the subprocess write a line to stderr).
+  process. ops: "echo" (round trip through the subprocess; args["delay"] makes the
+  subprocess answer that many seconds later, like a slow server), "pid" (the
+  subprocess's pid), "stderr" (make the subprocess write a line to stderr).
 - kind "echo_run" (RUN scope, `EchoProcessActor`): the same, one per run and key.
 
 A key is free text; the config may set "ttl"/"idle_ttl" through the ChildSpec only.
@@ -27,9 +28,11 @@ from tether.messages.calls import Call, ErrorCode
 from tether.supervisors.spec import ChildSpec, KindSpec, Restart, Scope
 
 ECHO_SCRIPT = r"""
-import json, sys
+import json, sys, time
 for line in sys.stdin:
     msg = json.loads(line)
+    if msg.get("delay"):  # a slow server: answer after this many seconds
+        time.sleep(float(msg["delay"]))
     if msg.get("op") == "stderr":
         sys.stderr.write(msg.get("text", "stderr line") + "\n"); sys.stderr.flush()
     sys.stdout.write(json.dumps(msg) + "\n"); sys.stdout.flush()
