@@ -117,6 +117,8 @@ class RawClient:
         self.queue: list[dict[str, Any]] = []
         self.next_id = 1
         self.versions: dict[str, int] = {}
+        self.texts: dict[str, str] = {}  # open documents, in the order they were opened
+        self.responses: dict[int, dict[str, Any]] = {}
         self.pull_registered = False
         self.request(
             "initialize",
@@ -166,8 +168,6 @@ class RawClient:
         elif "id" in msg:
             self.responses[msg["id"]] = msg
 
-    responses: dict[int, dict[str, Any]] = {}
-
     def request(self, method: str, params: Any) -> Any:
         rid = self.next_id
         self.next_id += 1
@@ -192,8 +192,6 @@ class RawClient:
                     }
                 },
             )
-
-    texts: dict[str, str] = {}  # open documents, in the order they were opened
 
     def change_and_diagnose(self, path: Path, text: str, importers: list[str]) -> list[Any]:
         """Change, save, then pull the file and the open files that import it, pipelined

@@ -12,6 +12,7 @@ is still alive (psutil). `wait_until(predicate, timeout)` is the bounded poll to
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -35,6 +36,24 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 5.0, interval: flo
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout} s: {predicate}")
         time.sleep(interval)
+
+
+def health_node(health: dict, name: str) -> dict | None:
+    """The node named `name` (as rt.health() names actors) in a health tree, or None."""
+    if health.get("name") == name:
+        return health
+    for child in health.get("children", []):
+        found = health_node(child, name)
+        if found:
+            return found
+    return None
+
+
+def in_flight(rt: Any, name: str, timeout: float = 3.0) -> dict:
+    """Wait (bounded) until the actor `name` holds a call, as its health reports it."""
+    return wait_until(
+        lambda: (health_node(rt.health(), name) or {}).get("pending", 0) >= 1, timeout=timeout
+    )
 
 
 def runtime_processes(rt: Any) -> list[psutil.Process]:
@@ -63,8 +82,8 @@ def shutdown_without_orphans(rt: Any, timeout: float = 10.0) -> None:
     procs = runtime_processes(rt)
     assert procs, "a running runtime has at least its admin process"
     rt.shutdown(timeout=timeout)
-    left = wait_until(lambda: not alive(procs) or None, timeout=5.0) if alive(procs) else None
-    del left
+    with contextlib.suppress(AssertionError):  # the assertion below names what is left
+        wait_until(lambda: not alive(procs), timeout=5.0)
     assert not alive(procs), (
         f"orphans after shutdown: {[(p.pid, p.cmdline()) for p in alive(procs)]}"
     )

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import shutil
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,33 +35,15 @@ def lsp_rt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One runtime for the module; shut down without orphans at the end."""
     import os
 
-    import psutil
-
-    from tether.runtime import Runtime, processes_with_token
+    from tests.conftest import shutdown_without_orphans
+    from tether.runtime import Runtime
 
     os.environ.setdefault("TETHER_STATE_DIR", str(tmp_path_factory.mktemp("tether-state")))
     rt = Runtime.start()
     try:
         yield rt
     finally:
-        procs = {p.pid: p for p in rt._tree_processes()}
-        procs.update({p.pid: p for p in processes_with_token(rt._token)})
-        rt.shutdown(timeout=10.0)
-
-        def alive() -> list[psutil.Process]:
-            out = []
-            for p in procs.values():
-                try:
-                    if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
-                        out.append(p)
-                except psutil.NoSuchProcess:
-                    pass
-            return out
-
-        deadline = time.monotonic() + 5
-        while alive() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not alive(), f"orphans after shutdown: {[p.pid for p in alive()]}"
+        shutdown_without_orphans(rt)
 
 
 def lsp_pids(rt: Any) -> list[int]:

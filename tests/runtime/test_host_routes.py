@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.conftest import wait_until
+from tests.conftest import health_node, in_flight, wait_until
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.supervisors.spec import ChildSpec, KindSpec, Restart, Scope
 
@@ -32,16 +32,7 @@ def learn_route(rt, kind: str, key: str = "k", op: str = "pid"):
 
 
 def pid_of(rt, name: str) -> int:
-    def find(node):
-        if node.get("name") == name:
-            return node["pids"][0]["pid"]
-        for child in node.get("children", []):
-            found = find(child)
-            if found:
-                return found
-        return 0
-
-    return find(rt.health())
+    return health_node(rt.health(), name)["pids"][0]["pid"]
 
 
 def call_in_thread(fn, *args, **kwargs) -> tuple[threading.Thread, list]:
@@ -79,7 +70,7 @@ def test_an_idempotent_call_survives_its_actor_process_being_killed(runtime_fact
     rt = runtime_factory(kinds=[SLOW])
     first = learn_route(rt, "slow")
     t, out = call_in_thread(rt._call, "r", "slow", "k", "hang_once", {}, 10, idempotent=True)
-    wait_until(lambda: _pending(rt, "slow:k"), timeout=3.0)
+    in_flight(rt, "slow:k", timeout=3.0)
     start = time.monotonic()
     rt.inject("crash_actor", target="slow:k")
     t.join(8)
@@ -93,7 +84,7 @@ def test_a_plain_call_hears_its_actor_process_died(runtime_factory) -> None:
     rt = runtime_factory(kinds=[SLOW])
     route = learn_route(rt, "slow")
     t, out = call_in_thread(rt._call, "r", "slow", "k", "hang", {}, 20)
-    wait_until(lambda: _pending(rt, "slow:k"), timeout=3.0)
+    in_flight(rt, "slow:k", timeout=3.0)
     start = time.monotonic()
     rt.inject("crash_actor", target="slow:k")
     t.join(8)
@@ -109,7 +100,7 @@ def test_an_idempotent_call_moves_when_the_server_under_its_actor_dies(runtime_f
     learn_route(rt, "slow")
     server = rt._call("r", "slow", "k", "pid", {}, 5)["pid"]
     t, out = call_in_thread(rt._call, "r", "slow", "k", "hang_once", {}, 10, idempotent=True)
-    wait_until(lambda: _pending(rt, "slow:k"), timeout=3.0)
+    in_flight(rt, "slow:k", timeout=3.0)
     os.kill(server, signal.SIGKILL)  # the actor says MOVED; the host sends it once more
     t.join(8)
     assert out and not isinstance(out[0], ResourceError), out
@@ -122,21 +113,12 @@ def test_a_retried_call_is_retried_only_once(runtime_factory, idempotent) -> Non
     learn_route(rt, "slow")
     t, out = call_in_thread(rt._call, "r", "slow", "k", "hang", {}, 15, idempotent=idempotent)
     for _ in range(2 if idempotent else 1):  # kill the first incarnation, then the retry's
-        wait_until(lambda: _pending(rt, "slow:k"), timeout=5.0)
+        in_flight(rt, "slow:k", timeout=5.0)
         server = rt._call("r", "slow", "k", "pid", {}, 5, idempotent=True)["pid"]
         os.kill(server, signal.SIGKILL)
     t.join(8)
     err = out[0]
     assert isinstance(err, ResourceError) and err.code == ErrorCode.RESOURCE_DIED, err
-
-
-def _pending(rt, name: str) -> bool:
-    def find(node):
-        if node.get("name") == name:
-            return node.get("pending", 0) >= 1
-        return any(find(child) for child in node.get("children", []))
-
-    return find(rt.health())
 
 
 TTL = KindSpec(

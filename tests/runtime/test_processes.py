@@ -17,6 +17,7 @@ import pytest
 
 from tests.conftest import alive, runtime_processes, wait_until
 from tether.messages.calls import ResourceError
+from tether.processes import session_processes
 from tether.runtime import KindLoadError, Runtime, RuntimeStartError, load_kinds
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,8 +84,8 @@ def test_a_boot_whose_admin_never_answers_is_cleaned_up_and_retried(
     rt = runtime_factory()
     assert rt.admin_port != first["port"]
     assert rt._call("r", "echo", "k", "echo", {"x": 1}, 5)["echo"] == {"x": 1}
-    wait_until(lambda: not _session_alive(first["sid"]), timeout=5.0)  # nothing left of it
-    assert _session_alive(os.getsid(rt.admin_pid))  # and the new one untouched
+    wait_until(lambda: not session_processes(first["sid"], 0.0), timeout=5.0)  # nothing left of it
+    assert session_processes(os.getsid(rt.admin_pid), 0.0)  # and the new one untouched
 
 
 def test_a_failed_boot_never_touches_another_session(runtime, runtime_factory) -> None:
@@ -114,16 +115,6 @@ def _listener(port: int) -> int:
         if conn.status == psutil.CONN_LISTEN and conn.laddr.port == port and conn.pid:
             return int(conn.pid)
     raise AssertionError(f"nothing listens on {port}")
-
-
-def _session_alive(sid: int) -> bool:
-    for proc in psutil.process_iter():
-        try:
-            if os.getsid(proc.pid) == sid and proc.status() != psutil.STATUS_ZOMBIE:
-                return True
-        except (psutil.Error, OSError):
-            continue
-    return False
 
 
 def test_pinned_admin_port_in_use_is_a_clear_error(runtime, tether_state_dir) -> None:

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.conftest import wait_until
+from tests.conftest import health_node, wait_until
 from tether.messages.calls import ErrorCode, ResourceError
 
 
@@ -93,7 +93,8 @@ def test_slow_resource_gets_a_deadline_error_in_time(runtime) -> None:
 
 def test_late_reply_never_reaches_the_next_call(runtime) -> None:
     error_of(call, runtime, op="sleep", args={"seconds": 0.3}, timeout=0.1)
-    wait_until(lambda: _open_calls(runtime, "echo:k") == 0)  # the late answer has been sent
+    # the late answer has been sent once the actor holds no call
+    wait_until(lambda: health_node(runtime.health(), "echo:k")["pending"] == 0)
     assert call(runtime, args={"n": 2})["echo"] == {"n": 2}
     assert call(runtime, op="sleep", args={"seconds": 0.01}) == {"slept": 0.01}
 
@@ -228,12 +229,3 @@ def _try(fn):
         return fn()
     except ResourceError:
         return None
-
-
-def _open_calls(rt, name: str) -> int:
-    def find(node):
-        if node.get("name") == name:
-            return node.get("pending", 0)
-        return next((n for n in map(find, node.get("children", [])) if n is not None), None)
-
-    return find(rt.health())

@@ -9,7 +9,8 @@ import time
 import psutil
 import pytest
 
-from tests.conftest import wait_until
+from tests.conftest import health_node as node
+from tests.conftest import in_flight, wait_until
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.supervisors.spec import ChildSpec, KindSpec, Restart, Scope
 
@@ -22,21 +23,6 @@ def error_of(fn, *args, **kwargs) -> ResourceError:
     with pytest.raises(ResourceError) as info:
         fn(*args, **kwargs)
     return info.value
-
-
-def in_flight(rt, name: str) -> dict:
-    """Wait (bounded) until the actor `name` holds a call, as its health reports it."""
-    return wait_until(lambda: (node(rt.health(), name) or {}).get("pending", 0) >= 1, timeout=3.0)
-
-
-def node(health: dict, name: str) -> dict | None:
-    if health.get("name") == name:
-        return health
-    for child in health.get("children", []):
-        found = node(child, name)
-        if found:
-            return found
-    return None
 
 
 def serving(rt, kind="echo_process", key="k", run="r1", op="echo"):

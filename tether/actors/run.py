@@ -85,7 +85,7 @@ class RunActor(Supervisor):
             spec.config,
         )
         if self.deliver(rec, call, data, reply_to):
-            self._track(call, data, reply_to, rec.incarnation, retried or call.retried)
+            self._track(call, data, reply_to, rec.incarnation, retried)
 
     def _track(
         self, call: Call, data: bytes, reply_to: Any, incarnation: int, retried: bool

@@ -144,8 +144,11 @@ class DiagnosingSession(SessionCore):
             w.before = {u: p.items for u, p in self.published.items() if u not in w.targets}
             w.before_known = True
         if w.pull:
-            importers = self._dependents(self.unchecked_writes) if others else []
-            self._pull(op, w, [d.uri for d in docs] + importers[:MAX_OTHER_PULLS])
+            broken = []
+            if others:  # the open files this write (or an unchecked earlier one) may break
+                open_texts = {u: d.text for u, d in self.docs.open.items()}
+                broken = importers(self.unchecked_writes, open_texts)
+            self._pull(op, w, [d.uri for d in docs] + broken[:MAX_OTHER_PULLS])
         else:
             for d in docs:  # already fresh from an earlier publish?
                 pub = self.published.get(d.uri)
@@ -167,9 +170,6 @@ class DiagnosingSession(SessionCore):
                         w.targets[d.uri] = d.version
         if not self._maybe_finish(op, w):
             self.io.after(max(0.0, w.cap_at - now), f"lsp:cap:{op.oid}")
-
-    def _dependents(self, paths: list[Path]) -> list[str]:
-        return importers(paths, {u: d.text for u, d in self.docs.open.items()})
 
     def _pull_identifier(self) -> str | None:
         ident = None
