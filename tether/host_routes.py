@@ -2,7 +2,8 @@
 
 A call for a SHARED kind (a language server, a parser slot) goes from the host straight to
 the actor serving (kind, key) once the host knows its address: host -> actor -> host, two
-hops, where a routed call would take three. The first call for a (kind, key), and any call
+hops, where a routed call would take three; on the actor's call channel where the calling
+thread has one (`tether.channels`), else as a thespian message. The first call for a (kind, key), and any call
 after its actor went away, goes through the kind supervisor as a `Route` instead; the
 supervisor starts the actor if needed, forwards the call, and tells the calling context
 the actor's address and pid (`RouteInfo`) and, later, that it is gone (`ResourceGone`).
@@ -10,8 +11,9 @@ the actor's address and pid (`RouteInfo`) and, later, that it is gone (`Resource
 Nothing is lost when an actor goes while a call is open on it:
 - it tells the host MOVED for an idempotent call it can no longer serve (its server died,
   it is stopping), and the host sends that call once more, through the supervisor;
-- if the actor process itself dies (nobody answers), the host sees the pid gone within
-  `WATCH_PERIOD` of waiting, or hears ResourceGone sooner if this context subscribed;
+- if the actor process itself dies (nobody answers), the host sees its call channel close
+  at once, or the pid gone within `WATCH_PERIOD` of waiting, or hears ResourceGone if
+  this context subscribed;
   `policy.call_outcome_when_gone` decides between one retry and a clear error.
 """
 
@@ -22,6 +24,7 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any
 
+from tether.channels import HostChannel
 from tether.messages.calls import Call
 from tether.messages.codec import encode
 from tether.messages.control import RouteInfo
@@ -91,6 +94,7 @@ class Flight:
     call: Call
     data: bytes  # `call`, encoded
     route: DirectRoute | None = None  # sent straight to this actor; None: via the supervisor
+    channel: HostChannel | None = None  # ... on its call channel (else through thespian)
     incarnation: int | None = None  # the incarnation serving it, once known
     retried: bool = False
     after_incarnation: int = 0  # a retry: to be served by an incarnation newer than this
@@ -107,5 +111,5 @@ class Flight:
             self.retried = True
             self.call = replace(self.call, retried=True)
             self.data = encode(self.call)
-        self.route = self.incarnation = None
+        self.route = self.incarnation = self.channel = None
         self.after_incarnation = gone_incarnation

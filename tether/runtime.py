@@ -35,6 +35,7 @@ from typing import Any
 import psutil
 
 from tether import thespian_patches
+from tether.channels import HostChannel, HostChannels, wait_readable
 from tether.contexts import Contexts
 from tether.host_routes import Flight, RouteTable
 from tether.messages.calls import Call, ErrorCode, Reply, ResourceError
@@ -88,6 +89,9 @@ ROOT_NAME = "tether-root"
 DEFAULT_CALL_TIMEOUT = 30.0
 TOKEN_ENV = "TETHER_RUNTIME_TOKEN"
 WATCH_PERIOD = 0.5  # while a call waits, how often the host checks the actor it waits on
+# a wait for answers both on call channels and through thespian looks at each in turn, this
+# long at most (rare: a gather that mixes first and repeat calls, or a retry mid-gather)
+MIXED_WAIT_SLICE = 0.002
 _BOOT_LOCK = threading.Lock()  # one runtime start at a time per host process (see start)
 
 
@@ -147,6 +151,7 @@ class Runtime:
         self._runs_supervisor: Any = None
         self._kind_supervisors: dict[str, Any] = {}
         self._routes = RouteTable()  # shared (kind, key) -> its actor, for direct sends
+        self._channels = HostChannels()  # each thread's call channels to those actors
         self._run_addresses: dict[str, Any] = {}
         self._run_lock = threading.Lock()
         self._run_pids: dict[str, tuple[int, float]] = {}  # run id -> its RunActor's process
@@ -322,6 +327,7 @@ class Runtime:
         # ~10 s on them (measured with 16 caller threads)
         if self._contexts is not None:
             self._contexts.close_all()
+        self._channels.close_all()
         stopper = threading.Thread(target=self._stop_system, name="tether-shutdown", daemon=True)
         stopper.start()
         stopper.join(max(deadline - time.monotonic() - 1.0, 0.5))
@@ -443,6 +449,16 @@ class Runtime:
                 self._check_routes(ctx, flights, got)
                 continue
             wait = min(deadline, next_check) - now if watching else deadline - now
+            channels = self._open_channels(flights, got)
+            if channels:
+                # only the answers on call channels are awaited: wait on those alone
+                on_channels = {i for i, f in flights.items() if f.channel and i not in got}
+                only_channels = not (wanted - set(got) - on_channels)
+                channel_wait = wait if only_channels else 0.0
+                self._read_channels(ctx, channels, channel_wait, wanted, flights, got)
+                if only_channels:
+                    continue
+                wait = min(wait, MIXED_WAIT_SLICE)
             try:
                 msg = ctx.listen(wait)
             except Exception as exc:  # the endpoint was closed under us (shutdown)
@@ -450,6 +466,46 @@ class Runtime:
             if msg is not None:
                 self._take(ctx, msg, wanted, flights, got)
         return got
+
+    @staticmethod
+    def _open_channels(
+        flights: dict[str, Flight], got: dict[str, tuple[Any, Any]]
+    ) -> list[HostChannel]:
+        """The call channels the calls still awaited were sent on."""
+        channels: dict[int, HostChannel] = {}
+        for call_id, flight in flights.items():
+            if flight.channel is not None and call_id not in got:
+                channels[id(flight.channel)] = flight.channel
+        return list(channels.values())
+
+    def _read_channels(
+        self,
+        ctx: Any,
+        channels: list[HostChannel],
+        wait: float,
+        wanted: set[str],
+        flights: dict[str, Flight],
+        got: dict[str, tuple[Any, Any]],
+    ) -> None:
+        """Take the replies that arrived on `channels` within `wait`. A channel its actor
+        closed means that actor process is gone, like a pid that disappeared."""
+        for channel in wait_readable(channels, wait):
+            frames = channel.receive()
+            if frames is None:
+                for flight in list(flights.values()):
+                    if flight.channel is channel and flight.call.call_id not in got:
+                        error = f"its actor process {channel.pid} is gone (its call channel closed)"
+                        gone = ResourceGone(
+                            flight.call.kind,
+                            flight.call.key,
+                            flight.incarnation or 0,
+                            "crash",
+                            error,
+                        )
+                        self._actor_gone(ctx, flights, got, gone)
+                continue
+            for data in frames:
+                self._take(ctx, data, wanted, flights, got)
 
     def _take(
         self,
@@ -632,9 +688,14 @@ class Runtime:
         route = self._routes.get(call.kind, call.key)
         if route is not None and route.incarnation > flight.after_incarnation:
             flight.route, flight.incarnation = route, route.incarnation
-            self._tell(ctx, route.address, flight.data)
+            channel = self._channels.get(route.pid, route.create_time)
+            if channel is not None and channel.send(flight.data, call.deadline - time.monotonic()):
+                flight.channel = channel
+            else:
+                flight.channel = None
+                self._tell(ctx, route.address, flight.data)
             return
-        flight.route = flight.incarnation = None
+        flight.route = flight.incarnation = flight.channel = None
         route_msg = Route(flight.data, flight.after_incarnation)
         self._tell(ctx, self._kind_supervisors[call.kind], encode(route_msg))
 

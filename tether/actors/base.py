@@ -57,6 +57,7 @@ from thespian.actors import (
     WatchMessage,
 )
 
+from tether.channels import ChannelListener, ChannelPeer
 from tether.messages.calls import Call, ErrorCode, Reply
 from tether.messages.codec import CodecError, decode, encode
 from tether.messages.control import (
@@ -78,6 +79,7 @@ from tether.processes import (
 
 WATCHDOG_PERIOD = 0.25  # seconds between checks that the host and our parent are alive
 SWEEP_PERIOD = 0.5  # seconds between sweeps of open calls past their deadline
+FLUSH_RETRY = 0.005  # seconds until a write a pipe or socket did not take is tried again
 
 
 class ResourceUnavailable(Exception):
@@ -178,7 +180,7 @@ class TetherActor(Actor):
         elif isinstance(msg, WakeupMessage):
             self._handle_wakeup(msg.payload)
         elif isinstance(msg, WatchMessage):
-            self.handle_watch(msg.ready)
+            self.watched_ready(msg.ready)
         elif isinstance(msg, ChildActorExited):
             self.handle_child_exited(msg.childAddress)
         elif isinstance(msg, ActorExitRequest):
@@ -263,6 +265,10 @@ class TetherActor(Actor):
     def handle_wakeup(self, payload: Any) -> None:
         pass
 
+    def watched_ready(self, ready: list[int]) -> None:
+        """Descriptors this actor watches (`_watch`) are ready."""
+        self.handle_watch(ready)
+
     def handle_watch(self, ready: list[int]) -> None:
         pass
 
@@ -330,6 +336,8 @@ class ResourceActor(TetherActor):
         self._delay: list[float] = []  # injected delays, one per next call
         self._drop = 0  # injected: drop this many next replies
         self._start_error: tuple[str, str] | None = None
+        self._channel: ChannelListener | None = None  # the host's direct calls
+        self._channel_flush_armed = False
 
     # --- to override -----------------------------------------------------------------
     def on_start(self, key: str, config: dict[str, Any]) -> None:
@@ -422,7 +430,12 @@ class ResourceActor(TetherActor):
         if self._drop > 0:
             self._drop -= 1
             return
-        self.send(entry[1], encode(reply))
+        reply_to = entry[1]
+        if isinstance(reply_to, ChannelPeer):
+            if not reply_to.send(encode(reply)):
+                self._arm_channel_flush()
+        else:
+            self.send(reply_to, encode(reply))
 
     def handle_message(self, obj: Any, data: bytes, extra: Any, sender: Any) -> None:
         if isinstance(obj, Call):
@@ -437,6 +450,8 @@ class ResourceActor(TetherActor):
     def _start(self, start: Start) -> None:
         self.state = "starting"
         self._idle_ttl = start.child.get("idle_ttl")
+        if start.channel and self._host_pid:
+            self._open_channel()
         try:
             self.on_start(start.key, start.config)
         except ResourceUnavailable as exc:
@@ -523,6 +538,41 @@ class ResourceActor(TetherActor):
         if call.call_id in self._open:
             self._arm_sweep()
 
+    # --- the call channel (tether.channels) ------------------------------------------
+    def _open_channel(self) -> None:
+        channel = ChannelListener(self._host_pid)
+        why_not = channel.open()
+        if why_not:
+            self.last_error = why_not  # the host keeps calling through thespian
+        else:
+            self._channel = channel
+
+    def _watch(self) -> ThespianWatch | None:
+        fds = [*(self._channel.fds() if self._channel else ()), *self.watch_fds()]
+        return ThespianWatch(fds) if fds else None
+
+    def watch_fds(self) -> list[int]:
+        """Descriptors of the resource to watch (ProcessActor: its subprocess's pipes);
+        handle_watch gets those that are ready."""
+        return []
+
+    def watched_ready(self, ready: list[int]) -> None:
+        if self._channel is not None:
+            for peer, data in self._channel.read(ready):
+                try:
+                    call = decode(data)
+                except CodecError as exc:
+                    self.last_error = f"call channel: {exc}"
+                    continue
+                if isinstance(call, Call):
+                    self._receive_call(call, peer)
+        self.handle_watch(ready)
+
+    def _arm_channel_flush(self) -> None:
+        if not self._channel_flush_armed:
+            self._channel_flush_armed = True
+            self.wakeupAfter(FLUSH_RETRY, ("_channel_flush",))
+
     def _arm_sweep(self) -> None:
         if not self._sweep_armed:
             self._sweep_armed = True
@@ -559,6 +609,10 @@ class ResourceActor(TetherActor):
                 self._log_exception(exc)
         elif tag == "_sweep":
             self._sweep()
+        elif tag == "_channel_flush":
+            self._channel_flush_armed = False
+            if self._channel is not None and not self._channel.flush():
+                self._arm_channel_flush()
         elif tag == "_delayed":
             entry = self._open.pop(payload[1], None)
             if entry is not None:
@@ -611,12 +665,20 @@ class ResourceActor(TetherActor):
             self.on_stop()
         except Exception as exc:
             self._log_exception(exc)
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
 
     def health_node(self) -> dict[str, Any]:
         node = super().health_node()
         if self.state == "ready" and self._open:
             node["state"] = "busy"
         node["pending"] = len(self._open) + len(self._queued)
+        if self._channel is not None:
+            node["call_channel"] = {
+                "connections": len(self._channel.peers),
+                "refused": self._channel.refused,
+            }
         try:
             extra = self.health_extra()
         except Exception as exc:

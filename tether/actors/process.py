@@ -20,9 +20,9 @@ import subprocess
 from typing import Any
 
 import psutil
-from thespian.actors import ThespianWatch
 
-from tether.actors.base import ResourceActor
+from tether.actors.base import FLUSH_RETRY, ResourceActor
+from tether.channels import OutBuffer
 from tether.processes import kill_tree
 
 STDERR_TAIL_BYTES = 8192
@@ -50,7 +50,7 @@ class ProcessActor(ResourceActor):
         self._pidfd: int | None = None
         self._stderr_tail: collections.deque[bytes] = collections.deque()
         self._stderr_len = 0
-        self._write_buffer = bytearray()
+        self._stdin: OutBuffer | None = None
         self._flush_armed = False
         self._watched: list[int] = []
         self._argv: list[str] = []
@@ -75,6 +75,7 @@ class ProcessActor(ResourceActor):
         assert self.proc.stdin and self.proc.stdout and self.proc.stderr
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             os.set_blocking(stream.fileno(), False)
+        self._stdin = OutBuffer(self.proc.stdin.fileno())
         self._watched = [self.proc.stdout.fileno(), self.proc.stderr.fileno()]
         try:
             self._pidfd = os.pidfd_open(self.proc.pid)
@@ -87,10 +88,10 @@ class ProcessActor(ResourceActor):
 
     def write(self, data: bytes) -> None:
         """Write to the subprocess's stdin (buffered; never blocks the message loop)."""
-        if self.proc is None or self.proc.stdin is None:
+        if self.proc is None or self._stdin is None:
             raise RuntimeError(f"{self.name} has no subprocess to write to; call spawn() first")
-        self._write_buffer += data
-        self._flush()
+        if not self._stdin.write(data):
+            self._arm_flush()
 
     def on_stdout(self, data: bytes) -> None:
         """Bytes arrived on the subprocess's stdout."""
@@ -127,8 +128,8 @@ class ProcessActor(ResourceActor):
                 os.killpg(self.proc.pid, sig)
 
     # --- machinery -------------------------------------------------------------------
-    def _watch(self) -> ThespianWatch | None:
-        return ThespianWatch(list(self._watched)) if self._watched else None
+    def watch_fds(self) -> list[int]:
+        return list(self._watched)
 
     def owned_pids(self) -> list[int]:
         if self.proc is None or self.proc.returncode is not None:
@@ -216,6 +217,8 @@ class ProcessActor(ResourceActor):
 
     def _close_pipes(self) -> None:
         self._watched = []
+        if self._stdin is not None:
+            self._stdin.close()
         if self._pidfd is not None:
             with contextlib.suppress(OSError):
                 os.close(self._pidfd)
@@ -226,28 +229,18 @@ class ProcessActor(ResourceActor):
                     with contextlib.suppress(OSError):
                         stream.close()
 
-    def _flush(self) -> None:
-        proc = self.proc
-        if proc is None or proc.stdin is None or proc.stdin.closed:
-            self._write_buffer.clear()
-            return
-        while self._write_buffer:
-            try:
-                written = os.write(proc.stdin.fileno(), self._write_buffer)
-            except BlockingIOError:
-                break
-            except (BrokenPipeError, OSError):
-                self._write_buffer.clear()  # the process is dying; its exit will be noticed
-                return
-            del self._write_buffer[:written]
-        if self._write_buffer and not self._flush_armed:
+    def _arm_flush(self) -> None:
+        # (a process that is dying takes nothing more: OutBuffer drops it, and its exit
+        # is noticed through the pidfd)
+        if not self._flush_armed:
             self._flush_armed = True
-            self.wakeupAfter(0.005, ("_flush",))
+            self.wakeupAfter(FLUSH_RETRY, ("_flush",))
 
     def handle_wakeup(self, payload: Any) -> None:
         if payload == ("_flush",):
             self._flush_armed = False
-            self._flush()
+            if self._stdin is not None and not self._stdin.flush():
+                self._arm_flush()
             return
         super().handle_wakeup(payload)
 

@@ -26,6 +26,7 @@ class Start:
     incarnation: int = 0
     name: str = ""  # the health name, e.g. "echo:k1" or "run:conv-1/kernel:python"
     kinds: list[dict[str, Any]] = field(default_factory=list)
+    channel: bool = False  # open a call channel for the host (shared kinds; tether.channels)
 
 
 @dataclass(frozen=True)

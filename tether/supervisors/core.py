@@ -26,7 +26,7 @@ import os
 import signal
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from tether.actors.base import TetherActor, kill_tree, process_info
 from tether.messages.calls import Call, ErrorCode
@@ -106,6 +106,9 @@ class _Gather:
 class Supervisor(TetherActor):
     """A thespian actor that supervises children described by (kind, key, ChildSpec)."""
 
+    # do the host's calls reach our children directly? (they then open a call channel)
+    children_called_by_host: ClassVar[bool] = False
+
     def __init__(self) -> None:
         super().__init__()
         self.children: dict[tuple[str, str], ChildRecord] = {}
@@ -173,6 +176,7 @@ class Supervisor(TetherActor):
                 incarnation=rec.incarnation,
                 name=rec.name,
                 kinds=rec.kinds,
+                channel=self.children_called_by_host,
             ),
         )
         self._flush_waiting(rec)

@@ -41,6 +41,8 @@ RUN_SPEC = ChildSpec(Restart.TRANSIENT, shutdown_timeout=5.0, max_restarts=5, pe
 class KindSupervisor(Supervisor):
     """Supervises the actors of one SHARED kind, one per key, started on first call."""
 
+    children_called_by_host = True
+
     def __init__(self) -> None:
         super().__init__()
         self.spec: KindSpec | None = None

@@ -1,0 +1,186 @@
+"""Call channels: a shared actor's calls and replies on a Unix socket beside thespian."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from tests.conftest import health_node, in_flight, wait_until
+from tests.runtime.test_host_routes import SLOW, call_in_thread, learn_route
+from tether import channels
+from tether.channels import FrameReader, HostChannels, OutBuffer, frame
+from tether.messages.calls import Call, ErrorCode, ResourceError
+from tether.messages.codec import encode
+
+# --- the parts ---------------------------------------------------------------------
+
+
+def test_frames_split_anywhere_in_the_stream_come_out_whole() -> None:
+    payloads = [b"", b"a", b"x" * 70000, bytes(range(256))]
+    stream = b"".join(frame(p) for p in payloads)
+    for cut in (1, 3, 4, 5, 1000, 65536):
+        reader = FrameReader()
+        got = []
+        for start in range(0, len(stream), cut):
+            got.extend(reader.feed(stream[start : start + cut]))
+        assert got == payloads
+
+
+def test_a_frame_claiming_an_absurd_size_is_refused() -> None:
+    with pytest.raises(ValueError, match="claims"):
+        FrameReader().feed(b"\xff\xff\xff\xff" + b"x")
+
+
+def test_an_out_buffer_keeps_what_a_full_pipe_refused_and_flushes_it_in_order() -> None:
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    try:
+        data = os.urandom(1 << 20)  # far more than a pipe holds
+        out = OutBuffer(write_end)
+        assert out.write(data[: 1 << 19]) is False
+        assert out.write(data[1 << 19 :]) is False
+        received = bytearray()
+        while len(received) < len(data):
+            received += os.read(read_end, 1 << 16)
+            out.flush()
+        assert bytes(received) == data
+        assert out.flush() is True
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def test_an_out_buffer_drops_what_nobody_will_read() -> None:
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    os.close(read_end)
+    out = OutBuffer(write_end)
+    assert out.write(b"lost") is True and out.broken
+    os.close(write_end)
+    closed = OutBuffer(write_end)
+    closed.close()  # the descriptor is closed: its number is not written to again
+    assert closed.write(b"never") is True
+
+
+def test_the_host_refuses_a_channel_held_by_another_process_than_its_actor() -> None:
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    squatter = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        # this process listens where `other`'s call channel would be
+        squatter.bind(channels.address(os.getpid(), other.pid))
+        squatter.listen(1)
+        assert HostChannels().get(other.pid, 0.0) is None
+    finally:
+        squatter.close()
+        other.kill()
+        other.wait()
+
+
+# --- in a runtime ------------------------------------------------------------------
+
+
+def channel_of(rt, name: str) -> dict:
+    return health_node(rt.health(), name)["call_channel"]
+
+
+def test_a_known_shared_actor_is_called_on_one_channel_per_calling_thread(runtime) -> None:
+    learn_route(runtime, "echo_process")
+    assert runtime._call("r", "echo_process", "k", "echo", {"n": 0}, 5)["echo"] == {"n": 0}
+    assert channel_of(runtime, "echo_process:k")["connections"] == 1
+    results: dict[int, dict] = {}
+
+    def caller(n: int) -> None:
+        for i in range(20):
+            results[n * 100 + i] = runtime._call(
+                "r", "echo_process", "k", "echo", {"n": n, "i": i}, 5
+            )
+
+    threads = [threading.Thread(target=caller, args=(n,)) for n in range(1, 5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert {k: v["echo"] for k, v in results.items()} == {
+        n * 100 + i: {"n": n, "i": i} for n in range(1, 5) for i in range(20)
+    }
+    assert channel_of(runtime, "echo_process:k")["connections"] == 5
+
+
+def test_a_megabyte_call_and_its_reply_cross_the_channel_whole(runtime) -> None:
+    learn_route(runtime, "echo")
+    blob = os.urandom(3 << 20).hex()  # 6 MiB of text each way: many partial writes
+    reply = runtime._call("r", "echo", "k", "echo", {"blob": blob}, 20)
+    assert reply["echo"]["blob"] == blob
+    assert channel_of(runtime, "echo:k")["connections"] == 1
+
+
+def test_a_late_reply_on_the_channel_never_reaches_the_next_call(runtime) -> None:
+    learn_route(runtime, "echo")
+    with pytest.raises(ResourceError) as late:
+        runtime._call("r", "echo", "k", "sleep", {"seconds": 0.3}, 0.1)
+    assert late.value.code == ErrorCode.DEADLINE
+    wait_until(lambda: health_node(runtime.health(), "echo:k")["pending"] == 0)
+    assert runtime._call("r", "echo", "k", "echo", {"n": 2}, 5)["echo"] == {"n": 2}
+
+
+def test_another_process_cannot_call_through_the_channel(runtime) -> None:
+    learn_route(runtime, "echo")
+    actor_pid = runtime._routes.get("echo", "k").pid
+    call = Call("intruder-1", "r", "echo", "k", "echo", {"n": 1})
+    intruder = f"""
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect({channels.address(os.getpid(), actor_pid)!r})
+s.settimeout(5)
+try:
+    s.sendall({frame(encode(call))!r})
+    answer = s.recv(100)
+except (BrokenPipeError, ConnectionResetError):
+    answer = b""
+sys.stdout.write(f"answered {{answer!r}}" if answer else "closed")
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", intruder], capture_output=True, text=True, timeout=20
+    )
+    assert out.stdout == "closed", out.stderr  # closed on it, unanswered
+    assert channel_of(runtime, "echo:k")["refused"] == 1
+    assert runtime._call("r", "echo", "k", "echo", {"n": 3}, 5)["echo"] == {"n": 3}
+
+
+def test_a_corrupt_frame_costs_only_its_own_connection(runtime) -> None:
+    learn_route(runtime, "echo")
+    route = runtime._routes.get("echo", "k")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(channels.address(os.getpid(), route.pid))  # (this process is the host)
+    sock.sendall(b"\xff\xff\xff\xff garbage")
+    sock.settimeout(5)
+    assert sock.recv(100) == b""
+    sock.close()
+    assert runtime._call("r", "echo", "k", "echo", {"n": 4}, 5)["echo"] == {"n": 4}
+    assert runtime._routes.get("echo", "k").pid == route.pid
+
+
+def test_without_a_channel_calls_go_through_thespian(runtime, monkeypatch) -> None:
+    learn_route(runtime, "echo_process")
+    monkeypatch.setattr(runtime._channels, "get", lambda pid, create_time: None)
+    assert runtime._call("r", "echo_process", "k", "echo", {"n": 5}, 5)["echo"] == {"n": 5}
+    assert channel_of(runtime, "echo_process:k")["connections"] == 0
+
+
+def test_a_call_on_a_channel_hears_its_actor_die_at_once(runtime_factory) -> None:
+    rt = runtime_factory(kinds=[SLOW])
+    route = learn_route(rt, "slow")
+    t, out = call_in_thread(rt._call, "r", "slow", "k", "hang", {}, 20)
+    in_flight(rt, "slow:k", timeout=3.0)
+    assert channel_of(rt, "slow:k")["connections"] == 1
+    os.kill(route.pid, signal.SIGKILL)
+    t.join(8)
+    err = out[0]
+    assert isinstance(err, ResourceError) and err.code == ErrorCode.RESOURCE_DIED
+    assert f"its actor process {route.pid} is gone" in err.message
