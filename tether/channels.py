@@ -32,6 +32,9 @@ import select
 import socket
 import struct
 import threading
+import weakref
+
+from tether.processes import same_process
 
 HEADER = struct.Struct(">I")
 MAX_FRAME = 1 << 30  # a frame claiming more is corrupt: the connection is dropped
@@ -276,12 +279,14 @@ class HostChannel:
 
 
 class HostChannels:
-    """Each calling thread's connections, by actor process; all closed at shutdown."""
+    """Each calling thread's connections, by actor process. A thread's channels to actor
+    processes that are gone are closed when it next connects, those of threads that ended
+    when any thread next connects, and all of them at shutdown."""
 
     def __init__(self) -> None:
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._all: list[HostChannel] = []
+        self._all: list[tuple[weakref.ref[threading.Thread], HostChannel]] = []
 
     def get(self, pid: int, create_time: float) -> HostChannel | None:
         """This thread's channel to actor process `pid` (connected now if need be), or None
@@ -290,13 +295,23 @@ class HostChannels:
         channel = mine.get((pid, create_time))
         if channel is not None and not channel.closed:
             return channel
-        mine.pop((pid, create_time), None)
         channel = self._connect(pid)
-        if channel is not None:
-            mine[(pid, create_time)] = channel
-            with self._lock:
-                self._all = [c for c in self._all if not c.closed]
-                self._all.append(channel)
+        if channel is None:
+            return None
+        for (old_pid, created), old in list(mine.items()):
+            if old.closed or not same_process(old_pid, created):
+                old.close()
+                del mine[(old_pid, created)]
+        mine[(pid, create_time)] = channel
+        with self._lock:
+            kept = []
+            for ref, each in self._all:
+                thread = ref()
+                if thread is None or not thread.is_alive():
+                    each.close()  # (nobody else uses a channel: its thread ended)
+                elif not each.closed:
+                    kept.append((ref, each))
+            self._all = [*kept, (weakref.ref(threading.current_thread()), channel)]
         return channel
 
     def _connect(self, pid: int) -> HostChannel | None:
@@ -312,14 +327,14 @@ class HostChannels:
 
     def close_all(self) -> None:
         with self._lock:
-            for channel in self._all:
+            for _, channel in self._all:
                 channel.close()
             self._all = []
         self._local = threading.local()
 
     def __len__(self) -> int:
         with self._lock:
-            return sum(not c.closed for c in self._all)
+            return sum(not c.closed for _, c in self._all)
 
 
 def wait_readable(channels: list[HostChannel], timeout: float) -> list[HostChannel]:

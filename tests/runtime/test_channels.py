@@ -112,6 +112,18 @@ def test_a_known_shared_actor_is_called_on_one_channel_per_calling_thread(runtim
     assert channel_of(runtime, "echo_process:k")["connections"] == 5
 
 
+def test_the_channels_of_a_thread_that_ended_are_closed(runtime) -> None:
+    learn_route(runtime, "echo_process")
+    runtime._call("r", "echo_process", "k", "echo", {}, 5)
+    worker = threading.Thread(target=runtime._call, args=("r", "echo_process", "k", "echo", {}, 5))
+    worker.start()
+    worker.join(10)
+    assert channel_of(runtime, "echo_process:k")["connections"] == 2
+    learn_route(runtime, "echo")  # any new connection sweeps up after ended threads
+    runtime._call("r", "echo", "k", "echo", {}, 5)
+    wait_until(lambda: channel_of(runtime, "echo_process:k")["connections"] == 1)
+
+
 def test_a_megabyte_call_and_its_reply_cross_the_channel_whole(runtime) -> None:
     learn_route(runtime, "echo")
     blob = os.urandom(3 << 20).hex()  # 6 MiB of text each way: many partial writes
