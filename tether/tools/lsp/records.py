@@ -22,16 +22,19 @@ def relative(ctx: ToolContext, path: str | Path) -> str:
     a path through a symlink into the workspace still counts as inside), "" for the
     workspace root itself, absolute outside it. `ctx.relative` differs: it takes an
     already resolved path and names the root "."."""
+    text, root = str(path), str(ctx.workdir)
+    if text.startswith(root) and text[len(root) : len(root) + 1] == "/" and _plain(text):
+        return text[len(root) + 1 :]  # servers report real paths: most are inside already
     p = Path(path)
-    if ".." not in p.parts:  # servers report real paths: most are lexically inside already
-        try:
-            return p.relative_to(ctx.workdir).as_posix()
-        except ValueError:
-            pass
     try:
         return p.resolve().relative_to(ctx.workdir).as_posix()
     except ValueError:
         return str(p)
+
+
+def _plain(path: str) -> bool:
+    """No `.`, `..` or empty segment: the path means what it says, lexically."""
+    return "//" not in path and "/./" not in path and "/.." not in path and not path.endswith("/.")
 
 
 _LINE_CACHE: dict[str, tuple[tuple[int, int], list[str]]] = {}  # path -> (stamp, lines)
