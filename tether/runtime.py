@@ -7,9 +7,11 @@
 
 Host side of the tree (DESIGN.md "The actor tree"): the host talks to the actors with
 thespian `tell` + `listen` and explicit deadlines, from one thespian `private()` context
-per calling thread (a shared system object hands replies to the wrong thread). Every
-call carries a call id; a reply with another id — a late answer to a call that already
-timed out — is dropped, never handed to the next call.
+per calling thread (a shared system object hands replies to the wrong thread); a call to
+a shared actor the host already knows goes on that thread's call channel to it instead
+(`tether.channels`: a Unix socket, ~0.1 ms a round trip where thespian takes ~0.45).
+Every call carries a call id; a reply with another id — a late answer to a call that
+already timed out — is dropped, never handed to the next call.
 
 No orphans: `shutdown()` stops the tree, then kills whatever the runtime started that is
 still alive (psutil, bounded). If the host dies without shutting down, every actor's
