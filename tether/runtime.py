@@ -454,7 +454,9 @@ class Runtime:
             channels = self._open_channels(flights, got)
             if channels:
                 # only the answers on call channels are awaited: wait on those alone
-                on_channels = {i for i, f in flights.items() if f.channel and i not in got}
+                on_channels = {
+                    i for i, f in flights.items() if f.channel is not None and i not in got
+                }
                 only_channels = not (wanted - set(got) - on_channels)
                 channel_wait = wait if only_channels else 0.0
                 self._read_channels(ctx, channels, channel_wait, wanted, flights, got)

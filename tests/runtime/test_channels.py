@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -196,3 +197,68 @@ def test_a_call_on_a_channel_hears_its_actor_die_at_once(runtime_factory) -> Non
     err = out[0]
     assert isinstance(err, ResourceError) and err.code == ErrorCode.RESOURCE_DIED
     assert f"its actor process {route.pid} is gone" in err.message
+
+
+def test_a_gather_waits_on_channels_and_thespian_at_once(runtime) -> None:
+    learn_route(runtime, "echo", key="known")  # on a channel; "new" goes via its supervisor
+    results = runtime._gather(
+        "r", [("echo", "known", "echo", {"n": 1}), ("echo", "new", "sleep", {"seconds": 0.05})], 5
+    )
+    assert results == [{"echo": {"n": 1}, "key": "known"}, {"slept": 0.05}]
+    assert channel_of(runtime, "echo:known")["connections"] == 1
+
+
+def test_callers_on_channels_get_one_clear_answer_each_while_actors_are_killed(runtime) -> None:
+    learn_route(runtime, "echo_process")
+    outcomes: list[tuple[float, object]] = []
+    stop = threading.Event()
+
+    def caller(n: int) -> None:
+        i = 0
+        while not stop.is_set():
+            i += 1
+            args = {"n": n, "i": i}
+            start = time.monotonic()
+            try:
+                got: object = runtime._call(
+                    "r", "echo_process", "k", "echo", args, 5, idempotent=n % 2 == 0
+                )
+                if got["echo"] != args:  # type: ignore[index]
+                    got = ("another call's reply", got)
+            except ResourceError as exc:
+                got = exc
+            outcomes.append((time.monotonic() - start, got))
+
+    threads = [threading.Thread(target=caller, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+
+    def answered() -> int:
+        return sum(isinstance(o, dict) for _, o in list(outcomes))
+
+    def route_after(incarnation: int):
+        route = runtime._routes.get("echo_process", "k")
+        return route if route is not None and route.incarnation > incarnation else None
+
+    killed = 0
+    try:
+        for _ in range(3):
+            victim = wait_until(lambda k=killed: route_after(k), timeout=10)
+            killed = victim.incarnation
+            before = answered()
+            os.kill(victim.pid, signal.SIGKILL)
+            # every caller carries on: answers come again from the next incarnation
+            wait_until(lambda n=before: answered() > n + 20, timeout=10)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(10)
+    assert not any(t.is_alive() for t in threads)
+    assert killed >= 3
+    errors = [o for _, o in outcomes if not isinstance(o, dict)]
+    assert all(
+        isinstance(e, ResourceError) and e.code in (ErrorCode.RESOURCE_DIED, ErrorCode.RESTARTING)
+        for e in errors
+    ), {str(e)[:200] for e in errors}
+    assert max(elapsed for elapsed, _ in outcomes) < 5.5  # within every call's deadline
+    assert runtime._call("r", "echo_process", "k", "echo", {"after": 1}, 5)["echo"] == {"after": 1}
