@@ -39,6 +39,7 @@ from tether.processes import same_process
 HEADER = struct.Struct(">I")
 MAX_FRAME = 1 << 30  # a frame claiming more is corrupt: the connection is dropped
 RECV_CHUNK = 262144
+BACKLOG = 64  # host threads connecting while the actor is busy; more are sent via thespian
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 
@@ -151,7 +152,7 @@ class ChannelListener:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.bind(address(self.host_pid, os.getpid()))
-            sock.listen(16)
+            sock.listen(BACKLOG)
         except OSError as exc:
             sock.close()
             return f"no call channel ({exc}); calls go through thespian"
@@ -316,6 +317,7 @@ class HostChannels:
 
     def _connect(self, pid: int) -> HostChannel | None:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.setblocking(False)  # an actor busy with a long op and a full backlog: use thespian
         try:
             sock.connect(address(os.getpid(), pid))
             if peer_pid(sock) != pid:

@@ -83,6 +83,32 @@ def test_the_host_refuses_a_channel_held_by_another_process_than_its_actor() -> 
         other.wait()
 
 
+def test_connecting_never_waits_on_an_actor_that_does_not_accept() -> None:
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    busy = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    queued = []
+    try:
+        busy.bind(channels.address(os.getpid(), other.pid))
+        busy.listen(0)  # and never accepts: the backlog fills
+        while True:
+            client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            client.setblocking(False)
+            queued.append(client)
+            try:
+                client.connect(channels.address(os.getpid(), other.pid))
+            except BlockingIOError:
+                break
+        t, out = call_in_thread(HostChannels().get, other.pid, 0.0)
+        t.join(2)
+        assert not t.is_alive() and out == [None]
+    finally:
+        for client in queued:
+            client.close()
+        busy.close()
+        other.kill()
+        other.wait()
+
+
 # --- in a runtime ------------------------------------------------------------------
 
 
