@@ -231,6 +231,11 @@ class ChannelListener:
 # --- host side -----------------------------------------------------------------------
 
 
+class ChannelGone(Exception):
+    """The actor a route names does not take calls on its channel: it is stopping or gone.
+    Nothing was delivered; the caller routes the call through the supervisor."""
+
+
 class HostChannel:
     """The host's connection to one actor's call channel, used by one thread."""
 
@@ -244,14 +249,18 @@ class HostChannel:
         return self.sock.fileno()
 
     def send(self, data: bytes, timeout: float) -> bool:
-        """Send one frame, waiting at most `timeout` for room. False if the channel broke
-        (the caller sends through thespian instead)."""
+        """Send one frame, waiting at most `timeout` for room. False if there was no room
+        in time (the caller sends through thespian instead); ChannelGone if the actor closed
+        its end (it is stopping or dead: the frame did not reach it)."""
         try:
             self.sock.settimeout(max(timeout, 0.001))
             self.sock.sendall(frame(data))
             return True
-        except OSError:
+        except (BrokenPipeError, ConnectionResetError) as exc:
             self.close()
+            raise ChannelGone(f"actor process {self.pid} closed its call channel") from exc
+        except OSError:
+            self.close()  # (part of a frame may have gone: the stream is not reusable)
             return False
 
     def receive(self) -> list[bytes] | None:
@@ -290,8 +299,10 @@ class HostChannels:
         self._all: list[tuple[weakref.ref[threading.Thread], HostChannel]] = []
 
     def get(self, pid: int, create_time: float) -> HostChannel | None:
-        """This thread's channel to actor process `pid` (connected now if need be), or None
-        if it has none (not listening yet, gone, or not the process the route names)."""
+        """This thread's channel to actor process `pid` (connected now if need be); None if
+        the actor is too busy to take a connection now. ChannelGone if nobody, or another
+        process than `pid`, listens at its address: the actor is stopping or gone (a
+        started actor listens from before its pid is known, see ResourceActor._start)."""
         mine: dict[tuple[int, float], HostChannel] = self._local.__dict__.setdefault("by", {})
         channel = mine.get((pid, create_time))
         if channel is not None and not channel.closed:
@@ -320,11 +331,15 @@ class HostChannels:
         sock.setblocking(False)  # an actor busy with a long op and a full backlog: use thespian
         try:
             sock.connect(address(os.getpid(), pid))
-            if peer_pid(sock) != pid:
-                raise ConnectionRefusedError(f"the call channel of {pid} is held by another")
-        except OSError:
+        except (BlockingIOError, InterruptedError):
             sock.close()
             return None
+        except OSError as exc:
+            sock.close()
+            raise ChannelGone(f"actor process {pid} has no call channel ({exc})") from exc
+        if peer_pid(sock) != pid:
+            sock.close()
+            raise ChannelGone(f"the call channel address of {pid} is held by another process")
         return HostChannel(sock, pid)
 
     def close_all(self) -> None:
@@ -357,6 +372,7 @@ def wait_readable(channels: list[HostChannel], timeout: float) -> list[HostChann
 
 
 __all__ = [
+    "ChannelGone",
     "ChannelListener",
     "ChannelPeer",
     "FrameReader",

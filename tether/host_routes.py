@@ -3,18 +3,19 @@
 A call for a SHARED kind (a language server, a parser slot) goes from the host straight to
 the actor serving (kind, key) once the host knows its address: host -> actor -> host, two
 hops, where a routed call would take three; on the actor's call channel where the calling
-thread has one (`tether.channels`), else as a thespian message. The first call for a (kind, key), and any call
-after its actor went away, goes through the kind supervisor as a `Route` instead; the
-supervisor starts the actor if needed, forwards the call, and tells the calling context
-the actor's address and pid (`RouteInfo`) and, later, that it is gone (`ResourceGone`).
+thread has one (`tether.channels`), else as a thespian message. The first call for a
+(kind, key), and any call after its actor went away, goes through the kind supervisor as a
+`Route` instead; the supervisor starts the actor if needed and, once the actor's pid is
+known, forwards the call and tells the calling context the actor's address and pid
+(`RouteInfo`).
 
 Nothing is lost when an actor goes while a call is open on it:
 - it tells the host MOVED for an idempotent call it can no longer serve (its server died,
   it is stopping), and the host sends that call once more, through the supervisor;
 - if the actor process itself dies (nobody answers), the host sees its call channel close
-  at once, or the pid gone within `WATCH_PERIOD` of waiting, or hears ResourceGone if
-  this context subscribed;
-  `policy.call_outcome_when_gone` decides between one retry and a clear error.
+  at once, or its pid gone within `WATCH_PERIOD` of waiting (every call the host waits on
+  is on a process it knows); `policy.call_outcome_when_gone` decides between one retry
+  and a clear error.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class DirectRoute:
         return True
 
     def alive(self) -> bool:
-        return same_process(self.pid, self.create_time)
+        return bool(self.create_time) and same_process(self.pid, self.create_time)
 
 
 class RouteTable:
@@ -66,15 +67,18 @@ class RouteTable:
             return None
         return route
 
-    def learn(self, info: RouteInfo, address: Any) -> None:
+    def learn(self, info: RouteInfo, address: Any) -> DirectRoute:
+        """Keep the route `info` names (unless a newer one is known) and return it; one
+        whose process is gone already is returned, not kept (`alive()` is False)."""
         created = proc_create_time(info.pid) if info.pid else 0.0
-        if not created:
-            return  # gone already (or never reported): keep routing through the supervisor
         route = DirectRoute(address, info.incarnation, info.pid, created)
+        if not created:
+            return route  # gone already: keep routing through the supervisor
         with self._lock:
             known = self._routes.get((info.kind, info.key))
             if known is None or known.incarnation <= info.incarnation:
                 self._routes[(info.kind, info.key)] = route
+        return route
 
     def forget(self, kind: str, key: str, incarnation: int) -> None:
         with self._lock:
@@ -87,13 +91,24 @@ class RouteTable:
             self._routes.clear()
 
 
+@dataclass(frozen=True)
+class Gone:
+    """An incarnation of (kind, key) the host saw go (its process or its call channel)."""
+
+    kind: str
+    key: str
+    incarnation: int
+    reason: str  # an ExitReason value
+    error: str = ""
+
+
 @dataclass
 class Flight:
     """One host-routed call the host is waiting for."""
 
     call: Call
     data: bytes  # `call`, encoded
-    route: DirectRoute | None = None  # sent straight to this actor; None: via the supervisor
+    route: DirectRoute | None = None  # the actor serving it, once known (its pid is watched)
     channel: HostChannel | None = None  # ... on its call channel (else through thespian)
     incarnation: int | None = None  # the incarnation serving it, once known
     retried: bool = False

@@ -37,9 +37,9 @@ from typing import Any
 import psutil
 
 from tether import thespian_patches
-from tether.channels import HostChannel, HostChannels, wait_readable
+from tether.channels import ChannelGone, HostChannel, HostChannels, wait_readable
 from tether.contexts import Contexts
-from tether.host_routes import Flight, RouteTable
+from tether.host_routes import DirectRoute, Flight, Gone, RouteTable
 from tether.messages.calls import Call, ErrorCode, Reply, ResourceError
 from tether.messages.codec import CodecError, decode, encode
 from tether.messages.control import (
@@ -50,7 +50,6 @@ from tether.messages.control import (
     Inject,
     ListKeys,
     OpenRun,
-    ResourceGone,
     Route,
     RouteInfo,
 )
@@ -499,7 +498,7 @@ class Runtime:
                 for flight in list(flights.values()):
                     if flight.channel is channel and flight.call.call_id not in got:
                         error = f"its actor process {channel.pid} is gone (its call channel closed)"
-                        gone = ResourceGone(
+                        gone = Gone(
                             flight.call.kind,
                             flight.call.key,
                             flight.incarnation or 0,
@@ -530,13 +529,11 @@ class Runtime:
         except CodecError:
             return
         if isinstance(obj, RouteInfo):
-            self._routes.learn(obj, extra)
+            route = self._routes.learn(obj, extra)
             told = flights.get(obj.call_id)
             if told is not None and obj.incarnation > told.after_incarnation:
-                told.incarnation = obj.incarnation  # (not a stale word on a gone attempt)
-            return
-        if isinstance(obj, ResourceGone):
-            self._actor_gone(ctx, flights, got, obj)
+                # (not a stale word on a gone attempt) its process is watched while we wait
+                told.route, told.incarnation = route, obj.incarnation
             return
         ident = getattr(obj, "call_id", None) or getattr(obj, "query_id", None)
         if ident not in wanted or ident in got:
@@ -553,7 +550,7 @@ class Runtime:
                 flight.send_after(incarnation, as_retry=False)
                 self._send(ctx, flight)
                 return
-            gone = ResourceGone(kind, key, incarnation, "crash", obj.message)
+            gone = Gone(kind, key, incarnation, "crash", obj.message)
             self._retry_or_fail(ctx, flight, got, gone)
             return
         got[ident] = (obj, extra)
@@ -691,24 +688,34 @@ class Runtime:
             return
         route = self._routes.get(call.kind, call.key)
         if route is not None and route.incarnation > flight.after_incarnation:
-            flight.route, flight.incarnation = route, route.incarnation
-            channel = self._channels.get(route.pid, route.create_time)
-            if channel is not None and channel.send(flight.data, call.deadline - time.monotonic()):
-                flight.channel = channel
-            else:
-                flight.channel = None
-                self._tell(ctx, route.address, flight.data)
-            return
+            try:
+                self._send_direct(ctx, flight, route)
+                return
+            except ChannelGone:  # it is going, and has not got the call: ask its supervisor
+                self._routes.forget(call.kind, call.key, route.incarnation)
         flight.route = flight.incarnation = flight.channel = None
         route_msg = Route(flight.data, flight.after_incarnation)
         self._tell(ctx, self._kind_supervisors[call.kind], encode(route_msg))
+
+    def _send_direct(self, ctx: Any, flight: Flight, route: DirectRoute) -> None:
+        """Send to the actor itself: on this thread's call channel to it, or through thespian
+        when the channel is busy. ChannelGone: the actor is stopping or gone, nothing sent."""
+        flight.route, flight.incarnation = route, route.incarnation
+        channel = self._channels.get(route.pid, route.create_time)
+        if channel is not None and channel.send(
+            flight.data, flight.call.deadline - time.monotonic()
+        ):
+            flight.channel = channel
+        else:
+            flight.channel = None
+            self._tell(ctx, route.address, flight.data)
 
     def _actor_gone(
         self,
         ctx: Any,
         flights: dict[str, Flight],
         got: dict[str, tuple[Any, Any]],
-        gone: ResourceGone,
+        gone: Gone,
     ) -> None:
         """An actor serving (kind, key) went away: retry or fail every call open on it."""
         self._routes.forget(gone.kind, gone.key, gone.incarnation)
@@ -717,7 +724,7 @@ class Runtime:
                 self._retry_or_fail(ctx, flight, got, gone)
 
     def _retry_or_fail(
-        self, ctx: Any, flight: Flight, got: dict[str, tuple[Any, Any]], gone: ResourceGone
+        self, ctx: Any, flight: Flight, got: dict[str, tuple[Any, Any]], gone: Gone
     ) -> None:
         what, code, message = call_outcome_when_gone(
             flight.call, flight.retried, gone.reason, gone.error, time.monotonic()
@@ -731,16 +738,14 @@ class Runtime:
     def _check_routes(
         self, ctx: Any, flights: dict[str, Flight], got: dict[str, tuple[Any, Any]]
     ) -> None:
-        """While waiting: a call sent straight to an actor whose process is gone will never
-        be answered; treat it as that actor's ResourceGone."""
+        """While waiting: a call on an actor whose process is gone will never be answered;
+        that incarnation is gone."""
         for call_id, flight in list(flights.items()):
             route = flight.route
             if call_id in got or route is None or route.alive():
                 continue
             error = f"its actor process {route.pid} is gone"
-            gone = ResourceGone(
-                flight.call.kind, flight.call.key, route.incarnation, "crash", error
-            )
+            gone = Gone(flight.call.kind, flight.call.key, route.incarnation, "crash", error)
             self._actor_gone(ctx, flights, got, gone)
 
     def _system_died(self) -> bool:

@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import health_node, in_flight, wait_until
 from tests.runtime.test_host_routes import SLOW, call_in_thread, learn_route
 from tether import channels
-from tether.channels import FrameReader, HostChannels, OutBuffer, frame
+from tether.channels import ChannelGone, FrameReader, HostChannels, OutBuffer, frame
 from tether.messages.calls import Call, ErrorCode, ResourceError
 from tether.messages.codec import encode
 
@@ -76,7 +76,8 @@ def test_the_host_refuses_a_channel_held_by_another_process_than_its_actor() -> 
         # this process listens where `other`'s call channel would be
         squatter.bind(channels.address(os.getpid(), other.pid))
         squatter.listen(1)
-        assert HostChannels().get(other.pid, 0.0) is None
+        with pytest.raises(ChannelGone, match="held by another process"):
+            HostChannels().get(other.pid, 0.0)
     finally:
         squatter.close()
         other.kill()

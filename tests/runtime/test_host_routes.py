@@ -95,6 +95,21 @@ def test_a_plain_call_hears_its_actor_process_died(runtime_factory) -> None:
     assert "call again" in err.message
 
 
+def test_a_call_sent_through_the_supervisor_hears_its_actor_process_died(runtime_factory) -> None:
+    rt = runtime_factory(kinds=[SLOW])
+    route = learn_route(rt, "slow")
+    rt._routes.clear()  # the next call goes through the supervisor, like a first call
+    t, out = call_in_thread(rt._call, "r", "slow", "k", "hang", {}, 20)
+    in_flight(rt, "slow:k", timeout=3.0)
+    start = time.monotonic()
+    os.kill(route.pid, signal.SIGKILL)
+    t.join(8)
+    assert time.monotonic() - start < 3.0  # (the pid it was handed to is watched)
+    err = out[0]
+    assert isinstance(err, ResourceError) and err.code == ErrorCode.RESOURCE_DIED
+    assert f"its actor process {route.pid} is gone" in err.message
+
+
 def test_an_idempotent_call_moves_when_the_server_under_its_actor_dies(runtime_factory) -> None:
     rt = runtime_factory(kinds=[SLOW])
     learn_route(rt, "slow")
@@ -152,3 +167,33 @@ def test_a_call_waiting_for_a_newer_incarnation_gets_a_fresh_actor(runtime_facto
     reply = got[call.call_id][0]
     assert not isinstance(reply, ResourceError) and reply.ok, reply
     assert reply.payload["pid"] != route.pid
+
+
+def test_idle_caller_threads_never_stall_a_supervisor(runtime) -> None:
+    # 25 threads route a call through the supervisor (each its own thespian endpoint), then
+    # idle with their endpoints open. When the actor dies, nothing may be sent to them that
+    # they will not read: thespian holds at most 20 unanswered sends per actor, and the
+    # supervisor would then start nothing and route nothing for minutes.
+    idle = threading.Event()
+    routed = []
+
+    def route_then_idle() -> None:
+        runtime._routes.clear()  # through the supervisor, like a first call
+        routed.append(runtime._call("r", "echo_process", "k", "pid", {}, 10))
+        idle.wait(60)
+
+    threads = [threading.Thread(target=route_then_idle) for _ in range(25)]
+    try:
+        for t in threads:
+            t.start()
+        wait_until(lambda: len(routed) == 25, timeout=20)
+        os.kill(routed[-1]["actor_pid"], signal.SIGKILL)
+        start = time.monotonic()
+        assert runtime._call("r", "echo_process", "other", "echo", {"n": 1}, 5)["echo"] == {"n": 1}
+        again = runtime._call("r", "echo_process", "k", "echo", {"n": 2}, 5, idempotent=True)
+        assert again["echo"] == {"n": 2}  # (idempotent: it waits out the restart)
+        assert time.monotonic() - start < 3.0
+    finally:
+        idle.set()
+        for t in threads:
+            t.join(10)

@@ -67,7 +67,7 @@ class Stopping:
 @dataclass(frozen=True)
 class Route:
     """Host -> kind supervisor: deliver this call (encoded) to (kind, key), starting the
-    actor if needed, and tell me its address (RouteInfo) and when it is gone (ResourceGone).
+    actor if needed, and tell me its address and pid (RouteInfo).
     The caller's address rides beside. A retry names the incarnation it saw go
     (`after_incarnation`): it waits for a newer one, even if that one is still exiting."""
 
@@ -78,26 +78,15 @@ class Route:
 @dataclass(frozen=True)
 class RouteInfo:
     """Kind supervisor -> host, as it hands the host's call `call_id` to an actor: that call
-    is served by `incarnation`, at the address riding beside, in process `pid` (0 while it
-    starts). The host sends its next calls there directly and watches the pid meanwhile."""
+    is served by `incarnation`, at the address riding beside, in process `pid` (a call is
+    handed over once the pid is known). The host watches that process while it waits, and
+    sends its next calls there directly."""
 
     kind: str
     key: str
     incarnation: int
     pid: int
     call_id: str
-
-
-@dataclass(frozen=True)
-class ResourceGone:
-    """Supervisor -> whoever routes to (kind, key) (host contexts, RunActors): that
-    incarnation is gone."""
-
-    kind: str
-    key: str
-    incarnation: int
-    reason: str
-    error: str = ""
 
 
 @dataclass(frozen=True)

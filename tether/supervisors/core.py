@@ -36,7 +36,6 @@ from tether.messages.control import (
     HealthReport,
     Inject,
     Pids,
-    ResourceGone,
     RouteInfo,
     Start,
     Started,
@@ -88,10 +87,10 @@ class ChildRecord:
     pid: int = 0
     owned: list[int] = field(default_factory=list)
     stop_reason: ExitReason | None = None
-    gone_notified: int = 0  # incarnation for which ResourceGone was sent
     error_code: str = ""  # for failed children: GAVE_UP or UNAVAILABLE
-    waiting: list[tuple[bytes, Any, Call]] = field(default_factory=list)  # idempotent calls
-    subscribers: list[Any] = field(default_factory=list)  # host contexts routing here
+    # calls for a child not there yet: idempotent ones across a restart, and the host's
+    # until the child's pid is known (`_takes`)
+    waiting: list[tuple[bytes, Any, Call]] = field(default_factory=list)
 
 
 @dataclass
@@ -221,7 +220,8 @@ class Supervisor(TetherActor):
                     rec.state, rec.error_code = "failed", ErrorCode.UNAVAILABLE
                 else:
                     rec.state = "stopping"
-                self._notify_gone(rec)
+                # (calls handed over while it started were failed by the child itself)
+                self._fail_waiting_host_calls(rec, obj)
         elif isinstance(obj, Pids):
             rec = self.children.get((obj.kind, obj.key))
             if rec is not None and rec.incarnation == obj.incarnation:
@@ -235,7 +235,6 @@ class Supervisor(TetherActor):
                     rec.last_error = obj.error
                 if rec.stop_reason is not ExitReason.SHUTDOWN or rec.state != "stopping":
                     rec.state = "stopping"
-                self._notify_gone(rec)
         elif isinstance(obj, HealthQuery):
             self._start_gather(obj, sender)
         elif isinstance(obj, HealthReport):
@@ -254,7 +253,6 @@ class Supervisor(TetherActor):
         reason = rec.stop_reason or ExitReason.CRASH
         if reason is ExitReason.CRASH and not rec.last_error:
             rec.last_error = f"{rec.name} died (actor process exited without saying why)"
-        self._notify_gone(rec)  # first: callers waiting on it hear at once
         if reason is ExitReason.CRASH:
             self._reap_owned(rec)
         now = time.monotonic()
@@ -310,26 +308,6 @@ class Supervisor(TetherActor):
                 kill_tree(pid, grace=0.0, wait=False)
         rec.owned = []
 
-    def _notify_gone(self, rec: ChildRecord) -> None:
-        if rec.gone_notified == rec.incarnation:
-            return
-        rec.gone_notified = rec.incarnation
-        gone = encode(
-            ResourceGone(
-                rec.kind,
-                rec.key,
-                rec.incarnation,
-                (rec.stop_reason or ExitReason.CRASH).value,
-                rec.last_error,
-            )
-        )
-        for subscriber in rec.subscribers:  # kept: they hear of the next incarnation too
-            self.send(subscriber, gone)
-        self.on_incarnation_gone(rec)
-
-    def on_incarnation_gone(self, rec: ChildRecord) -> None:
-        """Hook: as soon as we know an incarnation is going (before its exit completes)."""
-
     def handle_supervisor_wakeup(self, payload: Any) -> bool:
         if not isinstance(payload, tuple) or not payload:
             return False
@@ -367,7 +345,10 @@ class Supervisor(TetherActor):
         saw that incarnation go, so it counts as restarting even if it is still exiting."""
         live = rec.state in ("ready", "starting") and rec.address is not None
         if live and rec.incarnation > newer_than:
-            self._hand_over(rec, call, call_bytes, reply_to)
+            if self._takes(rec, call):
+                self._hand_over(rec, call, call_bytes, reply_to)
+            else:
+                rec.waiting.append((call_bytes, reply_to, call))
             return True
         if rec.state == "failed":
             self.send_error(reply_to, call.call_id, rec.error_code, rec.last_error)
@@ -394,8 +375,31 @@ class Supervisor(TetherActor):
         waiting, rec.waiting = rec.waiting, []
         now = time.monotonic()
         for call_bytes, reply_to, call in waiting:
-            if not call.deadline or call.deadline > now:
+            if call.deadline and call.deadline <= now:
+                continue
+            if self._takes(rec, call):
                 self._hand_over(rec, call, call_bytes, reply_to)
+            else:
+                rec.waiting.append((call_bytes, reply_to, call))
+
+    @staticmethod
+    def _takes(rec: ChildRecord, call: Call) -> bool:
+        """Can the child take `call` now? A host-routed call waits for the child's pid: the
+        host is told it with the call (RouteInfo) and watches that process while it waits,
+        so a call is never on an actor whose death the host would not see."""
+        return not call.host_routed or bool(rec.pid)
+
+    def _fail_waiting_host_calls(self, rec: ChildRecord, started: Started) -> None:
+        """The child failed to start: the host's calls held for it get that error, as the
+        calls it had taken did."""
+        held = [w for w in rec.waiting if w[2].host_routed]
+        rec.waiting = [w for w in rec.waiting if not w[2].host_routed]
+        if started.unavailable:
+            code, message = ErrorCode.UNAVAILABLE, started.error
+        else:
+            code, message = ErrorCode.RESOURCE_DIED, f"{rec.name} failed to start: {started.error}"
+        for _, reply_to, call in held:
+            self.send_error(reply_to, call.call_id, code, message)
 
     def _hand_over(self, rec: ChildRecord, call: Call, call_bytes: bytes, reply_to: Any) -> None:
         if call.host_routed:  # first, so it is in before the answer (one hop against two)

@@ -33,7 +33,6 @@ from tether.messages.control import (
 from tether.supervisors.core import ChildRecord, Supervisor
 from tether.supervisors.spec import ChildSpec, KindSpec, Restart, Scope
 
-MAX_SUBSCRIBERS = 64  # host contexts told of an actor's address; the oldest are dropped
 SUPERVISOR_SPEC = ChildSpec(Restart.PERMANENT, shutdown_timeout=5.0, max_restarts=5, period=60.0)
 RUN_SPEC = ChildSpec(Restart.TRANSIENT, shutdown_timeout=5.0, max_restarts=5, period=60.0)
 
@@ -51,7 +50,7 @@ class KindSupervisor(Supervisor):
         if isinstance(obj, Start):
             self.spec = KindSpec.from_wire(obj.kinds[0])
         elif isinstance(obj, Route):
-            self._route(obj, extra if extra is not None else sender, sender)
+            self._route(obj, extra if extra is not None else sender)
         elif isinstance(obj, ListKeys):
             keys = sorted(k for (_, k), rec in self.children.items())
             self.send(sender, encode(Reply(obj.call_id, True, {"keys": keys})))
@@ -65,10 +64,9 @@ class KindSupervisor(Supervisor):
     def handle_wakeup(self, payload: Any) -> None:
         self.handle_supervisor_wakeup(payload)
 
-    def _route(self, route: Route, reply_to: Any, router: Any) -> None:
+    def _route(self, route: Route, reply_to: Any) -> None:
         """Deliver a call the host could not send straight to its actor (`deliver` tells the
-        host which incarnation took it, and where it is), and subscribe the host's context
-        (`router`) to that actor's ResourceGone."""
+        host which incarnation took it, where it is, and its pid, which the host watches)."""
         assert self.spec is not None
         call = decode(route.call)
         spec = self.spec
@@ -80,8 +78,6 @@ class KindSupervisor(Supervisor):
             spec.actor_class,
             spec.config,
         )
-        if not any(s == router for s in rec.subscribers):
-            rec.subscribers = [*rec.subscribers[-(MAX_SUBSCRIBERS - 1) :], router]
         self.deliver(rec, call, route.call, reply_to, newer_than=route.after_incarnation)
 
 
