@@ -196,9 +196,7 @@ class ChannelListener:
         while True:
             try:
                 conn, _ = self.sock.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError:
+            except OSError:  # none waiting (or it went already)
                 return
             if peer_pid(conn) != self.host_pid:
                 self.refused += 1
