@@ -497,15 +497,8 @@ class Runtime:
             if frames is None:
                 for flight in list(flights.values()):
                     if flight.channel is channel and flight.call.call_id not in got:
-                        error = f"its actor process {channel.pid} is gone (its call channel closed)"
-                        gone = Gone(
-                            flight.call.kind,
-                            flight.call.key,
-                            flight.incarnation or 0,
-                            "crash",
-                            error,
-                        )
-                        self._actor_gone(ctx, flights, got, gone)
+                        how = " (its call channel closed)"
+                        self._process_gone(ctx, flight, flights, got, how)
                 continue
             for data in frames:
                 self._take(ctx, data, wanted, flights, got)
@@ -741,12 +734,23 @@ class Runtime:
         """While waiting: a call on an actor whose process is gone will never be answered;
         that incarnation is gone."""
         for call_id, flight in list(flights.items()):
-            route = flight.route
-            if call_id in got or route is None or route.alive():
-                continue
-            error = f"its actor process {route.pid} is gone"
-            gone = Gone(flight.call.kind, flight.call.key, route.incarnation, "crash", error)
-            self._actor_gone(ctx, flights, got, gone)
+            if call_id not in got and flight.route is not None and not flight.route.alive():
+                self._process_gone(ctx, flight, flights, got)
+
+    def _process_gone(
+        self,
+        ctx: Any,
+        flight: Flight,
+        flights: dict[str, Flight],
+        got: dict[str, tuple[Any, Any]],
+        how: str = "",
+    ) -> None:
+        """The actor process `flight` was sent to is gone: so is its incarnation."""
+        route = flight.route
+        assert route is not None  # (a call on a channel was sent to a known route)
+        error = f"its actor process {route.pid} is gone{how}"
+        gone = Gone(flight.call.kind, flight.call.key, route.incarnation, "crash", error)
+        self._actor_gone(ctx, flights, got, gone)
 
     def _system_died(self) -> bool:
         return bool(self.admin_pid) and not same_process(self.admin_pid, self.admin_create_time)

@@ -64,9 +64,18 @@ def test_an_out_buffer_drops_what_nobody_will_read() -> None:
     out = OutBuffer(write_end)
     assert out.write(b"lost") is True and out.broken
     os.close(write_end)
-    closed = OutBuffer(write_end)
-    closed.close()  # the descriptor is closed: its number is not written to again
-    assert closed.write(b"never") is True
+    # once closed, its number is not written to again, though another file may have it now
+    reused_read, reused_write = os.pipe()
+    os.set_blocking(reused_read, False)
+    try:
+        closed = OutBuffer(reused_write)
+        closed.close()
+        assert closed.write(b"never") is True
+        with pytest.raises(BlockingIOError):
+            os.read(reused_read, 10)
+    finally:
+        os.close(reused_read)
+        os.close(reused_write)
 
 
 def test_the_host_refuses_a_channel_held_by_another_process_than_its_actor() -> None:

@@ -233,9 +233,7 @@ class SessionCore:
     def _workspace_loaded(self) -> None:
         self.workspace_loaded = True
         waiting, self.awaiting_load = self.awaiting_load, []
-        for op in waiting:
-            if op.oid in self.ops:
-                self._dispatch(op)
+        self._dispatch_held(waiting)
 
     def _await_load(self, op: Op) -> bool:
         """Hold `op` until the server has listed the workspace (False: it has)."""
@@ -265,6 +263,10 @@ class SessionCore:
             return
         self.warm = True
         held, self.held = self.held, []
+        self._dispatch_held(held)
+
+    def _dispatch_held(self, held: list[Op]) -> None:
+        """Go on with ops that were held back, except those settled meanwhile."""
         for op in held:
             if op.oid in self.ops:
                 self._dispatch(op)
