@@ -57,7 +57,7 @@ def main() -> int:
     with Runtime.start(kinds=[*load_kinds(["tether.actors.echo"]), ECHO_IN_RUN]) as rt:
         echo = rt._asys.createActor(RawEchoActor)
         forward = rt._asys.createActor(RawForwardActor)
-        ctx = rt._contexts.get()  # the context rt._call uses from this thread
+        ctx = rt.engine.contexts.get()  # the context rt._call uses from this thread
         assert ctx.ask(forward, ("target", echo), 5.0) == b"ok"
         payload = b"x" * 64
 

@@ -1,21 +1,24 @@
-"""The host's direct routes to shared actors, and the calls it has in flight on them.
+"""What the host knows of the tree's addresses, and the calls it has in flight on them.
 
-A call for a SHARED kind (a language server, a parser slot) goes from the host straight to
-the actor serving (kind, key) once the host knows its address: host -> actor -> host, two
-hops, where a routed call would take three; on the actor's call channel where the calling
-thread has one (`tether.channels`), else as a thespian message. The first call for a
-(kind, key), and any call after its actor went away, goes through the kind supervisor as a
-`Route` instead; the supervisor starts the actor if needed and, once the actor's pid is
-known, forwards the call and tells the calling context the actor's address and pid
-(`RouteInfo`).
+Every node the host sends to is a `Target` `(run_id, kind, key)`: a resource actor
+(`("", "parser", "0")` shared, `("conv-1", "kernel", "python")` run-scoped) or a supervisor
+on the way to one (`("", "supervisor", "parser")`, `("", "runs", "")`,
+`("", "run", "conv-1")`). The host learns each one's address, incarnation and pid from
+the `RouteInfo` a supervisor sends as it hands a call on, and keeps the newest in a
+`RouteTable`.
 
-Nothing is lost when an actor goes while a call is open on it:
-- it tells the host MOVED for an idempotent call it can no longer serve (its server died,
-  it is stopping), and the host sends that call once more, through the supervisor;
-- if the actor process itself dies (nobody answers), the host sees its call channel close
-  at once, or its pid gone within `WATCH_PERIOD` of waiting (every call the host waits on
-  is on a process it knows); `policy.call_outcome_when_gone` decides between one retry
-  and a clear error.
+A call goes to its resource actor directly when the host knows it: host -> actor -> host,
+two hops, on the actor's call channel where the calling thread has one
+(`tether.channels`), else as a thespian message. Otherwise it travels as a `Route` from
+the nearest supervisor the host knows on its way (`hops`), the root at worst; each
+supervisor on the way starts what is missing and says who took the call.
+
+Nothing is lost when a process goes while a call is open on it: the host watches the
+process that holds each call it waits on (the resource actor, or the supervisor on the
+way): its call channel closing at once, or its pid gone within `WATCH_PERIOD` of waiting;
+the actor itself says MOVED when it cannot serve an idempotent call (its server died, it
+is stopping). `policy.call_outcome_when_gone` decides between one retry and a clear
+error.
 """
 
 from __future__ import annotations
@@ -31,12 +34,36 @@ from tether.messages.codec import encode
 from tether.messages.control import RouteInfo
 from tether.processes import proc_create_time, same_process
 
+Target = tuple[str, str, str]  # (run_id or "", kind, key)
+
+ROOT: Target = ("", "root", "")
+
+
+def resource_target(call: Call) -> Target:
+    return (call.run_id if call.run_scoped else "", call.kind, call.key)
+
+
+def hops(call: Call) -> list[Target]:
+    """The supervisors on `call`'s way to its resource, nearest first (the root last)."""
+    if call.run_scoped:
+        return [("", "run", call.run_id), ("", "runs", ""), ROOT]
+    return [("", "supervisor", call.kind), ROOT]
+
+
+def target_name(target: Target) -> str:
+    """As health names it: "parser:0", "run:c1/kernel:python", "supervisor:parser", "runs"."""
+    run_id, kind, key = target
+    if kind in ("root", "runs"):
+        return kind
+    return f"run:{run_id}/{kind}:{key}" if run_id else f"{kind}:{key}"
+
 
 @dataclass(frozen=True)
 class DirectRoute:
-    address: Any  # the actor's thespian address
+    target: Target
+    address: Any  # the node's thespian address
     incarnation: int
-    pid: int  # the actor's process
+    pid: int  # the node's process
     create_time: float
 
     def maybe_alive(self) -> bool:
@@ -54,49 +81,73 @@ class DirectRoute:
 
 
 class RouteTable:
-    """(kind, key) -> the DirectRoute of its current actor, shared by every thread."""
+    """Target -> the DirectRoute of its current incarnation, shared by every thread."""
 
     def __init__(self) -> None:
-        self._routes: dict[tuple[str, str], DirectRoute] = {}
+        self._routes: dict[Target, DirectRoute] = {}
         self._lock = threading.Lock()
 
-    def get(self, kind: str, key: str) -> DirectRoute | None:
-        route = self._routes.get((kind, key))
+    def get(self, target: Target) -> DirectRoute | None:
+        route = self._routes.get(target)
         if route is not None and not route.maybe_alive():
-            self.forget(kind, key, route.incarnation)
+            self.forget(target, route.incarnation)
             return None
         return route
+
+    def nearest_hop(self, call: Call) -> DirectRoute | None:
+        """The nearest supervisor on `call`'s way that the host knows and that is alive."""
+        for target in hops(call):
+            route = self.get(target)
+            if route is not None:
+                return route
+        return None
 
     def learn(self, info: RouteInfo, address: Any) -> DirectRoute:
         """Keep the route `info` names (unless a newer one is known) and return it; one
         whose process is gone already is returned, not kept (`alive()` is False)."""
-        created = proc_create_time(info.pid) if info.pid else 0.0
-        route = DirectRoute(address, info.incarnation, info.pid, created)
+        return self.add((info.run_id, info.kind, info.key), address, info.incarnation, info.pid)
+
+    def add(self, target: Target, address: Any, incarnation: int, pid: int) -> DirectRoute:
+        created = proc_create_time(pid) if pid else 0.0
+        route = DirectRoute(target, address, incarnation, pid, created)
         if not created:
-            return route  # gone already: keep routing through the supervisor
+            return route  # gone already: keep routing through a supervisor
         with self._lock:
-            known = self._routes.get((info.kind, info.key))
-            if known is None or known.incarnation <= info.incarnation:
-                self._routes[(info.kind, info.key)] = route
+            known = self._routes.get(target)
+            if known is None or known.incarnation <= incarnation or not known.maybe_alive():
+                self._routes[target] = route
         return route
 
-    def forget(self, kind: str, key: str, incarnation: int) -> None:
+    def forget(self, target: Target, incarnation: int) -> None:
         with self._lock:
-            known = self._routes.get((kind, key))
+            known = self._routes.get(target)
             if known is not None and known.incarnation <= incarnation:
-                del self._routes[(kind, key)]
+                del self._routes[target]
 
-    def clear(self) -> None:
+    def forget_run(self, run_id: str) -> None:
+        """A closed run: its RunActor and resources are going."""
         with self._lock:
-            self._routes.clear()
+            for target in [t for t in self._routes if t[0] == run_id or t[1:] == ("run", run_id)]:
+                del self._routes[target]
+
+    def clear(self, keep_tree: bool = True) -> None:
+        """Forget the resources (and, with keep_tree=False, the supervisors too): the next
+        calls go through the tree again, like first calls."""
+        with self._lock:
+            for target in list(self._routes):
+                if not keep_tree or not _is_tree_node(target):
+                    del self._routes[target]
+
+
+def _is_tree_node(target: Target) -> bool:
+    return target[1] in ("root", "supervisor", "runs", "run")
 
 
 @dataclass(frozen=True)
 class Gone:
-    """An incarnation of (kind, key) the host saw go (its process or its call channel)."""
+    """An incarnation of a target the host saw go (its process or its call channel)."""
 
-    kind: str
-    key: str
+    target: Target
     incarnation: int
     reason: str  # an ExitReason value
     error: str = ""
@@ -104,20 +155,27 @@ class Gone:
 
 @dataclass
 class Flight:
-    """One host-routed call the host is waiting for."""
+    """One call the host is waiting for."""
 
     call: Call
     data: bytes  # `call`, encoded
-    route: DirectRoute | None = None  # the actor serving it, once known (its pid is watched)
+    route: DirectRoute | None = None  # the resource actor serving it, once known (watched)
     channel: HostChannel | None = None  # ... on its call channel (else through thespian)
     incarnation: int | None = None  # the incarnation serving it, once known
+    via: DirectRoute | None = None  # the supervisor holding it on its way there (watched)
     retried: bool = False
     after_incarnation: int = 0  # a retry: to be served by an incarnation newer than this
+    resend_at: float = 0.0  # to be sent again then (its way went through a dead supervisor)
+    resends: int = 0
 
-    def serves(self, kind: str, key: str, incarnation: int) -> bool:
-        """Is this call open on that incarnation? (Until the supervisor says which one took
+    @property
+    def target(self) -> Target:
+        return resource_target(self.call)
+
+    def serves(self, target: Target, incarnation: int) -> bool:
+        """Is this call open on that incarnation? (Until a supervisor says which one took
         it, a call is on none: a notice about an earlier incarnation is not about it.)"""
-        return (self.call.kind, self.call.key, self.incarnation) == (kind, key, incarnation)
+        return self.target == target and self.incarnation == incarnation
 
     def send_after(self, gone_incarnation: int, as_retry: bool) -> None:
         """Make this call ready to go again, to an incarnation newer than the one that went
@@ -126,5 +184,5 @@ class Flight:
             self.retried = True
             self.call = replace(self.call, retried=True)
             self.data = encode(self.call)
-        self.route = self.incarnation = self.channel = None
-        self.after_incarnation = gone_incarnation
+        self.route = self.incarnation = self.channel = self.via = None
+        self.after_incarnation = max(self.after_incarnation, gone_incarnation)

@@ -180,7 +180,7 @@ def test_a_late_reply_on_the_channel_never_reaches_the_next_call(runtime) -> Non
 
 def test_another_process_cannot_call_through_the_channel(runtime) -> None:
     learn_route(runtime, "echo")
-    actor_pid = runtime._routes.get("echo", "k").pid
+    actor_pid = runtime._routes.get(("", "echo", "k")).pid
     call = Call("intruder-1", "r", "echo", "k", "echo", {"n": 1})
     intruder = f"""
 import socket, sys
@@ -204,7 +204,7 @@ sys.stdout.write(f"answered {{answer!r}}" if answer else "closed")
 
 def test_a_corrupt_frame_costs_only_its_own_connection(runtime) -> None:
     learn_route(runtime, "echo")
-    route = runtime._routes.get("echo", "k")
+    route = runtime._routes.get(("", "echo", "k"))
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(channels.address(os.getpid(), route.pid))  # (this process is the host)
     sock.sendall(b"\xff\xff\xff\xff garbage")
@@ -212,12 +212,12 @@ def test_a_corrupt_frame_costs_only_its_own_connection(runtime) -> None:
     assert sock.recv(100) == b""
     sock.close()
     assert runtime._call("r", "echo", "k", "echo", {"n": 4}, 5)["echo"] == {"n": 4}
-    assert runtime._routes.get("echo", "k").pid == route.pid
+    assert runtime._routes.get(("", "echo", "k")).pid == route.pid
 
 
 def test_without_a_channel_calls_go_through_thespian(runtime, monkeypatch) -> None:
     learn_route(runtime, "echo_process")
-    monkeypatch.setattr(runtime._channels, "get", lambda pid, create_time: None)
+    monkeypatch.setattr(runtime.engine.channels, "get", lambda pid, create_time: None)
     assert runtime._call("r", "echo_process", "k", "echo", {"n": 5}, 5)["echo"] == {"n": 5}
     assert channel_of(runtime, "echo_process:k")["connections"] == 0
 
@@ -273,7 +273,7 @@ def test_callers_on_channels_get_one_clear_answer_each_while_actors_are_killed(r
         return sum(isinstance(o, dict) for _, o in list(outcomes))
 
     def route_after(incarnation: int):
-        route = runtime._routes.get("echo_process", "k")
+        route = runtime._routes.get(("", "echo_process", "k"))
         return route if route is not None and route.incarnation > incarnation else None
 
     killed = 0

@@ -26,7 +26,7 @@ def learn_route(rt, kind: str, key: str = "k", op: str = "pid"):
 
     def known():
         rt._call("r", kind, key, op, {}, 5)
-        return rt._routes.get(kind, key)
+        return rt._routes.get(("", kind, key))
 
     return wait_until(known, timeout=5.0)
 
@@ -158,13 +158,10 @@ def test_a_call_waiting_for_a_newer_incarnation_gets_a_fresh_actor(runtime_facto
     route = learn_route(rt, "echo_ttl")
     # what a host sends after it saw this incarnation go: the supervisor holds it for a
     # newer one; the TTL stop forgets the record, and the waiting call starts a fresh actor
-    call, data = rt._make_call("r", "echo_ttl", "k", "pid", {}, 5.0, True)
+    call, data = rt.engine.make_call("r", "echo_ttl", "k", "pid", {}, 5.0, True)
     flight = Flight(call, data)
     flight.send_after(route.incarnation, as_retry=False)
-    ctx = rt._contexts.get()
-    rt._send(ctx, flight)
-    got = rt._await(ctx, {call.call_id}, call.deadline, "r", {call.call_id: flight})
-    reply = got[call.call_id][0]
+    [(_, reply)] = rt.engine.run_flights([flight], call.deadline)
     assert not isinstance(reply, ResourceError) and reply.ok, reply
     assert reply.payload["pid"] != route.pid
 

@@ -399,14 +399,9 @@ class ResourceActor(TetherActor):
 
     def fail_dying(self, call: Call, message: str) -> None:
         """This actor is going away with `call` open. An idempotent call is retried once on
-        the next incarnation by whoever routed it: the host is told MOVED at once; a
-        RunActor hears of our exit from its own supervision, so its calls are left
-        unanswered."""
+        the next incarnation: the host is told MOVED at once and sends it on."""
         if call.idempotent and not call.retried:
-            if call.host_routed:
-                self.moved(call, message, started=True)
-            else:
-                self._open.pop(call.call_id, None)
+            self.moved(call, message, started=True)
             return
         self.fail(call, ErrorCode.RESOURCE_DIED, message)
 
@@ -507,10 +502,7 @@ class ResourceActor(TetherActor):
                 f"{self.name or self.kind} is stopping ({self.last_error or 'no error'}); "
                 "call again to get a fresh one"
             )
-            if call.host_routed:  # never started here: safe to send again, whatever it is
-                self.moved(call, message, started=False)
-            else:
-                self.fail(call, ErrorCode.RESOURCE_DIED, message)
+            self.moved(call, message, started=False)  # never started here: safe to resend
             return
         if not self._started or self.state == "starting":
             self._queued.append((call, reply_to))

@@ -22,7 +22,7 @@ class Call:
     args: dict[str, Any] = field(default_factory=dict)  # msgpack-able values only
     deadline: float = 0.0  # absolute time.monotonic(); past it the caller has given up
     idempotent: bool = False  # safe to run twice: retried once if its actor dies or restarts
-    host_routed: bool = False  # sent by the host itself (shared kinds), not by a RunActor
+    run_scoped: bool = False  # its kind is RUN-scoped: (run_id, kind, key) names the actor
     retried: bool = False  # this is the one retry: if it dies again, the caller hears so
 
 

@@ -66,9 +66,11 @@ class Stopping:
 
 @dataclass(frozen=True)
 class Route:
-    """Host -> kind supervisor: deliver this call (encoded) to (kind, key), starting the
-    actor if needed, and tell me its address and pid (RouteInfo).
-    The caller's address rides beside. A retry names the incarnation it saw go
+    """Host -> any supervisor on the way to a resource: deliver this call (encoded),
+    starting what is missing on the way, and tell me who has it (RouteInfo). The caller's
+    address rides beside. The root passes it to the kind's supervisor (or to the runs
+    supervisor), the runs supervisor to the call's RunActor, and a kind supervisor or a
+    RunActor to the resource actor itself. A retry names the incarnation it saw go
     (`after_incarnation`): it waits for a newer one, even if that one is still exiting."""
 
     call: bytes
@@ -77,16 +79,21 @@ class Route:
 
 @dataclass(frozen=True)
 class RouteInfo:
-    """Kind supervisor -> host, as it hands the host's call `call_id` to an actor: that call
-    is served by `incarnation`, at the address riding beside, in process `pid` (a call is
-    handed over once the pid is known). The host watches that process while it waits, and
-    sends its next calls there directly."""
+    """Supervisor -> host, as it hands the host's call `call_id` on to its child (a call is
+    handed over once the child's pid is known): the child (run_id, kind, key) in
+    incarnation `incarnation`, at the address riding beside, in process `pid`. `via`: the
+    child is a supervisor on the way (the root's kind supervisors, the runs supervisor, a
+    RunActor), not the resource. The host watches that process while it waits, and sends
+    its next calls for that resource, or its next first calls through that supervisor,
+    there directly. `run_id` is set for run-scoped resources ("" for shared ones)."""
 
     kind: str
     key: str
     incarnation: int
     pid: int
     call_id: str
+    run_id: str = ""
+    via: bool = False
 
 
 @dataclass(frozen=True)
@@ -132,18 +139,19 @@ class ListKeys:
 
 
 @dataclass(frozen=True)
+class ListHops:
+    """Host -> root: where are your supervisors now? (a Reply whose payload["hops"] lists
+    [kind, key, incarnation, pid] for each, their addresses beside it by "kind:key")."""
+
+    call_id: str
+
+
+@dataclass(frozen=True)
 class Hello:
-    """Host -> root: configure the tree (root answers with a Reply carrying its pids)."""
+    """Host -> root: configure the tree. The root answers once its supervisors started,
+    with a Reply carrying its pids and its hops (as for ListHops)."""
 
     call_id: str
     host_pid: int
     host_create_time: float
     kinds: list[dict[str, Any]] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Shutdown:
-    """Host -> root: stop every child within the deadline, then answer."""
-
-    call_id: str
-    deadline: float

@@ -11,8 +11,11 @@ keyed by our own ids, never by thespian addresses, which change on restart — a
 - kills what a crashed child owned (its subprocess groups), which the child itself no
   longer can;
 - enforces the hard TTL (stop, then SIGKILL after `shutdown_timeout`);
-- routes calls to a child or answers them with a clear error while it is restarting,
-  failed or unavailable (idempotent calls wait for the restart instead);
+- passes the host's calls on towards their resource (`deliver`): to a resource child
+  (kind supervisors, RunActors) or to a supervisor on the way (the root, the runs
+  supervisor), telling the host who took each one (`RouteInfo`); while a child restarts,
+  calls on their way through it wait for it, and calls for a resource get a clear error
+  (idempotent ones wait for the restart instead);
 - aggregates health from its children with a deadline (a child that does not answer
   in time is reported as such, the report is never late);
 - forwards fault injections to the actor named by the target.
@@ -30,12 +33,13 @@ from typing import Any, ClassVar
 
 from tether.actors.base import TetherActor, kill_tree, process_info
 from tether.messages.calls import Call, ErrorCode
-from tether.messages.codec import decode, encode
+from tether.messages.codec import encode
 from tether.messages.control import (
     HealthQuery,
     HealthReport,
     Inject,
     Pids,
+    Route,
     RouteInfo,
     Start,
     Started,
@@ -49,7 +53,7 @@ from tether.supervisors.policy import (
     recent_restarts,
     within_intensity,
 )
-from tether.supervisors.spec import ChildSpec
+from tether.supervisors.spec import ChildSpec, KindSpec
 
 _CLASS_CACHE: dict[str, type] = {}
 
@@ -93,6 +97,28 @@ class ChildRecord:
     waiting: list[tuple[bytes, Any, Call]] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class ChildTimer:
+    """A supervisor's timer about one incarnation of a child: `RESTART` it (backoff over),
+    its `TTL` expired, or `KILL` it (it did not stop within its shutdown timeout)."""
+
+    RESTART: ClassVar[str] = "restart"
+    TTL: ClassVar[str] = "ttl"
+    KILL: ClassVar[str] = "kill"
+
+    what: str
+    kind: str
+    key: str
+    incarnation: int
+
+
+@dataclass(frozen=True)
+class GatherDue:
+    """A health gather's deadline: answer with what arrived."""
+
+    gather_id: str
+
+
 @dataclass
 class _Gather:
     reply_to: Any
@@ -105,8 +131,12 @@ class _Gather:
 class Supervisor(TetherActor):
     """A thespian actor that supervises children described by (kind, key, ChildSpec)."""
 
-    # do the host's calls reach our children directly? (they then open a call channel)
+    # are our children the resources the host calls (kind supervisors, RunActors)? They
+    # then open a call channel for the host's direct calls. Otherwise they are
+    # supervisors on the way (the root's, the runs supervisor's).
     children_called_by_host: ClassVar[bool] = False
+    # the run whose resources our children are ("" unless we are a RunActor)
+    route_run_id: str = ""
 
     def __init__(self) -> None:
         super().__init__()
@@ -198,7 +228,10 @@ class Supervisor(TetherActor):
         from thespian.actors import ActorExitRequest
 
         self.send(rec.address, ActorExitRequest())
-        self.wakeupAfter(rec.spec.shutdown_timeout, ("_kill", rec.kind, rec.key, rec.incarnation))
+        self.wakeupAfter(
+            rec.spec.shutdown_timeout,
+            ChildTimer(ChildTimer.KILL, rec.kind, rec.key, rec.incarnation),
+        )
 
     def handle_supervisor_message(self, obj: Any, data: bytes, extra: Any, sender: Any) -> bool:
         """Messages every supervisor understands. Returns False if `obj` is not one."""
@@ -210,7 +243,8 @@ class Supervisor(TetherActor):
             if obj.ok:
                 rec.state = "ready"
                 if rec.spec.ttl:
-                    self.wakeupAfter(rec.spec.ttl, ("_ttl", rec.kind, rec.key, rec.incarnation))
+                    timer = ChildTimer(ChildTimer.TTL, rec.kind, rec.key, rec.incarnation)
+                    self.wakeupAfter(rec.spec.ttl, timer)
                 self._flush_waiting(rec)
                 self.on_child_started(rec)
             else:
@@ -221,7 +255,7 @@ class Supervisor(TetherActor):
                 else:
                     rec.state = "stopping"
                 # (calls handed over while it started were failed by the child itself)
-                self._fail_waiting_host_calls(rec, obj)
+                self._fail_waiting_calls(rec, obj)
         elif isinstance(obj, Pids):
             rec = self.children.get((obj.kind, obj.key))
             if rec is not None and rec.incarnation == obj.incarnation:
@@ -269,7 +303,9 @@ class Supervisor(TetherActor):
             rec.restart_times = [*recent_restarts(rec.restart_times, now, rec.spec), now]
             rec.restarts += 1
             rec.state = "restarting"
-            self.wakeupAfter(delay, ("_restart", rec.kind, rec.key, rec.incarnation))
+            self.wakeupAfter(
+                delay, ChildTimer(ChildTimer.RESTART, rec.kind, rec.key, rec.incarnation)
+            )
         elif decision is Decision.ESCALATE:
             self._give_up(
                 rec, ErrorCode.UNAVAILABLE, rec.last_error or f"{rec.name} is unavailable"
@@ -293,7 +329,7 @@ class Supervisor(TetherActor):
         """Hook: a child's incarnation finished starting (its pid is known now)."""
 
     def on_child_gone(self, rec: ChildRecord, reason: ExitReason) -> None:
-        """Hook: a child's incarnation is gone (RunActor fails or retries its in-flight calls)."""
+        """Hook: a child's incarnation is gone."""
 
     def _give_up(self, rec: ChildRecord, code: str, message: str) -> None:
         rec.state = "failed"
@@ -309,24 +345,23 @@ class Supervisor(TetherActor):
         rec.owned = []
 
     def handle_supervisor_wakeup(self, payload: Any) -> bool:
-        if not isinstance(payload, tuple) or not payload:
-            return False
-        tag = payload[0]
-        if tag in ("_restart", "_ttl", "_kill"):
-            _, kind, key, incarnation = payload
-            rec = self.children.get((kind, key))
-            if rec is None or rec.incarnation != incarnation:
+        match payload:
+            case ChildTimer(what=what, kind=kind, key=key, incarnation=incarnation):
+                rec = self.children.get((kind, key))
+                if rec is None or rec.incarnation != incarnation:
+                    return True
+                if what == ChildTimer.RESTART and rec.state == "restarting":
+                    self._start_child(rec)
+                elif what == ChildTimer.TTL and rec.state in ("ready", "starting"):
+                    self.stop_child(rec, f"ttl of {rec.spec.ttl:g} s expired")
+                elif (
+                    what == ChildTimer.KILL and rec.address is not None and rec.state == "stopping"
+                ):
+                    self._kill_child(rec)
                 return True
-            if tag == "_restart" and rec.state == "restarting":
-                self._start_child(rec)
-            elif tag == "_ttl" and rec.state in ("ready", "starting"):
-                self.stop_child(rec, f"ttl of {rec.spec.ttl:g} s expired")
-            elif tag == "_kill" and rec.address is not None and rec.state == "stopping":
-                self._kill_child(rec)
-            return True
-        if tag == "_gather":
-            self._finish_gather(payload[1])
-            return True
+            case GatherDue(gather_id=gather_id):
+                self._finish_gather(gather_id)
+                return True
         return False
 
     def _kill_child(self, rec: ChildRecord) -> None:
@@ -337,24 +372,38 @@ class Supervisor(TetherActor):
         self._reap_owned(rec)
 
     # --- routing ---------------------------------------------------------------------
+    def route_to_resource(
+        self, route: Route, call: Call, reply_to: Any, spec: KindSpec, name: str
+    ) -> None:
+        """The last supervisor on a call's way (a kind supervisor, a RunActor): start the
+        resource actor if needed and hand the call (`route.call`, decoded: `call`) over."""
+        rec = self.ensure_child(
+            spec.kind, call.key, name, spec.child, spec.actor_class, spec.config
+        )
+        self.deliver(rec, call, route.call, reply_to, newer_than=route.after_incarnation)
+
     def deliver(
-        self, rec: ChildRecord, call: Call, call_bytes: bytes, reply_to: Any, newer_than: int = 0
+        self, rec: ChildRecord, call: Call, data: bytes, reply_to: Any, newer_than: int = 0
     ) -> bool:
-        """Send a call to the child, or answer it with the reason it cannot be served.
-        Returns True if the call went to (or waits for) the child. `newer_than`: the caller
-        saw that incarnation go, so it counts as restarting even if it is still exiting."""
+        """Hand the host's call on to the child `rec` (`data`: the encoded Call for a
+        resource child, the encoded Route for a supervisor on the way), or answer it with
+        the reason it cannot be served. Returns True if the call went to (or waits for) the
+        child. `newer_than`: the caller saw that incarnation go, so it counts as restarting
+        even if it is still exiting. A call on its way through a supervisor that restarts
+        waits for it (it has started nothing yet); a call for a resource that restarts
+        waits only if it is idempotent."""
         live = rec.state in ("ready", "starting") and rec.address is not None
         if live and rec.incarnation > newer_than:
-            if self._takes(rec, call):
-                self._hand_over(rec, call, call_bytes, reply_to)
-            else:
-                rec.waiting.append((call_bytes, reply_to, call))
+            if rec.pid:
+                self._hand_over(rec, call, data, reply_to)
+            else:  # the host is told the pid with the call and watches it while it waits
+                rec.waiting.append((data, reply_to, call))
             return True
         if rec.state == "failed":
             self.send_error(reply_to, call.call_id, rec.error_code, rec.last_error)
             return False
-        if call.idempotent:
-            rec.waiting.append((call_bytes, reply_to, call))
+        if call.idempotent or not self.children_called_by_host:
+            rec.waiting.append((data, reply_to, call))
             return True
         if rec.stop_reason is ExitReason.SHUTDOWN:
             state = f"{rec.name} is stopping ({rec.last_error or 'asked to'})"
@@ -370,42 +419,30 @@ class Supervisor(TetherActor):
         return False
 
     def _flush_waiting(self, rec: ChildRecord) -> None:
-        if not rec.waiting or rec.address is None:
+        if not rec.waiting or rec.address is None or not rec.pid:
             return
         waiting, rec.waiting = rec.waiting, []
         now = time.monotonic()
-        for call_bytes, reply_to, call in waiting:
-            if call.deadline and call.deadline <= now:
-                continue
-            if self._takes(rec, call):
-                self._hand_over(rec, call, call_bytes, reply_to)
-            else:
-                rec.waiting.append((call_bytes, reply_to, call))
+        for data, reply_to, call in waiting:
+            if not call.deadline or call.deadline > now:
+                self._hand_over(rec, call, data, reply_to)
 
-    @staticmethod
-    def _takes(rec: ChildRecord, call: Call) -> bool:
-        """Can the child take `call` now? A host-routed call waits for the child's pid: the
-        host is told it with the call (RouteInfo) and watches that process while it waits,
-        so a call is never on an actor whose death the host would not see."""
-        return not call.host_routed or bool(rec.pid)
-
-    def _fail_waiting_host_calls(self, rec: ChildRecord, started: Started) -> None:
-        """The child failed to start: the host's calls held for it get that error, as the
-        calls it had taken did."""
-        held = [w for w in rec.waiting if w[2].host_routed]
-        rec.waiting = [w for w in rec.waiting if not w[2].host_routed]
+    def _fail_waiting_calls(self, rec: ChildRecord, started: Started) -> None:
+        """The child failed to start: the calls held for it get that error, as the calls
+        it had taken did."""
         if started.unavailable:
             code, message = ErrorCode.UNAVAILABLE, started.error
         else:
             code, message = ErrorCode.RESOURCE_DIED, f"{rec.name} failed to start: {started.error}"
-        for _, reply_to, call in held:
-            self.send_error(reply_to, call.call_id, code, message)
+        self._fail_waiting(rec, code, message)
 
-    def _hand_over(self, rec: ChildRecord, call: Call, call_bytes: bytes, reply_to: Any) -> None:
-        if call.host_routed:  # first, so it is in before the answer (one hop against two)
-            info = RouteInfo(rec.kind, rec.key, rec.incarnation, rec.pid, call.call_id)
-            self.send(reply_to, (encode(info), rec.address))
-        self.send(rec.address, (call_bytes, reply_to))
+    def _hand_over(self, rec: ChildRecord, call: Call, data: bytes, reply_to: Any) -> None:
+        # the host hears first who has the call, so it is in before the answer
+        via = not self.children_called_by_host
+        run_id = "" if via else self.route_run_id
+        info = RouteInfo(rec.kind, rec.key, rec.incarnation, rec.pid, call.call_id, run_id, via)
+        self.send(reply_to, (encode(info), rec.address))
+        self.send(rec.address, (data, reply_to))
 
     def _fail_waiting(self, rec: ChildRecord, code: str, message: str) -> None:
         waiting, rec.waiting = rec.waiting, []
@@ -501,7 +538,7 @@ class Supervisor(TetherActor):
         if not gather.waiting:
             self._finish_gather(gather_id)
         else:
-            self.wakeupAfter(max(sub_deadline - now, 0.005) * 1.05, ("_gather", gather_id))
+            self.wakeupAfter(max(sub_deadline - now, 0.005) * 1.05, GatherDue(gather_id))
 
     def _gathered(self, report: HealthReport) -> None:
         gather_id = report.query_id.rsplit("-", 1)[0]
@@ -546,10 +583,3 @@ class Supervisor(TetherActor):
     def release(self) -> None:
         for rec in self.children.values():
             self._reap_owned(rec)
-
-
-def decode_call(data: bytes) -> Call:
-    obj = decode(data)
-    if not isinstance(obj, Call):
-        raise TypeError(f"expected a Call, got {type(obj).__name__}")
-    return obj

@@ -86,7 +86,13 @@ def call_outcome_when_gone(
     return (
         "error",
         ErrorCode.RESOURCE_DIED,
-        f"{call.kind}:{call.key} went away while handling {call.op!r} "
+        f"{_name(call)} went away while handling {call.op!r} "
         f"({reason}{': ' + error if error else ''}); it is restarted on the next call — "
         "call again",
     )
+
+
+def _name(call: Call) -> str:
+    """The resource's name as health shows it."""
+    name = f"{call.kind}:{call.key}"
+    return f"run:{call.run_id}/{name}" if call.run_scoped else name

@@ -24,6 +24,10 @@ class Restart(enum.Enum):
     TEMPORARY = "temporary"  # never restarted; the next call starts a fresh one
 
 
+# the kinds of the tree's own nodes (tether.supervisors.tree): no resource kind may take them
+TREE_KINDS = ("root", "supervisor", "runs", "run")
+
+
 class Scope(enum.Enum):
     """Where a kind's actors live in the tree."""
 
@@ -121,6 +125,11 @@ class KindSpec:
         ):
             raise ValueError(
                 f"KindSpec.kind must be a non-empty identifier like 'language_server', got {self.kind!r}"
+            )
+        if self.kind in TREE_KINDS:
+            raise ValueError(
+                f"KindSpec.kind {self.kind!r} names a node of the tree itself "
+                f"({', '.join(TREE_KINDS)}); pick another name"
             )
         module, sep, cls = str(self.actor_class).partition(":")
         if not sep or not module or not cls:

@@ -2,8 +2,12 @@
 
     RootSupervisor                      configured by the host's Hello
     ├── KindSupervisor "supervisor:K"   one per SHARED kind K; children "K:<key>"
-    └── RunSupervisor "runs"            children "run:<run_id>" (RunActor, tether.actors.run)
+    └── RunSupervisor "runs"            children "run:<run_id>" (RunActor, tether.supervisors.run)
         └── RunActor                    children "run:<run_id>/K:<key>" for RUN-scoped kinds
+
+A host's first call for a resource travels down this tree as a `Route` from the nearest
+supervisor the host knows (the root at worst), each one telling the host who took it
+(`RouteInfo`); the next calls go to the resource actor directly (`tether.engine`).
 
 The root also watches the host: if the host process dies, the root kills thespian's
 admin process and exits, and every actor's own watchdog takes down the rest.
@@ -25,6 +29,7 @@ from tether.messages.control import (
     CloseRun,
     Hello,
     Inject,
+    ListHops,
     ListKeys,
     OpenRun,
     Route,
@@ -50,7 +55,10 @@ class KindSupervisor(Supervisor):
         if isinstance(obj, Start):
             self.spec = KindSpec.from_wire(obj.kinds[0])
         elif isinstance(obj, Route):
-            self._route(obj, extra if extra is not None else sender)
+            assert self.spec is not None
+            call = decode(obj.call)
+            reply_to = extra if extra is not None else sender
+            self.route_to_resource(obj, call, reply_to, self.spec, f"{self.spec.kind}:{call.key}")
         elif isinstance(obj, ListKeys):
             keys = sorted(k for (_, k), rec in self.children.items())
             self.send(sender, encode(Reply(obj.call_id, True, {"keys": keys})))
@@ -64,22 +72,6 @@ class KindSupervisor(Supervisor):
     def handle_wakeup(self, payload: Any) -> None:
         self.handle_supervisor_wakeup(payload)
 
-    def _route(self, route: Route, reply_to: Any) -> None:
-        """Deliver a call the host could not send straight to its actor (`deliver` tells the
-        host which incarnation took it, where it is, and its pid, which the host watches)."""
-        assert self.spec is not None
-        call = decode(route.call)
-        spec = self.spec
-        rec = self.ensure_child(
-            spec.kind,
-            call.key,
-            f"{spec.kind}:{call.key}",
-            spec.child,
-            spec.actor_class,
-            spec.config,
-        )
-        self.deliver(rec, call, route.call, reply_to, newer_than=route.after_incarnation)
-
 
 class RunSupervisor(Supervisor):
     """Supervises one RunActor per conversation."""
@@ -92,16 +84,11 @@ class RunSupervisor(Supervisor):
     def handle_message(self, obj: Any, data: bytes, extra: Any, sender: Any) -> None:
         if isinstance(obj, Start):
             self.kinds = obj.kinds
+        elif isinstance(obj, Route):  # on its way to a resource of one run: to its RunActor
+            call = decode(obj.call)
+            self.deliver(self._run(call.run_id), call, data, extra if extra is not None else sender)
         elif isinstance(obj, OpenRun):
-            rec = self.ensure_child(
-                "run",
-                obj.run_id,
-                f"run:{obj.run_id}",
-                RUN_SPEC,
-                "tether.actors.run:RunActor",
-                {},
-                kinds=self.kinds,
-            )
+            rec = self._run(obj.run_id)
             if rec.state in ("failed", "stopping") or rec.address is None:
                 self.send_error(
                     sender,
@@ -131,8 +118,19 @@ class RunSupervisor(Supervisor):
     def handle_wakeup(self, payload: Any) -> None:
         self.handle_supervisor_wakeup(payload)
 
+    def _run(self, run_id: str) -> ChildRecord:
+        return self.ensure_child(
+            "run",
+            run_id,
+            f"run:{run_id}",
+            RUN_SPEC,
+            "tether.supervisors.run:RunActor",
+            {},
+            kinds=self.kinds,
+        )
+
     def _opened(self, rec: ChildRecord, call_id: str, reply_to: Any) -> None:
-        payload = {"run_id": rec.key, "pid": rec.pid}
+        payload = {"run_id": rec.key, "pid": rec.pid, "incarnation": rec.incarnation}
         self.send(reply_to, (encode(Reply(call_id, True, payload)), rec.address))
 
     def on_child_started(self, rec: ChildRecord) -> None:
@@ -146,8 +144,8 @@ class RunSupervisor(Supervisor):
 
 
 class RootSupervisor(Supervisor):
-    """The top of the tree. The host's Hello configures it; it answers with the addresses of
-    the run supervisor and the kind supervisors (beside the Reply)."""
+    """The top of the tree. The host's Hello configures it; it answers once its
+    supervisors started, with where they are (`hops`, their addresses beside the Reply)."""
 
     needs_start = False  # configured by Hello, from the host itself
 
@@ -158,10 +156,15 @@ class RootSupervisor(Supervisor):
         self.kinds: list[KindSpec] = []
         self._admin: tuple[int, float] | None = None
         self._siblings: list[tuple[int, float]] = []
+        self._hello_to: tuple[str, Any] | None = None  # answered once the children started
 
     def handle_message(self, obj: Any, data: bytes, extra: Any, sender: Any) -> None:
         if isinstance(obj, Hello):
             self._hello(obj, sender)
+        elif isinstance(obj, Route):  # a first call: to its kind's supervisor, or the runs'
+            self._route(obj, data, extra if extra is not None else sender)
+        elif isinstance(obj, ListHops):
+            self._answer_hops(obj.call_id, sender)
         elif isinstance(obj, Inject):
             self._route_inject(obj, data, extra if extra is not None else sender)
         else:
@@ -182,10 +185,9 @@ class RootSupervisor(Supervisor):
         self._host_pid, self._host_create_time = hello.host_pid, hello.host_create_time
         self._arm_watchdog()
         self.kinds = [KindSpec.from_wire(k) for k in hello.kinds]
-        kind_addresses: dict[str, Any] = {}
         for spec in self.kinds:
             if spec.scope is Scope.SHARED:
-                rec = self.ensure_child(
+                self.ensure_child(
                     "supervisor",
                     spec.kind,
                     f"supervisor:{spec.kind}",
@@ -194,8 +196,7 @@ class RootSupervisor(Supervisor):
                     {},
                     kinds=[spec.to_wire()],
                 )
-                kind_addresses[spec.kind] = rec.address
-        runs = self.ensure_child(
+        self.ensure_child(
             "runs",
             "",
             "runs",
@@ -204,17 +205,51 @@ class RootSupervisor(Supervisor):
             {},
             kinds=hello.kinds,
         )
+        self._hello_to = (hello.call_id, sender)
+        self.on_child_started(None)
+
+    def on_child_started(self, rec: ChildRecord | None) -> None:
+        """Answer the Hello once every supervisor is up (the host watches their pids)."""
+        if self._hello_to is None or not all(r.pid for r in self.children.values()):
+            return
+        call_id, reply_to = self._hello_to
+        self._hello_to = None
+        self._answer_hops(call_id, reply_to)
+
+    def _answer_hops(self, call_id: str, reply_to: Any) -> None:
         # the token proves this tree was forked from the host that says Hello (tether.runtime)
-        reply = Reply(
-            hello.call_id,
-            True,
-            {
-                "pid": os.getpid(),
-                "admin_pid": os.getppid(),
-                "token": os.environ.get("TETHER_RUNTIME_TOKEN"),
-            },
-        )
-        self.send(sender, (encode(reply), {"runs": runs.address, "kinds": kind_addresses}))
+        payload = {
+            "pid": os.getpid(),
+            "admin_pid": os.getppid(),
+            "token": os.environ.get("TETHER_RUNTIME_TOKEN"),
+            "hops": [
+                [rec.kind, rec.key, rec.incarnation, rec.pid]
+                for rec in self.children.values()
+                if rec.address is not None and rec.pid
+            ],
+        }
+        addresses = {
+            f"{rec.kind}:{rec.key}": rec.address
+            for rec in self.children.values()
+            if rec.address is not None and rec.pid
+        }
+        self.send(reply_to, (encode(Reply(call_id, True, payload)), addresses))
+
+    def _route(self, route: Route, data: bytes, reply_to: Any) -> None:
+        call = decode(route.call)
+        spec = next((k for k in self.kinds if k.kind == call.kind), None)
+        if spec is None:
+            known = ", ".join(sorted(k.kind for k in self.kinds)) or "none"
+            message = f"no resource kind {call.kind!r} in this runtime; kinds: {known}"
+            self.send_error(reply_to, call.call_id, ErrorCode.BAD_REQUEST, message)
+            return
+        hop = ("runs", "") if spec.scope is Scope.RUN else ("supervisor", spec.kind)
+        rec = self.children.get(hop)
+        if rec is None:
+            message = f"the tree has no {hop[0]} supervisor for {call.kind!r}"
+            self.send_error(reply_to, call.call_id, ErrorCode.UNAVAILABLE, message)
+            return
+        self.deliver(rec, call, data, reply_to)
 
     def _route_inject(self, inject: Inject, data: bytes, reply_to: Any) -> None:
         target = inject.target
