@@ -458,6 +458,9 @@ class _Wait:
         assert holder is not None  # (a call on a channel was sent to a known route)
         self.engine.routes.forget(holder.target, holder.incarnation)
         if flight.route is None:  # a supervisor on the way died with it
+            if flight.call.idempotent:  # not the resource failing it: not its one retry
+                self._resend_later(flight, holder)
+                return
             error = f"{target_name(holder.target)} (pid {holder.pid}) died on the call's way"
             self._gone(flight, Gone(flight.target, flight.after_incarnation, "crash", error))
             return

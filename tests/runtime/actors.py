@@ -13,8 +13,9 @@ from tether.messages.calls import Call
 
 
 class SlowProcessActor(ProcessActor):
-    """Owns a `sleep` subprocess; "hang" never answers, "hang_once" answers only on a
-    second incarnation (an idempotent call retried after a restart)."""
+    """Owns a `sleep` subprocess; "hang" never answers, "hang_once" answers only in an
+    actor that is not the first to see it (args["marker"]: a path it creates): an
+    idempotent call retried after a restart."""
 
     def on_start(self, key: str, config: dict[str, Any]) -> None:
         self.spawn([sys.executable, "-c", "import time; time.sleep(600)"], cwd="/")
@@ -22,8 +23,12 @@ class SlowProcessActor(ProcessActor):
     def on_call(self, call: Call) -> None:
         if call.op == "pid":
             self.reply(call, {"pid": self.proc.pid if self.proc else None})
-        elif call.op == "hang_once" and self.incarnation > 1:
-            self.reply(call, {"pid": self.proc.pid if self.proc else None})
+        elif call.op == "hang_once":  # the first actor to see it marks it and never answers
+            marker = call.args["marker"]
+            if os.path.exists(marker):
+                self.reply(call, {"pid": self.proc.pid if self.proc else None})
+            else:
+                open(marker, "w").close()
 
 
 class UnavailableActor(ResourceActor):
@@ -45,3 +50,11 @@ class Spawner(Actor):
 
             self.createActor(EchoActor)
             self.send(sender, os.getpid())
+
+
+def marker() -> dict[str, str]:
+    """Args for "hang_once": a fresh marker path (the first actor to see the call makes it)."""
+    import tempfile
+    import uuid
+
+    return {"marker": os.path.join(tempfile.gettempdir(), f"tether-hang-once-{uuid.uuid4().hex}")}

@@ -1,4 +1,8 @@
-"""The host sends shared-kind calls straight to their actor, and loses none when it goes."""
+"""The host sends calls straight to their actor, and loses none when it goes.
+
+Every case runs for a SHARED kind (host -> kind supervisor -> actor on a first call) and
+for a RUN kind (host -> RunActor -> actor): one path, the same guarantees.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +11,11 @@ import signal
 import threading
 import time
 
+import psutil
 import pytest
 
 from tests.conftest import health_node, in_flight, wait_until
+from tests.runtime.actors import marker
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.supervisors.spec import ChildSpec, KindSpec, Restart, Scope
 
@@ -19,14 +25,42 @@ SLOW = KindSpec(
     Scope.SHARED,
     ChildSpec(Restart.PERMANENT, backoff_initial=0.05),
 )
+SLOW_RUN = KindSpec(
+    "slow",
+    "tests.runtime.actors:SlowProcessActor",
+    Scope.RUN,
+    ChildSpec(Restart.PERMANENT, backoff_initial=0.05),
+)
+TTL = KindSpec(
+    "echo_ttl", "tether.actors.echo:EchoActor", Scope.SHARED, ChildSpec(Restart.TRANSIENT, ttl=0.5)
+)
+TTL_RUN = KindSpec(
+    "echo_ttl", "tether.actors.echo:EchoActor", Scope.RUN, ChildSpec(Restart.TRANSIENT, ttl=0.5)
+)
+
+
+@pytest.fixture(params=[Scope.SHARED, Scope.RUN], ids=["shared", "run"])
+def scope(request) -> Scope:
+    return request.param
+
+
+def name(scope: Scope, kind: str, key: str = "k") -> str:
+    """The actor's name in health (run-scoped ones live under run "r")."""
+    return f"run:r/{kind}:{key}" if scope is Scope.RUN else f"{kind}:{key}"
+
+
+def supervisor_of(scope: Scope, kind: str) -> str:
+    return "run:r" if scope is Scope.RUN else f"supervisor:{kind}"
 
 
 def learn_route(rt, kind: str, key: str = "k", op: str = "pid"):
     """Call until the host knows the actor's address (RouteInfo arrives beside a call)."""
+    spec = rt.kinds[kind]
+    target = ("r" if spec.scope is Scope.RUN else "", kind, key)
 
     def known():
         rt._call("r", kind, key, op, {}, 5)
-        return rt._routes.get(("", kind, key))
+        return rt._routes.get(target)
 
     return wait_until(known, timeout=5.0)
 
@@ -49,12 +83,13 @@ def call_in_thread(fn, *args, **kwargs) -> tuple[threading.Thread, list]:
     return t, out
 
 
-def test_a_known_shared_actor_is_called_without_its_supervisor(runtime) -> None:
-    learn_route(runtime, "echo_process")
-    supervisor = pid_of(runtime, "supervisor:echo_process")
+def test_a_known_actor_is_called_without_its_supervisor(runtime, scope) -> None:
+    kind = "echo_run" if scope is Scope.RUN else "echo_process"
+    learn_route(runtime, kind)
+    supervisor = pid_of(runtime, supervisor_of(scope, kind))
     os.kill(supervisor, signal.SIGSTOP)  # a call through the supervisor would now hang
     try:
-        reply = runtime._call("r", "echo_process", "k", "echo", {"x": 1}, 3)
+        reply = runtime._call("r", kind, "k", "echo", {"x": 1}, 3)
     finally:
         os.kill(supervisor, signal.SIGCONT)
     assert reply["echo"] == {"x": 1}
@@ -66,13 +101,13 @@ def test_shared_calls_start_no_run_actor(runtime) -> None:
     assert "run:only-shared" not in names
 
 
-def test_an_idempotent_call_survives_its_actor_process_being_killed(runtime_factory) -> None:
-    rt = runtime_factory(kinds=[SLOW])
+def test_an_idempotent_call_survives_its_actor_process_being_killed(runtime_factory, scope) -> None:
+    rt = runtime_factory(kinds=[SLOW_RUN if scope is Scope.RUN else SLOW])
     first = learn_route(rt, "slow")
-    t, out = call_in_thread(rt._call, "r", "slow", "k", "hang_once", {}, 10, idempotent=True)
-    in_flight(rt, "slow:k", timeout=3.0)
+    t, out = call_in_thread(rt._call, "r", "slow", "k", "hang_once", marker(), 10, idempotent=True)
+    in_flight(rt, name(scope, "slow"), timeout=3.0)
     start = time.monotonic()
-    rt.inject("crash_actor", target="slow:k")
+    rt.inject("crash_actor", target=name(scope, "slow"))
     t.join(8)
     assert out and not isinstance(out[0], ResourceError), out
     assert time.monotonic() - start < 3.0  # noticed within the watch period, then retried
@@ -80,13 +115,13 @@ def test_an_idempotent_call_survives_its_actor_process_being_killed(runtime_fact
     assert again.incarnation > first.incarnation and again.pid != first.pid
 
 
-def test_a_plain_call_hears_its_actor_process_died(runtime_factory) -> None:
-    rt = runtime_factory(kinds=[SLOW])
+def test_a_plain_call_hears_its_actor_process_died(runtime_factory, scope) -> None:
+    rt = runtime_factory(kinds=[SLOW_RUN if scope is Scope.RUN else SLOW])
     route = learn_route(rt, "slow")
     t, out = call_in_thread(rt._call, "r", "slow", "k", "hang", {}, 20)
-    in_flight(rt, "slow:k", timeout=3.0)
+    in_flight(rt, name(scope, "slow"), timeout=3.0)
     start = time.monotonic()
-    rt.inject("crash_actor", target="slow:k")
+    rt.inject("crash_actor", target=name(scope, "slow"))
     t.join(8)
     assert time.monotonic() - start < 3.0
     err = out[0]
@@ -95,12 +130,14 @@ def test_a_plain_call_hears_its_actor_process_died(runtime_factory) -> None:
     assert "call again" in err.message
 
 
-def test_a_call_sent_through_the_supervisor_hears_its_actor_process_died(runtime_factory) -> None:
-    rt = runtime_factory(kinds=[SLOW])
+def test_a_call_sent_through_the_supervisor_hears_its_actor_process_died(
+    runtime_factory, scope
+) -> None:
+    rt = runtime_factory(kinds=[SLOW_RUN if scope is Scope.RUN else SLOW])
     route = learn_route(rt, "slow")
     rt._routes.clear()  # the next call goes through the supervisor, like a first call
     t, out = call_in_thread(rt._call, "r", "slow", "k", "hang", {}, 20)
-    in_flight(rt, "slow:k", timeout=3.0)
+    in_flight(rt, name(scope, "slow"), timeout=3.0)
     start = time.monotonic()
     os.kill(route.pid, signal.SIGKILL)
     t.join(8)
@@ -110,39 +147,44 @@ def test_a_call_sent_through_the_supervisor_hears_its_actor_process_died(runtime
     assert f"its actor process {route.pid} is gone" in err.message
 
 
-def test_an_idempotent_call_moves_when_the_server_under_its_actor_dies(runtime_factory) -> None:
-    rt = runtime_factory(kinds=[SLOW])
+def test_an_idempotent_call_moves_when_the_server_under_its_actor_dies(
+    runtime_factory, scope
+) -> None:
+    rt = runtime_factory(kinds=[SLOW_RUN if scope is Scope.RUN else SLOW])
     learn_route(rt, "slow")
     server = rt._call("r", "slow", "k", "pid", {}, 5)["pid"]
-    t, out = call_in_thread(rt._call, "r", "slow", "k", "hang_once", {}, 10, idempotent=True)
-    in_flight(rt, "slow:k", timeout=3.0)
+    t, out = call_in_thread(rt._call, "r", "slow", "k", "hang_once", marker(), 10, idempotent=True)
+    in_flight(rt, name(scope, "slow"), timeout=3.0)
     os.kill(server, signal.SIGKILL)  # the actor says MOVED; the host sends it once more
     t.join(8)
     assert out and not isinstance(out[0], ResourceError), out
     assert out[0]["pid"] != server
 
 
+def _live_server(rt, killed: list[int]) -> int | None:
+    pid = rt._call("r", "slow", "k", "pid", {}, 5, idempotent=True)["pid"]
+    return pid if pid not in killed and psutil.pid_exists(pid) else None
+
+
 @pytest.mark.parametrize("idempotent", [False, True])
-def test_a_retried_call_is_retried_only_once(runtime_factory, idempotent) -> None:
-    rt = runtime_factory(kinds=[SLOW])
+def test_a_retried_call_is_retried_only_once(runtime_factory, scope, idempotent) -> None:
+    rt = runtime_factory(kinds=[SLOW_RUN if scope is Scope.RUN else SLOW])
     learn_route(rt, "slow")
     t, out = call_in_thread(rt._call, "r", "slow", "k", "hang", {}, 15, idempotent=idempotent)
+    killed: list[int] = []
     for _ in range(2 if idempotent else 1):  # kill the first incarnation, then the retry's
-        in_flight(rt, "slow:k", timeout=5.0)
-        server = rt._call("r", "slow", "k", "pid", {}, 5, idempotent=True)["pid"]
+        in_flight(rt, name(scope, "slow"), timeout=5.0)
+        # (the going incarnation may still answer with its dead server's pid)
+        server = wait_until(lambda: _live_server(rt, killed), timeout=5.0)
         os.kill(server, signal.SIGKILL)
+        killed.append(server)
     t.join(8)
     err = out[0]
     assert isinstance(err, ResourceError) and err.code == ErrorCode.RESOURCE_DIED, err
 
 
-TTL = KindSpec(
-    "echo_ttl", "tether.actors.echo:EchoActor", Scope.SHARED, ChildSpec(Restart.TRANSIENT, ttl=0.5)
-)
-
-
-def test_incarnations_keep_growing_after_an_actor_is_forgotten(runtime_factory) -> None:
-    rt = runtime_factory(kinds=[TTL])
+def test_incarnations_keep_growing_after_an_actor_is_forgotten(runtime_factory, scope) -> None:
+    rt = runtime_factory(kinds=[TTL_RUN if scope is Scope.RUN else TTL])
     first = learn_route(rt, "echo_ttl")
     wait_until(lambda: not first.alive(), timeout=5.0)  # its TTL ended it; nothing restarts it
     again = learn_route(rt, "echo_ttl")
@@ -151,10 +193,10 @@ def test_incarnations_keep_growing_after_an_actor_is_forgotten(runtime_factory) 
     assert again.incarnation > first.incarnation
 
 
-def test_a_call_waiting_for_a_newer_incarnation_gets_a_fresh_actor(runtime_factory) -> None:
+def test_a_call_waiting_for_a_newer_incarnation_gets_a_fresh_actor(runtime_factory, scope) -> None:
     from tether.host_routes import Flight
 
-    rt = runtime_factory(kinds=[TTL])
+    rt = runtime_factory(kinds=[TTL_RUN if scope is Scope.RUN else TTL])
     route = learn_route(rt, "echo_ttl")
     # what a host sends after it saw this incarnation go: the supervisor holds it for a
     # newer one; the TTL stop forgets the record, and the waiting call starts a fresh actor
@@ -166,17 +208,18 @@ def test_a_call_waiting_for_a_newer_incarnation_gets_a_fresh_actor(runtime_facto
     assert reply.payload["pid"] != route.pid
 
 
-def test_idle_caller_threads_never_stall_a_supervisor(runtime) -> None:
+def test_idle_caller_threads_never_stall_a_supervisor(runtime, scope) -> None:
     # 25 threads route a call through the supervisor (each its own thespian endpoint), then
     # idle with their endpoints open. When the actor dies, nothing may be sent to them that
     # they will not read: thespian holds at most 20 unanswered sends per actor, and the
     # supervisor would then start nothing and route nothing for minutes.
+    kind = "echo_run" if scope is Scope.RUN else "echo_process"
     idle = threading.Event()
     routed = []
 
     def route_then_idle() -> None:
         runtime._routes.clear()  # through the supervisor, like a first call
-        routed.append(runtime._call("r", "echo_process", "k", "pid", {}, 10))
+        routed.append(runtime._call("r", kind, "k", "pid", {}, 10))
         idle.wait(60)
 
     threads = [threading.Thread(target=route_then_idle) for _ in range(25)]
@@ -186,11 +229,60 @@ def test_idle_caller_threads_never_stall_a_supervisor(runtime) -> None:
         wait_until(lambda: len(routed) == 25, timeout=20)
         os.kill(routed[-1]["actor_pid"], signal.SIGKILL)
         start = time.monotonic()
-        assert runtime._call("r", "echo_process", "other", "echo", {"n": 1}, 5)["echo"] == {"n": 1}
-        again = runtime._call("r", "echo_process", "k", "echo", {"n": 2}, 5, idempotent=True)
+        assert runtime._call("r", kind, "other", "echo", {"n": 1}, 5)["echo"] == {"n": 1}
+        again = runtime._call("r", kind, "k", "echo", {"n": 2}, 5, idempotent=True)
         assert again["echo"] == {"n": 2}  # (idempotent: it waits out the restart)
         assert time.monotonic() - start < 3.0
     finally:
         idle.set()
         for t in threads:
             t.join(10)
+
+
+@pytest.mark.parametrize("idempotent", [False, True])
+@pytest.mark.parametrize("victim", ["run:r", "runs"])
+def test_a_call_survives_or_hears_of_its_run_supervisors_dying(
+    runtime_factory, victim, idempotent
+) -> None:
+    # SIGKILL the RunActor, or the supervisor of every run, while a run-scoped call is open:
+    # its resource actor dies with them; the call is retried once (idempotent) through the
+    # restarted tree, or fails at once with resource_died
+    rt = runtime_factory(kinds=[SLOW_RUN])
+    first = learn_route(rt, "slow")
+    t, out = call_in_thread(
+        rt._call, "r", "slow", "k", "hang_once", marker(), 10, idempotent=idempotent
+    )
+    in_flight(rt, name(Scope.RUN, "slow"), timeout=3.0)
+    start = time.monotonic()
+    os.kill(pid_of(rt, victim), signal.SIGKILL)
+    t.join(9)
+    took = time.monotonic() - start
+    assert out, "the call never returned"
+    if idempotent:
+        assert not isinstance(out[0], ResourceError), out
+        again = learn_route(rt, "slow")
+        assert again.pid != first.pid
+    else:
+        err = out[0]
+        assert isinstance(err, ResourceError) and err.code == ErrorCode.RESOURCE_DIED, err
+        # (the actor, or its server it takes down as it goes, says so first)
+        assert err.message.startswith("run:r/slow:k") and "call again" in err.message, err
+    assert took < 3.0, f"took {took:.2f} s"
+    # and the run works again (an idempotent call rides out what is still restarting)
+    assert rt._call("r", "slow", "k", "pid", {}, 5, idempotent=True)["pid"]
+
+
+def test_a_first_call_survives_its_run_actor_dying_on_the_way(runtime_factory) -> None:
+    # the RunActor is stopped (SIGSTOP) so the Route waits in it, then killed: the host,
+    # watching the supervisor that holds the call, sends it again through the runs supervisor
+    rt = runtime_factory(kinds=[SLOW_RUN])
+    learn_route(rt, "slow")
+    run_actor = pid_of(rt, "run:r")
+    rt._routes.clear()  # the next call goes through the RunActor, like a first call
+    os.kill(run_actor, signal.SIGSTOP)
+    t, out = call_in_thread(rt._call, "r", "slow", "k", "pid", {}, 10, idempotent=True)
+    wait_until(lambda: rt._routes.get(("", "run", "r")) is not None and t.is_alive(), timeout=2.0)
+    os.kill(run_actor, signal.SIGKILL)
+    t.join(8)
+    assert out and not isinstance(out[0], ResourceError), out
+    assert pid_of(rt, "run:r") != run_actor

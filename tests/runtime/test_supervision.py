@@ -11,6 +11,7 @@ import pytest
 
 from tests.conftest import health_node as node
 from tests.conftest import in_flight, wait_until
+from tests.runtime.actors import marker
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.supervisors.spec import ChildSpec, KindSpec, Restart, Scope
 
@@ -78,7 +79,7 @@ def test_idempotent_call_is_retried_once_on_the_new_incarnation(runtime_factory)
     results = []
     t = threading.Thread(
         target=lambda: results.append(
-            rt._call("r", "slow", "k", "hang_once", {}, 5, idempotent=True)
+            rt._call("r", "slow", "k", "hang_once", marker(), 5, idempotent=True)
         )
     )
     t.start()

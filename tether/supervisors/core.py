@@ -174,7 +174,10 @@ class Supervisor(TetherActor):
         return rec
 
     def _start_child(self, rec: ChildRecord) -> None:
-        rec.incarnation += 1
+        # numbers only grow, also across incarnations of this supervisor (a restarted
+        # RunActor or kind supervisor starts its children anew): CLOCK_MONOTONIC is
+        # machine-wide, so "newer than N" (a host's retry) holds for whoever starts next
+        rec.incarnation = max(rec.incarnation + 1, time.monotonic_ns())
         self._incarnations[(rec.kind, rec.key)] = rec.incarnation
         rec.stop_reason = None
         rec.owned = []
