@@ -40,6 +40,7 @@ from tether import thespian_patches
 from tether.channels import ChannelGone, HostChannel, HostChannels, wait_readable
 from tether.contexts import Contexts
 from tether.host_routes import DirectRoute, Flight, Gone, RouteTable
+from tether.kinds import KindSpec, Scope
 from tether.messages.calls import Call, ErrorCode, Reply, ResourceError
 from tether.messages.codec import CodecError, decode, encode
 from tether.messages.control import (
@@ -70,7 +71,6 @@ from tether.processes import (
     wait_gone,
 )
 from tether.supervisors.policy import call_outcome_when_gone
-from tether.supervisors.spec import KindSpec, Scope
 
 thespian_patches.apply()  # before any thespian transport or actor process exists
 
@@ -79,7 +79,7 @@ from thespian.actors import ActorSystem, InvalidActorAddress  # noqa: E402  (aft
 # Modules that declare resource kinds (`KINDS: list[KindSpec]`). A module that does not
 # exist (yet) is skipped; one that fails to import is an error that names it.
 RESOURCE_KIND_MODULES: list[str] = [
-    "tether.actors.structural",
+    "tether.actors.parser",
     "tether.actors.language_server",
 ]
 # The echo kinds (tether.actors.echo) are for tests, benchmarks and examples, which ask for

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tether.actors.language_server import servers, workspace_edit
-from tether.actors.language_server.diagnostics import FreshWait, normalize
-from tether.actors.language_server.jsonrpc import (
+from tether.lsp import servers, workspace_edit
+from tether.lsp.diagnostics import FreshWait, normalize
+from tether.lsp.jsonrpc import (
     Capabilities,
     JsonRpcClient,
     Notification,
@@ -19,8 +19,8 @@ from tether.actors.language_server.jsonrpc import (
     ServerRequest,
     answer_server_request,
 )
-from tether.actors.language_server.ledger import Ledger
-from tether.actors.language_server.positions import (
+from tether.lsp.ledger import Ledger
+from tether.lsp.positions import (
     PositionError,
     find_symbol,
     from_character,
@@ -441,7 +441,7 @@ def test_commit_restores_on_failure(tmp_path):
 
 # --- rendering --------------------------------------------------------------------------------
 
-from tether.actors.language_server import render  # noqa: E402
+from tether.lsp import render  # noqa: E402
 
 
 def _loc(path, line, text="x = 1"):

@@ -10,8 +10,8 @@ import time
 import pytest
 
 from tests.conftest import health_node, in_flight, wait_until
+from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import ErrorCode, ResourceError
-from tether.supervisors.spec import ChildSpec, KindSpec, Restart, Scope
 
 SLOW = KindSpec(
     "slow",

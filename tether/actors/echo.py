@@ -24,8 +24,8 @@ from typing import Any
 from thespian.actors import Actor
 
 from tether.actors.base import ProcessActor, ResourceActor
+from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import Call, ErrorCode
-from tether.supervisors.spec import ChildSpec, KindSpec, Restart, Scope
 
 ECHO_SCRIPT = r"""
 import json, sys, time

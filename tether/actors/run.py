@@ -19,11 +19,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from tether.kinds import KindSpec, Scope
 from tether.messages.calls import Call, ErrorCode
 from tether.messages.control import Inject, Start
 from tether.supervisors.core import ChildRecord, Supervisor
 from tether.supervisors.policy import ExitReason, call_outcome_when_gone
-from tether.supervisors.spec import KindSpec, Scope
 
 SWEEP_PERIOD = 1.0
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from tether.actors.base import TetherActor, kill_tree, process_info
+from tether.kinds import ChildSpec
 from tether.messages.calls import Call, ErrorCode
 from tether.messages.codec import decode, encode
 from tether.messages.control import (
@@ -49,7 +50,6 @@ from tether.supervisors.policy import (
     recent_restarts,
     within_intensity,
 )
-from tether.supervisors.spec import ChildSpec
 
 _CLASS_CACHE: dict[str, type] = {}
 

@@ -12,8 +12,8 @@ import signal
 import subprocess
 from pathlib import Path
 
-from tether.actors.language_server import render
-from tether.actors.language_server.servers import (
+from tether.lsp import render
+from tether.lsp.servers import (
     SERVERS,
     ServerRow,
     parse_checker_output,

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tether.actors.language_server.diagnostics import SEVERITY_NAMES
+from tether.lsp.diagnostics import SEVERITY_NAMES
 
 CAPS = {"references": 50, "definition": 50, "type_definition": 50, "implementation": 50,
         "workspace_symbols": 100, "document_symbols": 200, "code_actions": 50,

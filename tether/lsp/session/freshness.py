@@ -17,16 +17,16 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from tether.actors.language_server.diagnostics import DEFAULT_CAP, FreshWait, Published, normalize
-from tether.actors.language_server.documents import Document, path_of, uri_of
-from tether.actors.language_server.jsonrpc import (
+from tether.lsp.diagnostics import DEFAULT_CAP, FreshWait, Published, normalize
+from tether.lsp.documents import Document, path_of, uri_of
+from tether.lsp.jsonrpc import (
     CONTENT_MODIFIED,
     REQUEST_CANCELLED,
     Notification,
     Response,
     ServerRequest,
 )
-from tether.actors.language_server.session.core import Op, SessionCore
+from tether.lsp.session.core import Op, SessionCore
 
 MAX_OTHER_PULLS = 4  # open importers pulled with a write (the files it may have broken)
 
