@@ -73,7 +73,6 @@ from tether.processes import (
     close_inherited_fds,
     die_with_parent,
     host_alive,
-    kill_tree,
     process_info,
 )
 
@@ -685,19 +684,3 @@ class ResourceActor(TetherActor):
             extra = {"health_extra_error": repr(exc)}
         node["extra"] = extra
         return node
-
-
-# ProcessActor lives in tether.actors.process; importable from here as the contract says.
-from tether.actors.process import ProcessActor  # noqa: E402
-
-__all__ = [
-    "PendingTable",
-    "ProcessActor",
-    "ResourceActor",
-    "ResourceUnavailable",
-    "TetherActor",
-    "close_inherited_fds",
-    "host_alive",
-    "kill_tree",
-    "process_info",
-]

@@ -23,7 +23,8 @@ from typing import Any
 
 from thespian.actors import Actor
 
-from tether.actors.base import ProcessActor, ResourceActor
+from tether.actors.base import ResourceActor
+from tether.actors.process import ProcessActor
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import Call, ErrorCode
 

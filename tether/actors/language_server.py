@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tether.actors.base import ProcessActor, ResourceUnavailable
+from tether.actors.base import ResourceUnavailable
+from tether.actors.process import ProcessActor
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.lsp.servers import BY_NAME, find_binary, split_key
 from tether.lsp.session import Session

@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from tether.actors.base import TetherActor, kill_tree, process_info
+from tether.actors.base import TetherActor
 from tether.kinds import ChildSpec
 from tether.messages.calls import Call, ErrorCode
 from tether.messages.codec import decode, encode
@@ -42,6 +42,7 @@ from tether.messages.control import (
     Started,
     Stopping,
 )
+from tether.processes import kill_tree, process_info
 from tether.supervisors.policy import (
     Decision,
     ExitReason,

@@ -18,7 +18,6 @@ from typing import Any
 
 import psutil
 
-from tether.actors.base import close_inherited_fds
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import Call, ErrorCode, Reply
 from tether.messages.codec import decode, encode
@@ -31,6 +30,7 @@ from tether.messages.control import (
     Route,
     Start,
 )
+from tether.processes import close_inherited_fds
 from tether.supervisors.core import ChildRecord, Supervisor
 
 SUPERVISOR_SPEC = ChildSpec(Restart.PERMANENT, shutdown_timeout=5.0, max_restarts=5, period=60.0)
