@@ -212,3 +212,12 @@ def _top_level_imports(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names.add(node.module.split(".")[0])
     return names
+
+
+def test_setuptools_finds_every_package():
+    # setup.cfg's `packages = find:` skips a directory without __init__.py and all below it
+    from setuptools import find_packages
+
+    dirs = {".".join(p.parent.relative_to(PACKAGE.parent).parts) for p in PACKAGE.rglob("*.py")}
+    found = set(find_packages(str(PACKAGE.parent), include=["tether", "tether.*"]))
+    assert sorted(dirs - found) == []
