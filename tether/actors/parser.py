@@ -5,7 +5,7 @@ each with its own parse cache. The tool handler fans a search out to every slot 
 shard index; files are assigned by a stable hash of their path, so a file always lands
 in the same slot and hits that slot's cache on the next search, by any run.
 
-ops: "search", "edit", "stats", "clear" (see `ops.py`) and "index" (parse a
+ops: "search", "edit", "stats", "clear" (see `tether.structural.ops`) and "index" (parse a
 workspace in the background, a chunk per timer tick, so searches interleave). A bad pattern or language is a
 `bad_request` with the compiler's message.
 """
