@@ -38,9 +38,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tether.actors.language_server.servers import BY_NAME  # noqa: E402
-from tether.actors.language_server.session import client_capabilities  # noqa: E402
-from tether.actors.language_server.session.freshness import (  # noqa: E402
+from tether.lsp.servers import BY_NAME  # noqa: E402
+from tether.lsp.session import client_capabilities  # noqa: E402
+from tether.lsp.session.freshness import (  # noqa: E402
     MAX_OTHER_PULLS,
     importers,
 )
@@ -357,7 +357,7 @@ def main() -> int:
             # where the added time goes, measured interleaved per position: the raw client, the
             # runtime's round trip to a trivial actor, the language-server actor asked directly
             # (no tool pipeline, no rendering), and the whole lsp tool
-            from tether.actors.language_server.servers import make_key
+            from tether.lsp.servers import make_key
 
             key = make_key("basedpyright", tether_root.resolve())
             raws, floor, direct, tool = [], [], [], []

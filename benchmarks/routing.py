@@ -34,8 +34,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tether.actors.echo import ECHO_SCRIPT, RawEchoActor, RawForwardActor  # noqa: E402
+from tether.kinds import ChildSpec, KindSpec, Restart, Scope  # noqa: E402
 from tether.runtime import Runtime, load_kinds  # noqa: E402
-from tether.supervisors.spec import ChildSpec, KindSpec, Restart, Scope  # noqa: E402
 
 ECHO_IN_RUN = KindSpec(
     "echo_in_run", "tether.actors.echo:EchoActor", Scope.RUN, ChildSpec(Restart.TRANSIENT)

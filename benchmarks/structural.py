@@ -80,7 +80,7 @@ def cli(pattern: str, root: Path) -> tuple[int, float]:
 
 def explain(pattern: str, root: Path) -> list[str]:
     """Why the counts differ, match by match (untimed, in-process)."""
-    from tether.actors.structural.search import search_dir
+    from tether.structural.search import search_dir
 
     ours = {
         (str(Path(m["path"]).resolve()), m["start_line"]): m
@@ -112,7 +112,7 @@ def main() -> int:
     opts = ap.parse_args()
     patterns = PATTERNS[: opts.patterns]
 
-    from tether.actors.structural import POOL_KEYS
+    from tether.actors.parser import POOL_KEYS
 
     tmp = Path(tempfile.mkdtemp(prefix="tether-bench-"))
     corpus = tmp / "stdlib"

@@ -44,7 +44,7 @@ from tether.messages.calls import Call, ErrorCode, Reply, ResourceError
 from tether.messages.codec import CodecError, decode, encode
 from tether.messages.control import ListHops, Route, RouteInfo
 from tether.supervisors.policy import call_outcome_when_gone
-from tether.supervisors.spec import KindSpec, Scope
+from tether.kinds import KindSpec, Scope
 
 DEFAULT_CALL_TIMEOUT = 30.0
 WATCH_PERIOD = 0.5  # while a call waits, how often the host checks the process holding it

@@ -39,6 +39,7 @@ import psutil
 from tether import thespian_patches
 from tether.engine import DEFAULT_CALL_TIMEOUT, CallEngine
 from tether.host_routes import ROOT, RouteTable, Target
+from tether.kinds import KindSpec, Scope
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.messages.control import (
     CloseRun,
@@ -65,7 +66,6 @@ from tether.processes import (
     session_processes,
     wait_gone,
 )
-from tether.supervisors.spec import KindSpec, Scope
 
 thespian_patches.apply()  # before any thespian transport or actor process exists
 
@@ -74,7 +74,7 @@ from thespian.actors import ActorSystem, InvalidActorAddress  # noqa: E402  (aft
 # Modules that declare resource kinds (`KINDS: list[KindSpec]`). A module that does not
 # exist (yet) is skipped; one that fails to import is an error that names it.
 RESOURCE_KIND_MODULES: list[str] = [
-    "tether.actors.structural",
+    "tether.actors.parser",
     "tether.actors.language_server",
 ]
 # The echo kinds (tether.actors.echo) are for tests, benchmarks and examples, which ask for

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tether.actors.language_server.servers import BY_NAME, find_binary
-from tether.actors.language_server.session import Session
+from tether.lsp.servers import BY_NAME, find_binary
+from tether.lsp.session import Session
 from tether.messages.calls import ResourceError
 
 

@@ -44,7 +44,7 @@ def test_first_symbols_query_finds_the_project_symbol(
 
 
 def test_sample_file_is_shallowest_then_by_name_and_skips_vendored(tmp_path):
-    from tether.actors.language_server.servers import BY_NAME, sample_file
+    from tether.lsp.servers import BY_NAME, sample_file
 
     row = BY_NAME["typescript-language-server"]
     (tmp_path / "node_modules" / "x").mkdir(parents=True)
@@ -86,8 +86,8 @@ class _IO:
 
 
 def _ready_session(tmp_path, server: str):
-    from tether.actors.language_server.servers import BY_NAME
-    from tether.actors.language_server.session import Session
+    from tether.lsp.servers import BY_NAME
+    from tether.lsp.session import Session
     from tether.protocol import encode
 
     clock = [100.0]

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from tether.actors.language_server.servers import BY_NAME
-from tether.actors.language_server.session import Session
+from tether.lsp.servers import BY_NAME
+from tether.lsp.session import Session
 from tether.protocol import FrameDecoder, encode
 
 

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tether.actors.language_server import servers, workspace_edit
-from tether.actors.language_server.diagnostics import FreshWait, normalize
-from tether.actors.language_server.jsonrpc import (
+from tether.lsp import checkers, servers, workspace_edit
+from tether.lsp.diagnostics import FreshWait, normalize
+from tether.lsp.jsonrpc import (
     Capabilities,
     JsonRpcClient,
     Notification,
@@ -19,8 +19,8 @@ from tether.actors.language_server.jsonrpc import (
     ServerRequest,
     answer_server_request,
 )
-from tether.actors.language_server.ledger import Ledger
-from tether.actors.language_server.positions import (
+from tether.lsp.ledger import Ledger
+from tether.lsp.positions import (
     PositionError,
     find_symbol,
     from_character,
@@ -307,20 +307,20 @@ def test_root_search_stops_at_workspace(tmp_path):
 
 def test_checker_parsers():
     tsc = "src/a.ts(3,7): error TS2322: Type 'string' is not assignable to type 'number'.\n"
-    assert servers.parse_checker_output("tsc", tsc, Path("."))[0] == {
+    assert checkers.parse_checker_output("tsc", tsc)[0] == {
         "path": "src/a.ts", "line": 3, "column": 7, "severity": 1, "code": "TS2322",
         "message": "Type 'string' is not assignable to type 'number'.",
     }  # fmt: skip
     gcc = "main.c:4:12: error: use of undeclared identifier 'x'\nmain.c:4:12: note: here\n"
-    assert [d["message"] for d in servers.parse_checker_output("gcc", gcc, Path("."))] == [
+    assert [d["message"] for d in checkers.parse_checker_output("gcc", gcc)] == [
         "use of undeclared identifier 'x'"
     ]
     vet = '# example.com/p\nvet: ./main.go:4:14: cannot use "s" as int value\n'
-    assert servers.parse_checker_output("gcc", vet, Path("."))[0]["path"] == "./main.go"
+    assert checkers.parse_checker_output("gcc", vet)[0]["path"] == "./main.go"
     cargo = "src/main.rs:2:5: error[E0425]: cannot find value `x` in this scope\n"
-    assert servers.parse_checker_output("gcc", cargo, Path("."))[0]["code"] == "E0425"
+    assert checkers.parse_checker_output("gcc", cargo)[0]["code"] == "E0425"
     dart = "ERROR|COMPILE_TIME_ERROR|UNDEFINED_IDENTIFIER|/p/lib/a.dart|3|5|1|Undefined name 'x'.\n"
-    assert servers.parse_checker_output("dart-machine", dart, Path("."))[0]["line"] == 3
+    assert checkers.parse_checker_output("dart-machine", dart)[0]["line"] == 3
 
 
 # --- diagnostics ------------------------------------------------------------------------------
@@ -441,7 +441,7 @@ def test_commit_restores_on_failure(tmp_path):
 
 # --- rendering --------------------------------------------------------------------------------
 
-from tether.actors.language_server import render  # noqa: E402
+from tether.lsp import render  # noqa: E402
 
 
 def _loc(path, line, text="x = 1"):

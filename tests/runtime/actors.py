@@ -8,7 +8,8 @@ from typing import Any
 
 from thespian.actors import Actor
 
-from tether.actors.base import ProcessActor, ResourceActor, ResourceUnavailable
+from tether.actors.base import ResourceActor, ResourceUnavailable
+from tether.actors.process import ProcessActor
 from tether.messages.calls import Call
 
 

@@ -16,8 +16,8 @@ import pytest
 
 from tests.conftest import health_node, in_flight, wait_until
 from tests.runtime.actors import marker
+from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import ErrorCode, ResourceError
-from tether.supervisors.spec import ChildSpec, KindSpec, Restart, Scope
 
 SLOW = KindSpec(
     "slow",

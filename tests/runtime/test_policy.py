@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.supervisors.policy import Decision, ExitReason, backoff, decide, within_intensity
-from tether.supervisors.spec import ChildSpec, KindSpec, Restart, Scope
 
 P, T, TMP = Restart.PERMANENT, Restart.TRANSIENT, Restart.TEMPORARY
 N, S, C, U = ExitReason.NORMAL, ExitReason.SHUTDOWN, ExitReason.CRASH, ExitReason.UNAVAILABLE

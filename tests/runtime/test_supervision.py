@@ -12,8 +12,8 @@ import pytest
 from tests.conftest import health_node as node
 from tests.conftest import in_flight, wait_until
 from tests.runtime.actors import marker
+from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import ErrorCode, ResourceError
-from tether.supervisors.spec import ChildSpec, KindSpec, Restart, Scope
 
 
 def call(rt, kind="echo_process", key="k", op="echo", args=None, timeout=5.0, run="r1", **kw):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tether.actors.structural.cache import TREE_BYTES_PER_SOURCE_BYTE, ParseCache
-from tether.actors.structural.search import search_dir
+from tether.structural.cache import TREE_BYTES_PER_SOURCE_BYTE, ParseCache
+from tether.structural.search import search_dir
 
 
 def test_hit_then_miss_after_a_change(tmp_path: Path):

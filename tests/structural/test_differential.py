@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.actors.structural.search import search_source
+from tether.structural.search import search_source
 
 ast_grep_py = pytest.importorskip("ast_grep_py")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tether.actors.structural.languages import (
+from tether.structural.languages import (
     LANGUAGES,
     LanguageError,
     get_parser,
@@ -13,7 +13,7 @@ from tether.actors.structural.languages import (
     metavar_char,
     normalize,
 )
-from tether.actors.structural.pattern import compile_pattern
+from tether.structural.pattern import compile_pattern
 
 
 @pytest.mark.parametrize(

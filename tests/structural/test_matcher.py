@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from tether.actors.structural.pattern import PatternError, compile_pattern
-from tether.actors.structural.search import search_source
+from tether.structural.pattern import PatternError, compile_pattern
+from tether.structural.search import search_source
 
 DART_DISPOSE = """void main() {
   if (c != null) c.dispose();
@@ -133,7 +133,7 @@ def test_zero_width_node_is_implicit_ellipsis():
 
 
 def test_metavariable_character_probed():
-    from tether.actors.structural.languages import metavar_char
+    from tether.structural.languages import metavar_char
 
     assert metavar_char("javascript") == "$"
     assert metavar_char("python") == "µ"
@@ -164,7 +164,7 @@ def test_backslash_continuation_is_whitespace():
     ],
 )
 def test_whole_word_prefilter(source, lit, found):
-    from tether.actors.structural.scan import has_word
+    from tether.structural.scan import has_word
 
     assert has_word(source, lit) is found
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from tether.actors.structural.languages import get_parser
-from tether.actors.structural.pattern import compile_pattern
-from tether.actors.structural.query import CandidateQuery
-from tether.actors.structural.rewrite import RewriteError, apply, check_template
-from tether.actors.structural.search import find_in_tree
+from tether.structural.languages import get_parser
+from tether.structural.pattern import compile_pattern
+from tether.structural.query import CandidateQuery
+from tether.structural.rewrite import RewriteError, apply, check_template
+from tether.structural.search import find_in_tree
 
 
 def rewrite(lang: str, pattern: str, template: str, code: str) -> tuple[str, int]:

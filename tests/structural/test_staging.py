@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.actors.structural.staging import (
+from tether.structural.staging import (
     ResolveError,
     StagedFile,
     Staging,

@@ -1,4 +1,4 @@
-"""Base classes of every actor that owns a live resource: `ResourceActor`, `ProcessActor`.
+"""Base classes of every actor that owns a live resource: `TetherActor`, `ResourceActor`.
 
 A resource actor is created by its kind's supervisor with a key and a config, answers
 `Call`s with exactly one `Reply` each (now or later), answers health queries, and cleans
@@ -9,26 +9,25 @@ up everything it owns when it stops.
         def on_start(self, key, config): self.set_state("ready")
         def on_call(self, call): self.reply(call, {"echo": call.args})
 
-A process-owning actor additionally starts one subprocess in its own process group,
-watches its pipes with ThespianWatch (no threads; the message loop never blocks) and
-kills the whole process tree when it stops:
+A process-owning actor (`ProcessActor`, in tether.actors.process) additionally starts one
+subprocess in its own process group, watches its pipes with ThespianWatch (no threads;
+the message loop never blocks) and kills the whole process tree when it stops:
 
     class LanguageServerActor(ProcessActor):
         kind = "language_server"
         def on_start(self, key, config): self.spawn(argv, cwd=root)
         def on_stdout(self, data): ...  # feed the framing codec, settle pending requests
         def on_call(self, call):
-            self.write(frame)                       # request to the server
-            self.pending.add(req_id, call)          # settled later: self.pending.pop(req_id)
+            self.write(frame)  # request to the server; its answer settles the call later
 
 What the base does for you:
 - Calls that arrive before `on_start` finished, or while you keep the state "starting"
   (call `self.set_state("starting")` in on_start and `set_state("ready")` when the
   resource is usable), are queued and handed to `on_call` once the state is "ready".
 - Every call is settled exactly once: a second reply() / fail() for the same call is
-  ignored, and a call still open when its deadline passes is failed with `deadline`
-  (and dropped from `pending`). An exception escaping `on_call` fails that call with
-  `failed` and the exception text; it never kills the actor.
+  ignored, and a call still open when its deadline passes is failed with `deadline`. An
+  exception escaping `on_call` fails that call with `failed` and the exception text; it
+  never kills the actor.
 - `on_start` raising `ResourceUnavailable` means "cannot run here" (the supervisor does
   not retry); raising anything else is a crash (restart policy applies).
 - A watchdog timer: if the host process dies or this actor's parent dies, the actor
@@ -44,7 +43,6 @@ import os
 import signal
 import time
 import traceback
-from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from thespian.actors import (
@@ -73,7 +71,6 @@ from tether.processes import (
     close_inherited_fds,
     die_with_parent,
     host_alive,
-    kill_tree,
     process_info,
 )
 
@@ -85,46 +82,6 @@ FLUSH_RETRY = 0.005  # seconds until a write a pipe or socket did not take is tr
 class ResourceUnavailable(Exception):
     """Raise from on_start when the resource cannot run here (binary or marker missing).
     The supervisor will not retry; calls get ErrorCode.UNAVAILABLE with this message."""
-
-
-class PendingTable:
-    """Calls waiting for an answer from the resource, keyed by the resource's own request id.
-
-    `add(req_id, call)` when you send the request, `pop(req_id)` when its answer arrives
-    (None if the call already expired or was failed). The base fails entries whose call
-    deadline passed and removes them here.
-    """
-
-    def __init__(self) -> None:
-        self._by_req: dict[Any, Call] = {}
-
-    def add(self, req_id: Any, call: Call) -> None:
-        self._by_req[req_id] = call
-
-    def pop(self, req_id: Any) -> Call | None:
-        return self._by_req.pop(req_id, None)
-
-    def get(self, req_id: Any) -> Call | None:
-        return self._by_req.get(req_id)
-
-    def discard_call(self, call_id: str) -> None:
-        for req_id, call in list(self._by_req.items()):
-            if call.call_id == call_id:
-                del self._by_req[req_id]
-
-    def items(self) -> list[tuple[Any, Call]]:
-        return list(self._by_req.items())
-
-    def clear(self) -> list[Call]:
-        calls = list(self._by_req.values())
-        self._by_req.clear()
-        return calls
-
-    def __len__(self) -> int:
-        return len(self._by_req)
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(list(self._by_req))
 
 
 class TetherActor(Actor):
@@ -323,7 +280,6 @@ class ResourceActor(TetherActor):
 
     def __init__(self) -> None:
         super().__init__()
-        self.pending = PendingTable()
         self._open: dict[str, tuple[Call, Any]] = {}  # call_id -> (call, reply_to)
         self._queued: list[tuple[Call, Any]] = []  # calls that arrived before "ready"
         self._state_explicit = False
@@ -344,7 +300,7 @@ class ResourceActor(TetherActor):
         """Called once, before any call. Raise to fail the start (the supervisor decides)."""
 
     def on_call(self, call: Call) -> None:
-        """Handle one call; settle it with reply()/fail(), now or later (pending table)."""
+        """Handle one call; settle it with reply()/fail(), now or later."""
         self.fail(
             call, ErrorCode.BAD_REQUEST, f"{self.name} does not handle calls (op {call.op!r})"
         )
@@ -420,8 +376,6 @@ class ResourceActor(TetherActor):
         entry = self._open.pop(call.call_id, None)
         if entry is None:
             return  # settled already, or expired
-        if len(self.pending):
-            self.pending.discard_call(call.call_id)
         if self._drop > 0:
             self._drop -= 1
             return
@@ -677,19 +631,3 @@ class ResourceActor(TetherActor):
             extra = {"health_extra_error": repr(exc)}
         node["extra"] = extra
         return node
-
-
-# ProcessActor lives in tether.actors.process; importable from here as the contract says.
-from tether.actors.process import ProcessActor  # noqa: E402
-
-__all__ = [
-    "PendingTable",
-    "ProcessActor",
-    "ResourceActor",
-    "ResourceUnavailable",
-    "TetherActor",
-    "close_inherited_fds",
-    "host_alive",
-    "kill_tree",
-    "process_info",
-]

@@ -23,9 +23,10 @@ from typing import Any
 
 from thespian.actors import Actor
 
-from tether.actors.base import ProcessActor, ResourceActor
+from tether.actors.base import ResourceActor
+from tether.actors.process import ProcessActor
+from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import Call, ErrorCode
-from tether.supervisors.spec import ChildSpec, KindSpec, Restart, Scope
 
 ECHO_SCRIPT = r"""
 import json, sys, time

@@ -102,7 +102,6 @@ class ProcessActor(ResourceActor):
         message = self.exit_message(returncode)
         for call in self.open_calls():
             self.fail_dying(call, message + "; it is being restarted, call again")
-        self.pending.clear()
         self.stop("crash", message)
 
     def exit_message(self, returncode: int | None) -> str:

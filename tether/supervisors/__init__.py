@@ -1,2 +1,3 @@
-"""Supervision as data: child specs and kinds (`spec`), the restart decision (`policy`),
-the child table every supervisor shares (`core`), and the tree's supervisors (`tree`)."""
+"""Supervision: the restart decision (`policy`), the child table every supervisor shares
+(`core`), and the tree's supervisors (`tree`). The child specs and kinds they run are
+plain data in `tether.kinds`, which actors import too."""

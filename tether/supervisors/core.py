@@ -31,7 +31,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from tether.actors.base import TetherActor, kill_tree, process_info
+from tether.actors.base import TetherActor
+from tether.kinds import ChildSpec, KindSpec
 from tether.messages.calls import Call, ErrorCode
 from tether.messages.codec import encode
 from tether.messages.control import (
@@ -45,6 +46,7 @@ from tether.messages.control import (
     Started,
     Stopping,
 )
+from tether.processes import kill_tree, process_info
 from tether.supervisors.policy import (
     Decision,
     ExitReason,
@@ -53,7 +55,6 @@ from tether.supervisors.policy import (
     recent_restarts,
     within_intensity,
 )
-from tether.supervisors.spec import ChildSpec, KindSpec
 
 _CLASS_CACHE: dict[str, type] = {}
 

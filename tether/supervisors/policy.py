@@ -17,8 +17,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 
+from tether.kinds import ChildSpec, Restart
 from tether.messages.calls import Call, ErrorCode
-from tether.supervisors.spec import ChildSpec, Restart
 
 
 class ExitReason(enum.Enum):

@@ -21,7 +21,7 @@ from tether.messages.calls import ErrorCode
 from tether.messages.codec import decode
 from tether.messages.control import Inject, Route, Start
 from tether.supervisors.core import Supervisor
-from tether.supervisors.spec import KindSpec, Scope
+from tether.kinds import KindSpec, Scope
 
 
 class RunActor(Supervisor):

@@ -22,7 +22,7 @@ from typing import Any
 
 import psutil
 
-from tether.actors.base import close_inherited_fds
+from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import Call, ErrorCode, Reply
 from tether.messages.codec import decode, encode
 from tether.messages.control import (
@@ -35,8 +35,8 @@ from tether.messages.control import (
     Route,
     Start,
 )
+from tether.processes import close_inherited_fds
 from tether.supervisors.core import ChildRecord, Supervisor
-from tether.supervisors.spec import ChildSpec, KindSpec, Restart, Scope
 
 SUPERVISOR_SPEC = ChildSpec(Restart.PERMANENT, shutdown_timeout=5.0, max_restarts=5, period=60.0)
 RUN_SPEC = ChildSpec(Restart.TRANSIENT, shutdown_timeout=5.0, max_restarts=5, period=60.0)

@@ -19,13 +19,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tether.actors.structural import ops
-from tether.actors.structural.cache import ParseCache
-from tether.actors.structural.languages import LanguageError, infer
-from tether.actors.structural.pattern import PatternError, compile_pattern
-from tether.actors.structural.rewrite import RewriteError, check_template
-from tether.actors.structural.staging import ResolveError, StagedFile, Staging, commit, digest
 from tether.messages.calls import ErrorCode, ResourceError
+from tether.structural import ops
+from tether.structural.cache import ParseCache
+from tether.structural.languages import LanguageError, infer
+from tether.structural.pattern import PatternError, compile_pattern
+from tether.structural.rewrite import RewriteError, check_template
+from tether.structural.staging import ResolveError, StagedFile, Staging, commit, digest
 from tether.tools.results import ToolResult
 from tether.tools.spec import Needs, Tier, ToolContext, ToolSpec
 

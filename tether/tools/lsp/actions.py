@@ -11,8 +11,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from tether.actors.language_server import render
-from tether.actors.language_server.servers import SERVERS, resolve
+from tether.lsp import render
+from tether.lsp.servers import SERVERS, resolve
 from tether.messages.calls import ResourceError
 from tether.tools.lsp.checker import project_check
 from tether.tools.lsp.records import Lines, model_records, relative, severe

@@ -1,7 +1,7 @@
 """`diagnostics "*"`: the project's own checker, run host-side.
 
 basedpyright --outputjson, tsc --noEmit, cc -fsyntax-only, go vet ./..., cargo check, dart
-analyze: the row's `checker` says which, and `servers.parse_checker_output` turns its output
+analyze: the row's `checker` says which, and `checkers.parse_checker_output` turns its output
 into the same records as a language server's diagnostics.
 """
 
@@ -12,13 +12,9 @@ import signal
 import subprocess
 from pathlib import Path
 
-from tether.actors.language_server import render
-from tether.actors.language_server.servers import (
-    SERVERS,
-    ServerRow,
-    parse_checker_output,
-    resolve,
-)
+from tether.lsp import render
+from tether.lsp.checkers import parse_checker_output
+from tether.lsp.servers import SERVERS, ServerRow, resolve
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.tools.lsp.records import Lines, model_records, severe
 from tether.tools.results import ToolResult
@@ -83,7 +79,7 @@ def run_checker(row: ServerRow, root: Path, timeout: float = CHECKER_TIMEOUT) ->
         "stderr": err.decode("utf-8", "replace"),
         "both": out.decode("utf-8", "replace") + "\n" + err.decode("utf-8", "replace"),
     }[ck.stream]
-    recs = parse_checker_output(ck.parser, text, root)
+    recs = parse_checker_output(ck.parser, text)
     for r in recs:
         p = Path(r["path"])
         r["path"] = str(p if p.is_absolute() else (root / p).resolve())

@@ -15,9 +15,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tether.actors.language_server import render
-from tether.actors.language_server.ledger import Ledger
-from tether.actors.language_server.servers import Resolution, rows_for
+from tether.lsp import render
+from tether.lsp.ledger import Ledger
+from tether.lsp.servers import Resolution, rows_for
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.tools.lsp.records import Lines, relative, severe
 from tether.tools.lsp.targets import ask, resolve_cached

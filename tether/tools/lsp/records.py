@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tether.actors.language_server.positions import from_character
+from tether.lsp.positions import from_character
 from tether.tools.spec import ToolContext
 
 

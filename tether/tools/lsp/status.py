@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tether.actors.language_server.servers import SERVERS, resolve, rows_for, split_key
+from tether.lsp.servers import SERVERS, resolve, rows_for, split_key
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.tools.lsp.records import relative
 from tether.tools.lsp.targets import KIND, ask, file_server, read_file

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tether.actors.language_server.positions import PositionError, SymbolSpan, find_symbol
-from tether.actors.language_server.servers import SERVERS, Resolution, ServerRow, resolve, rows_for
+from tether.lsp.positions import PositionError, SymbolSpan, find_symbol
+from tether.lsp.servers import SERVERS, Resolution, ServerRow, resolve, rows_for
 from tether.tools.results import ToolResult
 from tether.tools.spec import ToolContext
 

@@ -8,12 +8,11 @@ of its binaries resolves (on PATH, or a project-local path such as node_modules/
 Whichever half is missing is named, with the names looked for.
 
 Each row also names the project's own checker for `lsp diagnostics "*"` and the parser for
-its output (`checkers.py`-style parsing lives in `parse_checker_output` below).
+its output, by name: the parsers themselves are `tether.lsp.checkers`.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -23,12 +22,11 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from tether.lsp.checkers import PARSERS
+
 
 def _frozen(d: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
     return MappingProxyType(dict(d or {}))
-
-
-PARSER_NAMES = ("pyright-json", "tsc", "gcc", "dart-machine")
 
 
 @dataclass(frozen=True)
@@ -43,8 +41,8 @@ class Checker:
     def __post_init__(self) -> None:
         if not self.argv:
             raise ValueError("Checker.argv must not be empty")
-        if self.parser not in PARSER_NAMES:
-            raise ValueError(f"Checker.parser {self.parser!r} is not one of {PARSER_NAMES}")
+        if self.parser not in PARSERS:
+            raise ValueError(f"Checker.parser {self.parser!r} is not one of {tuple(PARSERS)}")
         if self.stream not in ("stdout", "stderr", "both"):
             raise ValueError(f"Checker.stream {self.stream!r} must be stdout, stderr or both")
 
@@ -381,108 +379,3 @@ def resolve(row: ServerRow, path: Path, workspace: Path) -> Resolution:
     root, marker = hit if hit else (None, "")
     binary, problem = find_binary(row, root)
     return Resolution(row, root, marker, binary, problem)
-
-
-# --- project checker output parsers --------------------------------------------------------
-
-_SEVERITY = {"error": 1, "warning": 2, "information": 3, "info": 3, "hint": 4, "note": 3}
-
-
-def _pyright_json(out: str, root: Path) -> list[dict[str, Any]]:
-    start = out.find("{")
-    if start < 0:
-        return []
-    data = json.loads(out[start:])
-    res = []
-    for d in data.get("generalDiagnostics", []):
-        r = d.get("range", {}).get("start", {})
-        res.append(
-            {
-                "path": d.get("file", ""),
-                "line": int(r.get("line", 0)) + 1,
-                "column": int(r.get("character", 0)) + 1,
-                "severity": _SEVERITY.get(d.get("severity", "error"), 1),
-                "code": d.get("rule", ""),
-                "message": d.get("message", ""),
-            }
-        )
-    return res
-
-
-_TSC = re.compile(
-    r"^(?P<path>[^\s(][^(]*)\((?P<line>\d+),(?P<col>\d+)\): (?P<sev>error|warning) (?P<code>TS\d+): (?P<msg>.*)$"
-)
-_GCC = re.compile(
-    r"^(?:vet: )?(?P<path>[^:\s][^:]*):(?P<line>\d+):(?:(?P<col>\d+):)? ?(?:(?P<sev>fatal error|error|warning|note)(?:\[(?P<code>[^\]]+)\])?: )?(?P<msg>.+)$"
-)
-
-
-def _tsc(out: str, root: Path) -> list[dict[str, Any]]:
-    res = []
-    for line in out.splitlines():
-        m = _TSC.match(line.strip())
-        if m:
-            res.append(
-                {
-                    "path": m["path"],
-                    "line": int(m["line"]),
-                    "column": int(m["col"]),
-                    "severity": _SEVERITY[m["sev"]],
-                    "code": m["code"],
-                    "message": m["msg"],
-                }
-            )
-        elif res and line.startswith("  "):  # continuation of a multi-line message
-            res[-1]["message"] = f"{res[-1]['message']}\n{line.strip()}"
-    return res
-
-
-def _gcc(out: str, root: Path) -> list[dict[str, Any]]:
-    res = []
-    for line in out.splitlines():
-        if line.startswith("#") or line.startswith(" "):
-            continue
-        m = _GCC.match(line.strip())
-        if not m:
-            continue
-        sev = (m["sev"] or "error").replace("fatal error", "error")
-        if sev == "note":
-            continue
-        res.append(
-            {
-                "path": m["path"],
-                "line": int(m["line"]),
-                "column": int(m["col"] or 1),
-                "severity": _SEVERITY[sev],
-                "code": m["code"] or "",
-                "message": m["msg"],
-            }
-        )
-    return res
-
-
-def _dart_machine(out: str, root: Path) -> list[dict[str, Any]]:
-    res = []
-    for line in out.splitlines():
-        f = line.split("|")
-        if len(f) < 8 or f[0] not in ("ERROR", "WARNING", "INFO"):
-            continue
-        res.append(
-            {
-                "path": f[3],
-                "line": int(f[4]),
-                "column": int(f[5]),
-                "severity": {"ERROR": 1, "WARNING": 2, "INFO": 3}[f[0]],
-                "code": f[2].lower(),
-                "message": "|".join(f[7:]),
-            }
-        )
-    return res
-
-
-PARSERS = {"pyright-json": _pyright_json, "tsc": _tsc, "gcc": _gcc, "dart-machine": _dart_machine}
-
-
-def parse_checker_output(parser: str, out: str, root: Path) -> list[dict[str, Any]]:
-    """Findings as records {path (as printed), line, column (1-based), severity, code, message}."""
-    return PARSERS[parser](out, root)

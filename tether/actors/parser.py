@@ -5,19 +5,22 @@ each with its own parse cache. The tool handler fans a search out to every slot 
 shard index; files are assigned by a stable hash of their path, so a file always lands
 in the same slot and hits that slot's cache on the next search, by any run.
 
-ops: "search", "edit", "stats", "clear" (see `ops.py`) and "index" (parse a
+ops: "search", "edit", "stats", "clear" (see `tether.structural.ops`) and "index" (parse a
 workspace in the background, a chunk per timer tick, so searches interleave). A bad pattern or language is a
 `bad_request` with the compiler's message.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from tether.actors.base import ResourceActor
-from tether.actors.structural.cache import DEFAULT_MAX_BYTES, ParseCache
-from tether.actors.structural.languages import LanguageError
-from tether.actors.structural.ops import (
+from tether.kinds import ChildSpec, KindSpec, Restart, Scope
+from tether.messages.calls import Call, ErrorCode
+from tether.structural.cache import DEFAULT_MAX_BYTES, ParseCache
+from tether.structural.languages import LanguageError
+from tether.structural.ops import (
     index_some,
     op_clear,
     op_edit,
@@ -25,9 +28,8 @@ from tether.actors.structural.ops import (
     op_stats,
     plan_index,
 )
-from tether.actors.structural.pattern import PatternError
-from tether.actors.structural.rewrite import RewriteError
-from tether.messages.calls import Call, ErrorCode
+from tether.structural.pattern import PatternError
+from tether.structural.rewrite import RewriteError
 
 OPS = {"search": op_search, "edit": op_edit, "stats": op_stats, "clear": op_clear}
 
@@ -93,3 +95,17 @@ class ParserActor(ResourceActor):
             "indexing": len(getattr(self, "index_queue", ())),
             "indexed": getattr(self, "indexed", 0),
         }
+
+
+POOL_SIZE = max(1, min(4, os.cpu_count() or 1))
+POOL_KEYS = [str(i) for i in range(POOL_SIZE)]
+
+KINDS: list[KindSpec] = [
+    KindSpec(
+        "parser",
+        "tether.actors.parser:ParserActor",
+        Scope.SHARED,
+        ChildSpec(Restart.PERMANENT, max_restarts=5, period=60.0, backoff_initial=0.05),
+        config={"keys": POOL_KEYS},
+    ),
+]

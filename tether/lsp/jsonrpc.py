@@ -26,7 +26,6 @@ from tether.protocol import encode
 
 # JSON-RPC / LSP error codes we send or recognise.
 METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
 REQUEST_CANCELLED = -32800
 CONTENT_MODIFIED = -32801
 
@@ -194,15 +193,6 @@ class Capabilities:
     @property
     def position_encoding(self) -> str:
         return str(self.static.get("positionEncoding") or "utf-16")
-
-    def text_sync(self) -> tuple[bool, int, bool]:
-        """(openClose, change kind 0/1/2, save notifications wanted)."""
-        ts = self.static.get("textDocumentSync")
-        if isinstance(ts, int):
-            return True, ts, True
-        if isinstance(ts, dict):
-            return bool(ts.get("openClose", False)), int(ts.get("change", 0)), bool(ts.get("save"))
-        return False, 0, False
 
     def save_includes_text(self) -> bool:
         ts = self.static.get("textDocumentSync")

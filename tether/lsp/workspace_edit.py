@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tether.actors.language_server.documents import path_of, read_text
-from tether.actors.language_server.positions import offset_of
+from tether.lsp.documents import path_of, read_text
+from tether.lsp.positions import offset_of
 
 
 class EditError(ValueError):

@@ -3,7 +3,7 @@
 A call waits (a `FreshWait` in `waits`) until the diagnostics of its files are about the
 text we sent - by pull (`textDocument/diagnostic`), or by a versioned or quiet publish -
 or until its cap, when the files still waiting are reported "pending" (see
-`language_server/diagnostics.py` for the rules). A write's answer also says what changed
+`tether/lsp/diagnostics.py` for the rules). A write's answer also says what changed
 in other files ("others"): push servers publish them on their own; a pull server is asked,
 after the written files, about the open files that import one of them. What lands within
 the row's `others_grace` after the written files are fresh is in the answer; what comes
@@ -17,16 +17,16 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from tether.actors.language_server.diagnostics import DEFAULT_CAP, FreshWait, Published, normalize
-from tether.actors.language_server.documents import Document, path_of, uri_of
-from tether.actors.language_server.jsonrpc import (
+from tether.lsp.diagnostics import DEFAULT_CAP, FreshWait, Published, normalize
+from tether.lsp.documents import Document, path_of, uri_of
+from tether.lsp.jsonrpc import (
     CONTENT_MODIFIED,
     REQUEST_CANCELLED,
     Notification,
     Response,
     ServerRequest,
 )
-from tether.actors.language_server.session.core import Op, SessionCore
+from tether.lsp.session.core import Op, SessionCore
 
 MAX_OTHER_PULLS = 4  # open importers pulled with a write (the files it may have broken)
 

@@ -22,11 +22,11 @@ Layout: `core` (SessionCore: lifecycle, the op table, deadlines, the server's in
 (what the client advertises).
 """
 
-from tether.actors.language_server.session.capabilities import client_capabilities
-from tether.actors.language_server.session.core import REPLY_MARGIN, Op, SessionIO
-from tether.actors.language_server.session.freshness import MAX_OTHER_PULLS
-from tether.actors.language_server.session.queries import NAV_METHODS, Session
-from tether.actors.language_server.session.records import SYMBOL_KINDS, hover_text
+from tether.lsp.session.capabilities import client_capabilities
+from tether.lsp.session.core import REPLY_MARGIN, Op, SessionIO
+from tether.lsp.session.freshness import MAX_OTHER_PULLS
+from tether.lsp.session.queries import NAV_METHODS, Session
+from tether.lsp.session.records import SYMBOL_KINDS, hover_text
 
 __all__ = [
     "MAX_OTHER_PULLS",

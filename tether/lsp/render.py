@@ -13,10 +13,9 @@ workspace), line, column, end_line, end_column (1-based, code points), text.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from tether.actors.language_server.diagnostics import SEVERITY_NAMES
+from tether.lsp.diagnostics import SEVERITY_NAMES
 
 CAPS = {"references": 50, "definition": 50, "type_definition": 50, "implementation": 50,
         "workspace_symbols": 100, "document_symbols": 200, "code_actions": 50,
@@ -153,9 +152,3 @@ def folded(new: list[dict[str, Any]], pending: list[str], cap: int = CAPS["folde
             "call lsp diagnostics on the file to see them."
         )
     return "\n".join(out)
-
-
-def with_text(records: list[dict[str, Any]], line_of: Callable[[str, int], str]) -> None:
-    """Add `text` (the code on the record's line) to each record, in place."""
-    for r in records:
-        r["text"] = line_of(r["path"], r["line"])

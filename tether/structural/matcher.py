@@ -24,7 +24,7 @@ from typing import Any
 
 from tree_sitter import Node
 
-from tether.actors.structural.pattern import Internal, MetaVar, Pattern, PNode, Terminal
+from tether.structural.pattern import Internal, MetaVar, Pattern, PNode, Terminal
 
 Env = dict[str, Any]  # name -> Node | list[Node]
 

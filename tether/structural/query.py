@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 from tree_sitter import Node, Query, QueryCursor, QueryError
 
-from tether.actors.structural.languages import get_language
-from tether.actors.structural.pattern import (
+from tether.structural.languages import get_language
+from tether.structural.pattern import (
     Internal,
     MetaVar,
     Pattern,
@@ -195,6 +195,6 @@ class CandidateQuery:
                     out.append(n)
             out.sort(key=lambda n: (n.start_byte, -n.end_byte))
             return out
-        from tether.actors.structural.matcher import iter_named
+        from tether.structural.matcher import iter_named
 
         return list(iter_named(root))

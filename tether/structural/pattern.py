@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
-from tether.actors.structural import languages
-from tether.actors.structural.languages import CLOSERS, Context, contexts_for, get_parser
+from tether.structural import languages
+from tether.structural.languages import CLOSERS, Context, contexts_for, get_parser
 
 
 class PatternError(ValueError):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from tether.actors.structural.search import RawMatch, Span
+from tether.structural.search import RawMatch, Span
 
 _TOKEN = re.compile(r"\$\$\$([A-Z_][A-Z0-9_]*)|\$([A-Z_][A-Z0-9_]*)")
 

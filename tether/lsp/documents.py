@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from tether.actors.language_server.jsonrpc import Capabilities, JsonRpcClient
+from tether.lsp.jsonrpc import Capabilities, JsonRpcClient
 
 MAX_OPEN = 200  # least recently used documents beyond this are closed
 

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from tether.actors.language_server import workspace_edit
-from tether.actors.language_server.diagnostics import FreshWait
-from tether.actors.language_server.documents import Document, Documents, uri_of
-from tether.actors.language_server.jsonrpc import (
+from tether.lsp import workspace_edit
+from tether.lsp.diagnostics import FreshWait
+from tether.lsp.documents import Document, Documents, uri_of
+from tether.lsp.jsonrpc import (
     CONTENT_MODIFIED,
     REQUEST_CANCELLED,
     Capabilities,
@@ -35,9 +35,9 @@ from tether.actors.language_server.jsonrpc import (
     ServerRequest,
     answer_server_request,
 )
-from tether.actors.language_server.positions import to_character
-from tether.actors.language_server.servers import ServerRow, sample_file
-from tether.actors.language_server.session.capabilities import client_capabilities
+from tether.lsp.positions import to_character
+from tether.lsp.servers import ServerRow, sample_file
+from tether.lsp.session.capabilities import client_capabilities
 from tether.messages.calls import ErrorCode
 from tether.protocol import FrameDecoder, FramingError
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tether.actors.language_server.positions import from_character
+from tether.lsp.positions import from_character
 
 DEFAULT_CAP = 2.5
 SEVERITY_NAMES = {1: "error", 2: "warning", 3: "info", 4: "hint"}

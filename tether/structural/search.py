@@ -12,12 +12,12 @@ from typing import Any
 
 from tree_sitter import Node
 
-from tether.actors.structural.cache import ParseCache
-from tether.actors.structural.languages import extensions_of
-from tether.actors.structural.matcher import Env, match_at
-from tether.actors.structural.pattern import Pattern, compile_pattern
-from tether.actors.structural.query import CandidateQuery
-from tether.actors.structural.scan import iter_files, passes_prefilter, shard_of
+from tether.structural.cache import ParseCache
+from tether.structural.languages import extensions_of
+from tether.structural.matcher import Env, match_at
+from tether.structural.pattern import Pattern, compile_pattern
+from tether.structural.query import CandidateQuery
+from tether.structural.scan import iter_files, passes_prefilter, shard_of
 
 Span = tuple[int, int]
 
@@ -90,7 +90,7 @@ def search_source(pattern: Pattern | str, src: bytes | str, lang: str | None = N
         assert lang is not None, "pass lang with a pattern source"
         pattern = compile_pattern(pattern, lang)
     data = src.encode() if isinstance(src, str) else src
-    from tether.actors.structural.languages import get_parser
+    from tether.structural.languages import get_parser
 
     tree = get_parser(pattern.lang).parse(data)
     raw = find_in_tree(pattern, CandidateQuery(pattern), tree.root_node, data)

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from tether.actors.language_server import workspace_edit
-from tether.actors.language_server.documents import Document, uri_of
-from tether.actors.language_server.jsonrpc import Response
-from tether.actors.language_server.servers import sample_file
-from tether.actors.language_server.session import records
-from tether.actors.language_server.session.core import Op
-from tether.actors.language_server.session.freshness import DiagnosingSession
+from tether.lsp import workspace_edit
+from tether.lsp.documents import Document, uri_of
+from tether.lsp.jsonrpc import Response
+from tether.lsp.servers import sample_file
+from tether.lsp.session import records
+from tether.lsp.session.core import Op
+from tether.lsp.session.freshness import DiagnosingSession
 from tether.messages.calls import ErrorCode
 
 NAV_METHODS = {

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from tree_sitter import Tree
 
-from tether.actors.structural.languages import get_parser
+from tether.structural.languages import get_parser
 
 TREE_BYTES_PER_SOURCE_BYTE = 28
 DEFAULT_MAX_BYTES = 768 * 2**20

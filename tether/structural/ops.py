@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from tether.actors.structural.cache import ParseCache
-from tether.actors.structural.languages import get_parser
-from tether.actors.structural.pattern import compile_pattern
-from tether.actors.structural.query import CandidateQuery
-from tether.actors.structural.rewrite import apply
-from tether.actors.structural.search import find_in_tree, match_record, search_paths
-from tether.actors.structural.staging import digest
+from tether.structural.cache import ParseCache
+from tether.structural.languages import get_parser
+from tether.structural.pattern import compile_pattern
+from tether.structural.query import CandidateQuery
+from tether.structural.rewrite import apply
+from tether.structural.search import find_in_tree, match_record, search_paths
+from tether.structural.staging import digest
 
 
 def _common(args: dict[str, Any]) -> dict[str, Any]:
@@ -124,8 +124,8 @@ def op_stats(cache: ParseCache, args: dict[str, Any]) -> dict[str, Any]:
 def plan_index(args: dict[str, Any]) -> list[tuple[str, str]]:
     """(path, language) of every file of this shard under `root` that a grammar claims
     (optionally only `languages`), capped at `max_files`."""
-    from tether.actors.structural.languages import EXTENSIONS, normalize
-    from tether.actors.structural.scan import iter_files, shard_of
+    from tether.structural.languages import EXTENSIONS, normalize
+    from tether.structural.scan import iter_files, shard_of
 
     wanted = {normalize(lg) for lg in args.get("languages") or ()}
     exts = frozenset(ext for ext, lg in EXTENSIONS.items() if not wanted or lg in wanted)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tether.actors.language_server.documents import path_of
+from tether.lsp.documents import path_of
 
 SYMBOL_KINDS = {
     1: "file", 2: "module", 3: "namespace", 4: "package", 5: "class", 6: "method",

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tether.actors.structural import POOL_KEYS
+from tether.actors.parser import POOL_KEYS
 
 pytestmark = pytest.mark.slow
 

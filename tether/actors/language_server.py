@@ -23,9 +23,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tether.actors.base import ProcessActor, ResourceUnavailable
-from tether.actors.language_server.servers import BY_NAME, find_binary, split_key
-from tether.actors.language_server.session import Session
+from tether.actors.base import ResourceUnavailable
+from tether.actors.process import ProcessActor
+from tether.kinds import ChildSpec, KindSpec, Restart, Scope
+from tether.lsp.servers import BY_NAME, find_binary, split_key
+from tether.lsp.session import Session
 from tether.messages.calls import Call, ErrorCode
 
 
@@ -175,3 +177,23 @@ class LanguageServerActor(ProcessActor):
 
 def key_root(key: str) -> Path:
     return split_key(key)[1]
+
+
+KINDS: list[KindSpec] = [
+    KindSpec(
+        kind="language_server",
+        actor_class="tether.actors.language_server:LanguageServerActor",
+        scope=Scope.SHARED,
+        # A server that crashes is restarted (transient); five crashes in a minute and the
+        # supervisor gives up, which `lsp status` reports with the last reason.
+        child=ChildSpec(
+            restart=Restart.TRANSIENT,
+            shutdown_timeout=3.0,
+            max_restarts=5,
+            period=60.0,
+            backoff_initial=0.1,
+            backoff_max=2.0,
+            idle_ttl=1800.0,
+        ),
+    )
+]

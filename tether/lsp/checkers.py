@@ -1,0 +1,122 @@
+"""Output parsers of the project checkers `lsp diagnostics "*"` runs, one per output format.
+
+A row of the server table (`tether.lsp.servers`) names its checker's argv and, by name,
+the parser here that reads what it prints: basedpyright's JSON, tsc's one-line errors,
+the gcc-style `path:line:col: severity: message` that cc, go vet and cargo (short) share,
+and dart's machine format. Each returns the same records, so the project's findings are
+rendered like a language server's diagnostics.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+_SEVERITY = {"error": 1, "warning": 2, "information": 3, "info": 3, "hint": 4, "note": 3}
+
+
+def _pyright_json(out: str) -> list[dict[str, Any]]:
+    start = out.find("{")
+    if start < 0:
+        return []
+    data = json.loads(out[start:])
+    res = []
+    for d in data.get("generalDiagnostics", []):
+        r = d.get("range", {}).get("start", {})
+        res.append(
+            {
+                "path": d.get("file", ""),
+                "line": int(r.get("line", 0)) + 1,
+                "column": int(r.get("character", 0)) + 1,
+                "severity": _SEVERITY.get(d.get("severity", "error"), 1),
+                "code": d.get("rule", ""),
+                "message": d.get("message", ""),
+            }
+        )
+    return res
+
+
+_TSC = re.compile(
+    r"^(?P<path>[^\s(][^(]*)\((?P<line>\d+),(?P<col>\d+)\): (?P<sev>error|warning) (?P<code>TS\d+): (?P<msg>.*)$"
+)
+_GCC = re.compile(
+    r"^(?:vet: )?(?P<path>[^:\s][^:]*):(?P<line>\d+):(?:(?P<col>\d+):)? ?(?:(?P<sev>fatal error|error|warning|note)(?:\[(?P<code>[^\]]+)\])?: )?(?P<msg>.+)$"
+)
+
+
+def _tsc(out: str) -> list[dict[str, Any]]:
+    res = []
+    for line in out.splitlines():
+        m = _TSC.match(line.strip())
+        if m:
+            res.append(
+                {
+                    "path": m["path"],
+                    "line": int(m["line"]),
+                    "column": int(m["col"]),
+                    "severity": _SEVERITY[m["sev"]],
+                    "code": m["code"],
+                    "message": m["msg"],
+                }
+            )
+        elif res and line.startswith("  "):  # continuation of a multi-line message
+            res[-1]["message"] = f"{res[-1]['message']}\n{line.strip()}"
+    return res
+
+
+def _gcc(out: str) -> list[dict[str, Any]]:
+    res = []
+    for line in out.splitlines():
+        if line.startswith("#") or line.startswith(" "):
+            continue
+        m = _GCC.match(line.strip())
+        if not m:
+            continue
+        sev = (m["sev"] or "error").replace("fatal error", "error")
+        if sev == "note":
+            continue
+        res.append(
+            {
+                "path": m["path"],
+                "line": int(m["line"]),
+                "column": int(m["col"] or 1),
+                "severity": _SEVERITY[sev],
+                "code": m["code"] or "",
+                "message": m["msg"],
+            }
+        )
+    return res
+
+
+def _dart_machine(out: str) -> list[dict[str, Any]]:
+    res = []
+    for line in out.splitlines():
+        f = line.split("|")
+        if len(f) < 8 or f[0] not in ("ERROR", "WARNING", "INFO"):
+            continue
+        res.append(
+            {
+                "path": f[3],
+                "line": int(f[4]),
+                "column": int(f[5]),
+                "severity": {"ERROR": 1, "WARNING": 2, "INFO": 3}[f[0]],
+                "code": f[2].lower(),
+                "message": "|".join(f[7:]),
+            }
+        )
+    return res
+
+
+PARSERS: dict[str, Callable[[str], list[dict[str, Any]]]] = {
+    "pyright-json": _pyright_json,
+    "tsc": _tsc,
+    "gcc": _gcc,
+    "dart-machine": _dart_machine,
+}
+
+
+def parse_checker_output(parser: str, out: str) -> list[dict[str, Any]]:
+    """Findings as records {path (as printed), line, column (1-based), severity, code, message}."""
+    return PARSERS[parser](out)
