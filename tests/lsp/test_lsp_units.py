@@ -434,7 +434,7 @@ def test_commit_restores_on_failure(tmp_path):
     blocker = tmp_path / "blocked"
     blocker.write_text("file, not a dir\n")
     p = workspace_edit.Plan(final={a: "new\n", blocker / "x.py": "y\n"})
-    with pytest.raises(workspace_edit.EditError, match="every file was restored"):
+    with pytest.raises(workspace_edit.EditError, match="every file was left as it was"):
         workspace_edit.commit(p)
     assert a.read_text() == "old\n"
 
