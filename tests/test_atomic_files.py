@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import pickle
 import threading
 from pathlib import Path
 
@@ -83,7 +84,7 @@ def test_failed_third_rename_restores_the_same_inodes(tree):
     inodes = [f.stat().st_ino for f in tree]
     with pytest.raises(CommitError) as got:
         commit(writes(tree), fault=fail_at("rename", 2))
-    assert got.value.path == tree[2] and got.value.unrestored == () and got.value.errno == errno.ENOSPC
+    assert (got.value.path, got.value.unrestored, got.value.errno) == (tree[2], (), errno.ENOSPC)
     assert [f.stat().st_ino for f in tree] == inodes  # put back by rename, not rewritten
 
 
@@ -120,7 +121,7 @@ def test_third_target_is_a_directory_refused_before_anything_is_written(tree, tm
 def test_third_parent_is_a_file_leaves_the_first_two(tree, tmp_path):
     (tmp_path / "blocker").write_text("a file, not a directory\n")
     before = state(tree)
-    with pytest.raises(CommitError, match=r"blocker/x\.txt: Not a directory; every file was left as it was"):
+    with pytest.raises(CommitError, match=r"blocker/x\.txt: Not a directory; every file was left"):
         commit([*writes(tree[:2]), Write(tmp_path / "blocker" / "x.txt", b"x")])
     assert state(tree) == before and leftovers(tmp_path) == []
 
@@ -149,6 +150,13 @@ def test_no_hard_links_falls_back_to_a_copy_in_memory(tree, tmp_path, monkeypatc
     assert state(tree) == before and leftovers(tmp_path) == []
     commit([*writes(tree[:2]), Delete(tree[2])])
     assert state(tree)[:2] == [(b"new 0\n", 0o640), (b"new 1\n", 0o755)] and not tree[2].exists()
+
+
+def test_commit_error_is_an_oserror_that_survives_pickling(tree):
+    with pytest.raises(OSError) as got:
+        commit(writes(tree), fault=fail_at("rename", 1))
+    again = pickle.loads(pickle.dumps(got.value))
+    assert (str(again), again.errno, again.filename) == (str(got.value), errno.ENOSPC, str(tree[1]))
 
 
 def test_a_restore_that_fails_is_named(tree, monkeypatch):

@@ -44,6 +44,7 @@ import stat
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 __all__ = ["CommitError", "Delete", "Fault", "Write", "commit"]
 
@@ -87,6 +88,9 @@ class CommitError(OSError):
     ) -> None:
         super().__init__(errno_, reason, str(path))
         self.path, self.reason, self.unrestored = path, reason, tuple(unrestored)
+
+    def __reduce__(self) -> tuple[Any, ...]:  # OSError's own would rebuild it from (errno, ...)
+        return (type(self), (self.path, self.reason, self.unrestored, self.errno))
 
     def __str__(self) -> str:
         if not self.unrestored:
