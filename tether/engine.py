@@ -40,11 +40,11 @@ from tether.host_routes import (
     Target,
     target_name,
 )
+from tether.kinds import KindSpec, Scope
 from tether.messages.calls import Call, ErrorCode, Reply, ResourceError
 from tether.messages.codec import CodecError, decode, encode
 from tether.messages.control import ListHops, Route, RouteInfo
 from tether.supervisors.policy import call_outcome_when_gone
-from tether.kinds import KindSpec, Scope
 
 DEFAULT_CALL_TIMEOUT = 30.0
 WATCH_PERIOD = 0.5  # while a call waits, how often the host checks the process holding it

@@ -109,6 +109,25 @@ class Driver:
             raise val
         return val
 
+    def send(self, method: str, params: Any, timeout: float = 30.0) -> list:
+        """Send a raw request to the server, outside any call; returns a list that will hold
+        its Response (wait for it with `pump_until`)."""
+        box: list = []
+        _, data = self.session.rpc.request(
+            method,
+            params,
+            deadline=time.monotonic() + timeout,
+            context=(None, lambda op, resp: box.append(resp), time.monotonic()),
+        )
+        self.write(data)
+        return box
+
+    def pump_until(self, done: Any, timeout: float = 30.0) -> None:
+        end = time.monotonic() + timeout
+        while not done():
+            assert time.monotonic() < end, "timed out waiting"
+            self.pump(min(end, time.monotonic() + 0.05))
+
     def call(self, op: str, args: dict, timeout: float = 30.0) -> dict:
         return self.wait(self.start_call(op, args, timeout), timeout)
 

@@ -11,6 +11,7 @@ import pytest
 
 from tether.lsp.servers import BY_NAME
 from tether.lsp.session import Session
+from tether.messages.calls import ResourceError
 from tether.protocol import FrameDecoder, encode
 
 
@@ -270,5 +271,162 @@ def test_plain_harness_drives_a_real_server(tmp_path):
         assert (
             out["mode"] == "pull" and out["files"][str(root / "shapes/report.py")][0]["line"] == 1
         )
+    finally:
+        d.close()
+
+
+# --- server-initiated edits (workspace/applyEdit): only during a write-tier call, confined --------
+
+
+def _rng(l1: int, c1: int, l2: int, c2: int) -> dict:
+    return {"start": {"line": l1, "character": c1}, "end": {"line": l2, "character": c2}}
+
+
+def _change(*paths: Path, text: str = "y = 2") -> dict:
+    return {"changes": {p.as_uri(): [{"range": _rng(0, 0, 0, 5), "newText": text}] for p in paths}}
+
+
+def server_edit(s: Session, io: FakeIO, edit: Any, rid: int = 700) -> dict:
+    """Feed the server's request; return our answer's result."""
+    s.feed(encode({"jsonrpc": "2.0", "id": rid, "method": "workspace/applyEdit", "params": {"label": "fix", "edit": edit}}))  # fmt: skip
+    return next(m for m in io.sent if m.get("id") == rid and "method" not in m)["result"]
+
+
+def serving(project: Path, write_tier: bool = True, confine: Path | None = None):
+    """A ready session in the middle of a call (its textDocument/rename unanswered)."""
+    s, io = start(project, {"renameProvider": True, "hoverProvider": True, "textDocumentSync": 1})
+    s.feed(encode({"jsonrpc": "2.0", "id": 99, "method": "client/registerCapability", "params": PULL_REG}))  # fmt: skip
+    args = {"path": str(project / "a.py"), "line0": 0, "char": 0, "new_name": "z"}
+    if write_tier:  # what lsp_rename (tier write) sends; lsp (tier read) never does
+        args |= {"confine": [str(confine or project)], "write_tier": True}
+    s.handle("rename", args, "call", io.t + 10)
+    assert io.requests("textDocument/rename") and "call" not in io.results
+    return s, io
+
+
+@pytest.fixture
+def elsewhere(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("elsewhere")
+    (d / "x.py").write_text("x = 1\n")
+    return d
+
+
+REFUSED_NO_CALL = "tether applies a server's edits only during a write-tier call of a run (lsp_rename), and none is in progress; nothing was written"  # fmt: skip
+
+
+def test_server_edit_with_no_call_open_is_refused(project):
+    s, io = ready_pull(project)
+    assert server_edit(s, io, _change(project / "a.py")) == {"applied": False, "failureReason": REFUSED_NO_CALL}  # fmt: skip
+    assert (project / "a.py").read_text() == "x = 1\n"
+    assert s.status()["messages"] == [f"refused a workspace/applyEdit from the server: {REFUSED_NO_CALL}"]  # fmt: skip
+
+
+def test_server_edit_during_a_read_tier_call_is_refused(project):
+    s, io = serving(project, write_tier=False)
+    assert server_edit(s, io, _change(project / "a.py"))["applied"] is False
+    assert (project / "a.py").read_text() == "x = 1\n"
+
+
+def test_server_edit_after_the_write_call_settled_is_refused(project):
+    s, io = serving(project)
+    answer(s, io.requests("textDocument/rename")[-1], {"changes": {}})
+    assert "call" in io.results
+    assert server_edit(s, io, _change(project / "a.py"))["applied"] is False
+    assert (project / "a.py").read_text() == "x = 1\n"
+
+
+def test_server_edit_during_a_write_tier_call_inside_the_root_lands(project):
+    s, io = serving(project)
+    assert server_edit(s, io, _change(project / "a.py", project / "b.py")) == {"applied": True}
+    assert [(project / n).read_text() for n in ("a.py", "b.py")] == ["y = 2\n", "y = 2t a\n"]
+    assert io.notes("textDocument/didChange")[-1]["params"]["textDocument"]["uri"] == (project / "a.py").as_uri()  # fmt: skip
+    answer(s, io.requests("textDocument/rename")[-1], {"changes": {}})
+    assert io.results["call"][0] is True  # the write call itself goes on as usual
+
+
+@pytest.mark.parametrize("how", ["absolute", "dotdot", "symlink", "create", "rename_out"])
+def test_server_edit_reaching_outside_the_root_is_refused_whole(project, elsewhere, how):
+    s, io = serving(project)
+    out = elsewhere / "x.py"
+    if how == "symlink":
+        (project / "link.py").symlink_to(out)
+    named = {
+        "absolute": out,
+        "dotdot": project / ".." / elsewhere.name / "x.py",
+        "symlink": project / "link.py",
+    }.get(how)
+    if named is not None:
+        edit = _change(project / "a.py", named)  # the inside file first: still nothing lands
+    elif how == "create":
+        edit = {"documentChanges": [{"kind": "create", "uri": (elsewhere / "new.py").as_uri()}]}
+    else:
+        edit = {"documentChanges": [{"kind": "rename", "oldUri": (project / "a.py").as_uri(), "newUri": (elsewhere / "a.py").as_uri()}]}  # fmt: skip
+    res = server_edit(s, io, edit)
+    assert res["applied"] is False and "outside" in res["failureReason"], res
+    assert (project / "a.py").read_text() == "x = 1\n" and out.read_text() == "x = 1\n"
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["x.py"]
+
+
+def test_server_edit_outside_the_write_calls_workspace_is_refused(project):
+    (project / "pkg").mkdir()
+    s, io = serving(project, confine=project / "pkg")  # the run's workspace is a subfolder
+    res = server_edit(s, io, _change(project / "a.py"))
+    assert res == {"applied": False, "failureReason": f"the edit would change {project / 'a.py'}, outside {project / 'pkg'}; nothing was written"}  # fmt: skip
+    assert (project / "a.py").read_text() == "x = 1\n"
+
+
+def test_malformed_server_edit_is_refused_and_the_session_lives_on(project):
+    s, io = serving(project)
+    assert server_edit(s, io, {"documentChanges": [{"kind": "create"}]})["applied"] is False
+    assert server_edit(s, io, ["not", "an", "edit"], rid=701)["applied"] is False
+    assert server_edit(s, io, _change(project / "a.py"), rid=702) == {"applied": True}
+
+
+def test_rename_computed_before_a_server_edit_to_its_file_is_refused(project):
+    """Regression: with clangd, an applyTweak landing during a rename turned `placeholder`
+    into `placeassist` (the rename's unversioned edit applied to text it was not made for)."""
+    s, io = serving(project)
+    assert server_edit(s, io, _change(project / "a.py")) == {"applied": True}
+    answer(s, io.requests("textDocument/rename")[-1], _change(project / "a.py", text="z = 1"))
+    assert io.results["call"] == (False, ("failed", f"rename not applied, nothing was written by it: {project / 'a.py'} changed while basedpyright computed it (basedpyright itself changed {project / 'a.py'} during the call); call lsp_rename again"))  # fmt: skip
+    assert (project / "a.py").read_text() == "y = 2\n"
+
+
+def test_rename_after_a_server_edit_to_another_file_lands_and_says_so(project):
+    s, io = serving(project)
+    assert server_edit(s, io, _change(project / "b.py")) == {"applied": True}
+    answer(s, io.requests("textDocument/rename")[-1], _change(project / "a.py", text="z = 1"))
+    ok, payload = io.results["call"]
+    assert ok and payload["server_edits"] == [str(project / "b.py")]
+    assert [(project / n).read_text() for n in ("a.py", "b.py")] == ["z = 1\n", "y = 2t a\n"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("clangd") is None, reason="not installed: clangd")
+def test_clangd_tweak_edits_land_only_during_a_write_tier_call(tmp_path):
+    """A real server-initiated workspace/applyEdit: clangd answers workspace/executeCommand
+    `clangd.applyTweak` by asking the client to apply the tweak's edit."""
+    from lsp_driver import Driver
+
+    (tmp_path / "compile_flags.txt").write_text("-std=c++17\n")
+    main = tmp_path / "main.cpp"
+    main.write_text("static int helper() { return 1; }\nint main() {\n    int total = 1 + 2;\n    return total + helper();\n}\n")  # fmt: skip
+    before = main.read_text()
+    tweak = {"command": "clangd.applyTweak", "arguments": [{"file": main.as_uri(), "selection": _rng(2, 16, 2, 21), "tweakID": "ExtractVariable"}]}  # fmt: skip
+    d = Driver("clangd", tmp_path)
+    try:
+        d.call("hover", {"path": str(main), "line0": 0, "char": 11})  # open, AST built
+        box = d.send("workspace/executeCommand", tweak)  # no call open: refused
+        d.pump_until(lambda: box)
+        assert box[0].error["message"] == f"edits were not applied: {REFUSED_NO_CALL}"
+        assert main.read_text() == before
+        rename = {"path": str(main), "line0": 0, "char": 11, "new_name": "assist"}
+        token = d.start_call("rename", {**rename, "confine": [str(tmp_path)], "write_tier": True})
+        box = d.send("workspace/executeCommand", tweak)  # during a write-tier call: applied
+        with pytest.raises(ResourceError, match=r"main\.cpp changed while clangd computed it \(clangd itself changed .*main\.cpp during the call\); call lsp_rename again"):  # fmt: skip
+            d.wait(token)  # the rename was computed on the text before the tweak
+        d.pump_until(lambda: box)
+        assert box[0].result == "Tweak applied."
+        assert main.read_text() == "static int helper() { return 1; }\nint main() {\n  auto placeholder = 1 + 2;\n  int total = placeholder;\n  return total + helper();\n}\n"  # fmt: skip
     finally:
         d.close()

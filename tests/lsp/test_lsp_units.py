@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -434,9 +436,46 @@ def test_commit_restores_on_failure(tmp_path):
     blocker = tmp_path / "blocked"
     blocker.write_text("file, not a dir\n")
     p = workspace_edit.Plan(final={a: "new\n", blocker / "x.py": "y\n"})
-    with pytest.raises(workspace_edit.EditError, match="every file was restored"):
+    with pytest.raises(workspace_edit.EditError, match="every file was left as it was"):
         workspace_edit.commit(p)
     assert a.read_text() == "old\n"
+
+
+@pytest.mark.skipif(
+    shutil.which("basedpyright-langserver") is None, reason="not installed: basedpyright-langserver"
+)
+def test_only_lsp_rename_marks_its_call_write_tier(tmp_path):
+    """The session lets a server's workspace/applyEdit land only while a call carrying
+    write_tier is served: lsp_rename (tier write) sets it, no action of lsp (tier read) does."""
+    from tether.messages.calls import ResourceError
+    from tether.tools.lsp.actions import NAV, lsp, lsp_rename
+
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "a.py").write_text("value = 1\n")
+    sent: list[tuple[str, dict]] = []
+
+    class Ctx:
+        run_id, workdir, state = "r", tmp_path, {}
+
+        def resolve_path(self, rel):
+            return (tmp_path / rel).resolve()
+
+        def relative(self, path):
+            return str(path)
+
+        def call_resource(self, kind, key, op, args, timeout, idempotent=False):
+            sent.append((op, dict(args)))
+            raise ResourceError("failed", "recorded")
+
+    at = {"file": "a.py", "line": 1, "symbol": "value"}
+    reads = [{"action": a, **at} for a in NAV]
+    reads += [{"action": "diagnostics", "file": "a.py"}, {"action": "symbols", "file": "a.py"}]
+    for args in reads:
+        with contextlib.suppress(ResourceError):  # the pipeline renders it; not needed here
+            lsp(Ctx(), args)
+    lsp_rename(Ctx(), {**at, "new_name": "amount"})
+    assert len(sent) == len(NAV) + 3
+    assert [op for op, args in sent if args.get("write_tier") is True] == ["rename"]
 
 
 # --- rendering --------------------------------------------------------------------------------

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
 import pytest
 
+from tether import atomic_files
 from tether.run import Run
 from tether.tools.harness import edit as harness_edit
-from tether.tools.harness import files as harness_files
 from tether.tools.harness import read as harness_read
 from tether.tools.unidiff import PatchError, apply_hunks, parse_patch
 
@@ -257,22 +258,29 @@ def test_patch_failing_hunk_in_third_file_changes_nothing(
     assert _contents(workdir, three) == before
 
 
+def _fail_commit_at(
+    monkeypatch: pytest.MonkeyPatch, phase: str, at: int, exc: BaseException
+) -> None:
+    """Make the next atomic commit fail before step `phase` of change number `at`."""
+    real = atomic_files.commit
+
+    def fault(ph: str, i: int, path: Path) -> None:
+        if (ph, i) == (phase, at):
+            raise exc
+
+    monkeypatch.setattr(atomic_files, "commit", functools.partial(real, fault=fault))
+
+
 def test_patch_io_failure_in_third_file_rolls_back(
     run: Run, workdir: Path, three: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     before = _contents(workdir, three)
-    real = os.replace
-    swaps: list[str] = []
-
-    def failing(src: str, dst: str) -> None:
-        swaps.append(str(dst))
-        if len(swaps) == 3:
-            raise OSError(28, "No space left on device", str(dst))
-        real(src, dst)
-
-    monkeypatch.setattr(harness_files, "replace", failing)
+    _fail_commit_at(monkeypatch, "rename", 2, OSError(28, "No space left on device"))
     res = run.call("apply_patch", {"patch": PATCH_THREE})
-    assert res.is_error and "No space left on device" in res.text
+    assert res.is_error and res.text == (
+        "apply_patch could not write 'three.txt': No space left on device. "
+        "Nothing was changed: every file is as it was."
+    )
     assert _contents(workdir, three) == before
     leftovers = [p.name for p in workdir.iterdir() if ".tether-" in p.name]
     assert leftovers == []
@@ -297,16 +305,7 @@ def test_patch_delete_rolls_back(run: Run, workdir: Path, monkeypatch: pytest.Mo
         "--- a/README.md\n+++ /dev/null\n@@ -1 +0,0 @@\n-# demo\n"
         "--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-a\n+b\n"
     )
-    real = os.replace
-    calls = []
-
-    def failing(src: str, dst: str) -> None:
-        calls.append(dst)
-        if len(calls) == 2:
-            raise OSError(5, "Input/output error", str(dst))
-        real(src, dst)
-
-    monkeypatch.setattr(harness_files, "replace", failing)
+    _fail_commit_at(monkeypatch, "rename", 1, OSError(5, "Input/output error"))
     res = run.call("apply_patch", {"patch": patch})
     assert res.is_error
     assert (workdir / "README.md").read_text() == "# demo\n"

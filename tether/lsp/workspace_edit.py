@@ -5,18 +5,21 @@ Accepts both shapes (LSP 3.17 "WorkspaceEdit"): `changes` (uri -> TextEdit[]) an
 order). The whole edit is first played against an in-memory view of the files (`plan`):
 every range checked, every versioned document checked against the version we sent, every
 resource operation checked against its options. Only a plan that succeeded is committed,
-and the commit snapshots every touched file first and restores all of them if any write
-fails.
+in one `tether.atomic_files.commit`: every file lands, or every file is as it was.
+`confine` refuses an edit that names any path outside given directories (after resolving
+symlinks and `..`) before anything is read.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import stat
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tether import atomic_files
 from tether.lsp.documents import path_of, read_text
 from tether.lsp.positions import offset_of
 
@@ -32,6 +35,7 @@ class Plan:
     created: list[Path] = field(default_factory=list)
     renamed: list[tuple[Path, Path]] = field(default_factory=list)
     deleted: list[Path] = field(default_factory=list)
+    origins: dict[Path, Path] = field(default_factory=dict)  # renamed: final path -> original
 
     @property
     def touched(self) -> list[Path]:
@@ -137,45 +141,52 @@ def plan(
         before = read(path)
         if text != before:
             p.final[path] = text
+    p.origins = {new: old for new, old in origin.items() if new != old}
     return p
 
 
-def commit(p: Plan) -> None:
-    """Write the plan's final state; on any failure restore every file and raise EditError."""
-    snapshot: dict[Path, bytes | None] = {}
-    for path in p.final:
-        try:
-            snapshot[path] = path.read_bytes()
-        except (FileNotFoundError, NotADirectoryError):
-            snapshot[path] = None
-        except OSError as e:
-            raise EditError(f"cannot read {path} before writing it: {e}") from e
-    done: list[Path] = []
-    failing = Path()
-    try:
-        for path, text in p.final.items():
-            failing = path
-            if text is None:
-                path.unlink(missing_ok=True)
-            else:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_name(f".{path.name}.tether-tmp")
-                tmp.write_bytes(text.encode("utf-8"))
-                if snapshot[path] is not None:
-                    try:
-                        os.chmod(tmp, os.stat(path).st_mode & 0o7777)
-                    except OSError:
-                        pass
-                os.replace(tmp, path)
-            done.append(path)
-    except OSError as e:
-        for path in [*done, failing]:
-            old = snapshot.get(path)
+def named_paths(edit: dict[str, Any]) -> list[Path]:
+    """Every path `edit` names (text edits, creations, both ends of renames, deletions)."""
+    uris: list[Any] = list((edit.get("changes") or {}).keys())
+    for dc in edit.get("documentChanges") or []:
+        if not isinstance(dc, dict):
+            continue
+        uris += [(dc.get("textDocument") or {}).get("uri"), dc.get("uri")]
+        uris += [dc.get("oldUri"), dc.get("newUri")]
+    return [path_of(u) for u in uris if isinstance(u, str)]
+
+
+def confine(edit: dict[str, Any], within: Sequence[Path]) -> None:
+    """Refuse `edit` whole (EditError) unless every path it names, after resolving symlinks
+    and `..`, is inside one of `within`. Checked before anything is read: an edit naming a
+    path outside is never even planned (DESIGN.md invariant 5)."""
+    roots = [Path(os.path.realpath(w)) for w in within]
+    for path in named_paths(edit):
+        if not path.is_absolute():
+            raise EditError(f"the edit names {str(path)!r}, which is not a file: URI")
+        real = Path(os.path.realpath(path))
+        if not any(real == r or r in real.parents for r in roots):
+            shown = str(path) if real == path else f"{path} (-> {real})"
+            raise EditError(f"the edit would change {shown}, outside {', '.join(map(str, roots))}")
+
+
+def commit(p: Plan, within: Sequence[Path] | None = None) -> None:
+    """Write the plan's final state all or nothing (`tether.atomic_files`); on a failure every
+    file is as it was and EditError says which file failed and why. A renamed file keeps
+    its mode. `within`: as `atomic_files.commit` (checked again on the resolved targets)."""
+    changes: list[atomic_files.Change] = []
+    for path, text in p.final.items():
+        if text is None:
+            changes.append(atomic_files.Delete(path))
+            continue
+        mode = None
+        if path in p.origins:  # the content of a renamed file: it keeps its mode
             try:
-                if old is None:
-                    path.unlink(missing_ok=True)
-                else:
-                    path.write_bytes(old)
+                mode = stat.S_IMODE(os.stat(p.origins[path]).st_mode)
             except OSError:
                 pass
-        raise EditError(f"writing {failing} failed ({e}); every file was restored") from e
+        changes.append(atomic_files.Write(path, text.encode("utf-8"), mode))
+    try:
+        atomic_files.commit(changes, within=within)
+    except atomic_files.CommitError as e:
+        raise EditError(str(e)) from e

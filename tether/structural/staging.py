@@ -4,9 +4,9 @@ An `ast_edit` stages a change: per file, the hash of the content it was computed
 the new content. Nothing is written. `resolve accept` re-reads every file and compares it
 with the hash captured at staging; any mismatch rejects the whole change and names the
 files that moved (a rewrite applied to only some files leaves a tree that compiles under
-neither shape). The writes are all or nothing: every new content goes to a temporary file
-beside its target first, then each is renamed over its target; if any step fails, the
-files already replaced get their old content back and the temporaries are removed.
+neither shape). The writes are all or nothing (`tether.atomic_files`): every new content
+goes to a temporary file beside its target first, then each is renamed over its target; if
+any step fails, the files already replaced get their old content back.
 
 Plain data and functions (no actors): the tool handler keeps a `Staging` per run in
 `ctx.state["structural"]`, so edit ids belong to their run.
@@ -14,12 +14,11 @@ Plain data and functions (no actors): the tool handler keeps a `Staging` per run
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
-import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from tether import atomic_files
 
 
 def digest(data: bytes) -> str:
@@ -84,7 +83,7 @@ class Staging:
         return edit
 
 
-Fault = Callable[[str, int, str], None]  # (phase, index, path); raise to inject a failure
+Fault = atomic_files.Fault  # (phase, index, path); raise to inject a failure
 
 
 def moved_files(edit: StagedEdit) -> tuple[list[str], dict[str, bytes]]:
@@ -104,66 +103,33 @@ def moved_files(edit: StagedEdit) -> tuple[list[str], dict[str, bytes]]:
     return moved, current
 
 
-def _write_temp(path: str, data: bytes) -> str:
-    d = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=".tether-", suffix=".tmp", dir=d)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        with contextlib.suppress(OSError):
-            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return tmp
-
-
 def commit(edit: StagedEdit, fault: Fault | None = None) -> list[str]:
     """Verify and write every file of `edit`, all or nothing. Returns the relative paths.
 
     Raises ResolveError when a file moved since staging (nothing written) or when a write
-    failed (everything already written is restored).
+    failed (everything already written is restored, by `tether.atomic_files`).
     """
-    moved, current = moved_files(edit)
+    moved, _current = moved_files(edit)
     if moved:
         raise ResolveError(
             f"{edit.edit_id} rejected: {len(moved)} file(s) changed since it was staged: "
             f"{', '.join(moved)}. Nothing was written. Run ast_edit again to stage the change "
             f"against the current files."
         )
-    temps: list[str] = []
-    replaced: list[StagedFile] = []
     try:
-        for i, f in enumerate(edit.files):
-            if fault:
-                fault("temp", i, f.path)
-            temps.append(_write_temp(f.path, f.new))
-        for i, (f, tmp) in enumerate(zip(edit.files, temps, strict=True)):
-            if fault:
-                fault("rename", i, f.path)
-            os.replace(tmp, f.path)
-            replaced.append(f)
-    except Exception as exc:
-        restore_errors: list[str] = []
-        for f in replaced:
-            try:
-                os.replace(_write_temp(f.path, current[f.path]), f.path)
-            except OSError as rexc:
-                restore_errors.append(f"{f.rel}: {rexc}")
-        for tmp in temps:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-        if restore_errors:
+        atomic_files.commit([atomic_files.Write(f.path, f.new) for f in edit.files], fault=fault)
+    except atomic_files.CommitError as exc:
+        rel = {os.path.abspath(f.path): f.rel for f in edit.files}
+        where = rel.get(str(exc.path), str(exc.path))
+        if exc.unrestored:
+            lost = "; ".join(f"{rel.get(str(p), str(p))}: {why}" for p, why in exc.unrestored)
             raise ResolveError(
-                f"{edit.edit_id} failed while writing ({type(exc).__name__}: {exc}) and "
-                f"{len(restore_errors)} file(s) could not be restored: "
-                f"{'; '.join(restore_errors)}. Check those files by hand."
+                f"{edit.edit_id} failed while writing {where} ({exc.reason}) and "
+                f"{len(exc.unrestored)} file(s) could not be restored: {lost}. Check those "
+                f"files by hand."
             ) from exc
         raise ResolveError(
-            f"{edit.edit_id} failed while writing ({type(exc).__name__}: {exc}); every file "
+            f"{edit.edit_id} failed while writing {where} ({exc.reason}); every file "
             f"was left as it was. The change is still staged: fix the cause (permissions, "
             f"disk space) and call resolve accept again, or discard it."
         ) from exc

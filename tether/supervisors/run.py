@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from tether.kinds import KindSpec, Scope
 from tether.messages.calls import ErrorCode
 from tether.messages.codec import decode
 from tether.messages.control import Inject, Route, Start
 from tether.supervisors.core import Supervisor
-from tether.kinds import KindSpec, Scope
 
 
 class RunActor(Supervisor):

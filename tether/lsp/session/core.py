@@ -6,7 +6,9 @@ late pull registration, a warm-up on a first file - for a workspace search, one 
 the root - and, for a workspace search, the server having listed the workspace), the op
 table (`ops`, and the calls `queued` before ready, `held` before warm, `awaiting_load`
 before the workspace is listed), one timer re-armed for the earliest deadline, and the
-server's requests and notifications. The operations themselves are added by the
+server's requests and notifications. A server's own `workspace/applyEdit` is applied only
+while a write-tier call is served, and only inside the root and that call's workspace
+(`_apply_edit_from_server`): this actor is shared by every run on its root. The operations themselves are added by the
 subclasses (`freshness.DiagnosingSession`, `queries.Session`); `handle` finds them by name
 (`_op_<op>`).
 """
@@ -18,7 +20,7 @@ import re
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -42,6 +44,22 @@ from tether.messages.calls import ErrorCode
 from tether.protocol import FrameDecoder, FramingError
 
 REPLY_MARGIN = 0.05  # s: settle a call this long before its deadline so the reply arrives
+# In a call's args: the call was made by a write-tier tool (lsp_rename), so the server may
+# change files while it is served (`workspace/applyEdit`). Read-tier calls never carry it.
+WRITE_TIER = "write_tier"
+
+
+def _inside_both(a: list[Path], b: list[Path]) -> list[Path]:
+    """The directories inside some directory of `a` and some of `b` (of two nested trees,
+    the deeper one), symlinks and `..` resolved."""
+    out = []
+    for x in (Path(os.path.realpath(d)) for d in a):
+        for y in (Path(os.path.realpath(d)) for d in b):
+            if x == y or y in x.parents:
+                out.append(x)
+            elif x in y.parents:
+                out.append(y)
+    return out
 
 
 class SessionIO(Protocol):
@@ -60,6 +78,7 @@ class Op:
     deadline: float
     retried: bool = False
     server_s: float = 0.0  # time its requests spent with the server (write to parsed answer)
+    server_edits: list[str] = field(default_factory=list)  # files the server changed meanwhile
 
 
 class SessionCore:
@@ -82,6 +101,8 @@ class SessionCore:
         self.progress: dict[Any, str] = {}  # active $/progress token -> title
         self.messages: deque[str] = deque(maxlen=5)  # last showMessage/logMessage errors
         self.changed_at: dict[str, float] = {}  # uri -> when we last sent a change/open
+        self.edit_epoch = 0  # WorkspaceEdits this session wrote; edited_at: path -> epoch
+        self.edited_at: dict[Path, int] = {}
         self.ops: dict[int, Op] = {}
         self.queued: list[Op] = []
         self.waits: dict[int, tuple[Op, FreshWait]] = {}  # calls waiting for diagnostics
@@ -456,24 +477,23 @@ class SessionCore:
     ) -> workspace_edit.Plan:
         """Apply a WorkspaceEdit all or nothing and re-sync every touched file.
 
-        `confine`: directories every touched path must be inside (the run's workspace);
-        an edit reaching outside is refused whole (DESIGN.md invariant 5).
+        `confine`: directories every touched path must be inside (the run's workspace;
+        the server's root when None); an edit reaching outside, after resolving symlinks and
+        `..`, is refused whole (DESIGN.md invariant 5).
         """
+        return self._apply_within(edit, [Path(c) for c in confine] if confine else [self.root])
 
+    def _apply_within(self, edit: dict[str, Any], within: list[Path]) -> workspace_edit.Plan:
         def version_of(p: Path) -> int | None:
             d = self.docs.get(p)
             return d.version if d else None
 
+        workspace_edit.confine(edit, within)
         plan = workspace_edit.plan(edit, self.caps.position_encoding, version_of)
-        if confine:
-            roots = [Path(c).resolve() for c in confine]
-            for p in plan.final:
-                rp = p.resolve()
-                if not any(rp == r or r in rp.parents for r in roots):
-                    raise workspace_edit.EditError(
-                        f"the edit would change {p}, outside the workspace"
-                    )
-        workspace_edit.commit(plan)
+        workspace_edit.commit(plan, within)
+        self.edit_epoch += 1
+        for p in plan.final:
+            self.edited_at[p] = self.edit_epoch
         touched = [p for p in plan.touched if p in plan.final]
         _docs, msgs = self.docs.sync(touched, set(plan.created) | {b for _, b in plan.renamed})
         now = self.now()
@@ -484,11 +504,42 @@ class SessionCore:
         return plan
 
     def _apply_edit_from_server(self, edit: Any) -> tuple[bool, str]:
+        """A server-initiated `workspace/applyEdit`. This actor is shared by every run on its
+        root, so an edit is applied only while a call a run made at write tier is being
+        served (its args carry WRITE_TIER, set by lsp_rename alone), and only inside the
+        server's root and the workspace of every such call; otherwise it is refused whole
+        and the server told why (`applied: false`)."""
+        waiting = {o.oid for o in (*self.queued, *self.held, *self.awaiting_load)}
+        writers = [
+            o for o in self.ops.values() if o.args.get(WRITE_TIER) is True and o.oid not in waiting
+        ]
+        if not writers:
+            return self._refused(
+                "tether applies a server's edits only during a write-tier call of a run "
+                "(lsp_rename), and none is in progress; nothing was written",
+            )
+        within = [Path(os.path.realpath(self.root))]
+        for o in writers:
+            within = _inside_both(within, [Path(c) for c in o.args.get("confine") or [self.root]])
+        if not within:
+            return self._refused(
+                f"the workspace of the write-tier call is outside {self.root}; nothing was written"
+            )
+        if not isinstance(edit, dict):
+            return self._refused(f"the edit is not a WorkspaceEdit object: {edit!r:.80}")
         try:
-            self.apply_edit(edit)
+            plan = self._apply_within(edit, within)
         except workspace_edit.EditError as e:
-            return False, str(e)
+            return self._refused(f"{e}; nothing was written")
+        except (KeyError, TypeError, AttributeError, ValueError) as e:
+            return self._refused(f"malformed WorkspaceEdit ({type(e).__name__}: {e})")
+        for o in writers:  # their answers say what the server changed on their watch
+            o.server_edits += [str(p) for p in plan.final]
         return True, ""
+
+    def _refused(self, why: str) -> tuple[bool, str]:
+        self.messages.append(f"refused a workspace/applyEdit from the server: {why}"[:300])
+        return False, why
 
     # status -------------------------------------------------------------------------------
     def _op_status(self, op: Op) -> None:

@@ -4,7 +4,8 @@ Each op checks the server advertises the method, opens the document if needed, c
 the position to the server's encoding and sends one request; the answer becomes records
 (`records.py`). A CONTENT_MODIFIED or cancelled answer is retried once (`_response_error`).
 A rename is applied here, all or nothing and confined to the run's workspace, before the
-call is answered.
+call is answered; it is refused if the server's own edit (workspace/applyEdit) changed one
+of its files after the request was sent, since an unversioned edit would not fit the text.
 """
 
 from __future__ import annotations
@@ -152,6 +153,7 @@ class Session(DiagnosingSession):
                 on_prepare,
             )
             return
+        op.args["_epoch"] = self.edit_epoch  # what the server computes the rename against
         self._request(
             "textDocument/rename",
             {"textDocument": td, "position": pos, "newName": str(op.args["new_name"])},
@@ -166,17 +168,43 @@ class Session(DiagnosingSession):
         if not resp.result:
             self._fail(op, ErrorCode.FAILED, f"{self.row.name} returned no edit for the rename")
             return
+        also = (
+            f" ({self.row.name} itself changed {', '.join(op.server_edits)} during the call)"
+            if op.server_edits
+            else ""
+        )
+        # An unversioned edit computed before a server edit landed in one of its files would
+        # be applied to text it was not computed for (seen with clangd: an applyTweak during
+        # a rename turned `placeholder` into `placeassist`).
+        since = int(op.args.get("_epoch", self.edit_epoch))
+        try:
+            stale = sorted(
+                str(p)
+                for p in workspace_edit.named_paths(resp.result)
+                if self.edited_at.get(p, since) > since
+            )
+        except (AttributeError, TypeError) as e:
+            self._fail(op, ErrorCode.FAILED, f"{self.row.name} returned a malformed edit: {e}")
+            return
+        if stale:
+            self._fail(
+                op,
+                ErrorCode.FAILED,
+                f"rename not applied, nothing was written by it: {', '.join(stale)} changed "
+                f"while {self.row.name} computed it{also}; call lsp_rename again",
+            )
+            return
         try:
             plan = self.apply_edit(resp.result, op.args.get("confine"))
         except workspace_edit.EditError as e:
-            self._fail(op, ErrorCode.FAILED, f"rename not applied, nothing was written: {e}")
+            self._fail(op, ErrorCode.FAILED, f"rename not applied, nothing was written: {e}{also}")
             return
-        self._done(
-            op,
-            {
-                "files": [{"path": str(p), "edits": n} for p, n in sorted(plan.edits.items()) if n],
-                "created": [str(p) for p in plan.created],
-                "renamed": [[str(a), str(b)] for a, b in plan.renamed],
-                "deleted": [str(p) for p in plan.deleted],
-            },
-        )
+        payload: dict[str, Any] = {
+            "files": [{"path": str(p), "edits": n} for p, n in sorted(plan.edits.items()) if n],
+            "created": [str(p) for p in plan.created],
+            "renamed": [[str(a), str(b)] for a, b in plan.renamed],
+            "deleted": [str(p) for p in plan.deleted],
+        }
+        if op.server_edits:
+            payload["server_edits"] = sorted(set(op.server_edits))
+        self._done(op, payload)

@@ -7,8 +7,9 @@ workspace-relative paths it changed, in its result).
 
 Writes are atomic per file (temp file in the same directory, then rename) and
 `apply_patch` is atomic across files: every hunk of every file is applied in memory
-first, and only then are the files replaced; if replacing the third file fails, the first
-two are restored. A patch lands whole or not at all (DESIGN.md invariant 2).
+first, and only then are the files replaced (`tether.atomic_files`); if replacing the
+third file fails, the first two are restored. A patch lands whole or not at all (DESIGN.md
+invariant 2).
 
 Modules: `read`, `write`, `edit`, `patch` (apply_patch), `files` (what they share) and
 `specs` (the declarations).

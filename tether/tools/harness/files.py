@@ -7,13 +7,11 @@ import contextlib
 import difflib
 import os
 import stat
-import tempfile
 from pathlib import Path
 
+from tether import atomic_files
 from tether.tools.results import ToolResult
 from tether.tools.spec import ToolContext
-
-replace = os.replace  # indirection so tests can inject a failure in the middle of a commit
 
 
 def decode(raw: bytes, rel: str, verb: str) -> str | ToolResult:
@@ -70,18 +68,10 @@ def regular_file(ctx: ToolContext, path: Path, rel: str) -> ToolResult | None:
 
 
 def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
-    """Write `data` to `path` through a temp file in the same directory and a rename."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tether-tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        if mode is not None:
-            os.chmod(tmp, stat.S_IMODE(mode))
-        replace(tmp, path)
-    except BaseException:
-        with suppress_os():
-            os.unlink(tmp)
-        raise
+    """Write `data` to `path` whole: `tether.atomic_files` (temp file beside it, fsync,
+    rename); raises its CommitError naming the file and why."""
+    keep = None if mode is None else stat.S_IMODE(mode)
+    atomic_files.commit([atomic_files.Write(path, data, keep)])
 
 
 def suppress_os() -> contextlib.suppress:

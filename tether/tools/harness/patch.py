@@ -1,28 +1,19 @@
 """`apply_patch`: a unified diff applied to every file it names, all or nothing.
 
-Every hunk of every file is applied in memory first; only then are the files replaced
-(temp files beside their targets, then renames). If replacing the third file fails, the
-first two are restored (DESIGN.md invariant 2).
+Every hunk of every file is applied in memory first; only then are the files replaced, in
+one `tether.atomic_files.commit`: if replacing the third file fails, the first two are
+restored (DESIGN.md invariant 2).
 """
 
 from __future__ import annotations
 
-import os
-import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tether.tools.harness import files
+from tether import atomic_files
 from tether.tools.harness.edit import MAX_EDIT_BYTES
-from tether.tools.harness.files import (
-    atomic_write,
-    decode,
-    make_parents,
-    regular_file,
-    suppress_os,
-)
+from tether.tools.harness.files import decode, regular_file
 from tether.tools.results import ToolResult
 from tether.tools.spec import ToolContext
 from tether.tools.unidiff import FilePatch, PatchError, apply_hunks, parse_patch
@@ -34,7 +25,6 @@ class _Planned:
     path: Path
     new: bytes | None  # None: delete
     old: bytes | None  # None: did not exist
-    mode: int | None
 
 
 def apply_patch(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
@@ -81,13 +71,18 @@ def apply_patch(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
                 path=path,
                 new=new_bytes,
                 old=current,
-                mode=path.stat().st_mode if exists else None,
             )
             order.append(path)
         else:
             prior.new = new_bytes
     steps = [planned[p] for p in order if planned[p].new != planned[p].old]
-    _commit(ctx, steps)
+    try:
+        atomic_files.commit(
+            atomic_files.Delete(s.path) if s.new is None else atomic_files.Write(s.path, s.new)
+            for s in steps
+        )
+    except atomic_files.CommitError as e:
+        return _not_written(ctx, e)
     created = [s.rel for s in steps if s.old is None and s.new is not None]
     deleted = [s.rel for s in steps if s.new is None]
     modified = [s.rel for s in steps if s.old is not None and s.new is not None]
@@ -101,6 +96,14 @@ def apply_patch(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         f"applied the patch to {len(steps)} file(s): {summary}.",
         data={"written": written, "created": created, "deleted": deleted, "modified": modified},
     )
+
+
+def _not_written(ctx: ToolContext, e: atomic_files.CommitError) -> ToolResult:
+    text = f"apply_patch could not write '{ctx.relative(e.path)}': {e.reason}."
+    if e.unrestored:
+        lost = ", ".join(f"'{ctx.relative(p)}' ({why})" for p, why in e.unrestored)
+        return ToolResult.error(f"{text} These files could not be put back: {lost}; check them.")
+    return ToolResult.error(f"{text} Nothing was changed: every file is as it was.")
 
 
 def _nothing_changed(result: ToolResult) -> ToolResult:
@@ -135,61 +138,3 @@ def _plan_one(rel: str, fp: FilePatch, exists: bool, current: bytes | None) -> b
     if not fp.hunks:
         raise PatchError(f"the patch names '{rel}' but has no hunks for it")
     return apply_hunks(rel, decoded, fp).encode("utf-8", errors="surrogatepass")
-
-
-def _commit(ctx: ToolContext, steps: list[_Planned]) -> None:
-    """Replace every planned file, or restore every one already replaced and re-raise."""
-    root = Path(ctx.workdir).resolve()
-    created_dirs: list[Path] = []
-    temps: dict[Path, str] = {}
-    done: list[tuple[_Planned, str | None]] = []  # (step, aside path of a deleted file)
-    try:
-        for s in steps:  # stage: temp files beside their targets
-            if s.new is None:
-                continue
-            created_dirs += make_parents(s.path, root)
-            fd, tmp = tempfile.mkstemp(
-                prefix=f".{s.path.name}.", suffix=".tether-tmp", dir=s.path.parent
-            )
-            temps[s.path] = tmp
-            with os.fdopen(fd, "wb") as f:
-                f.write(s.new)
-            if s.mode is not None:
-                os.chmod(tmp, stat.S_IMODE(s.mode))
-        for s in steps:  # swap in
-            if s.new is None:
-                fd, aside = tempfile.mkstemp(
-                    prefix=f".{s.path.name}.", suffix=".tether-del", dir=s.path.parent
-                )
-                os.close(fd)
-                try:
-                    files.replace(s.path, aside)
-                except BaseException:
-                    with suppress_os():
-                        os.unlink(aside)
-                    raise
-                done.append((s, aside))
-            else:
-                files.replace(temps[s.path], s.path)
-                del temps[s.path]
-                done.append((s, None))
-    except BaseException:
-        for s, moved in reversed(done):
-            with suppress_os():
-                if moved is not None:
-                    files.replace(moved, s.path)
-                elif s.old is None:
-                    s.path.unlink()
-                else:
-                    atomic_write(s.path, s.old, s.mode)
-        for tmp in temps.values():
-            with suppress_os():
-                os.unlink(tmp)
-        for d in reversed(created_dirs):
-            with suppress_os():
-                d.rmdir()
-        raise
-    for _, moved in done:
-        if moved is not None:
-            with suppress_os():
-                os.unlink(moved)

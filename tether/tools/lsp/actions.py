@@ -240,6 +240,9 @@ def lsp_rename(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
                 "char": span.start,
                 "new_name": new_name,
                 "confine": [str(ctx.workdir)],
+                # a write-tier call: while it is served, the server's own edits
+                # (workspace/applyEdit) may land inside `confine` (session WRITE_TIER)
+                "write_tier": True,
             },
             QUERY_TIMEOUT,
             idem=False,
@@ -254,8 +257,11 @@ def lsp_rename(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         "renamed": [[relative(ctx, a), relative(ctx, b)] for a, b in payload.get("renamed", [])],
         "deleted": [relative(ctx, p) for p in payload.get("deleted", [])],
     }
-    written = sorted({f["path"] for f in files} | set(extra["created"]))
-    return ToolResult.ok(
-        render.rename(symbol, new_name, files, extra),
-        data={"files": files, **extra, "written": written},
-    )
+    server = [relative(ctx, p) for p in payload.get("server_edits", [])]
+    written = sorted({f["path"] for f in files} | set(extra["created"]) | set(server))
+    text = render.rename(symbol, new_name, files, extra)
+    data: dict[str, Any] = {"files": files, **extra, "written": written}
+    if server:  # the server's own workspace/applyEdit, accepted during this write-tier call
+        text += f"\nThe language server itself also changed: {', '.join(server)}."
+        data["server_edits"] = server
+    return ToolResult.ok(text, data=data)
