@@ -389,6 +389,8 @@ def test_a_caller_waiting_on_a_run_whose_actor_dies_hears_it_at_once(runtime_fac
     t.join(5)
     assert time.monotonic() - start < 2.0
     assert errors[0].code == ErrorCode.RESOURCE_DIED
-    assert errors[0].message.startswith("run:r1/slow_run:k went away while handling 'hang' (crash: ")
+    assert errors[0].message.startswith(
+        "run:r1/slow_run:k went away while handling 'hang' (crash: "
+    )
     assert errors[0].message.endswith("it is restarted on the next call — call again")
     wait_until(lambda: serving(rt, "slow_run", op="pid"), timeout=5.0)
