@@ -26,7 +26,13 @@ PACKAGE = Path(tether.__file__).parent
 # bottom to top
 LAYERS: list[set[str]] = [
     # plain data and leaf helpers
-    {"tether.kinds", "tether.messages", "tether.protocol", "tether.processes", "tether.atomic_files"},
+    {
+        "tether.kinds",
+        "tether.messages",
+        "tether.protocol",
+        "tether.processes",
+        "tether.atomic_files",
+    },
     {"tether.thespian_patches"},
     # pure libraries, and the call-channel transport actors and host share
     {"tether.lsp", "tether.structural", "tether.channels"},
@@ -50,7 +56,11 @@ LAYERS: list[set[str]] = [
 ]
 
 LIBRARIES = {"tether.lsp", "tether.structural"}
-LIBRARY_MAY_IMPORT = {"tether.messages", "tether.protocol", "tether.atomic_files"}  # add only leaves of layer 0
+LIBRARY_MAY_IMPORT = {
+    "tether.messages",
+    "tether.protocol",
+    "tether.atomic_files",
+}  # add only leaves of layer 0
 
 # Modules counted in the unit they are moving to. When the move is done the test below
 # fails (the module is gone): drop its entry then.

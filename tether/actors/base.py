@@ -96,7 +96,8 @@ class TetherActor(Actor):
         self.kind = ""
         self.key = ""
         self.name = ""
-        self.incarnation = 0
+        self.incarnation = 0  # a number that grows with each start (not a count: `restarts`)
+        self.restarts = 0
         self.config: dict[str, Any] = {}
         self.started_at = time.monotonic()
         self.last_error = ""
@@ -161,6 +162,7 @@ class TetherActor(Actor):
             self._parent = sender
             self.kind, self.key, self.name = obj.kind, obj.key, obj.name
             self.incarnation = obj.incarnation
+            self.restarts = obj.restarts
             self.config = obj.config
             self._host_pid, self._host_create_time = obj.host_pid, obj.host_create_time
             self._arm_watchdog()

@@ -156,7 +156,7 @@ class LanguageServerActor(ProcessActor):
             pid=self.proc.pid if self.proc else None,
             binary=self.binary,
             reloads=self.reloads,
-            incarnation=self.incarnation,
+            restarts=self.restarts,
             uptime=round(time.monotonic() - self.started_at, 3),
             stderr_tail=self.stderr_tail()[-1500:],
         )

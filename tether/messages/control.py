@@ -27,6 +27,7 @@ class Start:
     name: str = ""  # the health name, e.g. "echo:k1" or "run:conv-1/kernel:python"
     kinds: list[dict[str, Any]] = field(default_factory=list)
     channel: bool = False  # open a call channel for the host (shared kinds; tether.channels)
+    restarts: int = 0  # how often the supervisor restarted this child before (for status)
 
 
 @dataclass(frozen=True)

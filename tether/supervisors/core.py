@@ -207,6 +207,7 @@ class Supervisor(TetherActor):
                 host_pid=self._host_pid,
                 host_create_time=self._host_create_time,
                 incarnation=rec.incarnation,
+                restarts=rec.restarts,
                 name=rec.name,
                 kinds=rec.kinds,
                 channel=self.children_called_by_host,

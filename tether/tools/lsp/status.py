@@ -57,7 +57,7 @@ def status(ctx: ToolContext, file: str | None) -> ToolResult:
                 indexing=st.get("indexing", []),
                 uptime=st.get("uptime"),
                 pid=st.get("pid"),
-                restarts=max(0, int(st.get("incarnation") or 0) - 1) + int(st.get("reloads") or 0),
+                restarts=int(st.get("restarts") or 0) + int(st.get("reloads") or 0),
                 stderr_tail=st.get("stderr_tail", ""),
                 error=st.get("error", ""),
             )
