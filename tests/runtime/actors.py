@@ -45,3 +45,16 @@ class Spawner(Actor):
 
             self.createActor(EchoActor)
             self.send(sender, os.getpid())
+
+
+class ProbeActor(ResourceActor):
+    """Reports, from inside its own message handler, what the thespian loop patches are
+    for: "stack_room" (frame stack left in the chunk the handler runs in), "pid"."""
+
+    def on_call(self, call: Call) -> None:
+        from tests.runtime.loop_probes import data_stack_room
+
+        if call.op == "stack_room":
+            self.reply(call, {"room": data_stack_room(), "pid": os.getpid()})
+        elif call.op == "pid":
+            self.reply(call, {"pid": os.getpid()})

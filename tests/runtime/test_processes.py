@@ -39,6 +39,33 @@ def test_every_listening_socket_is_on_loopback(runtime) -> None:
     assert any(c.laddr.port == runtime.admin_port for c in sockets)
 
 
+def _host_endpoint_ips() -> set[str]:
+    """The listening addresses of an endpoint thespian's TCP transport opens in this process
+    (the one a host talks to its actor system through), closed again at once."""
+    from thespian.system.transport import ExternalInterfaceTransportInit
+    from thespian.system.transport.TCPTransport import TCPTransport
+
+    before = {(c.laddr.ip, c.laddr.port) for c in listening(psutil.Process())}
+    endpoint = TCPTransport(ExternalInterfaceTransportInit(), {"Admin Port": 1900}, None, None)
+    try:
+        now = {(c.laddr.ip, c.laddr.port) for c in listening(psutil.Process())}
+    finally:
+        endpoint.close()
+    return {ip for ip, _ in now - before}
+
+
+def test_the_loopback_check_would_catch_a_socket_on_every_interface(monkeypatch) -> None:
+    # the control for the test above: with the patch undone, thespian binds 0.0.0.0 and the
+    # same listening-socket check sees it
+    from thespian.system.transport import IPBase
+
+    assert _host_endpoint_ips() == {"127.0.0.1"}
+    monkeypatch.setattr(
+        IPBase.IPActorAddress, "__init__", IPBase.IPActorAddress.__init__.__wrapped__
+    )
+    assert _host_endpoint_ips() == {"0.0.0.0"}
+
+
 def test_runtimes_started_in_parallel_never_collide(runtime_factory) -> None:
     runtimes: list[Runtime] = []
     failures: list[BaseException] = []
