@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -19,6 +20,7 @@ from tests.conftest import alive, runtime_processes, wait_until
 from tether.messages.calls import ResourceError
 from tether.processes import session_processes
 from tether.runtime import KindLoadError, Runtime, RuntimeStartError, load_kinds
+from tether.supervisors.spec import ChildSpec, KindSpec, Restart, Scope
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -255,6 +257,25 @@ def test_owned_process_dies_with_its_actor_even_when_the_actor_is_sigkilled(runt
     child = psutil.Process(info["pid"])
     os.kill(info["actor_pid"], signal.SIGKILL)
     wait_until(lambda: not alive([child]), timeout=2.0)
+
+
+def test_release_kills_a_tree_that_ignores_sigterm_without_waiting_on_it(runtime_factory) -> None:
+    # release runs in the actor's exit handler: it used to give SIGTERM 0.5 s, then wait up
+    # to 1 s more, holding the actor's exit (and the host's news of it) that long
+    stubborn = KindSpec(
+        "stubborn",
+        "tests.runtime.actors:StubbornProcessActor",
+        Scope.SHARED,
+        ChildSpec(Restart.TRANSIENT),
+    )
+    rt = runtime_factory(kinds=[stubborn])
+    got = rt._call("r", "stubborn", "k", "release", {}, 10)
+    assert got["seconds"] < 0.2, got
+    procs = []
+    for pid in got["pids"]:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            procs.append(psutil.Process(pid))
+    wait_until(lambda: not alive(procs), timeout=2.0)  # the subprocess and its child
 
 
 def _fds_of(rt, run: str) -> int:
