@@ -32,6 +32,7 @@ and add the version to `TESTED_THESPIAN`.
 from __future__ import annotations
 
 import errno
+import importlib
 import importlib.metadata
 import os
 import select
@@ -79,8 +80,21 @@ def _names(fn: Any) -> frozenset[str]:
 def shape_problems() -> list[str]:
     """What no longer looks like the thespian internals each patch was written against
     (empty when all is as expected). Checked on the unpatched originals."""
-    from thespian.system import actorManager, multiprocCommon
-    from thespian.system.transport import IPBase, TCPTransport
+    modules = {}
+    for name in (
+        "thespian.system.actorManager",
+        "thespian.system.multiprocCommon",
+        "thespian.system.transport.IPBase",
+        "thespian.system.transport.TCPTransport",
+    ):
+        try:
+            modules[name] = importlib.import_module(name)
+        except ImportError as exc:
+            return [f"module {name} does not import ({exc})"]
+    actorManager = modules["thespian.system.actorManager"]
+    multiprocCommon = modules["thespian.system.multiprocCommon"]
+    IPBase = modules["thespian.system.transport.IPBase"]
+    TCPTransport = modules["thespian.system.transport.TCPTransport"]
 
     problems = []
     # 1. loopback: IPActorAddress.__init__ sets `bindname`, bindArgs binds it, the transport

@@ -95,6 +95,13 @@ def test_a_changed_internal_is_refused_not_an_attribute_error_later(
     assert "pip install 'thespian==4.0.1'" in str(info.value)
 
 
+def test_a_module_that_no_longer_imports_is_refused(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "thespian.system.multiprocCommon", None)  # import fails
+    with pytest.raises(ThespianPatchError) as info:
+        check_thespian()
+    assert "module thespian.system.multiprocCommon does not import" in str(info.value)
+
+
 def test_importing_the_runtime_refuses_an_untested_thespian() -> None:
     fake = (
         "import importlib.metadata as m; real = m.version; "
