@@ -18,12 +18,22 @@ them. Three patches, each for a reason measured here:
    sockets of every process of a running runtime (psutil).
 2. A fresh frame-stack chunk per actor process (speed): see `_make_stack_trampoline`.
 3. poll(2) instead of a new epoll per loop turn (speed): see `poll_instead_of_epoll`.
-tests/runtime/test_loop_patches.py covers 2 and 3.
+tests/runtime/test_loop_patches.py covers 2 and 3 by their effect in real actor processes.
+
+The patches reach into thespian's internals, so `apply()` first checks the thespian it finds
+(`check_thespian`): a version not in `TESTED_THESPIAN` is refused, and so is one where an
+internal a patch relies on is gone or changed shape, with a message that says what was found
+and what to do. Refusing at import is better than a patch that silently stops working: the
+loopback patch is a security boundary. To try another version, set
+TETHER_ALLOW_UNTESTED_THESPIAN=1 (the shape checks still run), run the tests named above,
+and add the version to `TESTED_THESPIAN`.
 """
 
 from __future__ import annotations
 
 import errno
+import importlib
+import importlib.metadata
 import os
 import select
 import selectors
@@ -32,6 +42,109 @@ from typing import Any
 
 LOOPBACK = "127.0.0.1"
 _applied = False
+
+TESTED_THESPIAN = ("4.0.1",)  # the versions these patches were verified on (setup.cfg pins)
+ALLOW_UNTESTED_ENV = "TETHER_ALLOW_UNTESTED_THESPIAN"
+
+
+class ThespianPatchError(RuntimeError):
+    """The installed thespian is not one these patches were tested on, or an internal a
+    patch relies on is gone or changed shape."""
+
+
+def thespian_version() -> str:
+    try:
+        return importlib.metadata.version("thespian")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (no package metadata)"
+
+
+def _refusal(found: str, problem: str) -> str:
+    return (
+        f"tether cannot patch thespian {found}: {problem}. tether patches thespian's internals "
+        f"(tether/thespian_patches.py) and was tested on thespian {', '.join(TESTED_THESPIAN)} "
+        f"only. Install a tested version (pip install 'thespian=={TESTED_THESPIAN[-1]}'), or "
+        f"re-verify the patches on {found}: run tests/runtime/test_loop_patches.py and "
+        f"tests/runtime/test_processes.py with {ALLOW_UNTESTED_ENV}=1, then add {found!r} to "
+        f"TESTED_THESPIAN."
+    )
+
+
+def _names(fn: Any) -> frozenset[str]:
+    """The global and attribute names the (unwrapped) function's code refers to."""
+    fn = getattr(fn, "__wrapped__", fn)
+    code = getattr(fn, "__code__", None)
+    return frozenset(code.co_names) if code is not None else frozenset()
+
+
+def shape_problems() -> list[str]:
+    """What no longer looks like the thespian internals each patch was written against
+    (empty when all is as expected). Checked on the unpatched originals."""
+    modules = {}
+    for name in (
+        "thespian.system.actorManager",
+        "thespian.system.multiprocCommon",
+        "thespian.system.transport.IPBase",
+        "thespian.system.transport.TCPTransport",
+    ):
+        try:
+            modules[name] = importlib.import_module(name)
+        except ImportError as exc:
+            return [f"module {name} does not import ({exc})"]
+    actorManager = modules["thespian.system.actorManager"]
+    multiprocCommon = modules["thespian.system.multiprocCommon"]
+    IPBase = modules["thespian.system.transport.IPBase"]
+    TCPTransport = modules["thespian.system.transport.TCPTransport"]
+
+    problems = []
+    # 1. loopback: IPActorAddress.__init__ sets `bindname`, bindArgs binds it, the transport
+    #    binds bindArgs
+    address = getattr(IPBase, "IPActorAddress", None)
+    bind_args = getattr(address, "bindArgs", None)
+    if address is None:
+        problems.append("thespian.system.transport.IPBase.IPActorAddress is gone")
+    elif "bindname" not in _names(address.__init__):
+        problems.append("IPBase.IPActorAddress.__init__ no longer sets `bindname`")
+    elif not isinstance(bind_args, property) or "bindname" not in _names(bind_args.fget):
+        problems.append("IPBase.IPActorAddress.bindArgs no longer returns `bindname`")
+    transport = getattr(TCPTransport, "TCPTransport", None)
+    if transport is None or "bindArgs" not in _names(transport.__init__):
+        problems.append("TCPTransport.TCPTransport.__init__ no longer binds `bindArgs`")
+    # 2. stack chunk: actor processes run ActorManager.run(self), inherited unchanged
+    run = getattr(getattr(actorManager, "ActorManager", None), "run", None)
+    manager = getattr(multiprocCommon, "MultiProcManager", None)
+    if run is None or getattr(getattr(run, "__wrapped__", run), "__code__", None) is None:
+        problems.append("thespian.system.actorManager.ActorManager.run is gone")
+    elif getattr(run, "__wrapped__", run).__code__.co_argcount != 1:
+        problems.append("ActorManager.run no longer takes only `self`")
+    elif manager is None or manager.run is not run:
+        problems.append(
+            "actor processes no longer run ActorManager.run "
+            "(multiprocCommon.MultiProcManager is gone or overrides it)"
+        )
+    elif "run" not in _names(getattr(multiprocCommon, "startChild", None)):
+        problems.append("multiprocCommon.startChild no longer calls `run`")
+    # 3. poll: the transport loop builds `selectors.DefaultSelector()` from its module global
+    loop = getattr(transport, "_runWithExpiry", None)
+    if not hasattr(getattr(TCPTransport, "selectors", None), "DefaultSelector"):
+        problems.append("thespian.system.transport.TCPTransport no longer imports `selectors`")
+    elif loop is None or not {"selectors", "DefaultSelector"} <= _names(loop):
+        problems.append(
+            "TCPTransport._runWithExpiry no longer waits with selectors.DefaultSelector()"
+        )
+    return problems
+
+
+def check_thespian(version: str | None = None) -> None:
+    """Refuse (ThespianPatchError) a thespian the patches were not tested on, or whose
+    internals no longer look as the patches expect. `version`: what to check instead of the
+    installed one (tests)."""
+    found = thespian_version() if version is None else version
+    if found not in TESTED_THESPIAN and os.environ.get(ALLOW_UNTESTED_ENV) != "1":
+        raise ThespianPatchError(_refusal(found, "that version was never tested"))
+    problems = shape_problems()
+    if problems:
+        raise ThespianPatchError(_refusal(found, "; ".join(problems)))
 
 
 def bind_loopback_only() -> None:
@@ -150,7 +263,9 @@ def poll_instead_of_epoll() -> None:
 
 
 def apply() -> None:
-    """Idempotent. Apply every patch; call before any thespian transport or actor exists."""
+    """Idempotent. Apply every patch; call before any thespian transport or actor exists.
+    Raises ThespianPatchError (see `check_thespian`) instead of patching an untested thespian."""
+    check_thespian()
     bind_loopback_only()
     run_actors_in_fresh_stack_chunk()
     poll_instead_of_epoll()

@@ -59,3 +59,50 @@ def marker() -> dict[str, str]:
     import uuid
 
     return {"marker": os.path.join(tempfile.gettempdir(), f"tether-hang-once-{uuid.uuid4().hex}")}
+
+
+class ProbeActor(ResourceActor):
+    """Reports, from inside its own message handler, what the thespian loop patches are
+    for: "stack_room" (frame stack left in the chunk the handler runs in), "pid"."""
+
+    def on_call(self, call: Call) -> None:
+        from tests.runtime.loop_probes import data_stack_room
+
+        if call.op == "stack_room":
+            self.reply(call, {"room": data_stack_room(), "pid": os.getpid()})
+        elif call.op == "pid":
+            self.reply(call, {"pid": os.getpid()})
+
+
+STUBBORN = r"""
+import os, signal, subprocess, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+child = subprocess.Popen([sys.executable, "-c",
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"])
+print(child.pid, flush=True)
+time.sleep(600)
+"""
+
+
+class StubbornProcessActor(ProcessActor):
+    """Owns a subprocess (with a child of its own) that ignores SIGTERM. op "release":
+    runs the actor's release (what its exit runs) and answers how long it took."""
+
+    def on_start(self, key: str, config: dict[str, Any]) -> None:
+        self.out = b""
+        self.spawn([sys.executable, "-c", STUBBORN], cwd="/")
+        self.set_state("starting")
+
+    def on_stdout(self, data: bytes) -> None:
+        self.out += data
+        if self.out.endswith(b"\n") and self.state == "starting":
+            self.set_state("ready")
+
+    def on_call(self, call: Call) -> None:
+        import time
+
+        if call.op == "release":
+            pids = [self.proc.pid if self.proc else 0, int(self.out)]
+            start = time.monotonic()
+            self.release()
+            self.reply(call, {"seconds": time.monotonic() - start, "pids": pids})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -16,6 +17,7 @@ import psutil
 import pytest
 
 from tests.conftest import alive, runtime_processes, wait_until
+from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import ResourceError
 from tether.processes import session_processes
 from tether.runtime import KindLoadError, Runtime, RuntimeStartError, load_kinds
@@ -37,6 +39,33 @@ def test_every_listening_socket_is_on_loopback(runtime) -> None:
     assert len(sockets) >= 6  # admin, root, supervisors, run, actors, the host's endpoint
     assert {c.laddr.ip for c in sockets} == {"127.0.0.1"}
     assert any(c.laddr.port == runtime.admin_port for c in sockets)
+
+
+def _host_endpoint_ips() -> set[str]:
+    """The listening addresses of an endpoint thespian's TCP transport opens in this process
+    (the one a host talks to its actor system through), closed again at once."""
+    from thespian.system.transport import ExternalInterfaceTransportInit
+    from thespian.system.transport.TCPTransport import TCPTransport
+
+    before = {(c.laddr.ip, c.laddr.port) for c in listening(psutil.Process())}
+    endpoint = TCPTransport(ExternalInterfaceTransportInit(), {"Admin Port": 1900}, None, None)
+    try:
+        now = {(c.laddr.ip, c.laddr.port) for c in listening(psutil.Process())}
+    finally:
+        endpoint.close()
+    return {ip for ip, _ in now - before}
+
+
+def test_the_loopback_check_would_catch_a_socket_on_every_interface(monkeypatch) -> None:
+    # the control for the test above: with the patch undone, thespian binds 0.0.0.0 and the
+    # same listening-socket check sees it
+    from thespian.system.transport import IPBase
+
+    assert _host_endpoint_ips() == {"127.0.0.1"}
+    monkeypatch.setattr(
+        IPBase.IPActorAddress, "__init__", IPBase.IPActorAddress.__init__.__wrapped__
+    )
+    assert _host_endpoint_ips() == {"0.0.0.0"}
 
 
 def test_runtimes_started_in_parallel_never_collide(runtime_factory) -> None:
@@ -228,6 +257,25 @@ def test_owned_process_dies_with_its_actor_even_when_the_actor_is_sigkilled(runt
     child = psutil.Process(info["pid"])
     os.kill(info["actor_pid"], signal.SIGKILL)
     wait_until(lambda: not alive([child]), timeout=2.0)
+
+
+def test_release_kills_a_tree_that_ignores_sigterm_without_waiting_on_it(runtime_factory) -> None:
+    # release runs in the actor's exit handler: it used to give SIGTERM 0.5 s, then wait up
+    # to 1 s more, holding the actor's exit (and the host's news of it) that long
+    stubborn = KindSpec(
+        "stubborn",
+        "tests.runtime.actors:StubbornProcessActor",
+        Scope.SHARED,
+        ChildSpec(Restart.TRANSIENT),
+    )
+    rt = runtime_factory(kinds=[stubborn])
+    got = rt._call("r", "stubborn", "k", "release", {}, 10)
+    assert got["seconds"] < 0.2, got
+    procs = []
+    for pid in got["pids"]:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            procs.append(psutil.Process(pid))
+    wait_until(lambda: not alive(procs), timeout=2.0)  # the subprocess and its child
 
 
 def _fds_of(rt, run: str) -> int:

@@ -126,3 +126,43 @@ def test_a_crashed_parser_slot_is_restarted_and_search_still_answers(
     runtime.inject("delay", target=f"parser:{POOL_KEYS[-1]}", seconds=0.5)
     slowed = run.call("ast_grep", {"pattern": "foo($A, $B)", "language": "python"})
     assert not slowed.is_error and slowed.data["total"] == 12
+
+
+def test_one_search_lists_the_files_once_on_the_host_not_once_per_slot(
+    runtime_factory: Any, project: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch
+) -> None:
+    # every slot used to run `git ls-files` in its message handler, per search
+    import os
+    import shutil
+    import subprocess
+
+    from tether.kinds import ChildSpec, KindSpec, Restart, Scope
+
+    git = shutil.which("git")
+    if git is None:
+        pytest.skip("git is not installed")
+    subprocess.run([git, "init", "-q", str(project)], check=True)
+    (project / ".gitignore").write_text("ignored.py\n")
+    (project / "ignored.py").write_text("foo(1, 2)\n")
+    wrapper = tmp_path_factory.mktemp("bin")
+    log = wrapper / "git.log"
+    (wrapper / "git").write_text(f'#!/bin/sh\necho "$PPID $1" >> {log}\nexec {git} "$@"\n')
+    (wrapper / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrapper}{os.pathsep}{os.environ['PATH']}")  # before the start
+    pool = [str(i) for i in range(4)]
+    kind = KindSpec(
+        "parser",
+        "tether.actors.parser:ParserActor",
+        Scope.SHARED,
+        ChildSpec(Restart.PERMANENT),
+        config={"keys": pool},
+    )
+    rt = runtime_factory(kinds=[kind])
+    run = rt.open_run("conv-git", workdir=str(project))
+    for _ in range(2):
+        log.write_text("")
+        res = run.call("ast_grep", {"pattern": "foo($A, $B)", "language": "python"})
+        assert not res.is_error and res.data["total"] == 12, res.text  # .gitignore honoured
+        assert log.read_text().split() == [str(os.getpid()), "ls-files"]
+    slots = [rt._call("conv-git", "parser", key, "stats", {}, 10) for key in pool]
+    assert sum(s["files"] for s in slots) == 13  # each .py file (not ignored.py) in one slot

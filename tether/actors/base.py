@@ -29,7 +29,9 @@ What the base does for you:
   exception escaping `on_call` fails that call with `failed` and the exception text; it
   never kills the actor.
 - `on_start` raising `ResourceUnavailable` means "cannot run here" (the supervisor does
-  not retry); raising anything else is a crash (restart policy applies).
+  not retry); raising anything else is a crash (restart policy applies). A start that must
+  wait for something (a probe subprocess) calls `defer_start()` in on_start and later
+  `finish_start()` or `fail_start(...)`: the message loop runs meanwhile.
 - A watchdog timer: if the host process dies or this actor's parent dies, the actor
   kills what it owns and exits (no orphans).
 - Fault injection (delay, drop_reply, kill_process) and health are built in.
@@ -294,6 +296,7 @@ class ResourceActor(TetherActor):
         self._delay: list[float] = []  # injected delays, one per next call
         self._drop = 0  # injected: drop this many next replies
         self._start_error: tuple[str, str] | None = None
+        self._start_deferred = False
         self._channel: ChannelListener | None = None  # the host's direct calls
         self._channel_flush_armed = False
 
@@ -340,6 +343,25 @@ class ResourceActor(TetherActor):
     def after(self, seconds: float, tag: str) -> None:
         """One-shot timer (wakeupAfter); on_timer(tag) is called when it fires."""
         self.wakeupAfter(seconds, ("_timer", tag))
+
+    def defer_start(self) -> None:
+        """Call in on_start when the start ends later, on an event (a probe's exit, a
+        timer): the supervisor hears nothing and holds the host's calls until
+        `finish_start()` or `fail_start(...)`; health queries are answered meanwhile."""
+        self._start_deferred = True
+
+    def finish_start(self) -> None:
+        """A deferred start succeeded: what returning from on_start does."""
+        if self._start_deferred and not self._started and not self._stopping:
+            self._start_deferred = False
+            self._start_done()
+
+    def fail_start(self, error: str, unavailable: bool) -> None:
+        """A deferred start failed: what raising from on_start does (`unavailable`: as
+        ResourceUnavailable, the supervisor does not retry; otherwise a crash)."""
+        if self._start_deferred and not self._started and not self._stopping:
+            self._start_deferred = False
+            self._start_failed(error, unavailable)
 
     def stop(self, reason: str = "normal", error: str = "") -> None:
         """Stop this actor on its own. reason: "normal" (done), "crash" (broken: the
@@ -411,6 +433,10 @@ class ResourceActor(TetherActor):
         except Exception as exc:
             self._start_failed(f"{type(exc).__name__}: {exc}", unavailable=False)
             return
+        if not self._start_deferred:
+            self._start_done()
+
+    def _start_done(self) -> None:
         self._started = True
         if not self._state_explicit:
             self.state = "ready"

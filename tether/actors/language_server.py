@@ -8,7 +8,13 @@ is the `initialize` answer (a message), deadlines and quiet windows are timers.
 
 Key: "<server>:<absolute root>" (see `servers.make_key`). The start re-applies the
 intersection rule and raises `ResourceUnavailable` when the marker or the binary is
-missing, so the supervisor does not retry what cannot work.
+missing, so the supervisor does not retry what cannot work. A row with a `probe_argv`
+(rust-analyzer: `~/.cargo/bin/rust-analyzer` may be a rustup proxy with nothing behind it)
+first runs that probe as the actor's own subprocess, watched like the server and bounded by
+a timer (`PROBE_TIMEOUT`), with the start deferred (`defer_start`): the message loop keeps
+answering health meanwhile and the supervisor holds the calls; a probe that fails ends the
+start as unavailable, in the probe's own words. (The host probes too, before routing a call
+here, but in its own process: nothing is shared.)
 
 Faults: the server dying mid-request fails every open call with `resource_died` (an
 idempotent query is retried once by the runtime on the next incarnation) and stops the
@@ -30,6 +36,9 @@ from tether.lsp.servers import BY_NAME, find_binary, split_key
 from tether.lsp.session import Session
 from tether.messages.calls import Call, ErrorCode
 
+PROBE_TIMEOUT = 10.0  # s a binary's probe (`rust-analyzer --version`) may take to answer
+PROBE_OUTPUT = 4096  # bytes of the probe's stdout kept for the message when it fails
+
 
 class LanguageServerActor(ProcessActor):
     kind_name = "language_server"
@@ -48,7 +57,7 @@ class LanguageServerActor(ProcessActor):
             raise ResourceUnavailable(
                 f"{name}: no root marker ({', '.join(self.row.root_markers)}) in {root}"
             )
-        binary, problem = find_binary(self.row, root)
+        binary, problem = find_binary(self.row, root, probe=False)
         if not binary:
             raise ResourceUnavailable(
                 f"{name}: {problem or 'binary ' + ' / '.join(self.row.binaries) + ' not found on PATH'}"
@@ -57,7 +66,39 @@ class LanguageServerActor(ProcessActor):
         self.reloads = 0
         self.reload_waiters: list[Call] = []
         self._reloading = False
-        self._launch()
+        self._probing = False
+        if self.row.probe_argv:
+            self.defer_start()
+            self._probe()
+        else:
+            self._launch()
+
+    def _probe(self) -> None:
+        """Run the row's probe (`<binary> --version`) before the server, without waiting on
+        it: its exit arrives through the pidfd watch (`on_exit`), its deadline as a timer."""
+        self._probing = True
+        self._probe_timed_out = False
+        self._probe_stdout = b""
+        self.spawn([self.binary, *self.row.probe_argv], cwd=str(self.root))
+        self.after(PROBE_TIMEOUT, "probe-deadline")
+
+    def _probe_exited(self, returncode: int | None) -> None:
+        self._probing = False
+        if returncode == 0:
+            self._launch()
+            self.finish_start()
+            return
+        out = (self.stderr_tail() or self._probe_stdout.decode("utf-8", "replace")).strip()
+        if self._probe_timed_out:
+            why = f"no answer within {PROBE_TIMEOUT:g} s"
+        else:
+            why = out.splitlines()[0][:200] if out else f"exit {returncode}"
+        name = Path(self.binary).name
+        self.fail_start(
+            f"{self.row.name}: binary {name} found at {self.binary} but does not run "
+            f"({' '.join([name, *self.row.probe_argv])}: {why})",
+            unavailable=True,
+        )
 
     def _launch(self) -> None:
         self.session = Session(self.row, self.root, self)
@@ -90,6 +131,9 @@ class LanguageServerActor(ProcessActor):
                 pass
 
     def on_exit(self, returncode: int | None) -> None:
+        if self._probing:
+            self._probe_exited(returncode)
+            return
         if self._reloading:
             # reload: queries in flight move to the new server (they are idempotent), the
             # rest fail with a clear error; the actor itself stays
@@ -119,11 +163,19 @@ class LanguageServerActor(ProcessActor):
 
     # --- events ---------------------------------------------------------------------------
     def on_stdout(self, data: bytes) -> None:
+        if self._probing:
+            self._probe_stdout = (self._probe_stdout + data)[-PROBE_OUTPUT:]
+            return
         self.session.feed(data)
         if self.state == "starting" or self.session.state == "failed":
             self._check_started()
 
     def on_timer(self, tag: str) -> None:
+        if tag == "probe-deadline":
+            if self._probing:
+                self._probe_timed_out = True
+                self.kill_process()  # its exit, seen through the pidfd, ends the probe
+            return
         if tag == "startup-check":
             if self.session.state == "starting":
                 self.session.on_timer("lsp:deadline")
@@ -167,7 +219,7 @@ class LanguageServerActor(ProcessActor):
         return {
             "server": self.row.name if hasattr(self, "row") else "",
             "root": str(getattr(self, "root", "")),
-            "lsp_state": st.get("state", ""),
+            "lsp_state": "probing" if getattr(self, "_probing", False) else st.get("state", ""),
             "indexing": st.get("indexing", []),
             "open_documents": st.get("open_documents", 0),
             "pending_requests": st.get("pending_requests", 0),

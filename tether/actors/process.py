@@ -6,7 +6,8 @@ parent-death signal, so even a SIGKILLed actor leaves no orphan). Its stdout, st
 pidfd are watched with ThespianWatch: no threads, the message loop never blocks, and the
 death of the process is noticed as soon as the kernel reports it. Writes are buffered and
 non-blocking; stderr keeps a bounded tail for status and error messages. On stop the whole
-process tree is killed (psutil).
+process tree is killed (psutil) with SIGKILL, without waiting for it to cooperate: the
+stop runs in a message handler, and the actor process exits right after it anyway.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ from tether.processes import kill_tree
 
 STDERR_TAIL_BYTES = 8192
 READ_CHUNK = 65536
+# s release gives the kernel to end a SIGKILLed subprocess so that it is reaped here (an init
+# that reaps nothing may adopt it otherwise); never a wait on the process's cooperation
+REAP_WAIT = 0.05
 
 
 def _set_parent_death_signal() -> None:
@@ -148,10 +152,12 @@ class ProcessActor(ResourceActor):
 
     def handle_watch(self, ready: list[int]) -> None:
         proc = self.proc
-        if proc is None:
-            return
+        if proc is None or (proc.stdout is not None and proc.stdout.closed):
+            return  # released (or its exit handled): a late event for closed pipes
         if proc.stdout is not None and proc.stdout.fileno() in ready:
             self._read(proc.stdout.fileno(), self._dispatch_stdout)
+            if proc.stdout.closed:  # what it read led to a release
+                return
         if proc.stderr is not None and proc.stderr.fileno() in ready:
             self._read(proc.stderr.fileno(), self._add_stderr)
         if (
@@ -247,8 +253,12 @@ class ProcessActor(ResourceActor):
         super().release()
         proc = self.proc
         if proc is not None:
+            # SIGKILL to the group and every descendant at once: a SIGTERM grace period
+            # (0.5 s, then up to 1 s more) held the handler, and so the actor's exit and the
+            # host's news of it, for as long as the process took to cooperate. A graceful
+            # exit is the protocol's business, asked for in on_stop (LSP shutdown/exit).
             if proc.poll() is None:
-                kill_tree(proc.pid, grace=0.5)
-            with contextlib.suppress(Exception):
-                proc.wait(timeout=1.0)
+                kill_tree(proc.pid, grace=0.0, wait=False)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=REAP_WAIT)
             self._close_pipes()

@@ -336,8 +336,10 @@ def find_root(start: Path, workspace: Path, markers: tuple[str, ...]) -> tuple[P
 _probe_cache: dict[tuple[str, tuple[str, ...]], str] = {}
 
 
-def find_binary(row: ServerRow, root: Path | None) -> tuple[str, str]:
-    """(absolute binary path, problem). Project-local dirs first, then PATH."""
+def find_binary(row: ServerRow, root: Path | None, probe: bool = True) -> tuple[str, str]:
+    """(absolute binary path, problem). Project-local dirs first, then PATH. With `probe`,
+    a binary on PATH must also pass the row's probe (run here, up to 10 s: not for a
+    message handler; the actor runs the probe as a watched subprocess instead)."""
     import subprocess
 
     for name in row.binaries:
@@ -348,7 +350,7 @@ def find_binary(row: ServerRow, root: Path | None) -> tuple[str, str]:
         found = shutil.which(name)
         if not found:
             continue
-        if row.probe_argv:
+        if row.probe_argv and probe:
             ck = (found, row.probe_argv)
             if ck not in _probe_cache:
                 try:

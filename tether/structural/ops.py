@@ -6,15 +6,55 @@ in-process fallback call them directly. Arguments and results are msgpack-able d
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from tether.structural.cache import ParseCache
-from tether.structural.languages import get_parser
+from tether.structural.languages import EXTENSIONS, extensions_of, get_parser, normalize
 from tether.structural.pattern import compile_pattern
 from tether.structural.query import CandidateQuery
 from tether.structural.rewrite import apply
+from tether.structural.scan import iter_files, list_files, shard_of
 from tether.structural.search import find_in_tree, match_record, search_paths
 from tether.structural.staging import digest
+
+
+def split_work(args: dict[str, Any], nshards: int) -> list[dict[str, Any]]:
+    """The args of each pool slot's share of one search, edit or index over `args["root"]`.
+
+    The file listing (`scan.list_files`: one `git ls-files` in a work tree) is made here,
+    once, by the caller that fans the work out - the host, where waiting on a subprocess
+    blocks no actor - and each slot gets the paths (relative to the root) that hash to it,
+    instead of every slot listing the whole tree again in its message handler. A root that
+    is one file needs no listing: each slot checks whether it is its own.
+    """
+    root = str(args["root"])
+    shares: list[dict[str, Any]] = [
+        {**args, "shard": i, "nshards": nshards} for i in range(nshards)
+    ]
+    if not os.path.isdir(root):
+        return shares
+    if "lang" in args:
+        exts = extensions_of(args["lang"])
+    else:  # index: every language a grammar claims, or only `languages`
+        wanted = {normalize(lg) for lg in args.get("languages") or ()}
+        exts = frozenset(ext for ext, lg in EXTENSIONS.items() if not wanted or lg in wanted)
+    prefix = os.path.join(root, "")
+    files: list[list[str]] = [[] for _ in range(nshards)]
+    for path in list_files(root, exts, frozenset(args.get("exclude") or ())):
+        files[shard_of(path, nshards)].append(path[len(prefix) :])
+    for share, mine in zip(shares, files, strict=True):
+        share["files"] = mine
+    return shares
+
+
+def _files(args: dict[str, Any]) -> list[str] | None:
+    """This slot's share of the listing (see `split_work`) as paths, if it was given one."""
+    rel = args.get("files")
+    if rel is None:
+        return None
+    root = str(args["root"])
+    return [os.path.join(root, f) for f in rel]
 
 
 def _common(args: dict[str, Any]) -> dict[str, Any]:
@@ -22,6 +62,7 @@ def _common(args: dict[str, Any]) -> dict[str, Any]:
         "shard": int(args.get("shard", 0)),
         "nshards": int(args.get("nshards", 1)),
         "exclude": frozenset(args.get("exclude") or ()),
+        "files": _files(args),
     }
 
 
@@ -123,17 +164,21 @@ def op_stats(cache: ParseCache, args: dict[str, Any]) -> dict[str, Any]:
 
 def plan_index(args: dict[str, Any]) -> list[tuple[str, str]]:
     """(path, language) of every file of this shard under `root` that a grammar claims
-    (optionally only `languages`), capped at `max_files`."""
-    from tether.structural.languages import EXTENSIONS, normalize
-    from tether.structural.scan import iter_files, shard_of
-
+    (optionally only `languages`), capped at `max_files`; given `files` (see `split_work`),
+    of those."""
     wanted = {normalize(lg) for lg in args.get("languages") or ()}
     exts = frozenset(ext for ext, lg in EXTENSIONS.items() if not wanted or lg in wanted)
     shard, nshards = int(args.get("shard", 0)), int(args.get("nshards", 1))
     cap = int(args.get("max_files", 20000))
     out: list[tuple[str, str]] = []
-    for path, _ in iter_files(args["root"], exts, frozenset(args.get("exclude") or ())):
-        if nshards > 1 and shard_of(path, nshards) != shard:
+    given = _files(args)
+    listed = (
+        given
+        if given is not None
+        else (p for p, _ in iter_files(args["root"], exts, frozenset(args.get("exclude") or ())))
+    )
+    for path in listed:
+        if given is None and nshards > 1 and shard_of(path, nshards) != shard:
             continue
         dot = path.rfind(".")
         lang = EXTENSIONS.get(path[dot + 1 :].lower())

@@ -5,6 +5,10 @@ Inside a git work tree the file list is git's (tracked and untracked, minus what
 one means to search: hidden directories (`.git`, `.venv`), `node_modules`, `__pycache__`. Files are assigned to pool slots by a stable hash of their
 path (crc32, not `hash()`, which is salted per process), so the same file always reaches
 the same actor and its parse cache.
+
+The listing (`list_files`: a `git ls-files`, up to GIT_TIMEOUT) is made once per search by
+the caller that fans it out (`ops.split_work`, on the host), never in a slot's message
+handler: each slot gets its share of the paths and only stats those (`stat_files`).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import shutil
 import stat
 import subprocess
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 SKIP_DIRS = frozenset({"node_modules", "__pycache__", ".git", ".hg", ".svn"})
 GIT_TIMEOUT = 10.0
@@ -64,34 +68,29 @@ def _skipped(rel_parts: list[str], exclude: frozenset[str]) -> bool:
     return any(p.startswith(".") or p in SKIP_DIRS or p in exclude for p in rel_parts)
 
 
-def iter_files(
+def list_files(
     root: str, extensions: frozenset[str], exclude: frozenset[str] = frozenset()
-) -> Iterator[tuple[str, os.stat_result]]:
-    """(path, stat) of every file under `root` (or `root` itself) with one of the extensions.
+) -> list[str]:
+    """Every file under the directory `root` with one of the extensions, not stat'ed yet
+    (`stat_files` does that, where the file is read).
 
     In a git work tree, git's listing (so .gitignore applies); elsewhere a walk. `exclude`
     names directories (by base name) to skip besides the defaults.
     """
-    if os.path.isfile(root):
-        yield root, os.stat(root)
-        return
     listed = git_files(root)
     if listed is not None:
+        out = []
+        skip = len(os.path.join(root, ""))  # git's names are relative and normalised
         for path in listed:
-            name = os.path.basename(path)
-            dot = name.rfind(".")
-            if dot <= 0 or name[dot + 1 :].lower() not in extensions:
+            slash = path.rfind(os.sep)
+            dot = path.rfind(".")
+            if dot <= slash + 1 or path[dot + 1 :].lower() not in extensions:
                 continue
-            rel_dir = os.path.relpath(os.path.dirname(path), root)
-            if rel_dir != "." and _skipped(rel_dir.split(os.sep), exclude):
+            if slash > skip and _skipped(path[skip:slash].split(os.sep), exclude):
                 continue
-            try:
-                st = os.lstat(path)  # a symlink may point outside the workspace: skipped
-            except OSError:
-                continue  # deleted but still in the index
-            if stat.S_ISREG(st.st_mode):
-                yield path, st
-        return
+            out.append(path)
+        return out
+    out = []
     stack = [root]
     while stack:
         d = stack.pop()
@@ -112,10 +111,34 @@ def iter_files(
                 elif e.is_file(follow_symlinks=False):
                     dot = name.rfind(".")
                     if dot > 0 and name[dot + 1 :].lower() in extensions:
-                        yield e.path, e.stat()
+                        out.append(e.path)
             except OSError:
                 continue
         stack.extend(reversed(subdirs))
+    return out
+
+
+def stat_files(paths: Iterable[str]) -> Iterator[tuple[str, os.stat_result]]:
+    """(path, stat) of each path that is a regular file now: a symlink may point outside
+    the workspace, and a listed file may be gone (deleted but still in git's index)."""
+    for path in paths:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            yield path, st
+
+
+def iter_files(
+    root: str, extensions: frozenset[str], exclude: frozenset[str] = frozenset()
+) -> Iterator[tuple[str, os.stat_result]]:
+    """(path, stat) of every file under `root` (or `root` itself) with one of the extensions
+    (`list_files`, then `stat_files`)."""
+    if os.path.isfile(root):
+        yield root, os.stat(root)
+        return
+    yield from stat_files(list_files(root, extensions, exclude))
 
 
 _IDENT = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")

@@ -17,7 +17,7 @@ from tether.structural.languages import extensions_of
 from tether.structural.matcher import Env, match_at
 from tether.structural.pattern import Pattern, compile_pattern
 from tether.structural.query import CandidateQuery
-from tether.structural.scan import iter_files, passes_prefilter, shard_of
+from tether.structural.scan import iter_files, passes_prefilter, shard_of, stat_files
 
 Span = tuple[int, int]
 
@@ -112,14 +112,17 @@ def search_paths(
     shard: int = 0,
     nshards: int = 1,
     exclude: frozenset[str] = frozenset(),
+    files: list[str] | None = None,
 ) -> tuple[list[FileResult], dict[str, int]]:
-    """Search every file of the pattern's language under `root` that falls in this shard."""
+    """Search every file of the pattern's language under `root` that falls in this shard,
+    or, given `files` (this shard's share of a listing made once by the caller), those."""
     cq = CandidateQuery(pattern)
     exts = extensions_of(pattern.lang)
     results: list[FileResult] = []
     stats = {"files": 0, "prefiltered": 0, "parsed": 0, "unreadable": 0}
-    for path, st in iter_files(root, exts, exclude):
-        if nshards > 1 and shard_of(path, nshards) != shard:
+    listed = stat_files(files) if files is not None else iter_files(root, exts, exclude)
+    for path, st in listed:
+        if files is None and nshards > 1 and shard_of(path, nshards) != shard:
             continue
         stats["files"] += 1
         try:

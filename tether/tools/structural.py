@@ -67,8 +67,8 @@ def _fan_out(ctx: ToolContext, op: str, args: dict[str, Any]) -> list[Mapping[st
         with _LOCAL_LOCK:
             fn = ops.op_search if op == "search" else ops.op_edit
             return [fn(_LOCAL_CACHE, {**args, "shard": 0, "nshards": 1})]
-    n = len(keys)
-    calls = [(KIND, key, op, {**args, "shard": i, "nshards": n}) for i, key in enumerate(keys)]
+    shares = ops.split_work(args, len(keys))  # one listing here, not one per slot
+    calls = [(KIND, key, op, share) for key, share in zip(keys, shares, strict=True)]
     replies = ctx.gather(calls, SEARCH_TIMEOUT, idempotent=True)
     out: list[Mapping[str, Any]] = []
     for key, reply in zip(keys, replies, strict=True):
@@ -284,10 +284,8 @@ def warm_index(
     finds warm trees. Returns at once; the slots keep serving searches meanwhile."""
     keys = list(runtime.kind_keys(KIND))
     args = {"root": str(workdir), "languages": list(languages or [])}
-    calls = [
-        (KIND, key, "index", {**args, "shard": i, "nshards": len(keys)})
-        for i, key in enumerate(keys)
-    ]
+    shares = ops.split_work(args, len(keys)) if keys else []  # one listing, made here
+    calls = [(KIND, key, "index", share) for key, share in zip(keys, shares, strict=True)]
     replies = runtime._gather(run_id, calls, 30.0)
     return sum(int(r.get("queued", 0)) for r in replies if isinstance(r, dict))
 
