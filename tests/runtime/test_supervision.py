@@ -26,6 +26,17 @@ def error_of(fn, *args, **kwargs) -> ResourceError:
     return info.value
 
 
+@pytest.fixture(params=[Scope.SHARED, Scope.RUN], ids=["shared", "run"])
+def scope(request) -> Scope:
+    """Fault tests run for a shared kind and for its run-scoped twin."""
+    return request.param
+
+
+def nm(scope: Scope, name: str, run: str = "r1") -> str:
+    """An actor's name in health: run-scoped ones live under their run."""
+    return f"run:{run}/{name}" if scope is Scope.RUN else name
+
+
 def serving(rt, kind="echo_process", key="k", run="r1", op="echo"):
     try:
         return call(rt, kind, key, op=op, timeout=0.5, run=run)
@@ -45,9 +56,9 @@ def test_restart_after_sigkill_of_the_owned_subprocess(runtime) -> None:
     assert "was killed by signal 9" in node(health, "echo_process:k")["last_error"]
 
 
-def test_in_flight_call_gets_resource_died_when_the_process_dies(runtime_factory) -> None:
+def test_in_flight_call_gets_resource_died_when_the_process_dies(runtime_factory, scope) -> None:
     slow = KindSpec(
-        "slow", "tests.runtime.actors:SlowProcessActor", Scope.SHARED, ChildSpec(Restart.PERMANENT)
+        "slow", "tests.runtime.actors:SlowProcessActor", scope, ChildSpec(Restart.PERMANENT)
     )
     rt = runtime_factory(kinds=[slow])
     pid = rt._call("r", "slow", "k", "pid", {}, 5)["pid"]
@@ -58,18 +69,18 @@ def test_in_flight_call_gets_resource_died_when_the_process_dies(runtime_factory
         target=lambda: errors.append(error_of(rt._call, "r", "slow", "k", "hang", {}, 5))
     )
     t.start()
-    in_flight(rt, "slow:k")
+    in_flight(rt, nm(scope, "slow:k", "r"))
     os.kill(pid, signal.SIGKILL)
     t.join(3)
     assert errors[0].code == ErrorCode.RESOURCE_DIED
     assert "was killed by signal 9" in errors[0].message and "call again" in errors[0].message
 
 
-def test_idempotent_call_is_retried_once_on_the_new_incarnation(runtime_factory) -> None:
+def test_idempotent_call_is_retried_once_on_the_new_incarnation(runtime_factory, scope) -> None:
     slow = KindSpec(
         "slow",
         "tests.runtime.actors:SlowProcessActor",
-        Scope.SHARED,
+        scope,
         ChildSpec(Restart.PERMANENT, backoff_initial=0.05),
     )
     rt = runtime_factory(kinds=[slow])
@@ -83,46 +94,48 @@ def test_idempotent_call_is_retried_once_on_the_new_incarnation(runtime_factory)
         )
     )
     t.start()
-    in_flight(rt, "slow:k")
+    in_flight(rt, nm(scope, "slow:k", "r"))
     os.kill(pid, signal.SIGKILL)
     t.join(5)
     assert results and results[0]["pid"] != pid
 
 
-def test_give_up_after_intensity_is_exceeded_is_visible_in_health(runtime_factory) -> None:
+def test_give_up_after_intensity_is_exceeded_is_visible_in_health(runtime_factory, scope) -> None:
     flaky = KindSpec(
         "flaky",
         "tether.actors.echo:EchoProcessActor",
-        Scope.SHARED,
+        scope,
         ChildSpec(Restart.PERMANENT, max_restarts=2, period=30.0, backoff_initial=0.02),
     )
     rt = runtime_factory(kinds=[flaky])
     for _ in range(3):
         wait_until(lambda: serving(rt, "flaky"), timeout=3.0)
-        rt.inject("kill_process", target="flaky:k")
+        rt.inject("kill_process", target=nm(scope, "flaky:k"))
+    name = nm(scope, "flaky:k")
     state = wait_until(
-        lambda: (n := node(rt.health(), "flaky:k")) and n["state"] == "failed" and n, timeout=3.0
+        lambda: (n := node(rt.health(), name)) and n["state"] == "failed" and n, timeout=3.0
     )
     assert state["last_error"].startswith(
-        "gave up on flaky:k after 2 restarts in 30 s; last error: flaky:k: python"
+        f"gave up on {name} after 2 restarts in 30 s; last error: {name}: python"
     )
     err = error_of(call, rt, "flaky")
-    assert err.code == ErrorCode.GAVE_UP and err.message.startswith("gave up on flaky:k")
+    assert err.code == ErrorCode.GAVE_UP and err.message.startswith(f"gave up on {name}")
 
 
-def test_restarting_resource_answers_with_a_clear_error(runtime_factory) -> None:
+def test_restarting_resource_answers_with_a_clear_error(runtime_factory, scope) -> None:
     slow_restart = KindSpec(
         "echo_process",
         "tether.actors.echo:EchoProcessActor",
-        Scope.SHARED,
+        scope,
         ChildSpec(Restart.PERMANENT, backoff_initial=1.0),
     )
     rt = runtime_factory(kinds=[slow_restart])
     call(rt)
-    rt.inject("kill_process", target="echo_process:k")
+    name = nm(scope, "echo_process:k")
+    rt.inject("kill_process", target=name)
     err = wait_until(lambda: _restarting_error(rt), timeout=2.0)
     assert err.startswith(
-        "echo_process:k is restarting (restart 1 of 5 in 60 s; last error: echo_process:k: python"
+        f"{name} is restarting (restart 1 of 5 in 60 s; last error: {name}: python"
     )
     assert err.endswith("try again in a moment")
 
@@ -136,11 +149,13 @@ def _restarting_error(rt) -> str | None:
     return None
 
 
-def test_ttl_expiry_stops_the_child_and_the_next_call_starts_a_fresh_one(runtime_factory) -> None:
+def test_ttl_expiry_stops_the_child_and_the_next_call_starts_a_fresh_one(
+    runtime_factory, scope
+) -> None:
     short = KindSpec(
         "echo_process",
         "tether.actors.echo:EchoProcessActor",
-        Scope.SHARED,
+        scope,
         ChildSpec(Restart.PERMANENT, ttl=0.4),
     )
     rt = runtime_factory(kinds=[short])
@@ -148,7 +163,7 @@ def test_ttl_expiry_stops_the_child_and_the_next_call_starts_a_fresh_one(runtime
     wait_until(lambda: not psutil.pid_exists(pid), timeout=3.0)
 
     def forgotten() -> bool:  # the process dies before its actor is out of the table
-        entry = node(rt.health(), "echo_process:k")
+        entry = node(rt.health(), nm(scope, "echo_process:k"))
         assert entry is None or entry["restarts"] == 0, f"restarted after its TTL: {entry}"
         return entry is None
 
@@ -169,8 +184,8 @@ def test_idle_reaping(runtime_factory) -> None:
     assert node(rt.health(), "run:r1/echo_run:k") is None
 
 
-def test_unavailable_resource_is_not_restarted(runtime_factory) -> None:
-    missing = KindSpec("missing", "tests.runtime.actors:UnavailableActor", Scope.SHARED)
+def test_unavailable_resource_is_not_restarted(runtime_factory, scope) -> None:
+    missing = KindSpec("missing", "tests.runtime.actors:UnavailableActor", scope)
     rt = runtime_factory(kinds=[missing])
     err = error_of(call, rt, "missing")
     assert (err.code, err.message) == (
@@ -179,23 +194,25 @@ def test_unavailable_resource_is_not_restarted(runtime_factory) -> None:
     )
     err = error_of(call, rt, "missing")
     assert err.code == ErrorCode.UNAVAILABLE
-    assert node(rt.health(), "missing:k")["restarts"] == 0
+    assert node(rt.health(), nm(scope, "missing:k"))["restarts"] == 0
 
 
-def test_actor_class_that_does_not_load_is_unavailable(runtime_factory) -> None:
-    broken = KindSpec("broken", "tests.runtime.nonexistent:Nope", Scope.SHARED)
+def test_actor_class_that_does_not_load_is_unavailable(runtime_factory, scope) -> None:
+    broken = KindSpec("broken", "tests.runtime.nonexistent:Nope", scope)
     rt = runtime_factory(kinds=[broken])
     err = error_of(call, rt, "broken")
     assert err.code == ErrorCode.UNAVAILABLE
     assert "actor class 'tests.runtime.nonexistent:Nope' failed to load" in err.message
 
 
-def test_crash_actor_is_restarted(runtime) -> None:
-    before = call(runtime, op="pid")["actor_pid"]
-    message = runtime.inject("crash_actor", target="echo_process:k")["message"]
-    assert message.startswith(f"SIGKILLed the actor process of echo_process:k (pid {before})")
-    wait_until(lambda: serving(runtime), timeout=2.0)
-    assert call(runtime, op="pid")["actor_pid"] != before
+def test_crash_actor_is_restarted(runtime, scope) -> None:
+    kind = "echo_run" if scope is Scope.RUN else "echo_process"
+    name = nm(scope, f"{kind}:k")
+    before = call(runtime, kind, op="pid")["actor_pid"]
+    message = runtime.inject("crash_actor", target=name)["message"]
+    assert message.startswith(f"SIGKILLed the actor process of {name} (pid {before})")
+    wait_until(lambda: serving(runtime, kind), timeout=2.0)
+    assert call(runtime, kind, op="pid")["actor_pid"] != before
 
 
 def test_crash_of_a_run_actor_recovers(runtime) -> None:
