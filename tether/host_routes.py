@@ -130,12 +130,12 @@ class RouteTable:
             for target in [t for t in self._routes if t[0] == run_id or t[1:] == ("run", run_id)]:
                 del self._routes[target]
 
-    def clear(self, keep_tree: bool = True) -> None:
-        """Forget the resources (and, with keep_tree=False, the supervisors too): the next
-        calls go through the tree again, like first calls."""
+    def clear(self) -> None:
+        """Forget the resources (not the supervisors): the next calls go through the tree
+        again, like first calls."""
         with self._lock:
             for target in list(self._routes):
-                if not keep_tree or not _is_tree_node(target):
+                if not _is_tree_node(target):
                     del self._routes[target]
 
 

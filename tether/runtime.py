@@ -449,8 +449,6 @@ class Runtime:
         msg = CloseRun(self._next_id(), str(run_id))
         self.engine.ask_node(RUNS, msg, msg.call_id, timeout, f"close run {run_id!r}")
 
-    _close_run_actor = close_run
-
     # --- what is connected -----------------------------------------------------------
     def connected_kinds(self) -> set[str]:
         return set(self.kinds) if not self._closed else set()

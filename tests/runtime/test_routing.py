@@ -175,7 +175,7 @@ def test_connected_kinds(runtime) -> None:
 
 def test_close_run_stops_its_actors(runtime) -> None:
     pid = call(runtime, "echo_run", op="pid", run="gone")["pid"]
-    runtime._close_run_actor("gone")
+    runtime.close_run("gone")
     import psutil
 
     wait_until(
@@ -217,7 +217,7 @@ def test_open_run_rejects_an_empty_id(runtime) -> None:
 
 def test_a_closed_run_can_be_opened_again(runtime) -> None:
     call(runtime, "echo_run", run="again")
-    runtime._close_run_actor("again")
+    runtime.close_run("again")
     got = wait_until(
         lambda: _try(lambda: call(runtime, "echo_run", run="again", args={"n": 1})), timeout=5
     )
