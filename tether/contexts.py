@@ -5,6 +5,10 @@ get each other's replies. Each thread that calls into the runtime gets its own p
 context (its own loopback endpoint); contexts of threads that ended are closed when the
 next one is made, and all of them at shutdown (thespian's shutdown waits ~10 s on open
 ones).
+
+`post` sends from such a context without waiting for the receiver to take the message:
+thespian's `tell` waits (up to 60 s) for the receiving process to acknowledge it, so a
+stopped or wedged receiver would hold the calling thread past its call's deadline.
 """
 
 from __future__ import annotations
@@ -57,3 +61,12 @@ class Contexts:
 
     def __len__(self) -> int:
         return len(self._all)
+
+
+def post(ctx: Any, address: Any, data: bytes) -> None:
+    """Queue `data` for `address` on `ctx` (a private() context) and return at once. The
+    transmit goes on while the thread next waits on `ctx` (`listen`), as thespian's own
+    `ask` does; a receiver that never takes it holds nothing but that transmit (thespian
+    fails it when its connection does). thespian_patches checks that these internals are
+    still there (`shape_problems`)."""
+    ctx._systemBase._tx_to_actor(address, data)

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tether.channels import ChannelGone, HostChannel, HostChannels, wait_readable
-from tether.contexts import Contexts
+from tether.contexts import Contexts, post
 from tether.host_routes import (
     ROOT,
     DirectRoute,
@@ -276,7 +276,7 @@ class CallEngine:
 
     def tell(self, ctx: Any, address: Any, data: bytes) -> None:
         try:
-            ctx.tell(address, data)
+            post(ctx, address, data)  # (never waits on the receiver: the wait that follows does)
         except Exception as exc:
             raise self.transport_error(exc) from exc
 

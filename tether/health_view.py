@@ -65,6 +65,7 @@ def fetch_health(port: int, timeout: float = 5.0) -> dict[str, Any]:
 def _fetch(port: int, timeout: float) -> dict[str, Any]:
     from thespian.actors import ActorSystem
 
+    from tether.contexts import post
     from tether.messages.codec import decode, encode
     from tether.messages.control import HealthQuery, HealthReport
     from tether.runtime import ROOT_NAME
@@ -75,7 +76,7 @@ def _fetch(port: int, timeout: float) -> dict[str, Any]:
     root = asys.createActor(RootSupervisor, globalName=ROOT_NAME)
     query = HealthQuery(f"status-{time.monotonic_ns()}", time.monotonic() + timeout * 0.9)
     with asys.private() as ctx:
-        ctx.tell(root, encode(query))
+        post(ctx, root, encode(query))  # (listen drives it; tell would wait on the root)
         deadline = time.monotonic() + timeout
         while (remaining := deadline - time.monotonic()) > 0:
             msg = ctx.listen(remaining)

@@ -19,6 +19,9 @@ them. Three patches, each for a reason measured here:
 2. A fresh frame-stack chunk per actor process (speed): see `_make_stack_trampoline`.
 3. poll(2) instead of a new epoll per loop turn (speed): see `poll_instead_of_epoll`.
 tests/runtime/test_loop_patches.py covers 2 and 3 by their effect in real actor processes.
+Not a patch, but an internal relied on: `tether.contexts.post` queues a host's message with
+`systemBase._tx_to_actor` instead of `tell`, which waits on the receiver (checked below;
+tests/runtime/test_host_routes.py stops a supervisor mid-call).
 
 The patches reach into thespian's internals, so `apply()` first checks the thespian it finds
 (`check_thespian`): a version not in `TESTED_THESPIAN` is refused, and so is one where an
@@ -86,6 +89,8 @@ def shape_problems() -> list[str]:
         "thespian.system.multiprocCommon",
         "thespian.system.transport.IPBase",
         "thespian.system.transport.TCPTransport",
+        "thespian.system.systemBase",
+        "thespian.actors",
     ):
         try:
             modules[name] = importlib.import_module(name)
@@ -132,6 +137,16 @@ def shape_problems() -> list[str]:
         problems.append(
             "TCPTransport._runWithExpiry no longer waits with selectors.DefaultSelector()"
         )
+    # 4. contexts.post: a private() context wraps a systemBase that queues a transmit with
+    #    `_tx_to_actor` (no wait) and drives it in `listen`
+    system_base = getattr(modules["thespian.system.systemBase"], "systemBase", None)
+    external = getattr(modules["thespian.actors"], "ExternalContext", None)
+    if system_base is None or not hasattr(system_base, "_tx_to_actor"):
+        problems.append("thespian.system.systemBase.systemBase._tx_to_actor is gone")
+    elif "_tx_to_actor" not in _names(system_base.tell):
+        problems.append("systemBase.tell no longer sends with `_tx_to_actor`")
+    elif external is None or "_systemBase" not in _names(external.__init__):
+        problems.append("thespian.actors.ExternalContext no longer wraps `_systemBase`")
     return problems
 
 

@@ -272,6 +272,29 @@ def test_a_call_survives_or_hears_of_its_run_supervisors_dying(
     assert rt._call("r", "slow", "k", "pid", {}, 5, idempotent=True)["pid"]
 
 
+def test_a_stopped_supervisor_on_the_way_holds_its_caller_no_longer_than_the_deadline(
+    runtime_factory, scope
+) -> None:
+    # thespian's tell waits up to 60 s for the receiving process to take a message: a first
+    # call whose supervisor is stopped must cost its caller the call's deadline, no more
+    rt = runtime_factory(kinds=[SLOW_RUN if scope is Scope.RUN else SLOW])
+    learn_route(rt, "slow")
+    supervisor = pid_of(rt, supervisor_of(scope, "slow"))
+    rt._routes.clear()  # the next call goes through the supervisor, like a first call
+    os.kill(supervisor, signal.SIGSTOP)
+    try:
+        start = time.monotonic()
+        with pytest.raises(ResourceError) as err:
+            rt._call("r", "slow", "k", "pid", {}, 1.0)
+        took = time.monotonic() - start
+    finally:
+        os.kill(supervisor, signal.SIGCONT)
+    assert err.value.code == ErrorCode.DEADLINE, err.value
+    assert took < 1.5, f"took {took:.2f} s"
+    # and once it runs again, so does the tool
+    assert rt._call("r", "slow", "k", "pid", {}, 5, idempotent=True)["pid"]
+
+
 def test_a_first_call_survives_its_run_actor_dying_on_the_way(runtime_factory) -> None:
     # the RunActor is stopped (SIGSTOP) so the Route waits in it, then killed: the host,
     # watching the supervisor that holds the call, sends it again through the runs supervisor
