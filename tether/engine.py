@@ -44,6 +44,7 @@ from tether.kinds import KindSpec, Scope
 from tether.messages.calls import Call, ErrorCode, Reply, ResourceError
 from tether.messages.codec import CodecError, decode, encode
 from tether.messages.control import ListHops, Route, RouteInfo
+from tether.messages.ops import is_op, op_args, op_name
 from tether.supervisors.policy import call_outcome_when_gone
 
 DEFAULT_CALL_TIMEOUT = 30.0
@@ -95,11 +96,20 @@ class CallEngine:
         run_id: str,
         kind: str,
         key: str,
-        op: str,
-        args: Mapping[str, Any],
+        op: str | Any,
+        args: Mapping[str, Any] | None,
         timeout: float,
         idempotent: bool,
     ) -> tuple[Call, bytes]:
+        """`op`: an op instance of the kind's vocabulary (`tether.messages.ops`), or its
+        name with `args`."""
+        if is_op(op):
+            if args:
+                raise ResourceError(
+                    ErrorCode.BAD_REQUEST,
+                    f"{op_name(op)} is an op instance: its fields are its arguments, pass no args",
+                )
+            op, args = op_name(op), op_args(op)
         if not isinstance(timeout, int | float) or timeout <= 0:
             raise ResourceError(
                 ErrorCode.BAD_REQUEST,
@@ -118,7 +128,7 @@ class CallEngine:
             kind=kind,
             key=str(key),
             op=op,
-            args=dict(args),
+            args=dict(args or {}),
             deadline=time.monotonic() + timeout,
             idempotent=bool(idempotent),
             run_scoped=spec.scope is Scope.RUN,
@@ -137,12 +147,13 @@ class CallEngine:
         run_id: str,
         kind: str,
         key: str,
-        op: str,
-        args: Mapping[str, Any],
+        op: str | Any,
+        args: Mapping[str, Any] | None = None,
         timeout: float = DEFAULT_CALL_TIMEOUT,
         idempotent: bool = False,
     ) -> dict[str, Any]:
-        """Ask the resource actor (kind, key) of run `run_id` to do `op`. Returns its
+        """Ask the resource actor (kind, key) of run `run_id` to do `op` (an op instance, or
+        its name with `args`). Returns its
         payload; raises ResourceError with a clear message on any failure. Never waits past
         `timeout`. Thread-safe."""
         self.check_open()
@@ -152,7 +163,7 @@ class CallEngine:
     def gather(
         self,
         run_id: str,
-        calls: Sequence[tuple[str, str, str, Mapping[str, Any]]],
+        calls: Sequence[tuple[str, str, str | Any, Mapping[str, Any] | None]],
         timeout: float = DEFAULT_CALL_TIMEOUT,
         idempotent: bool = False,
     ) -> list[dict[str, Any] | ResourceError]:

@@ -401,8 +401,8 @@ class Runtime:
         run_id: str,
         kind: str,
         key: str,
-        op: str,
-        args: Mapping[str, Any],
+        op: str | Any,
+        args: Mapping[str, Any] | None = None,
         timeout: float = DEFAULT_CALL_TIMEOUT,
         idempotent: bool = False,
     ) -> dict[str, Any]:
@@ -412,7 +412,7 @@ class Runtime:
     def _gather(
         self,
         run_id: str,
-        calls: Sequence[tuple[str, str, str, Mapping[str, Any]]],
+        calls: Sequence[tuple[str, str, str | Any, Mapping[str, Any] | None]],
         timeout: float = DEFAULT_CALL_TIMEOUT,
         idempotent: bool = False,
     ) -> list[dict[str, Any] | ResourceError]:

@@ -1,0 +1,160 @@
+"""Typed ops: what a tool may ask of a resource kind, as frozen dataclasses.
+
+Each resource kind has a `Vocabulary`: its op classes, registered by name. On the wire a
+`Call` stays flat (`op` names the class, `args` holds its fields, msgpack-able), so the
+codec needs nothing new and a peer never decodes a class it was not told about. The host
+builds a call from an op (`op_name(op)`, `op_args(op)`; `CallEngine.call` takes an op
+instance in place of a name); the actor turns the call back into its op with
+`vocabulary.parse(call)` and dispatches with one `match`:
+
+    LSP = Vocabulary("language_server")
+
+    @LSP.op
+    @dataclass(frozen=True)
+    class Hover:
+        path: str
+        line: int
+
+    def on_call(self, call):
+        match LSP.parse(call):
+            case Hover(path=path, line=line): ...
+
+`parse` refuses an op the kind does not have, a missing or unexpected argument and an
+argument of the wrong type with `OpError`, whose message says what was expected (the actor
+answers it as BAD_REQUEST), so no handler sees a malformed call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any
+
+from tether.messages.calls import Call, ErrorCode, ResourceError
+
+
+class OpError(ResourceError):
+    """A call whose op or arguments do not fit the kind's vocabulary (BAD_REQUEST)."""
+
+    def __init__(self, message: str):
+        super().__init__(ErrorCode.BAD_REQUEST, message)
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def op_name(op: Any) -> str:
+    """The wire name of an op instance or class: `op_name` if it sets one, else its class
+    name in snake case (`Hover` -> "hover", `ApplyEdit` -> "apply_edit")."""
+    cls = op if isinstance(op, type) else type(op)
+    return str(getattr(cls, "op_name", "") or _snake(cls.__name__))
+
+
+def op_args(op: Any) -> dict[str, Any]:
+    """An op instance's fields, as the call's args (shallow: values must be msgpack-able)."""
+    return {f.name: getattr(op, f.name) for f in dataclasses.fields(op)}
+
+
+def is_op(value: Any) -> bool:
+    return dataclasses.is_dataclass(value) and not isinstance(value, type)
+
+
+class Vocabulary:
+    """The ops of one resource kind (or of several kinds served by one actor class)."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self.ops: dict[str, type] = {}
+        self._fields: dict[type, dict[str, tuple[Any, bool]]] = {}  # name -> (type, required)
+
+    def op(self, cls: type) -> type:
+        """Class decorator: register a frozen dataclass as an op of this kind."""
+        params = getattr(cls, "__dataclass_params__", None)
+        if params is None or not params.frozen:
+            raise TypeError(f"{cls.__name__} must be a frozen dataclass to be an op")
+        name = op_name(cls)
+        if name in self.ops:
+            raise TypeError(f"{self.kind} already has an op named {name!r}")
+        hints = typing.get_type_hints(cls)
+        self._fields[cls] = {
+            f.name: (
+                hints[f.name],
+                f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+            )
+            for f in dataclasses.fields(cls)
+        }
+        self.ops[name] = cls
+        return cls
+
+    def parse(self, call: Call) -> Any:
+        """The op `call` asks for, checked against its class; OpError if it does not fit."""
+        cls = self.ops.get(call.op)
+        if cls is None:
+            raise OpError(
+                f"{self.kind} has no op {call.op!r}; its ops: {', '.join(sorted(self.ops))}"
+            )
+        return self.build(cls, call.args)
+
+    def build(self, cls: type, args: Mapping[str, Any]) -> Any:
+        fields = self._fields[cls]
+        unexpected = sorted(set(args) - set(fields))
+        if unexpected:
+            raise OpError(
+                f"{self.kind}.{op_name(cls)} takes no argument {', '.join(map(repr, unexpected))}"
+                f"; its arguments: {_signature(fields)}"
+            )
+        missing = [n for n, (_, required) in fields.items() if required and n not in args]
+        if missing:
+            raise OpError(
+                f"{self.kind}.{op_name(cls)} needs {', '.join(map(repr, missing))}; "
+                f"its arguments: {_signature(fields)}"
+            )
+        for name, value in args.items():
+            expected = fields[name][0]
+            if not _fits(value, expected):
+                raise OpError(
+                    f"{self.kind}.{op_name(cls)}: {name} must be {_type_name(expected)}, "
+                    f"got {type(value).__name__} {value!r:.80}"
+                )
+        return cls(**args)
+
+
+def _signature(fields: Mapping[str, tuple[Any, bool]]) -> str:
+    return ", ".join(
+        f"{n}: {_type_name(t)}{'' if required else ' (optional)'}"
+        for n, (t, required) in fields.items()
+    )
+
+
+def _type_name(tp: Any) -> str:
+    if isinstance(tp, type):
+        return tp.__name__
+    return str(tp).replace("typing.", "")
+
+
+def _fits(value: Any, tp: Any) -> bool:
+    """Does `value` (as msgpack gives it back) fit the annotation `tp`? Checks the outer
+    type only (a list is a list; its items are the handler's business)."""
+    if tp is Any:
+        return True
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, arg) for arg in typing.get_args(tp))
+    if tp is type(None):
+        return value is None
+    if origin is typing.Literal:
+        return value in typing.get_args(tp)
+    outer = origin or tp
+    if outer in (list, tuple):  # msgpack gives lists back for tuples
+        return isinstance(value, list | tuple)
+    if outer is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if outer is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(outer, type):
+        return isinstance(value, outer)
+    return True
