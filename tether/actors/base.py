@@ -58,7 +58,7 @@ from thespian.actors import (
 )
 
 from tether.channels import ChannelListener, ChannelPeer
-from tether.messages.calls import Call, ErrorCode, Reply
+from tether.messages.calls import Call, ErrorCode, Reply, ResourceError
 from tether.messages.codec import CodecError, decode, encode
 from tether.messages.control import (
     HealthQuery,
@@ -502,6 +502,8 @@ class ResourceActor(TetherActor):
         self._open[call.call_id] = (call, reply_to)
         try:
             self.on_call(call)
+        except ResourceError as exc:  # (an OpError from vocabulary.parse: a malformed call)
+            self.fail(call, exc.code, f"{self.name}: {exc.message}")
         except Exception as exc:
             self._log_exception(exc)
             self.fail(
