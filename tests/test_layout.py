@@ -52,7 +52,7 @@ LAYERS: list[set[str]] = [
         "tether.health_view",
     },
     # the public face and the command
-    {"tether", "tether.demo", "tether.cli"},
+    {"tether", "tether.demo", "tether.cli", "tether.mcp_server"},
 ]
 
 LIBRARIES = {"tether.lsp", "tether.structural"}

@@ -3,6 +3,7 @@
     tether tools [--surface S] [--json [--format anthropic|openai|mcp]] [--all]
     tether call --workdir DIR TOOL 'JSON'     exit 1 when the result is an error
     tether status --port N                    the health tree of a running runtime
+    tether mcp --workdir DIR [--surface S]    one run's tools over MCP stdio
     tether demo [--project DIR]               the tools on the bundled example project
 
 `tether call` starts a runtime only when the tool needs one (language servers, parsers,
@@ -151,6 +152,16 @@ def _cmd_status(args: argparse.Namespace) -> int:
     return int(status_main(args.port) or 0)
 
 
+def _cmd_mcp(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    if not Path(args.workdir).is_dir():
+        raise SystemExit(f"tether mcp: --workdir {args.workdir!r} is not a directory")
+    from tether.mcp_server import main as mcp_main
+
+    return mcp_main(args.workdir, args.surface)
+
+
 def _cmd_demo(rest: list[str]) -> int:
     try:
         from tether.demo import main as demo_main
@@ -185,6 +196,10 @@ def build_parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", help="the health tree of a running runtime")
     status.add_argument("--port", type=int, required=True, help="the runtime's admin port")
 
+    mcp = sub.add_parser("mcp", help="serve one run's tools over MCP stdio")
+    mcp.add_argument("--workdir", required=True, help="the working directory of the run")
+    mcp.add_argument("--surface", choices=SURFACES, default="default")
+
     sub.add_parser("demo", help="run the tools on the bundled example project", add_help=False)
     return parser
 
@@ -201,6 +216,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _cmd_call(args)
     if args.command == "status":
         return _cmd_status(args)
+    if args.command == "mcp":
+        return _cmd_mcp(args)
     parser.print_help()
     return 2
 
