@@ -4,6 +4,7 @@
     tether call --workdir DIR TOOL 'JSON'     exit 1 when the result is an error
     tether status --port N                    the health tree of a running runtime
     tether mcp --workdir DIR [--surface S]    one run's tools over MCP stdio
+    tether serve [--metrics-port P]           a runtime that stays up (for status, metrics)
     tether demo [--project DIR]               the tools on the bundled example project
 
 `tether call` starts a runtime only when the tool needs one (language servers, parsers,
@@ -162,6 +163,31 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
     return mcp_main(args.workdir, args.surface)
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    from tether.runtime import Runtime, RuntimeStartError
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        rt = Runtime.start(admin_port=args.admin_port, metrics_port=args.metrics_port)
+    except RuntimeStartError as e:
+        raise SystemExit(f"tether serve: {e}") from None
+    with rt:
+        print(
+            f"tether: runtime up, admin port {rt.admin_port} (tether status --port {rt.admin_port})"
+        )
+        if rt.metrics is not None:
+            print(f"tether: metrics on http://127.0.0.1:{rt.metrics.port}/metrics")
+        print("tether: Ctrl-C or SIGTERM to stop", flush=True)
+        stop.wait()
+    print("tether: stopped", flush=True)
+    return 0
+
+
 def _cmd_demo(rest: list[str]) -> int:
     try:
         from tether.demo import main as demo_main
@@ -200,6 +226,10 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.add_argument("--workdir", required=True, help="the working directory of the run")
     mcp.add_argument("--surface", choices=SURFACES, default="default")
 
+    serve = sub.add_parser("serve", help="start a runtime and keep it up until interrupted")
+    serve.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
+    serve.add_argument("--admin-port", type=int, help="pin the actor system's admin port")
+
     sub.add_parser("demo", help="run the tools on the bundled example project", add_help=False)
     return parser
 
@@ -218,6 +248,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _cmd_status(args)
     if args.command == "mcp":
         return _cmd_mcp(args)
+    if args.command == "serve":
+        return _cmd_serve(args)
     parser.print_help()
     return 2
 

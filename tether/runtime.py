@@ -50,6 +50,7 @@ from tether.messages.control import (
     ListKeys,
     OpenRun,
 )
+from tether.metrics import Metrics
 from tether.portfile import (
     default_state_dir,
     pick_port,
@@ -144,6 +145,7 @@ class Runtime:
         self._closed = True
         self._known_pids: set[tuple[int, float]] = set()
         self._children_before_boot: set[int] = set()
+        self.metrics: Metrics | None = None  # with Runtime.start(metrics_port=...)
 
     # --- lifecycle -------------------------------------------------------------------
     @classmethod
@@ -154,12 +156,14 @@ class Runtime:
         kind_modules: Sequence[str] | None = None,
         start_timeout: float = 10.0,
         state_dir: str | os.PathLike[str] | None = None,
+        metrics_port: int | None = None,
     ) -> Runtime:
         """Boot thespian multiprocTCPBase on loopback and the supervision tree.
 
         admin_port: pin the admin port (default: a free one; several runtimes on one
         machine never collide). kinds: the resource kinds (default: those declared by
-        RESOURCE_KIND_MODULES, or by `kind_modules`).
+        RESOURCE_KIND_MODULES, or by `kind_modules`). metrics_port: serve Prometheus
+        metrics on 127.0.0.1:metrics_port (0: a free one, see `rt.metrics.port`).
         """
         rt = cls(_token=_START_TOKEN)
         rt.state_dir = Path(state_dir) if state_dir else default_state_dir()
@@ -185,6 +189,8 @@ class Runtime:
                 # from others' by the children this boot made
                 with _BOOT_LOCK:
                     rt._boot(port, start_timeout)
+                if metrics_port is not None:
+                    rt._serve_metrics(metrics_port)
                 return rt
             except _PortTaken as exc:
                 last_error = exc
@@ -314,6 +320,8 @@ class Runtime:
         # ~10 s on them (measured with 16 caller threads)
         if self._engine is not None:
             self._engine.close()
+        if self.metrics is not None:
+            self.metrics.close()
         stopper = threading.Thread(target=self._stop_system, name="tether-shutdown", daemon=True)
         stopper.start()
         stopper.join(max(deadline - time.monotonic() - 1.0, 0.5))
@@ -324,6 +332,17 @@ class Runtime:
         if self.port_file is not None:
             with contextlib.suppress(OSError):
                 self.port_file.unlink()
+
+    def _serve_metrics(self, port: int) -> None:
+        self.metrics = Metrics(lambda timeout: self.health(timeout=timeout))
+        try:
+            self.metrics.serve(port)
+        except OSError as exc:
+            self.shutdown()
+            raise RuntimeStartError(
+                f"cannot serve metrics on 127.0.0.1:{port} ({exc}); pick another port or "
+                "pass metrics_port=0 for a free one"
+            ) from exc
 
     def _stop_system(self) -> None:
         with contextlib.suppress(Exception):
