@@ -3,6 +3,7 @@
     tether tools [--surface S] [--json [--format anthropic|openai|mcp]] [--all]
     tether call --workdir DIR TOOL 'JSON'     exit 1 when the result is an error
     tether status --port N                    the health tree of a running runtime
+    tether top --port N [--interval S]        a live view of its actors, redrawn in place
     tether mcp --workdir DIR [--surface S]    one run's tools over MCP stdio
     tether serve [--metrics-port P]           a runtime that stays up (for status, metrics)
     tether demo [--project DIR]               the tools on the bundled example project
@@ -222,6 +223,11 @@ def build_parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", help="the health tree of a running runtime")
     status.add_argument("--port", type=int, required=True, help="the runtime's admin port")
 
+    top = sub.add_parser("top", help="a live view of a running runtime's actors")
+    top.add_argument("--port", type=int, required=True, help="the runtime's admin port")
+    top.add_argument("--interval", type=float, default=1.0, help="seconds between frames")
+    top.add_argument("--count", type=int, default=0, help="stop after N frames (0: never)")
+
     mcp = sub.add_parser("mcp", help="serve one run's tools over MCP stdio")
     mcp.add_argument("--workdir", required=True, help="the working directory of the run")
     mcp.add_argument("--surface", choices=SURFACES, default="default")
@@ -246,6 +252,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _cmd_call(args)
     if args.command == "status":
         return _cmd_status(args)
+    if args.command == "top":
+        from tether.health_view import top_main
+
+        if args.interval <= 0 or args.count < 0:
+            raise SystemExit("tether top: --interval must be > 0 and --count >= 0")
+        return top_main(args.port, args.interval, args.count)
     if args.command == "mcp":
         return _cmd_mcp(args)
     if args.command == "serve":

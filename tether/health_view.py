@@ -152,3 +152,84 @@ def status_main(port: int, out: TextIO | None = None, timeout: float = 5.0) -> i
         return 1
     print(render_tree(health), file=out)
     return 0
+
+
+# --- tether top ----------------------------------------------------------------------
+TOP_COLUMNS = ("actor", "state", "up", "restarts", "pending", "rss", "cpu")
+CLEAR = "\x1b[H\x1b[J"  # cursor home, clear to the end: the frame is redrawn in place
+
+
+def top_rows(health: dict[str, Any]) -> list[tuple[str, ...]]:
+    """One row per actor, indented by depth: the table `tether top` draws."""
+    rows: list[tuple[str, ...]] = []
+
+    def walk(node: dict[str, Any], depth: int) -> None:
+        pids = [p for p in node.get("pids", []) if p.get("alive", True)]
+        state = str(node.get("state", "?"))
+        rows.append(
+            (
+                "  " * depth + str(node.get("name", "?")),
+                state + STATE_MARK.get(state, ""),
+                f"{node.get('uptime', 0):.0f}s",
+                str(node.get("restarts", 0)),
+                str(node.get("pending", 0)),
+                _mib(sum(int(p.get("rss", 0)) for p in pids)),
+                f"{sum(float(p.get('cpu', 0)) for p in pids):.0f}%",
+            )
+        )
+        for child in node.get("children", []):
+            walk(child, depth + 1)
+
+    walk(health, 0)
+    return rows
+
+
+def render_top(health: dict[str, Any], now: str) -> str:
+    rows = top_rows(health)
+    restarts = sum(int(r[3]) for r in rows)
+    pending = sum(int(r[4]) for r in rows)
+    header = (
+        f"tether top  127.0.0.1:{health.get('admin_port', '?')}  {now}  "
+        f"{len(rows)} actors  {restarts} restarts  {pending} pending"
+    )
+    widths = [max(len(r[i]) for r in [TOP_COLUMNS, *rows]) for i in range(len(TOP_COLUMNS))]
+    lines = [header, ""]
+    for row in [TOP_COLUMNS, *rows]:
+        cells = [
+            row[0].ljust(widths[0]),
+            *(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)),
+        ]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def top_main(
+    port: int,
+    interval: float = 1.0,
+    count: int = 0,
+    out: TextIO | None = None,
+    timeout: float = 5.0,
+) -> int:
+    """Redraw the runtime's actors every `interval` seconds (in place on a terminal, one
+    frame after another on a pipe) until interrupted, or `count` frames (0: forever). A
+    runtime that stops answering is shown as such, and watched until it is back."""
+    out = out or sys.stdout
+    in_place = out.isatty()
+    refresh = threading.Event()
+    frames = 0
+    try:
+        while not count or frames < count:
+            now = time.strftime("%H:%M:%S")
+            try:
+                frame = render_top(fetch_health(port, timeout), now)
+            except StatusError as exc:
+                frame = f"tether top  127.0.0.1:{port}  {now}\n\n{exc}"
+            print((CLEAR if in_place else "") + frame, file=out, flush=True)
+            frames += 1
+            if not count or frames < count:
+                if not in_place:
+                    print("", file=out)
+                refresh.wait(interval)  # the next frame is due (nothing sets it: a timer)
+    except KeyboardInterrupt:
+        pass
+    return 0
