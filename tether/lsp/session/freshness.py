@@ -113,7 +113,7 @@ class DiagnosingSession(SessionCore):
         # check those importers again with this write's
         if self.other_pulls:
             for rid in list(self.other_pulls):
-                self.io.write(self.rpc.cancel(rid))
+                self._cancel(rid)
             self.other_pulls.clear()
         else:
             self.unchecked_writes = []
@@ -124,8 +124,12 @@ class DiagnosingSession(SessionCore):
             self.io.write(m)
         for d in docs:
             self.changed_at[d.uri] = now
-        deleted = [str(p) for p in paths if uri_of(p) not in {d.uri for d in docs}]
-        op.args["deleted"] = deleted
+        synced = {d.uri for d in docs}
+        skipped = {str(p): why for p in paths if (why := self.docs.problem(p)) is not None}
+        op.args["deleted"] = [
+            str(p) for p in paths if uri_of(p) not in synced and str(p) not in skipped
+        ]
+        op.args["skipped"] = skipped
         self.unchecked_writes.extend(p for p in paths if p not in self.unchecked_writes)
         self._diagnose(op, docs, float(op.args.get("cap") or DEFAULT_CAP), others=True)
 
@@ -314,6 +318,7 @@ class DiagnosingSession(SessionCore):
                 "others": others,
                 "pending": [str(path_of(u)) for u in w.pending],
                 "deleted": op.args.get("deleted", []),
+                "skipped": op.args.get("skipped", {}),
                 "waited": round(self.now() - w.started, 4),
                 "mode": "pull" if w.pull else "push",
             },
