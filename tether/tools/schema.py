@@ -173,7 +173,10 @@ def describe(value: Any) -> str:
     try:
         text = json.dumps(value, ensure_ascii=False, default=repr)
     except (TypeError, ValueError):
-        text = repr(value)
+        try:
+            text = repr(value)
+        except ValueError:  # an int beyond str()'s digit limit, maybe inside a list
+            text = _number_text(value) if isinstance(value, int) else f"a {type(value).__name__}"
     if len(text) > 60:
         text = text[:57] + "..."
     return f"{text} ({kind})"
@@ -260,27 +263,34 @@ def _check_string(schema: Mapping[str, Any], value: str, where: str, out: list) 
         )
 
 
+def _number_text(value: float) -> str:
+    """A number as the error shows it (a 10**5000 has no str() in Python 3.11)."""
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"an integer of {value.bit_length()} bits"
+    return str(value)
+
+
 def _check_number(schema: Mapping[str, Any], value: float, where: str, out: list) -> None:
     if isinstance(value, float) and not math.isfinite(value):
         out.append(ArgumentError(where, f"must be a finite number; got {value}"))
         return
-    if abs(value) > JSON_SAFE_INTEGER:
+    got = _number_text(value)
+    before = len(out)
+    if "minimum" in schema and value < schema["minimum"]:
+        out.append(ArgumentError(where, f"must be >= {schema['minimum']}; got {got}"))
+    if "maximum" in schema and value > schema["maximum"]:
+        out.append(ArgumentError(where, f"must be <= {schema['maximum']}; got {got}"))
+    if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
+        out.append(ArgumentError(where, f"must be > {schema['exclusiveMinimum']}; got {got}"))
+    if "exclusiveMaximum" in schema and value >= schema["exclusiveMaximum"]:
+        out.append(ArgumentError(where, f"must be < {schema['exclusiveMaximum']}; got {got}"))
+    if len(out) == before and abs(value) > JSON_SAFE_INTEGER:
         out.append(
             ArgumentError(
                 where,
-                f"must be between -{JSON_SAFE_INTEGER} and {JSON_SAFE_INTEGER}; "
-                f"got {describe(value)}",
+                f"must be between -{JSON_SAFE_INTEGER} and {JSON_SAFE_INTEGER}; got {got}",
             )
         )
-        return
-    if "minimum" in schema and value < schema["minimum"]:
-        out.append(ArgumentError(where, f"must be >= {schema['minimum']}; got {value}"))
-    if "maximum" in schema and value > schema["maximum"]:
-        out.append(ArgumentError(where, f"must be <= {schema['maximum']}; got {value}"))
-    if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
-        out.append(ArgumentError(where, f"must be > {schema['exclusiveMinimum']}; got {value}"))
-    if "exclusiveMaximum" in schema and value >= schema["exclusiveMaximum"]:
-        out.append(ArgumentError(where, f"must be < {schema['exclusiveMaximum']}; got {value}"))
 
 
 def _check_array(schema: Mapping[str, Any], value: list | tuple, path: str, out: list) -> None:
@@ -445,7 +455,8 @@ def _mend(schema: Mapping[str, Any], value: Any, name: str) -> Any:
             candidates.append(low)
         if high is not None and value > high:
             candidates.append(high)
-        candidates.append(str(value))
+        with contextlib.suppress(ValueError):  # no str() for a 10**5000
+            candidates.append(str(value))
     for candidate in candidates:
         if not validate(schema, candidate):
             return candidate
