@@ -153,9 +153,9 @@ class LanguageServerActor(ProcessActor):
         self._close_cancels()
 
     def _close_cancels(self) -> None:
-        if getattr(self, "cancels", None) is not None:
-            self.cancels.close()  # type: ignore[union-attr]
-            self.cancels = None
+        cancels, self.cancels = getattr(self, "cancels", None), None
+        if cancels is not None:
+            cancels.close()
 
     def on_exit(self, returncode: int | None) -> None:
         if self._probing:
