@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything tether and its tests need on a fresh machine (Debian + Python 3.11):
-# the package with its dev extras, and the real language servers the tests start.
+# the package with its dev extras (with them ipykernel, Deno for the JavaScript kernel, pandas
+# and matplotlib for the kernels' outputs), and the real language servers the tests start.
 # Idempotent: each step is skipped when its component is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."

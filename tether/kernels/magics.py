@@ -1,0 +1,31 @@
+"""IPython idioms rewritten into plain code before a cell runs: `rewrite(language, code)`.
+
+Models type notebook reflexes - `%pip install x`, `!ls`, `%%bash`, `%cd` - into a
+persistent interpreter. Rather than lean on IPython's own transformers (absent in Deno,
+and whose `%pip` leaves stale modules behind), eval turns each idiom into a call of a
+`_tether_*` helper the kernel got from `prelude(language)`, one line for one line so a
+traceback's line numbers still match the cell. An idiom is recognised only where a
+statement begins (`cell_lines`), never inside a string or an open bracket. One eval
+cannot run raises `MagicError` naming the line and what to write instead, before the
+kernel sees the cell.
+
+The tables of what becomes what: `magics_python` and `magics_javascript`.
+"""
+
+from __future__ import annotations
+
+from tether.kernels.magic_syntax import MagicError, Rewritten, language_of
+from tether.kernels.magics_javascript import rewrite_javascript
+from tether.kernels.magics_python import rewrite_python
+from tether.kernels.prelude import prelude
+
+__all__ = ["MagicError", "Rewritten", "prelude", "rewrite"]
+
+
+def rewrite(language: str, code: str) -> Rewritten:
+    """`code` with its IPython idioms turned into plain `language` code (python or
+    javascript); raises MagicError for an idiom that has no plain equivalent."""
+    lines = code.splitlines(keepends=True)
+    if language_of(language) == "python":
+        return rewrite_python(lines)
+    return rewrite_javascript(lines)
