@@ -101,10 +101,9 @@ class DirectKernel:
     ) -> tuple[CellOutput, dict[str, Any]]:
         """Run one cell (rewritten first); its output and its execute_reply content.
         `on_message(msg_type, content)` sees each of the cell's iopub messages as it comes."""
-        if rewrite_magics:
-            code = rewrite(self.language, code).code
-        msg_id = self.client.execute(code, allow_stdin=False)
-        output = CellOutput()
+        sent = rewrite(self.language, code).code if rewrite_magics else code
+        msg_id = self.client.execute(sent, allow_stdin=False)
+        output = CellOutput(source=code)
         reply: dict[str, Any] | None = None
         idle = False
         deadline = time.monotonic() + timeout

@@ -288,7 +288,7 @@ def test_cd_pwd_and_back(python_kernel: Any, tmp_path: Path) -> None:
     assert _run_ok(python_kernel, "%cd -").text == start.strip("'")
     failed = render(python_kernel, "%cd /no/such/dir")
     assert failed.error is not None and "FileNotFoundError" in failed.error
-    assert "_tether_cd('/no/such/dir')" in failed.error  # the user's line, rewritten
+    assert "----> 1 %cd /no/such/dir" in failed.error  # the user's own line, not its rewrite
     assert "tether-prelude" not in failed.error and "os.chdir" not in failed.error
 
 

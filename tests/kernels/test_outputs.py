@@ -151,6 +151,17 @@ def test_an_ipython_traceback_loses_colours_and_tethers_own_frames() -> None:
     )
 
 
+def test_a_traceback_quotes_the_users_line_not_its_rewrite() -> None:
+    output = CellOutput(source='%pip install "unterminated')
+    output.add("execute_input", {"code": "_tether_pip(...)", "execution_count": 2})
+    output.add("error", recorded.IPYTHON_ERROR_IN_PRELUDE)
+    assert '----> 1 %pip install "unterminated\n' in (output.render().error or "")
+    other_cell = CellOutput(source="%pip install x")
+    other_cell.add("execute_input", {"execution_count": 9})  # the frame is of cell 2, not this one
+    other_cell.add("error", recorded.IPYTHON_ERROR_IN_PRELUDE)
+    assert "----> 1 _tether_pip(" in (other_cell.render().error or "")
+
+
 def test_ipythons_own_frames_go_and_the_users_stay() -> None:
     error = clean_traceback(recorded.IPYTHON_ERROR_IN_FORMATTER)
     assert "formatters.py" not in error and "\x1b" not in error

@@ -5,11 +5,13 @@ The same text inside a triple-quoted string, a template literal or an open brack
 data or an operand (`x = (a\\n% b)` is a modulo), so it must be left alone. Regexes on raw
 lines cannot tell these apart; a tokenizer can.
 
-Python: the standard `tokenize` module yields the first token of every logical line. A
-magic line is not Python and may itself hold an unbalanced quote or bracket (`!echo it's`)
-that would derail everything after it, so each magic line found is masked (replaced by
-`pass` at its indentation) and the cell is tokenized again from the top: one pass per
-magic line, each one clean up to the line it finds.
+Python: the standard `tokenize` module yields the first token of every logical line. Lines
+are tokenized without their indentation: where a statement begins depends only on
+strings, brackets and backslashes, and without INDENT/DEDENT a tokenizer can start at any
+statement boundary (no IndentationError for a fragment). That matters because a magic
+line is not Python and may hold an unbalanced quote or bracket (`!echo it's`) that would
+derail everything after it: once one is found, a fresh tokenizer starts on the next line.
+One pass over the cell, and none at all past the last line that could be an idiom.
 
 JavaScript/TypeScript: no tokenizer in the standard library, so `JsScanner` walks the
 characters, tracking strings, template literals (with `${}` nesting), comments, regex
@@ -20,7 +22,7 @@ is a magic before its characters are scanned, so a magic line never disturbs the
 
 from __future__ import annotations
 
-import io
+import re
 import tokenize
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -35,30 +37,28 @@ def indentation(line: str) -> str:
 
 def python_magic_lines(lines: list[str], is_magic: Callable[[str], bool]) -> list[int]:
     """Indexes of the lines that begin a statement and that `is_magic` accepts, in order."""
-    masked = list(lines)
+    candidates = {i for i, line in enumerate(lines) if is_magic(line)}
     found: list[int] = []
-    while True:
-        after = found[-1] if found else -1
-        index = next(
-            (i for i in _statement_starts(masked) if i > after and is_magic(lines[i])), None
-        )
+    start = 0
+    while candidates and start <= max(candidates):
+        index = next((i for i in _statement_starts(lines, start) if i in candidates), None)
         if index is None:
-            return found
+            break
         found.append(index)
-        masked[index] = indentation(lines[index]) + "pass\n"
+        candidates = {i for i in candidates if i > index}
+        start = index + 1  # the idiom ends its line: the next one starts clean
+    return found
 
 
-def _statement_starts(lines: list[str]) -> Iterator[int]:
-    """Indexes of the lines where a logical line begins, until the tokenizer gives up.
-
-    Python 3.11's tokenizer passes `!` and `$` as ERRORTOKEN; newer ones may raise on
-    them instead, so a failure on a line where a statement was due to begin still
-    reports that line."""
-    source = io.StringIO("".join(line if line.endswith("\n") else line + "\n" for line in lines))
-    skipped = (tokenize.NL, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT)
+def _statement_starts(lines: list[str], start: int) -> Iterator[int]:
+    """Indexes of the lines from `start` on where a logical line begins, as far as the
+    tokenizer gets. Python 3.11's tokenizer passes `!` and `$` as ERRORTOKEN; newer ones
+    may raise on them instead, so a failure where a statement was due still reports it."""
+    unindented = (line.lstrip(" \t") for line in lines[start:])
+    skipped = (tokenize.NL, tokenize.COMMENT)
     at_start = True
     try:
-        for token in tokenize.generate_tokens(source.readline):
+        for token in tokenize.generate_tokens(lambda: next(unindented, "")):
             if token.type in skipped:
                 continue
             if token.type == tokenize.NEWLINE:
@@ -67,22 +67,22 @@ def _statement_starts(lines: list[str]) -> Iterator[int]:
                 return
             elif at_start:
                 at_start = False
-                yield token.start[0] - 1
+                yield start + token.start[0] - 1
     except tokenize.TokenError as error:
         if at_start and isinstance(error.args[1], tuple):
-            yield error.args[1][0] - 1
-    except SyntaxError as error:  # IndentationError, and newer tokenizers' refusals
+            yield start + error.args[1][0] - 1
+    except SyntaxError as error:  # newer tokenizers' refusals
         if at_start and error.lineno:
-            yield error.lineno - 1
+            yield start + error.lineno - 1
 
 
 def python_string_continuations(lines: list[str]) -> set[int]:
     """Indexes of the lines that begin inside a multi-line string: their leading
     whitespace is string content, so re-indenting them would change the program."""
-    source = io.StringIO("".join(lines))
+    unindented = (line.lstrip(" \t") for line in lines)
     inside: set[int] = set()
     try:
-        for token in tokenize.generate_tokens(source.readline):
+        for token in tokenize.generate_tokens(lambda: next(unindented, "")):
             first, last = token.start[0] - 1, token.end[0] - 1
             if token.type == tokenize.STRING or tokenize.tok_name[token.type].startswith("FSTRING"):
                 inside.update(range(first + 1, last + 1))
@@ -100,6 +100,10 @@ _REGEX_AFTER_WORDS = {
     "return", "typeof", "case", "do", "else", "in", "of", "new", "delete", "void",
     "throw", "yield", "await", "instanceof",
 }  # fmt: skip
+_CODE_RUN = re.compile(r"[^'\"`/()\[\]{}]+")
+_WORD_TAIL = re.compile(r"[A-Za-z0-9_$]+$")
+_STRING_STOPS = {"'": re.compile(r"[\\']"), '"': re.compile(r'[\\"]')}
+_TEMPLATE_STOPS = re.compile(r"[\\`]|\$\{")
 
 
 @dataclass
@@ -142,19 +146,29 @@ class JsScanner:
         return None
 
     def _step(self, line: str, i: int) -> tuple[int, bool]:
-        c, pair = line[i], line[i : i + 2]
+        """Consume from `i`: a whole run of plain text at once, else one token's start."""
         if self.block_comment:
-            if pair == "*/":
-                self.block_comment = False
-                return 2, False
-            return 1, False
+            end = line.find("*/", i)
+            self.block_comment = end < 0
+            return (len(line) if end < 0 else end + 2) - i, False
         if self.quote:
-            return self._in_string(c)
+            stop = _STRING_STOPS[self.quote].search(line, i)
+            if stop is None:
+                return len(line) - i, False
+            return stop.start() - i + self._in_string(stop.group())[0], False
         if self.regex:
-            return self._in_regex(c)
+            return self._in_regex(line[i])
         if self.modes[-1] == "template":
-            return self._in_template(c, pair)
-        return self._in_code(c, pair)
+            stop = _TEMPLATE_STOPS.search(line, i)
+            if stop is None:
+                return len(line) - i, False
+            at = stop.start()
+            return at - i + self._in_template(line[at], line[at : at + 2])[0], False
+        run = _CODE_RUN.match(line, i)
+        if run:
+            self._plain(run.group())
+            return run.end() - i, False
+        return self._in_code(line[i], line[i : i + 2])
 
     def _in_string(self, c: str) -> tuple[int, bool]:
         if c == "\\":
@@ -216,27 +230,31 @@ class JsScanner:
                 self.braces.pop()
                 return 1, False
             self.braces[-1] = max(0, self.braces[-1] - 1)
-        if not c.isspace():
-            self._significant(c)
+        self._significant(c)
         return 1, False
 
     def _word_before(self) -> bool:
         return self.last_word in _REGEX_AFTER_WORDS and self.last.isalpha()
 
+    def _plain(self, text: str) -> None:
+        """A run of code without quotes, slashes or brackets: only its end matters."""
+        text = text.rstrip()
+        if text:
+            self.last = text[-1]
+            word = _WORD_TAIL.search(text)
+            self.last_word = word.group() if word else ""
+
     def _significant(self, c: str) -> None:
-        if c.isalnum() or c in "_$":
-            self.last_word = self.last_word + c if (self.last.isalnum() or self.last in "_$") else c
-        else:
-            self.last_word = ""
-        self.last = c
+        self.last, self.last_word = c, ""
 
 
 def javascript_magic_lines(lines: list[str], is_magic: Callable[[str], bool]) -> list[int]:
     """Indexes of the lines that begin a statement and that `is_magic` accepts, in order."""
+    candidates = {i for i, line in enumerate(lines) if line.strip() and is_magic(line)}
     scanner = JsScanner()
     found = []
-    for index, line in enumerate(lines):
-        if scanner.at_statement_start() and line.strip() and is_magic(line):
+    for index, line in enumerate(lines[: max(candidates, default=-1) + 1]):
+        if index in candidates and scanner.at_statement_start():
             found.append(index)
             scanner.last = ";"  # the translation ends its statement
             continue

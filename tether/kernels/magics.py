@@ -14,6 +14,8 @@ The tables of what becomes what: `magics_python` and `magics_javascript`.
 
 from __future__ import annotations
 
+import re
+
 from tether.kernels.magic_syntax import MagicError, Rewritten, language_of
 from tether.kernels.magics_javascript import rewrite_javascript
 from tether.kernels.magics_python import rewrite_python
@@ -21,11 +23,17 @@ from tether.kernels.prelude import prelude
 
 __all__ = ["MagicError", "Rewritten", "prelude", "rewrite"]
 
+# a line starting with % or !, or with `names = %` / `names = !`: only then is a look worth it
+_MAYBE_IDIOM = re.compile(r"^[ \t]*(?:[A-Za-z_][\w., \t]*=[ \t]*)?[%!]", re.MULTILINE)
+
 
 def rewrite(language: str, code: str) -> Rewritten:
     """`code` with its IPython idioms turned into plain `language` code (python or
     javascript); raises MagicError for an idiom that has no plain equivalent."""
+    python = language_of(language) == "python"
+    if not _MAYBE_IDIOM.search(code):  # most cells: no line could be an idiom
+        return Rewritten(code)
     lines = code.splitlines(keepends=True)
-    if language_of(language) == "python":
+    if python:
         return rewrite_python(lines)
     return rewrite_javascript(lines)

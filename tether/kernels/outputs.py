@@ -16,7 +16,8 @@
   arrives (so a progress display does not flicker to nothing).
 - `error` (or an `execute_reply` with status error, for kernels that publish no error
   message - Deno on a syntax error) becomes `error`: a clean traceback (`tracebacks`).
-  `status`, `execute_input` and other types are ignored.
+  With the cell's own `source`, the traceback quotes the user's lines, not their rewrite.
+  `status` and other types are ignored (`execute_input` gives the execution count).
 
 Everything is capped (`OutputCaps`) and `notes` says what was cut and why. Caps hold
 while output arrives, not only at render: each stream keeps its first half-budget and a
@@ -145,8 +146,12 @@ class _Sequence:
 class CellOutput:
     """The outputs of one cell as they arrive (see the module doc)."""
 
-    def __init__(self, caps: OutputCaps | None = None) -> None:
+    def __init__(self, caps: OutputCaps | None = None, source: str | None = None) -> None:
+        """`source` is the cell as the user wrote it, before `rewrite`: the traceback then
+        quotes the user's lines rather than their rewritten form."""
         self._caps = caps or OutputCaps()
+        self._source = source
+        self._cell: int | None = None  # the execution count, from execute_input
         self._sequence = _Sequence(self._caps)
         self._open_name: str | None = None
         self._open = ""  # the stream's last, unfinished line: a \r may still overwrite it
@@ -199,11 +204,16 @@ class CellOutput:
         else:
             self._clear()
 
+    def _input(self, content: dict[str, Any]) -> None:
+        count = content.get("execution_count")
+        self._cell = count if isinstance(count, int) else self._cell
+
     def _error_message(self, content: dict[str, Any]) -> None:
         self._output_arrives()
         self._error = content
 
     def _reply(self, content: dict[str, Any]) -> None:
+        self._input(content)
         status = content.get("status")
         if status == "error" and self._error is None:
             self._error = content
@@ -243,7 +253,9 @@ class CellOutput:
             notes.append(
                 f"{cut:,} chars cut from the middle of the output (cap {caps.text_chars:,} in all)"
             )
-        error = clean_traceback(self._error, caps.error_chars) if self._error else None
+        error = None
+        if self._error:
+            error = clean_traceback(self._error, caps.error_chars, self._source, self._cell)
         return RenderedCell(text, images, list(dict.fromkeys(notes)), error)
 
     def _replay(self, caps: OutputCaps) -> _Sequence:
@@ -269,6 +281,7 @@ _HANDLERS: dict[str, Callable[[CellOutput, dict[str, Any]], None]] = {
     "clear_output": CellOutput._clear_output,
     "error": CellOutput._error_message,
     "execute_reply": CellOutput._reply,
+    "execute_input": CellOutput._input,
 }
 
 

@@ -31,11 +31,19 @@ _STDLIB = re.compile(
 _HEADER = re.compile(r"^\S+\s+Traceback \(most recent call last\)\s*$", re.MULTILINE)
 
 
-def clean_traceback(error: dict[str, Any], limit: int = 8_000) -> str:
+def clean_traceback(
+    error: dict[str, Any], limit: int = 8_000, source: str | None = None, cell: int | None = None
+) -> str:
     """The traceback of an `error` message (or an `execute_reply` with status error),
-    cleaned (see the module doc) and clipped to `limit` characters around the middle."""
+    cleaned (see the module doc) and clipped to `limit` characters around the middle.
+
+    With the cell's `source` as the user wrote it and its execution count `cell`, a frame
+    of that cell quoting a rewritten line (`----> 3 _tether_cd('/x')`) quotes the
+    user's own line instead (`----> 3 %cd /x`): rewrites keep line numbers."""
     blocks = [b for entry in error.get("traceback") or [] for b in _blocks(strip_ansi(str(entry)))]
     kept = _drop_hidden(blocks)
+    if source is not None and cell is not None:
+        kept = [_quote_source(block, source.splitlines(), cell) for block in kept]
     text = _join([b.rstrip() for b in kept if b.strip() and not _is_rule(b)])
     text = _HEADER.sub("Traceback (most recent call last):", text)
     text = re.sub(r"\n{3,}", "\n\n", "\n".join(line.rstrip() for line in text.splitlines()))
@@ -70,6 +78,20 @@ def _drop_hidden(blocks: list[str]) -> list[str]:
         below_prelude = False
         kept.append(block)
     return kept
+
+
+_QUOTED_LINE = re.compile(r"^(?P<mark>\s*(?:-+>)?\s*)(?P<number>\d+) (?P<code>.*)$")
+
+
+def _quote_source(block: str, source: list[str], cell: int) -> str:
+    if not block.lstrip().startswith(f"Cell In[{cell}]"):
+        return block
+    lines = block.split("\n")
+    for i, line in enumerate(lines[1:], start=1):
+        quoted = _QUOTED_LINE.match(line)
+        if quoted and "_tether_" in quoted["code"] and 0 < int(quoted["number"]) <= len(source):
+            lines[i] = f"{quoted['mark']}{quoted['number']} {source[int(quoted['number']) - 1]}"
+    return "\n".join(lines)
 
 
 def _is_rule(block: str) -> bool:
