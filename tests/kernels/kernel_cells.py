@@ -139,9 +139,10 @@ class DirectKernel:
         except queue.Empty:
             return None
 
-    def close(self) -> None:
+    def close(self, now: bool = True) -> None:
+        """Shut the kernel down: killed (`now`), or asked to exit so its atexit hooks run."""
         self.client.stop_channels()
-        self.manager.shutdown_kernel(now=True)
+        self.manager.shutdown_kernel(now=now)
         gone = not psutil.pid_exists(self.pid) or psutil.Process(self.pid).status() == "zombie"
         assert gone, f"kernel process {self.pid} outlived its shutdown"
 

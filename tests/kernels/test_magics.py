@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import sys
+import time
 import types
 import zipfile
 from pathlib import Path
@@ -14,7 +15,7 @@ import psutil
 import pytest
 
 from tests.conftest import wait_until
-from tests.kernels.kernel_cells import render
+from tests.kernels.kernel_cells import DirectKernel, missing, render
 from tether.kernels import MagicError, prelude, rewrite
 from tether.kernels.cell_lines import JsScanner, javascript_code_end
 from tether.kernels.magics_javascript import looks_like_shell
@@ -412,6 +413,32 @@ def test_an_interrupted_shell_command_is_killed_with_its_children(python_kernel:
     assert _run_ok(kernel, "1 + 1").text == "2"  # the kernel lives on
 
 
+def test_a_command_left_in_the_background_does_not_hold_the_cell(tmp_path: Path) -> None:
+    absent = missing("python")
+    if absent:
+        pytest.skip(f"not installed: {absent}")
+    kernel = DirectKernel("python", tmp_path)
+    try:
+        kernel.run_prelude()
+        started = time.monotonic()
+        rendered = _run_ok(kernel, "!echo start; sleep 297.5 & echo done")
+        assert time.monotonic() - started < 10
+        assert rendered.text.splitlines()[:2] == ["start", "done"]
+        assert "note: a background process still holds the command's output" in rendered.text
+        assert _background_sleep(), "the background process runs on while the kernel lives"
+    finally:
+        kernel.close(now=False)  # a clean exit: the prelude's atexit hook ends what ! left
+    wait_until(lambda: not _background_sleep(), timeout=10)
+
+
+def _background_sleep() -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        if proc.info["cmdline"] == ["sleep", "297.5"] and proc.status() != psutil.STATUS_ZOMBIE:
+            found.append(proc)
+    return found
+
+
 def _sleepers(pid: int) -> list[psutil.Process]:
     return [p for p in psutil.Process(pid).children(recursive=True) if p.name() == "sleep"]
 
@@ -432,6 +459,17 @@ def test_deno_shell_commands_and_bash_cells(deno_kernel: Any) -> None:
     assert _run_ok(deno_kernel, "_exit_code").text == "4"
     assert _run_ok(deno_kernel, "%%bash\nx=deno\necho $x").text == "deno"
     assert _run_ok(deno_kernel, "const negated = !false; negated").text == "true"
+
+
+def test_deno_a_command_left_in_the_background_does_not_hold_the_cell(deno_kernel: Any) -> None:
+    try:
+        rendered = _run_ok(deno_kernel, "!echo start; sleep 297.5 & echo done")
+        assert rendered.text.splitlines()[:2] == ["start", "done"]
+        assert "note: a background process still holds the command's output" in rendered.text
+        assert _run_ok(deno_kernel, "!echo next").text == "next"  # nothing late leaks in
+    finally:
+        for proc in _background_sleep():
+            proc.kill()
 
 
 def test_deno_cd_pwd_env(deno_kernel: Any, tmp_path: Path) -> None:

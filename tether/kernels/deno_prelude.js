@@ -16,11 +16,16 @@
     if (text) await Deno.jupyter.broadcast("stream", { name, text });
   }
 
-  async function pump(readable, name) {
+  // reads a pipe to its end; publishes what it reads until `gate.open` turns false
+  async function pump(readable, name, gate) {
     const decoder = new TextDecoder();
-    for await (const chunk of readable) await publish(name, decoder.decode(chunk, { stream: true }));
-    await publish(name, decoder.decode());
+    for await (const chunk of readable) {
+      if (gate.open) await publish(name, decoder.decode(chunk, { stream: true }));
+    }
+    if (gate.open) await publish(name, decoder.decode());
   }
+
+  const quietAfterExit = 100; // ms: then a background process (`!server &`) keeps the pipes
 
   function spawn(shell, command) {
     const options = { args: ["-c", command], stdin: "null", stdout: "piped", stderr: "piped" };
@@ -34,8 +39,21 @@
 
   globalThis._tether_sh = async function (command, options = {}) {
     const child = spawn(options.shell === "sh" ? "sh" : "bash", command);
-    await Promise.all([pump(child.stdout, "stdout"), pump(child.stderr, "stderr")]);
+    const gate = { open: true };
+    const pumped = Promise.all([pump(child.stdout, "stdout", gate), pump(child.stderr, "stderr", gate)]);
     const { code } = await child.status;
+    const drained = await Promise.race([
+      pumped.then(() => true),
+      new Promise((resolve) => setTimeout(() => resolve(false), quietAfterExit)),
+    ]);
+    if (!drained) {
+      gate.open = false; // the pumps read on, to the end, publishing nothing
+      await publish(
+        "stderr",
+        "note: a background process still holds the command's output; what it writes " +
+          "from now on is discarded (redirect it to keep it: cmd > log.txt 2>&1 &)\n",
+      );
+    }
     globalThis._exit_code = code;
     if (code) await publish("stderr", `(exit status ${code})\n`);
   };

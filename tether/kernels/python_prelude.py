@@ -17,6 +17,7 @@ interrupt kills the command's whole process group.
 
 from __future__ import annotations
 
+import atexit
 import codecs
 import importlib
 import importlib.machinery
@@ -32,6 +33,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import timeit
 import types
@@ -39,8 +41,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-_STATE: dict[str, Any] = {"user_ns": {}, "hidden": frozenset(), "oldpwd": None}
+_STATE: dict[str, Any] = {"user_ns": {}, "hidden": frozenset(), "oldpwd": None, "groups": set()}
 _FIELD = re.compile(r"\$\$|\{\{|\}\}|\{([^{}]*)\}|\$([A-Za-z_]\w*)")
+_QUIET_AFTER_EXIT = 0.1  # seconds of silence after the shell exits before leaving its pipes
 _SECRET = re.compile(r"KEY|TOKEN|SECRET|PASS|CREDENTIAL|AUTH", re.IGNORECASE)
 
 
@@ -51,6 +54,7 @@ def install(
     helpers = {name: value for name, value in globals().items() if name.startswith("_tether_")}
     user_ns.update(helpers)
     _STATE.update(user_ns=user_ns, hidden=frozenset(user_ns))
+    atexit.register(_kill_groups)
     _interleave_streams()
     _inline_figures()
     _register_tables(rows, columns, cell_chars)
@@ -120,6 +124,7 @@ def _run(
         start_new_session=True,
         env=env,
     )
+    _STATE["groups"].add(proc.pid)  # its own session: the group id is its pid
     captured: list[str] = []
     try:
         _pump(proc, captured if capture else None)
@@ -130,6 +135,9 @@ def _run(
 
 
 def _pump(proc: subprocess.Popen[bytes], captured: list[str] | None) -> None:
+    """Copy the command's output as it comes until both pipes close - or, once the shell
+    itself has exited, until they go quiet: a process it left in the background
+    (`!server &`) holds them open, and the cell must not wait for it."""
     assert proc.stdout is not None and proc.stderr is not None
     sinks = {proc.stdout.fileno(): sys.stdout, proc.stderr.fileno(): sys.stderr}
     decoders = {fd: codecs.getincrementaldecoder("utf-8")("replace") for fd in sinks}
@@ -137,7 +145,10 @@ def _pump(proc: subprocess.Popen[bytes], captured: list[str] | None) -> None:
         for stream in (proc.stdout, proc.stderr):
             selector.register(stream, selectors.EVENT_READ)
         while selector.get_map():
-            for key, _ in selector.select():
+            ready = selector.select(_QUIET_AFTER_EXIT)
+            if not ready and proc.poll() is not None:
+                break
+            for key, _ in ready:
                 data = os.read(key.fd, 65536)
                 if not data:
                     selector.unregister(key.fileobj)
@@ -148,6 +159,34 @@ def _pump(proc: subprocess.Popen[bytes], captured: list[str] | None) -> None:
                 else:
                     sinks[key.fd].write(text)
                     sinks[key.fd].flush()
+        left_open = [key.fileobj for key in selector.get_map().values()]
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe not in left_open:
+            pipe.close()
+    if left_open:
+        print(
+            "note: a background process still holds the command's output; what it writes "
+            "from now on is discarded (redirect it to keep it: cmd > log.txt 2>&1 &)",
+            file=sys.stderr,
+            flush=True,
+        )
+        threading.Thread(target=_discard, args=(left_open,), daemon=True).start()
+
+
+def _discard(pipes: list[Any]) -> None:
+    """Read a background process's pipes to their end so it never blocks on a full one."""
+    for pipe in pipes:
+        while os.read(pipe.fileno(), 65536):
+            pass
+
+
+def _kill_groups() -> None:
+    """At kernel exit, whatever `!cmd &` left running goes with the kernel."""
+    for group in _STATE["groups"]:
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
