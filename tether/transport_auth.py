@@ -137,9 +137,9 @@ def _refused(why: str) -> ConnectionResetError:
 class AuthSocket(socket.socket):
     """A thespian connection that proves both ends hold the secret before any frame.
 
-    Only `send` and `recv` differ from a socket (thespian uses nothing else to move
-    bytes; tether.thespian_patches checks that): the first send is prefixed with this
-    end's hello, and the first recv reads and checks the peer's hello."""
+    Only `send`, `sendall` and `recv` differ from a socket (thespian moves bytes with
+    send and recv only; tether.thespian_patches checks that): the first send is prefixed
+    with this end's hello, and the first recv reads and checks the peer's hello."""
 
     __slots__ = ("_secret", "_connector", "_nonce", "_peer_nonce", "_out", "_in", "proven", "born")
 
@@ -179,6 +179,13 @@ class AuthSocket(socket.socket):
             return 0
         self._out = b""
         return sent - len(pending)
+
+    def sendall(self, data: Any, flags: int = 0) -> None:
+        """(Not used by thespian; for clients and tests.) All of `data`, after the hello."""
+        if not self._out and not self.proven and not self._connector:
+            raise _refused("refusing to send before the peer proved it holds the secret")
+        pending, self._out = self._out, b""
+        socket.socket.sendall(self, pending + bytes(data), flags)
 
     def recv(self, size: int, flags: int = 0) -> bytes:
         if self.proven:
