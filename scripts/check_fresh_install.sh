@@ -33,13 +33,13 @@ for name in node typescript-language-server basedpyright; do
 done
 
 echo "fresh-install: scripts/install.sh on a clean PATH"
-env -i HOME="$HOME" PATH="$CLEAN_PATH" LANG=C.UTF-8 bash scripts/install.sh
+env PATH="$CLEAN_PATH" bash scripts/install.sh
 for name in node typescript-language-server basedpyright; do
   [ -x ".venv/bin/$name" ] || { echo "fresh-install: install.sh left no .venv/bin/$name" >&2; exit 1; }
 done
 
 echo "fresh-install: .venv/bin/tether demo on a clean PATH"
-env -i HOME="$HOME" PATH="$CLEAN_PATH" LANG=C.UTF-8 .venv/bin/tether demo >"$WORK/demo.log" 2>&1 || {
+env PATH="$CLEAN_PATH" .venv/bin/tether demo >"$WORK/demo.log" 2>&1 || {
   tail -40 "$WORK/demo.log" >&2
   echo "fresh-install: the demo failed" >&2
   exit 1
