@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -240,8 +241,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def interpreter_bin_first_on_path() -> None:
+    """The command may run as `.venv/bin/tether` without the virtualenv activated: the
+    servers installed beside this interpreter (basedpyright, deno, a node >= 20 and the
+    TypeScript server, see scripts/install.sh) are found first, as activation would do."""
+    here = os.path.dirname(sys.executable)
+    path = os.environ.get("PATH", "")
+    if here and here not in path.split(os.pathsep):
+        os.environ["PATH"] = os.pathsep.join([here, path]) if path else here
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    interpreter_bin_first_on_path()
     if argv and argv[0] == "demo":
         return _cmd_demo(argv[1:])
     parser = build_parser()
