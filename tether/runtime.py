@@ -10,6 +10,8 @@ thespian `tell` + `listen` and explicit deadlines, from one thespian `private()`
 per calling thread (a shared system object hands replies to the wrong thread); a call to
 a shared actor the host already knows goes on that thread's call channel to it instead
 (`tether.channels`: a Unix socket, ~0.1 ms a round trip where thespian takes ~0.45).
+Every thespian connection into the tree proves the runtime's secret, made here at start
+and inherited by the tree at fork (`tether.transport_auth`).
 Every call carries a call id; a reply with another id — a late answer to a call that
 already timed out — is dropped, never handed to the next call.
 
