@@ -23,6 +23,9 @@ from tether.processes import session_processes
 from tether.runtime import KindLoadError, Runtime, RuntimeStartError, load_kinds
 
 ROOT = Path(__file__).resolve().parents[2]
+AS_ROOT = pytest.mark.skipif(
+    os.getuid() != 0, reason="making a file another user's (chown) needs the tests to run as root"
+)
 
 
 def listening(proc: psutil.Process) -> list:
@@ -319,6 +322,10 @@ def test_the_runtime_directory_is_private(tmp_path) -> None:
     link.symlink_to(state)
     with pytest.raises(RuntimeStartError, match="is a symlink"):
         Runtime.start(state_dir=link, kinds=[])
+
+
+@AS_ROOT
+def test_a_runtime_directory_of_another_user_is_refused(tmp_path) -> None:
     foreign = tmp_path / "foreign"
     foreign.mkdir(mode=0o700)
     os.chown(foreign, 65534, 65534)  # nobody's (the tests run as root)
@@ -326,6 +333,7 @@ def test_the_runtime_directory_is_private(tmp_path) -> None:
         Runtime.start(state_dir=foreign, kinds=[])
 
 
+@AS_ROOT
 def test_port_files_written_by_someone_else_are_ignored(tmp_path) -> None:
     token = "0123456789ab"
     env = {**os.environ, "TETHER_RUNTIME_TOKEN": token}
