@@ -16,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import types
 from pathlib import Path
 from typing import Any
 
@@ -273,6 +274,28 @@ def test_a_hello_made_with_another_secret_is_refused(runtime) -> None:
     assert b"ACK+DATAERR" in answer(runtime._secret)  # (after the admin's hello, checked)
     assert answer(transport_auth.new_secret()) == b""
     assert runtime.health()["state"] == "ready"
+
+
+def test_connections_without_a_hello_are_dropped_late_ones_and_oldest_first() -> None:
+    secret = transport_auth.new_secret()
+    socks = [
+        transport_auth.AuthSocket.connector(secret, socket.AF_INET, socket.SOCK_STREAM)
+        for _ in range(transport_auth.MAX_UNPROVEN + 3)
+    ]
+    try:
+        now = 1000.0
+        for i, sock in enumerate(socks):
+            sock.born = now - i * 0.01  # socks[0] is the youngest
+        socks[-1].born = now - transport_auth.HELLO_DEADLINE - 1  # overdue
+        socks[5].proven = True  # said its hello: never dropped
+        incoming = {i: types.SimpleNamespace(socket=sock) for i, sock in enumerate(socks)}
+        dropped = transport_auth.unproven_overflow(incoming, now)
+        # the overdue one, then the oldest of the rest beyond the cap
+        assert dropped == [len(socks) - 1, len(socks) - 2]
+        assert transport_auth.unproven_overflow({}, now) == []
+    finally:
+        for sock in socks:
+            sock.close()
 
 
 # --- helpers -------------------------------------------------------------------------
