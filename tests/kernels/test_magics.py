@@ -24,6 +24,7 @@ from tether.kernels.magics_javascript import looks_like_shell
 
 PYTHON = [
     ("!ls -la", "_tether_sh('ls -la')"),
+    ("! ls", "_tether_sh('ls')"),
     ("files = !ls {path}", "files = _tether_sh_lines('ls {path}')"),
     ("a, b = !echo 1", "a, b = _tether_sh_lines('echo 1')"),
     ("!!date", "_tether_sh_lines('date')"),
@@ -108,6 +109,7 @@ JAVASCRIPT = [
     ("const ok = !ready", None),
     ("let x = !ls", None),
     ("!!flag", None),
+    ("! x", None),
     ("!done && next()", None),
     ("!obj.flag", None),
     ("!f(x)", None),

@@ -81,7 +81,7 @@ def parse_magic_line(line: str, number: int = 1) -> MagicLine | None:
 def _read(text: str, number: int, indent: str, target: str | None) -> MagicLine | None:
     if text.startswith("!!") and len(text) > 2:
         return MagicLine(number, indent, "shell_lines", "", text[2:].strip(), target)
-    if text.startswith("!") and len(text) > 1 and not text[1].isspace() and text[1] != "=":
+    if text.startswith("!") and text[1:].strip() and text[1] != "=":
         return MagicLine(number, indent, "shell", "", text[1:].strip(), target)
     for sigil, kind in (("%%", "cell"), ("%", "line")):
         if text.startswith(sigil):
