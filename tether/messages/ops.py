@@ -21,7 +21,9 @@ instance in place of a name); the actor turns the call back into its op with
 
 `parse` refuses an op the kind does not have, a missing or unexpected argument and an
 argument of the wrong type with `OpError`, whose message says what was expected (the actor
-answers it as BAD_REQUEST), so no handler sees a malformed call.
+answers it as BAD_REQUEST), so no handler sees a malformed call. An op that takes any
+arguments (an echo) names a dict field as its `rest_field`: arguments that are no other
+field land there, and go back onto the wire flat.
 """
 
 from __future__ import annotations
@@ -55,8 +57,17 @@ def op_name(op: Any) -> str:
 
 
 def op_args(op: Any) -> dict[str, Any]:
-    """An op instance's fields, as the call's args (shallow: values must be msgpack-able)."""
-    return {f.name: getattr(op, f.name) for f in dataclasses.fields(op)}
+    """An op instance's fields, as the call's args (shallow: values must be msgpack-able);
+    its `rest_field`, if it has one, spread flat."""
+    rest = _rest_field(type(op))
+    args = {f.name: getattr(op, f.name) for f in dataclasses.fields(op) if f.name != rest}
+    if rest:
+        args.update(getattr(op, rest))
+    return args
+
+
+def _rest_field(cls: type) -> str:
+    return str(getattr(cls, "rest_field", "") or "")
 
 
 def is_op(value: Any) -> bool:
@@ -77,6 +88,9 @@ class Vocabulary:
         if params is None or not params.frozen:
             raise TypeError(f"{cls.__name__} must be a frozen dataclass to be an op")
         name = op_name(cls)
+        rest = _rest_field(cls)
+        if rest and rest not in {f.name for f in dataclasses.fields(cls)}:
+            raise TypeError(f"{cls.__name__}.rest_field names no field: {rest!r}")
         if name in self.ops:
             raise TypeError(f"{self.kind} already has an op named {name!r}")
         hints = typing.get_type_hints(cls)
@@ -101,6 +115,10 @@ class Vocabulary:
 
     def build(self, cls: type, args: Mapping[str, Any]) -> Any:
         fields = self._fields[cls]
+        rest = _rest_field(cls)
+        if rest:  # the arguments that are no other field are the rest
+            named = {n: v for n, v in args.items() if n in fields and n != rest}
+            args = {**named, rest: {n: v for n, v in args.items() if n not in named}}
         unexpected = sorted(set(args) - set(fields))
         if unexpected:
             raise OpError(
