@@ -141,7 +141,6 @@ class SessionCore:
         self.state = "starting"  # starting | registering | ready | failed | exited
         self.error_text = ""
         self.started_at = now()
-        self.ready_at: float | None = None
         self.progress: dict[Any, str] = {}  # active $/progress token -> title
         self.messages: deque[str] = deque(maxlen=5)  # last showMessage/logMessage errors
         self.changed_at: dict[str, float] = {}  # uri -> when we last sent a change/open
@@ -200,7 +199,6 @@ class SessionCore:
 
     def _become_ready(self) -> None:
         self.state = "ready"
-        self.ready_at = self.now()
         queued, self.queued = self.queued, []
         for op in queued:
             self._dispatch(op)
