@@ -70,6 +70,11 @@ class FrameDecoder:
             except ValueError as e:
                 raise FramingError(f"frame body is not JSON ({e}): {body[:80]!r}") from e
 
+    @property
+    def buffered(self) -> int:
+        """Bytes held for an incomplete frame."""
+        return len(self._buf)
+
 
 def _content_length(header_block: bytes) -> int:
     for line in header_block.split(b"\r\n"):
