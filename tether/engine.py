@@ -321,9 +321,15 @@ class CallEngine:
             return died
         return ResourceError(
             ErrorCode.DEADLINE,
-            f"{call.kind} {call.key!r} did not answer {call.op!r} within {timeout:g} s; it may be "
+            f"{call.kind} {call.key!r} did not answer {_what(call)!r} within {timeout:g} s; it may be "
             "stuck or overloaded — check rt.health(), or call again with a longer timeout",
         )
+
+
+def _what(call: Call) -> str:
+    """The op as the tool's caller knows it ("hover", not the wire's "navigate")."""
+    action = call.args.get("action")
+    return action if isinstance(action, str) and action else call.op
 
 
 class _Wait:
