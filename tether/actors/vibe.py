@@ -105,7 +105,7 @@ class VibeWorkerActor(ProcessActor):
         if self.status in RUNNING:
             self.rerun = True  # the exit of this run starts the next (on_exit)
             self._kill_process_tree()
-            self.reply(call, {**self.snapshot(), "stopped_previous": True})
+            self.reply(call, {**self.snapshot(), "run": self.run_no + 1, "stopped_previous": True})
             return
         self._start_run()
         self.reply(call, {**self.snapshot(), "stopped_previous": False})

@@ -255,6 +255,8 @@ class VibeWorkers:
         return worker
 
     def live_ids(self) -> list[str]:
+        if self._closed:  # the run's actors, and so its workers, are gone
+            return []
         return [w.worker_id for w in self.workers() if not w.gone and w.status in LIVE]
 
     def close(self) -> None:
