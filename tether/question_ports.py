@@ -161,7 +161,7 @@ class AsyncioPort:
             return Answer.timed_out(f"the server's event loop is gone: {exc}")
         try:
             return future.result(timeout + 0.5)
-        except (TimeoutError, asyncio.TimeoutError, concurrent.futures.TimeoutError):
+        except (TimeoutError, concurrent.futures.TimeoutError):
             future.cancel()
             return Answer.timed_out()
         except concurrent.futures.CancelledError:

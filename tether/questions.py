@@ -62,7 +62,9 @@ class Card:
                 {
                     "question": question,
                     "header": (self.header or _default_header(self))[:HEADER_CHARS],
-                    "options": [{"label": o.label, "description": o.description} for o in self.options],
+                    "options": [
+                        {"label": o.label, "description": o.description} for o in self.options
+                    ],
                     "multiSelect": self.multi_select,
                 }
             ]

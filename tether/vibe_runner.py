@@ -37,7 +37,12 @@ class WorkerIO:
     def ask_permission(
         self, tool: str, tier: str = "", arguments: Mapping[str, Any] | None = None
     ) -> bool:
-        ask = {"id": next(self._ids), "tool": tool, "tier": tier, "arguments": dict(arguments or {})}
+        ask = {
+            "id": next(self._ids),
+            "tool": tool,
+            "tier": tier,
+            "arguments": dict(arguments or {}),
+        }
         print(PROTOCOL_PREFIX + json.dumps({"permission": ask}), flush=True)
         line = sys.stdin.readline()
         try:

@@ -194,7 +194,9 @@ def test_permission_denied_by_the_user(open_run: Callable[..., Any]) -> None:
     run = open_run(question_port=port, approval={"write": "ask"})
     worker_id = spawn(run, "ask write write")
     res = run.call("vibe_wait", {"worker_id": worker_id, "timeout_seconds": 10})
-    assert "write denied: not_approved" in res.text or "write denied: the user denied it" in res.text
+    assert (
+        "write denied: not_approved" in res.text or "write denied: the user denied it" in res.text
+    )
 
 
 def test_prompt_visible_while_pending(open_run: Callable[..., Any]) -> None:
@@ -203,8 +205,7 @@ def test_prompt_visible_while_pending(open_run: Callable[..., Any]) -> None:
     run = open_run(question_port=port, approval={"exec": "ask"})
     worker_id = spawn(run, "ask bash exec\necho ran")
     listed = wait_until(
-        lambda: "waiting for permission to run bash" in (t := run.call("vibe_list", {}).text)
-        and t,
+        lambda: "waiting for permission to run bash" in (t := run.call("vibe_list", {}).text) and t,
         timeout=10,
     )
     assert "waiting" in listed
@@ -252,8 +253,13 @@ def test_callable_backend(open_run: Callable[..., Any]) -> None:
     from tests.vibe import callables
 
     port = ScriptedPort(answer=Answer.answered([ALLOW]))
-    backends = {"fast": CallableBackend(callables.review), "good": CallableBackend(callables.broken)}
-    run = open_run(vibe_config=config(backends=backends), question_port=port, approval={"write": "ask"})
+    backends = {
+        "fast": CallableBackend(callables.review),
+        "good": CallableBackend(callables.broken),
+    }
+    run = open_run(
+        vibe_config=config(backends=backends), question_port=port, approval={"write": "ask"}
+    )
     ok = run.call("vibe_wait", {"worker_id": spawn(run, "the plan"), "timeout_seconds": 20})
     assert "reviewing: the plan" in ok.text and "reviewed 8 chars" in ok.text
     assert "write allowed: allowed by the user" in ok.text and port.cards[0].tool == "write"

@@ -36,7 +36,9 @@ def main() -> int:
             ask = {"id": asked, "tool": tool, "tier": tier, "arguments": {"path": "x.py"}}
             print("@tether " + json.dumps({"permission": ask}), flush=True)
             answer = sys.stdin.readline()
-            reply = json.loads(answer) if answer.strip() else {"allow": False, "reason": "no answer"}
+            reply = (
+                json.loads(answer) if answer.strip() else {"allow": False, "reason": "no answer"}
+            )
             verdict = "allowed" if reply["allow"] else f"denied: {reply.get('reason', '')}"
             print(f"{tool} {verdict}", flush=True)
         elif word == "child":

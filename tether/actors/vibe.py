@@ -256,7 +256,9 @@ class VibeWorkerActor(ProcessActor):
         elif what == "close_stdin":
             self._close_stdin_when_flushed()
         elif what == "reap" and int(arg) == self.run_no and self.status not in RUNNING:
-            self.stop("normal", f"reaped {self.spec.reap_after if self.spec else 0:g} s after it ended")
+            self.stop(
+                "normal", f"reaped {self.spec.reap_after if self.spec else 0:g} s after it ended"
+            )
 
     # --- what the host sees ----------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:

@@ -97,14 +97,20 @@ def _wait(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
             f"{_tail(s.get('output', ''), WAIT_CHARS) or '(none)'}",
             data=_data(w, finished=True, timed_out=False),
         )
-    ending = {"done": "finished", "failed": "failed", "killed": "was killed"}.get(w.status, w.status)
+    ending = {"done": "finished", "failed": "failed", "killed": "was killed"}.get(
+        w.status, w.status
+    )
     error = f" ({s['error']})" if s.get("error") and w.status != "killed" else ""
     text = (
         f"Worker {w.worker_id} ({w.label!r}) {ending}{error} after {s.get('elapsed', 0):.1f} s. "
         f"Result:\n{_tail(s.get('result', ''), WAIT_CHARS) or '(no output)'}"
     )
     data = _data(w, finished=True, timed_out=False)
-    return ToolResult.error(text, data=data) if w.status == "failed" else ToolResult.ok(text, data=data)
+    return (
+        ToolResult.error(text, data=data)
+        if w.status == "failed"
+        else ToolResult.ok(text, data=data)
+    )
 
 
 def _kill(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
@@ -117,16 +123,22 @@ def _kill(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
 
 
 def _list(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-    workers = workers_of(ctx).list()
+    workers = workers_of(ctx).refresh()
     if not workers:
-        return ToolResult.ok("No workers on this run; start one with vibe_spawn.", data={"workers": []})
-    return ToolResult.ok("\n".join(_line(w) for w in workers), data={"workers": [_data(w) for w in workers]})
+        return ToolResult.ok(
+            "No workers on this run; start one with vibe_spawn.", data={"workers": []}
+        )
+    return ToolResult.ok(
+        "\n".join(_line(w) for w in workers), data={"workers": [_data(w) for w in workers]}
+    )
 
 
 WORKER_ID = {"type": "string", "minLength": 1, "description": "the id vibe_spawn returned, e.g. w1"}
 
 
-def _spec(name: str, description: str, properties: dict[str, Any], required: list[str], fn: Any) -> ToolSpec:
+def _spec(
+    name: str, description: str, properties: dict[str, Any], required: list[str], fn: Any
+) -> ToolSpec:
     schema = {
         "type": "object",
         "properties": properties,
@@ -146,8 +158,17 @@ def specs() -> list[ToolSpec]:
             'to src/util.py", "label": "hints", "tier": "fast"}',
             {
                 "brief": {"type": "string", "minLength": 1, "description": "the task, in full"},
-                "label": {"type": "string", "minLength": 1, "maxLength": 60, "description": "a short name"},
-                "tier": {"type": "string", "enum": list(TIERS), "description": "fast (default) or good"},
+                "label": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 60,
+                    "description": "a short name",
+                },
+                "tier": {
+                    "type": "string",
+                    "enum": list(TIERS),
+                    "description": "fast (default) or good",
+                },
             },
             ["brief", "label"],
             _spawn,
@@ -168,7 +189,11 @@ def specs() -> list[ToolSpec]:
             'Example: vibe_wait {"worker_id": "w1", "timeout_seconds": 60}',
             {
                 "worker_id": WORKER_ID,
-                "timeout_seconds": {"type": "number", "minimum": 0, "description": "default 30, cap 300"},
+                "timeout_seconds": {
+                    "type": "number",
+                    "minimum": 0,
+                    "description": "default 30, cap 300",
+                },
             },
             ["worker_id"],
             _wait,

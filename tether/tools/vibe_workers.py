@@ -52,7 +52,9 @@ class CommandBackend:
 
     def __post_init__(self) -> None:
         if not self.argv or not all(isinstance(a, str) for a in self.argv):
-            raise ValueError(f"CommandBackend.argv must be a non-empty list of str, got {self.argv!r}")
+            raise ValueError(
+                f"CommandBackend.argv must be a non-empty list of str, got {self.argv!r}"
+            )
         if self.brief not in BRIEF_MODES:
             raise ValueError(
                 f"CommandBackend.brief must be one of {', '.join(BRIEF_MODES)}, got {self.brief!r}"
@@ -177,7 +179,14 @@ class VibeWorkers:
             self._check_caps()
             worker_id = f"w{next(self._ids)}"
             op = Spawn(
-                worker_id, label, tier, brief, argv, mode, str(self.run.workdir), {**env, **self._env()},
+                worker_id,
+                label,
+                tier,
+                brief,
+                argv,
+                mode,
+                str(self.run.workdir),
+                {**env, **self._env()},
                 float(self.config.reap_after),
             )
             worker = Worker(worker_id, label, tier, {"status": "new"})
@@ -220,7 +229,7 @@ class VibeWorkers:
         self._ended(worker)
         return worker, str(reply.get("was", ""))
 
-    def list(self) -> list[Worker]:
+    def refresh(self) -> list[Worker]:
         """Every worker not reaped, refreshed from its actor."""
         self._drop_reaped()
         workers = self.workers()
@@ -349,7 +358,9 @@ class VibeWorkers:
     def _answer(self, worker: Worker, prompt: Mapping[str, Any]) -> None:
         tier = _tier_of(self.run, str(prompt["tool"]), str(prompt.get("tier", "")))
         asker = f"worker {worker.worker_id} ({worker.label})"
-        verdict = permission(self.run, str(prompt["tool"]), tier, prompt.get("arguments", {}), asker)
+        verdict = permission(
+            self.run, str(prompt["tool"]), tier, prompt.get("arguments", {}), asker
+        )
         reason = verdict.how or verdict.refused
         with_who = f"{reason} [{tier.value} tier]"
         worker.snapshot = self._call(
