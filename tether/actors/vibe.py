@@ -28,6 +28,7 @@ from tether.messages.worker_ops import (
     Kill,
     Permit,
     Poll,
+    Prepare,
     Send,
     Spawn,
     Status,
@@ -35,7 +36,8 @@ from tether.messages.worker_ops import (
 )
 from tether.processes import kill_tree
 
-OUTPUT_KEEP = 64 * 1024  # chars of output a worker keeps (the tail)
+OUTPUT_KEEP = 64 * 1024  # chars of output a worker keeps at least (the tail)
+LONG_LINE = 8192  # chars of an unfinished line held back before it is shown anyway
 SNAPSHOT_CHARS = 4000  # chars of output/result a snapshot carries (the host caps further)
 RUNNING = ("running", "waiting")  # statuses of a live process
 
@@ -71,6 +73,9 @@ class VibeWorkerActor(ProcessActor):
     # --- calls -----------------------------------------------------------------------
     def on_call(self, call: Call) -> None:
         op = WORKER.parse(call)
+        if isinstance(op, Prepare):
+            self.reply(call, {"prepared": True, "spawned": self.spec is not None})
+            return
         if self.spec is None and not isinstance(op, Spawn):
             self.fail(call, ErrorCode.UNAVAILABLE, f"{self.key}: no such worker (gone)")
             self.stop("normal", "asked about a worker it never ran")
@@ -171,14 +176,24 @@ class VibeWorkerActor(ProcessActor):
     def on_stdout(self, data: bytes) -> None:
         text = self.partial + data.decode("utf-8", "replace")
         *lines, self.partial = text.split("\n")
+        plain: list[str] = []
         for line in lines:
             if line.startswith(PROTOCOL_PREFIX):
+                self._add_output("".join(plain))
+                plain = []
                 self._protocol(line[len(PROTOCOL_PREFIX) :])
             else:
-                self._add_output(line + "\n")
+                plain.append(line + "\n")
+        if len(self.partial) > LONG_LINE:  # a line that never ends (a progress bar): show it
+            plain.append(self.partial)
+            self.partial = ""
+        self._add_output("".join(plain))
 
     def _add_output(self, text: str) -> None:
-        self.output = (self.output + text)[-OUTPUT_KEEP:]
+        # trimmed in steps, not per line: a chatty worker must not cost a copy per line
+        self.output += text
+        if len(self.output) > 2 * OUTPUT_KEEP:
+            self.output = self.output[-OUTPUT_KEEP:]
 
     def _protocol(self, payload: str) -> None:
         try:
@@ -232,7 +247,7 @@ class VibeWorkerActor(ProcessActor):
     def _finish(self, status: str, returncode: int | None, error: str) -> None:
         self.status, self.exit_code, self.error = status, returncode, error
         self.run_ended = time.monotonic()
-        self.result = self.output
+        self.result = self.output[-OUTPUT_KEEP:]
         self.prompts.clear()
         for call in self.kills:
             self.reply(call, {"was": "running", **self.snapshot()})

@@ -42,6 +42,13 @@ class Spawn:
 
 @WORKER.op
 @dataclass(frozen=True)
+class Prepare:
+    """Start the actor ahead of its Spawn (the host keeps the next worker's actor warm, so
+    vibe_spawn does not wait for an actor process to be made)."""
+
+
+@WORKER.op
+@dataclass(frozen=True)
 class Send:
     """Append `message` to the brief and run again (a running process is stopped first)."""
 

@@ -16,8 +16,8 @@ nobody can approve; every decision is written into the worker's output).
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-import itertools
 import os
 import sys
 import threading
@@ -29,7 +29,17 @@ from pathlib import Path
 from typing import Any
 
 from tether.messages.calls import ErrorCode, ResourceError
-from tether.messages.worker_ops import BRIEF_MODES, Kill, Permit, Poll, Send, Spawn, Status, Wait
+from tether.messages.worker_ops import (
+    BRIEF_MODES,
+    Kill,
+    Permit,
+    Poll,
+    Prepare,
+    Send,
+    Spawn,
+    Status,
+    Wait,
+)
 from tether.tools.registry import permission
 from tether.tools.spec import Tier
 
@@ -159,11 +169,12 @@ class VibeWorkers:
         self.config = config
         self._lock = threading.RLock()  # (the caps check lists workers under it)
         self._workers: dict[str, Worker] = {}
-        self._ids = itertools.count(1)
+        self._next = 1  # the number of the next worker id
         self._closed = False
         with _TABLES_LOCK:
             _TABLES.setdefault(run.runtime, weakref.WeakSet()).add(self)
         run.on_close(self.close)
+        self._prepare_next()
 
     # --- the five tools --------------------------------------------------------------
     def spawn(self, brief: str, label: str, tier: str) -> Worker:
@@ -177,7 +188,8 @@ class VibeWorkers:
         argv, mode, env = backend.command()
         with self._lock:
             self._check_caps()
-            worker_id = f"w{next(self._ids)}"
+            worker_id = f"w{self._next}"
+            self._next += 1
             op = Spawn(
                 worker_id,
                 label,
@@ -198,6 +210,7 @@ class VibeWorkers:
                 del self._workers[worker_id]
             raise
         self._watch(worker)
+        self._prepare_next()
         return worker
 
     def send(self, worker_id: str, message: str) -> tuple[Worker, bool]:
@@ -318,6 +331,19 @@ class VibeWorkers:
                 )
                 if reaped:
                     del self._workers[worker_id]
+
+    def _prepare_next(self) -> None:
+        """Start the next worker's actor now, in the background: making an actor process
+        costs ~15 ms, which vibe_spawn would otherwise add to every spawn."""
+        worker_id = f"w{self._next}"
+
+        def prepare() -> None:
+            with contextlib.suppress(Exception):  # a failure here only costs that time later
+                self._call(worker_id, Prepare())
+
+        threading.Thread(
+            target=prepare, name=f"tether-vibe-prepare-{worker_id}", daemon=True
+        ).start()
 
     # --- the watcher: permission prompts and the end of a run ------------------------
     def _watch(self, worker: Worker) -> None:
