@@ -10,11 +10,13 @@ from collections.abc import Callable
 from typing import Any
 
 import psutil
+import pytest
 
 from tests.conftest import health_node, wait_until
 from tests.tools.conftest import ScriptedPort
+from tether.messages.calls import ErrorCode, ResourceError
 from tether.questions import ALLOW, DENY, Answer, CardKind
-from tether.tools.vibe_workers import CallableBackend
+from tether.tools.vibe_workers import CallableBackend, CommandBackend
 
 from .conftest import config
 
@@ -322,3 +324,55 @@ def test_vibe_off_kills_nothing_and_says_so(open_run: Callable[..., Any]) -> Non
     run.set_vibe(True)
     assert run.call("vibe_kill", {"worker_id": worker_id}).data["killed_now"] is True
     wait_until(lambda: gone(pids), timeout=2)
+
+
+def test_wait_timeout_is_capped(open_run: Callable[..., Any], monkeypatch: Any) -> None:
+    import tether.tools.vibe as vibe_tools
+
+    monkeypatch.setattr(vibe_tools, "MAX_WAIT", 0.5)  # the cap logic, without waiting 300 s
+    run = open_run()
+    worker_id = spawn(run, "stream 2000 0.02")
+    started = time.monotonic()
+    res = run.call("vibe_wait", {"worker_id": worker_id, "timeout_seconds": 1000})
+    assert time.monotonic() - started < 3 and res.data["timed_out"] is True
+    assert "after waiting 0.5 s (timeout_seconds is capped at 0.5)" in res.text
+    run.call("vibe_kill", {"worker_id": worker_id})
+
+
+def test_list_caps_the_result(open_run: Callable[..., Any]) -> None:
+    run = open_run()
+    worker_id = spawn(run, "stream 400 0")
+    run.call("vibe_wait", {"worker_id": worker_id, "timeout_seconds": 10})
+    line = run.call("vibe_list", {}).text
+    shown = line.split("last result: ", 1)[1]
+    assert shown.startswith("[... ") and shown.endswith("tick 400")
+    assert len(shown) < 340  # LIST_CHARS (300) and the marker
+    full = run.call("vibe_wait", {"worker_id": worker_id}).text
+    assert "tick 300\n" in full and "tick 1\n" not in full  # wait shows more, also capped
+
+
+def test_command_that_cannot_start(open_run: Callable[..., Any]) -> None:
+    missing = CommandBackend(["/nonexistent/agent-cli"])
+    run = open_run(vibe_config=config(backends={"fast": missing}))
+    worker_id = spawn(run, "anything")
+    res = run.call("vibe_wait", {"worker_id": worker_id, "timeout_seconds": 5})
+    assert res.is_error and "cannot start '/nonexistent/agent-cli'" in res.text
+
+
+def test_malformed_ops_are_refused(open_run: Callable[..., Any], vibe_rt: Any) -> None:
+    open_run()
+    with pytest.raises(ResourceError) as err:
+        vibe_rt._call("r", "vibe_worker", "w9", "spawn", {"brief": 1}, 5.0)
+    assert err.value.code == ErrorCode.BAD_REQUEST and "needs 'worker_id'" in err.value.message
+    with pytest.raises(ResourceError) as err:
+        vibe_rt._call("r", "vibe_worker", "w9", "status", {}, 5.0)
+    assert "no such worker" in err.value.message
+
+
+def test_backend_config_is_checked() -> None:
+    with pytest.raises(ValueError, match="brief must be one of arg, stdin"):
+        CommandBackend(["x"], brief="file")
+    with pytest.raises(ValueError, match="module-level function"):
+        CallableBackend(lambda brief, worker: "")
+    with pytest.raises(ValueError, match="unknown tier 'slow'"):
+        config(backends={"slow": CommandBackend(["x"])})

@@ -49,6 +49,7 @@ LIVE = ("new", "running", "waiting")
 POLL_SECONDS = 2.0  # how long one watcher Poll may stay open on the actor
 CALL_SLACK = 5.0  # s a held call's engine deadline exceeds its own wait
 CALL_TIMEOUT = 10.0
+PREPARE_TIMEOUT = 2.0
 
 
 @dataclass(frozen=True)
@@ -171,6 +172,7 @@ class VibeWorkers:
         self._workers: dict[str, Worker] = {}
         self._next = 1  # the number of the next worker id
         self._closed = False
+        self._preparing: threading.Thread | None = None
         with _TABLES_LOCK:
             _TABLES.setdefault(run.runtime, weakref.WeakSet()).add(self)
         run.on_close(self.close)
@@ -282,7 +284,13 @@ class VibeWorkers:
         return [w.worker_id for w in self.workers() if not w.gone and w.status in LIVE]
 
     def close(self) -> None:
+        """The run is closing: no call from here on (a call to a closed run's actor would
+        open the run again), and none left in flight but the watchers' (they end when the
+        run's actors do)."""
         self._closed = True
+        preparing = self._preparing
+        if preparing is not None:
+            preparing.join(PREPARE_TIMEOUT)
 
     def _check_caps(self) -> None:
         live = len(self.live_ids())
@@ -308,6 +316,8 @@ class VibeWorkers:
         return {"TETHER_APPROVAL": json.dumps(decided), "TETHER_RUN_ID": self.run.run_id}
 
     def _call(self, worker_id: str, op: Any, timeout: float = CALL_TIMEOUT) -> dict[str, Any]:
+        if self._closed:
+            raise VibeError("this run is closed; its workers are gone")
         return dict(self.run.runtime._call(self.run.run_id, KIND, worker_id, op, None, timeout))
 
     def _lost(self, worker: Worker, error: ResourceError) -> None:
@@ -339,11 +349,11 @@ class VibeWorkers:
 
         def prepare() -> None:
             with contextlib.suppress(Exception):  # a failure here only costs that time later
-                self._call(worker_id, Prepare())
+                self._call(worker_id, Prepare(), PREPARE_TIMEOUT)
 
-        threading.Thread(
-            target=prepare, name=f"tether-vibe-prepare-{worker_id}", daemon=True
-        ).start()
+        name = f"tether-vibe-prepare-{worker_id}"
+        self._preparing = threading.Thread(target=prepare, name=name, daemon=True)
+        self._preparing.start()
 
     # --- the watcher: permission prompts and the end of a run ------------------------
     def _watch(self, worker: Worker) -> None:
