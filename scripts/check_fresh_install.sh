@@ -9,19 +9,25 @@ cd "$(dirname "$0")/.."
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
-HIDDEN=" node nodejs npm npx corepack typescript-language-server tsc tsserver basedpyright basedpyright-langserver pyright pyright-langserver "
-SHADOW=$WORK/bin
-mkdir -p "$SHADOW"
-for dir in /usr/local/bin /usr/bin /bin; do
-  [ -d "$dir" ] || continue
-  for exe in "$dir"/*; do
-    name=$(basename "$exe")
-    case "$HIDDEN" in *" $name "*) continue ;; esac
-    [ -e "$SHADOW/$name" ] || ln -s "$exe" "$SHADOW/$name"
+# shadow_path DIR NAME...: a PATH with every system binary except NAME... (echoes it)
+shadow_path() {
+  local shadow=$1 name exe dir
+  shift
+  mkdir -p "$shadow"
+  for dir in /usr/local/bin /usr/bin /bin; do
+    [ -d "$dir" ] || continue
+    for exe in "$dir"/*; do
+      name=$(basename "$exe")
+      case " $* " in *" $name "*) continue ;; esac
+      [ -e "$shadow/$name" ] || ln -s "$exe" "$shadow/$name"
+    done
   done
-done
-ln -sf "$(python3 -c 'import sys; print(sys.executable)')" "$SHADOW/python3"
-CLEAN_PATH="$SHADOW:/usr/local/sbin:/usr/sbin:/sbin"
+  ln -sf "$(python3 -c 'import sys; print(sys.executable)')" "$shadow/python3"
+  echo "$shadow:/usr/local/sbin:/usr/sbin:/sbin"
+}
+PREINSTALLED="node nodejs npm npx corepack typescript-language-server tsc tsserver basedpyright basedpyright-langserver pyright pyright-langserver"
+# shellcheck disable=SC2086
+CLEAN_PATH=$(shadow_path "$WORK/bin" $PREINSTALLED)
 
 git clone -q . "$WORK/tether"
 cd "$WORK/tether"
@@ -33,13 +39,13 @@ for name in node typescript-language-server basedpyright; do
 done
 
 echo "fresh-install: scripts/install.sh on a clean PATH"
-env -i HOME="$HOME" PATH="$CLEAN_PATH" LANG=C.UTF-8 bash scripts/install.sh
+env PATH="$CLEAN_PATH" bash scripts/install.sh
 for name in node typescript-language-server basedpyright; do
   [ -x ".venv/bin/$name" ] || { echo "fresh-install: install.sh left no .venv/bin/$name" >&2; exit 1; }
 done
 
 echo "fresh-install: .venv/bin/tether demo on a clean PATH"
-env -i HOME="$HOME" PATH="$CLEAN_PATH" LANG=C.UTF-8 .venv/bin/tether demo >"$WORK/demo.log" 2>&1 || {
+env PATH="$CLEAN_PATH" .venv/bin/tether demo >"$WORK/demo.log" 2>&1 || {
   tail -40 "$WORK/demo.log" >&2
   echo "fresh-install: the demo failed" >&2
   exit 1
@@ -48,6 +54,22 @@ tail -3 "$WORK/demo.log"
 for server in basedpyright typescript-language-server clangd gopls; do
   grep -q "language_server:$server:.*\[ready\]" "$WORK/demo.log" || {
     echo "fresh-install: the demo's tree has no ready $server" >&2
+    exit 1
+  }
+done
+# a missing component is a skip that names it, never a failure
+# shellcheck disable=SC2086
+NO_C_NO_GO_PATH=$(shadow_path "$WORK/bin-nocgo" $PREINSTALLED clangd gopls go)
+echo "fresh-install: the lsp tests and the demo with clangd and gopls missing"
+env PATH="$NO_C_NO_GO_PATH" bash scripts/test.sh tests/lsp tests/test_demo.py >"$WORK/tests.log" 2>&1 || {
+  tail -40 "$WORK/tests.log" >&2
+  echo "fresh-install: a test failed where a missing component should have been a named skip" >&2
+  exit 1
+}
+tail -1 "$WORK/tests.log"
+for name in clangd gopls; do
+  grep -q "SKIPPED.*not installed: .*$name" "$WORK/tests.log" || {
+    echo "fresh-install: no skip names the missing $name" >&2
     exit 1
   }
 done

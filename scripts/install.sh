@@ -61,8 +61,8 @@ if [ "$node_major" -lt 20 ]; then
 fi
 if ! command -v typescript-language-server >/dev/null \
   || ! tsc --version 2>/dev/null | grep -q 'Version 5\.'; then
-  echo "install: npm typescript-language-server typescript@5 into .venv"
+  echo "install: npm typescript-language-server@5 typescript@5 into .venv"
   npm install -g --prefix "$VENV" --no-fund --no-audit --loglevel=error \
-    typescript-language-server 'typescript@5' >/dev/null
+    'typescript-language-server@5' 'typescript@5' >/dev/null
 fi
 echo "install: done (.venv/bin/tether; tests: bash scripts/test.sh)"

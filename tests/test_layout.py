@@ -32,6 +32,7 @@ LAYERS: list[set[str]] = [
         "tether.protocol",
         "tether.processes",
         "tether.atomic_files",
+        "tether.transport_auth",
     },
     {"tether.thespian_patches"},
     # pure libraries, and the call-channel transport actors and host share
