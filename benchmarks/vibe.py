@@ -99,9 +99,11 @@ def tether_first_output(rt: Runtime, run) -> float:  # type: ignore[no-untyped-d
 def tether_kill(rt: Runtime, run) -> float:  # type: ignore[no-untyped-def]
     worker_id = run.call("vibe_spawn", {"brief": STREAM, "label": "bench"}).data["worker_id"]
     snap = until(
-        lambda: (s := status(rt, run.run_id, worker_id))
-        and re.search(r"child (\d+)", s["output"])
-        and s
+        lambda: (
+            (s := status(rt, run.run_id, worker_id))
+            and re.search(r"child (\d+)", s["output"])
+            and s
+        )
     )
     pids = [int(snap["pid"]), int(re.search(r"child (\d+)", snap["output"]).group(1))]
     started = time.perf_counter()
