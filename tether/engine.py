@@ -207,6 +207,12 @@ class CallEngine:
         """Send a call on its way: straight to its resource actor when the host knows it,
         else as a Route to the nearest supervisor on its way."""
         call = flight.call
+        if call.run_scoped and self.routes.closed_since(call.run_id, flight.made):
+            raise ResourceError(
+                ErrorCode.UNAVAILABLE,
+                f"run {call.run_id!r} was closed while this call was on its way, so its "
+                f"{call.kind} {call.key!r} is gone; open the run again to use it",
+            )
         route = self.routes.get(flight.target)
         if route is not None and route.incarnation > flight.after_incarnation:
             try:
