@@ -20,6 +20,8 @@ from conftest import wait_until
 from lsp_support import health_nodes, need
 
 from tether.lsp.limits import MB, LspLimits
+from tether.messages.calls import ResourceError
+from tether.messages.language_server_ops import Navigate
 from tether.runtime import load_kinds
 
 pytestmark = [pytest.mark.slow, need("basedpyright-langserver")]
@@ -72,6 +74,11 @@ def warm(run: Any) -> None:
     wait_until(lambda: not hover(run).is_error, timeout=60, interval=0.2)
 
 
+def ask_actor(run: Any, root: Path, op: Any) -> Any:
+    """Straight to the actor, past the host's checks."""
+    return run.context().call_resource("language_server", f"basedpyright:{root}", op, None, 30)
+
+
 def timed(fn: Any, *args: Any) -> tuple[Any, float]:
     t0 = time.monotonic()
     result = fn(*args)
@@ -116,18 +123,9 @@ def test_a_large_file_is_refused_at_once_and_the_server_keeps_answering(
     r, took = timed(hover, b)
     assert not r.is_error and took < 1.0, (took, r.text)
     # the actor refuses it too, whoever asks (the host check is only the early one)
-    key = f"basedpyright:{root}"
-    from tether.messages.calls import ResourceError
-
     t0 = time.monotonic()
     with pytest.raises(ResourceError, match="over the 4.0 MB limit") as err:
-        a.context().call_resource(
-            "language_server",
-            key,
-            "hover",
-            {"path": str(root / "big.py"), "line0": 0, "char": 4},
-            30,
-        )
+        ask_actor(a, root, Navigate("hover", str(root / "big.py"), 0, 4))
     assert err.value.code == "bad_request" and time.monotonic() - t0 < 1.0
     assert server_status(b)["open_documents"] == 1  # a.py only: big.py was never sent
     # the harness read sends the agent to a range, which it serves
@@ -168,16 +166,8 @@ def test_fifo_is_refused_without_blocking(runtime_factory: Any, tmp_path: Path) 
         r, took = box[0]
         assert r.is_error and "is a FIFO (named pipe), not a regular file" in r.text, r.text
     # and the server never saw it: the actor's own read does not block either
-    from tether.messages.calls import ResourceError
-
     with pytest.raises(ResourceError, match="not a regular file"):
-        run.context().call_resource(
-            "language_server",
-            f"basedpyright:{root}",
-            "hover",
-            {"path": str(root / "pipe.py"), "line0": 0, "char": 0},
-            10,
-        )
+        ask_actor(run, root, Navigate("hover", str(root / "pipe.py"), 0, 0))
 
 
 def test_a_request_past_its_budget_is_cancelled_and_others_keep_answering(
