@@ -162,3 +162,67 @@ def test_adapters_and_the_intersection_rule(runtime, tmp_path) -> None:
     outside = err(run, {"op": "launch", "program": "../elsewhere.py"})
     assert "outside" in outside.text or "refused" in outside.text
     assert "no program" in err(run, {"op": "stack"}).text
+
+
+FORKER = """\
+import os, sys, time
+child = os.fork()
+if child == 0:
+    os.setpgid(0, 0)  # its own group, still in the session: it must die with it too
+    time.sleep(600)
+    os._exit(0)
+sys.stdout.write("x" * 300_000 + "END\\n")
+sys.stdout.flush()
+for _ in range(12000):  # short sleeps: debugpy pauses a thread only in Python code
+    time.sleep(0.05)
+"""
+
+
+def test_a_forking_loud_program_is_bounded_and_dies_with_the_session(runtime, py_project) -> None:
+    (py_project / "forker.py").write_text(FORKER)
+    run = runtime.open_run("fork", workdir=str(py_project))
+    res = ok(run, {"op": "launch", "program": "forker.py", "wait": 2})
+    assert res.data["outcome"] == "running" and "pause" in res.text
+    wait_until(lambda: "END" in ok(run, {"op": "output"}).text, timeout=10)
+    out = ok(run, {"op": "output"})
+    assert len(out.data["output"]) <= 64 * 1024 and out.data["dropped"] > 0
+    assert "were dropped" in out.text
+    pids = wait_until(lambda: (p := session_pids(runtime, "fork")) and len(p) >= 4 and p)
+    paused = ok(run, {"op": "pause"})
+    assert paused.data["outcome"] == "stopped" and paused.data["reason"] == "pause", paused.text
+    ok(run, {"op": "terminate"})
+    wait_until(lambda: gone(pids), timeout=3.0)
+
+
+def test_attach_to_a_debugpy_listener(runtime, py_project) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (py_project / "server.py").write_text("import time\nwhile True:\n    time.sleep(0.05)\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "debugpy", "--listen", f"127.0.0.1:{port}", "server.py"],
+        cwd=py_project,
+    )
+    try:
+        run = runtime.open_run("attach", workdir=str(py_project))
+        wait_until(lambda: _listening(port), timeout=10)
+        ok(run, {"op": "attach", "adapter": "debugpy", "port": port})
+        paused = ok(run, {"op": "pause"})
+        assert paused.data["outcome"] == "stopped", paused.text
+        assert any(f["file"].endswith("server.py") for f in ok(run, {"op": "stack"}).data["frames"])
+        ok(run, {"op": "terminate"})
+    finally:
+        proc.kill()
+        proc.wait(5)
+
+
+def _listening(port: int) -> bool:
+    """A listening socket on `port` (never connect to probe: debugpy takes one client)."""
+    return any(
+        c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN
+        for c in psutil.net_connections("tcp")
+    )

@@ -175,6 +175,10 @@ class DebugSessionActor(ProcessActor):
 
     # --- SessionIO ------------------------------------------------------------------------
     def send_dap(self, data: bytes) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            if self._stdin is not None and not self._stdin.write(data):
+                self._arm_flush()  # a connection without a process of ours (debugpy attach)
+            return
         self.write(data)
 
     def done(self, token: Any, payload: dict[str, Any]) -> None:
@@ -237,6 +241,18 @@ class DebugSessionActor(ProcessActor):
         self.session = fresh
         self.row = row
         self._ending = False
+        if isinstance(op, Attach) and row.name == "debugpy":
+            # `python -m debugpy --listen N` runs its own adapter on that port: connect to it
+            self._adapter_pid = 0
+            try:
+                self._connect("127.0.0.1", int(op.port or 0))
+            except OSError as e:
+                raise DebugError(
+                    ErrorCode.FAILED, f"nothing accepts on 127.0.0.1:{op.port} ({e})"
+                ) from e
+            config = {"justMyCode": True}
+            fresh.run(fresh.launch(row, program, config, request, wait), call)
+            return
         self._adapter_pid = self.spawn(adapters.adapter_argv(row, binary), cwd=str(root))
         with contextlib.suppress(psutil.Error):
             self._adapter_created = psutil.Process(self._adapter_pid).create_time()
@@ -257,7 +273,7 @@ class DebugSessionActor(ProcessActor):
         sock = socket.create_connection((host, port), timeout=2.0)
         sock.setblocking(False)
         self.sock = sock
-        if self.proc is not None and self.proc.stdin is not None:
+        if self.proc is not None and self.proc.poll() is None and self.proc.stdin is not None:
             with contextlib.suppress(OSError):
                 self.proc.stdin.close()
         self._stdin = OutBuffer(sock.fileno())
@@ -306,10 +322,13 @@ class DebugSessionActor(ProcessActor):
         return fds
 
     def handle_watch(self, ready: list[int]) -> None:
+        # the program's output (delve's stdout) first: an exit read from the socket in the
+        # same wake-up settles the call with the output tail
         sock = self.sock
-        if sock is not None and sock.fileno() in ready:
-            self._read_socket(sock)
+        sock_ready = sock is not None and sock.fileno() in ready
         super().handle_watch(ready)
+        if sock_ready and sock is self.sock and sock is not None:
+            self._read_socket(sock)
 
     def _read_socket(self, sock: socket.socket) -> None:
         while self.sock is sock:
@@ -321,7 +340,9 @@ class DebugSessionActor(ProcessActor):
                 data = b""
             if not data:
                 self._close_socket()
-                if not self._ending and self.session.live:
+                if self.session.current is not None and self.session.state in ("exited", "ended"):
+                    self.session.adapter_gone("the adapter closed its connection")
+                elif not self._ending and self.session.live:
                     self._adapter_broke("the adapter closed its connection")
                 return
             self._feed(data)

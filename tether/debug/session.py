@@ -468,7 +468,14 @@ class Session:
                 "output_tail": self.output_text(OUTPUT_TAIL),
             }
         if ev.event == "terminated" and self.exit_code is None:
-            yield Until(("exited",), len(self.log) - 1, EXIT_GRACE)
+            since = len(self.log)
+            if self.row is not None and self.row.exit_console:
+                # delve says the exit code only while it disconnects
+                try:
+                    yield Ask("disconnect", {"terminateDebuggee": True}, EXIT_GRACE * 4)
+                except DebugError:
+                    pass
+            yield Until(("exited",), since, EXIT_GRACE)
         if ev.event == "stopped":
             return (yield from self._stopped(ev))
         self.state = "exited"
