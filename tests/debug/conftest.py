@@ -79,7 +79,9 @@ GO_PROGRAM = textwrap.dedent(
 
 def need(adapter: str) -> None:
     if not adapters.find_binary(adapters.BY_NAME[adapter]):
-        pytest.skip(f"debug adapter {adapter} is not installed: {adapters.BY_NAME[adapter].install}")
+        pytest.skip(
+            f"debug adapter {adapter} is not installed: {adapters.BY_NAME[adapter].install}"
+        )
 
 
 @pytest.fixture

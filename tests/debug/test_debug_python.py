@@ -30,7 +30,9 @@ def test_breakpoints_launch_inspect_step_and_exit(runtime, py_project) -> None:
     assert [f["name"] for f in frames[:2]] == ["add", "main"], stack.text
     scopes = ok(run, {"op": "scopes", "frame_id": frames[1]["id"]})
     ref = scopes.data["scopes"][0]["reference"]
-    assert "x" not in [v["name"] for v in ok(run, {"op": "variables", "reference": ref}).data["variables"]]
+    assert "x" not in [
+        v["name"] for v in ok(run, {"op": "variables", "reference": ref}).data["variables"]
+    ]
     value = ok(run, {"op": "evaluate", "expression": "a * 10 + b", "frame_id": frames[0]["id"]})
     assert value.text == "a * 10 + b (int) = 12"
 

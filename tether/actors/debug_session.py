@@ -221,9 +221,7 @@ class DebugSessionActor(ProcessActor):
             )
         binary = adapters.find_binary(row)
         if not binary:
-            raise DebugError(
-                ErrorCode.UNAVAILABLE, f"{row.name}: adapter not found; {row.install}"
-            )
+            raise DebugError(ErrorCode.UNAVAILABLE, f"{row.name}: adapter not found; {row.install}")
         self._end_adapter()  # an exited program's adapter, if still there
         self.previous_end = ""
         root = Path(op.root)
@@ -235,7 +233,11 @@ class DebugSessionActor(ProcessActor):
                 config = adapters.attach_config(row, op.port, op.pid)
             except ValueError as e:
                 raise DebugError(ErrorCode.BAD_REQUEST, str(e)) from e
-            request, program, wait = "attach", f"pid {op.pid}" if op.pid else f"port {op.port}", op.wait
+            request, program, wait = (
+                "attach",
+                f"pid {op.pid}" if op.pid else f"port {op.port}",
+                op.wait,
+            )
         fresh = Session(self)
         fresh.breakpoints = self.session.breakpoints
         self.session = fresh

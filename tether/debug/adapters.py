@@ -293,4 +293,6 @@ def attach_config(row: AdapterRow, port: int | None, pid: int | None) -> dict[st
             )
     if row.name == "dart" and port is not None:
         return {"vmServiceUri": f"http://127.0.0.1:{port}/"}
-    raise ValueError(f"{row.name} attach needs {'pid or port' if row.name != 'debugpy' else 'port'}")
+    raise ValueError(
+        f"{row.name} attach needs {'pid or port' if row.name != 'debugpy' else 'port'}"
+    )

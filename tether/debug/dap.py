@@ -103,7 +103,7 @@ class DapClient:
         if kind == "response":
             seq = msg.get("request_seq")
             command = self.pending.pop(seq, None) if isinstance(seq, int) else None
-            if command is None:
+            if command is None or not isinstance(seq, int):
                 self.late_responses += 1
                 return None
             return Response(

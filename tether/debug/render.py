@@ -8,7 +8,7 @@ workspace-relative.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,11 @@ def rel(path: str, workspace: Path) -> str:
     if not path:
         return "?"
     try:
-        return os.path.relpath(path, workspace) if Path(path).is_absolute() and Path(path).is_relative_to(workspace) else path
+        return (
+            os.path.relpath(path, workspace)
+            if Path(path).is_absolute() and Path(path).is_relative_to(workspace)
+            else path
+        )
     except ValueError:
         return path
 
@@ -125,7 +129,7 @@ def render_status(p: Mapping[str, Any], workspace: Path) -> str:
     return "\n".join(lines)
 
 
-def render_adapters(rows: list[Mapping[str, Any]]) -> str:
+def render_adapters(rows: Sequence[Mapping[str, Any]]) -> str:
     out = []
     for r in rows:
         if r["usable"]:

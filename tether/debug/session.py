@@ -504,9 +504,7 @@ class Session:
         self.last_stop = dict(out)
         return out
 
-    def _exception(
-        self, thread: Any, body: dict[str, Any]
-    ) -> Generator[Wait, Any, dict[str, str]]:
+    def _exception(self, thread: Any, body: dict[str, Any]) -> Generator[Wait, Any, dict[str, str]]:
         if not self.capabilities.get("supportsExceptionInfoRequest"):
             return {"type": "", "message": str(body.get("text") or body.get("description") or "")}
         try:
@@ -529,7 +527,9 @@ class Session:
 
     def _stack(self, thread: Any) -> Generator[Wait, Any, tuple[list[dict[str, Any]], int]]:
         resp = yield Ask(
-            "stackTrace", {"threadId": thread, "startFrame": 0, "levels": MAX_FRAMES}, self._timeout()
+            "stackTrace",
+            {"threadId": thread, "startFrame": 0, "levels": MAX_FRAMES},
+            self._timeout(),
         )
         raw = (resp.body.get("stackFrames") or [])[:MAX_FRAMES]
         frames = []
@@ -576,7 +576,9 @@ class Session:
             ref = int(s.get("variablesReference") or 0)
             if ref:
                 self.references.add(ref)
-            out.append({"name": s.get("name", ""), "reference": ref, "expensive": bool(s.get("expensive"))})
+            out.append(
+                {"name": s.get("name", ""), "reference": ref, "expensive": bool(s.get("expensive"))}
+            )
         return {"frame_id": frame_id, "scopes": out}
 
     def variables(self, reference: int) -> Op:
@@ -672,7 +674,9 @@ class Session:
                 f"{what}: the program exited (code {self.exit_code}); call output to read what "
                 "it printed, or launch it again"
             )
-        return f"{what}: the debug session ended ({self.end_reason}); call launch to start a new one"
+        return (
+            f"{what}: the debug session ended ({self.end_reason}); call launch to start a new one"
+        )
 
     def status(self) -> dict[str, Any]:
         return {

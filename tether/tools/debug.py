@@ -13,19 +13,18 @@ one to act on - it answers with why the previous session ended.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from tether.debug import adapters
 from tether.debug.render import (
+    frame_line,
+    rel,
     render_adapters,
     render_breakpoints,
     render_launch,
     render_outcome,
     render_status,
-    rel,
     variables_lines,
-    frame_line,
 )
 from tether.messages.calls import ResourceError
 from tether.messages.debug_ops import (
@@ -79,9 +78,7 @@ STEPS = {"continue": Continue, "step_over": StepOver, "step_in": StepIn, "step_o
 
 
 def _send(ctx: ToolContext, op: Any, timeout: float) -> dict[str, Any]:
-    return dict(
-        ctx.call_resource(KIND, KEY, op_name(op), op_args(op), timeout, idempotent=True)
-    )
+    return dict(ctx.call_resource(KIND, KEY, op_name(op), op_args(op), timeout, idempotent=True))
 
 
 def _need(args: dict[str, Any], name: str, op: str) -> Any:
@@ -104,7 +101,9 @@ def _debug(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         path = ctx.resolve_path(_need(args, "file", op))
         lines = [int(n) for n in args.get("lines") or []]
         p = _send(ctx, SetBreakpoints(str(path), lines), INSPECT_TIMEOUT)
-        return ToolResult.ok(render_breakpoints(rel(str(path), ws), p["breakpoints"], p["sent"]), data=p)
+        return ToolResult.ok(
+            render_breakpoints(rel(str(path), ws), p["breakpoints"], p["sent"]), data=p
+        )
     if op in ("launch", "attach"):
         return _start(ctx, args, op, wait)
     if op in STEPS:
@@ -123,8 +122,13 @@ def _debug(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         return ToolResult.ok("\n".join([head, *(frame_line(f, ws) for f in p["frames"])]), data=p)
     if op == "scopes":
         p = _send(ctx, Scopes(int(_need(args, "frame_id", op))), INSPECT_TIMEOUT)
-        rows = [f"  {s['name']}: reference {s['reference']}" + (" (expensive)" if s["expensive"] else "") for s in p["scopes"]]
-        return ToolResult.ok(f"scopes of frame {p['frame_id']}:\n" + "\n".join(rows), data=p)
+        scope_rows = [
+            f"  {s['name']}: reference {s['reference']}"
+            + (" (expensive)" if s["expensive"] else "")
+            for s in p["scopes"]
+        ]
+        text = f"scopes of frame {p['frame_id']}:\n" + "\n".join(scope_rows)
+        return ToolResult.ok(text, data=p)
     if op == "variables":
         p = _send(ctx, Variables(int(_need(args, "reference", op))), INSPECT_TIMEOUT)
         body = variables_lines(p) or ["  (no children)"]
@@ -166,9 +170,15 @@ def _start(ctx: ToolContext, args: dict[str, Any], op: str, wait: float) -> Tool
             return ToolResult.error("debug attach needs port (or pid, for lldb and delve)")
     if row is None:
         known = ", ".join(adapters.BY_NAME)
-        what = f"adapter {name!r} is not one of {known}" if name else (
-            f"no adapter debugs {rel(str(where), ws)} (by its extension, or as an executable); "
-            f"pass adapter ({known})" if op == "launch" else f"debug attach needs adapter ({known})"
+        what = (
+            f"adapter {name!r} is not one of {known}"
+            if name
+            else (
+                f"no adapter debugs {rel(str(where), ws)} (by its extension, or as an executable); "
+                f"pass adapter ({known})"
+                if op == "launch"
+                else f"debug attach needs adapter ({known})"
+            )
         )
         return ToolResult.error(f"debug {op}: {what}")
     res = adapters.resolve(row, where, ws)
@@ -183,7 +193,9 @@ def _start(ctx: ToolContext, args: dict[str, Any], op: str, wait: float) -> Tool
         extra = [str(a) for a in args.get("args") or []]
         p = _send(ctx, Launch(row.name, str(where), root, extra, wait), timeout)
     else:
-        p = _send(ctx, Attach(row.name, root, args.get("port"), args.get("pid"), min(wait, 2.0)), timeout)
+        p = _send(
+            ctx, Attach(row.name, root, args.get("port"), args.get("pid"), min(wait, 2.0)), timeout
+        )
     return ToolResult.ok(render_launch(p, ws), data=p)
 
 
