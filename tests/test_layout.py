@@ -33,6 +33,7 @@ LAYERS: list[set[str]] = [
         "tether.processes",
         "tether.atomic_files",
         "tether.roots",
+        "tether.transport_auth",
     },
     {"tether.thespian_patches"},
     # pure libraries, and the call-channel transport actors and host share
