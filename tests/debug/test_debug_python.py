@@ -119,6 +119,17 @@ def test_adapter_sigkilled_mid_session_ends_it_and_a_new_launch_works(runtime, p
     assert again.data["frames"][0]["line"] == 5
 
 
+def test_a_crashed_session_actor_leaves_no_process(runtime, py_project) -> None:
+    run = runtime.open_run("crash", workdir=str(py_project))
+    ok(run, {"op": "breakpoints", "file": "app.py", "lines": [5]})
+    ok(run, {"op": "launch", "program": "app.py"})
+    pids = session_pids(runtime, "crash")
+    runtime.inject("crash_actor", target="run:crash/debug_session:session")
+    # the supervisor reaps what the actor reported it owned: adapter, launcher, program
+    wait_until(lambda: gone(pids), timeout=5.0)
+    assert "previous one ended" in err(run, {"op": "stack"}).text
+
+
 def test_the_ttl_ends_the_session_and_the_next_call_says_why(runtime_factory, py_project) -> None:
     from tether.actors.debug_session import KINDS
     from tether.kinds import ChildSpec, KindSpec, Restart
@@ -127,16 +138,16 @@ def test_the_ttl_ends_the_session_and_the_next_call_says_why(runtime_factory, py
         KINDS[0].kind,
         KINDS[0].actor_class,
         KINDS[0].scope,
-        ChildSpec(restart=Restart.TEMPORARY, shutdown_timeout=2.0, ttl=4.0),
+        ChildSpec(restart=Restart.TEMPORARY, shutdown_timeout=2.0, ttl=10.0),
     )
     rt = runtime_factory(kinds=[short])
     run = rt.open_run("ttl", workdir=str(py_project))
     ok(run, {"op": "breakpoints", "file": "app.py", "lines": [5]})
     ok(run, {"op": "launch", "program": "app.py"})
     pids = session_pids(rt, "ttl")
-    wait_until(lambda: gone(pids), timeout=10.0)
+    wait_until(lambda: gone(pids), timeout=15.0)
     res = err(run, {"op": "continue"})
-    assert "ttl of 4 s expired" in res.text, res.text
+    assert "ttl of 10 s expired" in res.text, res.text
 
 
 def test_two_runs_have_independent_sessions(runtime, py_project) -> None:

@@ -23,8 +23,8 @@ Session rules (SPEC.md "debug"):
 Processes: the adapter leads its own session (start_new_session), and the debuggee and
 its children stay in it even where they lead their own process group (debugpy's launcher
 gives the program its own): a stop kills the adapter's tree and every process of that
-session. The pids are reported to the supervisor after every op, so a SIGKILLed actor's
-debuggee is reaped by the supervisor too.
+session. The pids are reported to the supervisor when the program starts (its `process`
+event) and after a launch, so a SIGKILLed actor's debuggee is reaped by the supervisor too.
 """
 
 from __future__ import annotations
@@ -89,6 +89,7 @@ class DebugSessionActor(ProcessActor):
         self._adapter_created = 0.0
         self._adapter_pid = 0
         self._ending = False  # we are ending the adapter ourselves (terminate, relaunch)
+        self._program_reported = False  # the supervisor knows the program's pids
 
     def handle_message(self, obj: Any, data: bytes, extra: Any, sender: Any) -> None:
         if isinstance(obj, Start):
@@ -117,7 +118,6 @@ class DebugSessionActor(ProcessActor):
 
     def _next(self) -> None:
         self.busy = None
-        self._report_pids()
         while self.queue and self.busy is None:
             call = self.queue.pop(0)
             if call.call_id not in self._open:
@@ -190,6 +190,8 @@ class DebugSessionActor(ProcessActor):
             return
         if self.session.state == "exited" and self.proc is not None:
             self._end_adapter()  # the program is gone: so is its adapter (output stays)
+        elif token.op in ("launch", "attach") and not self._program_reported:
+            self._report_pids()  # (a walk over every process: only when they change)
         self.reply(token, payload)
         self._next()
 
@@ -243,6 +245,7 @@ class DebugSessionActor(ProcessActor):
         self.session = fresh
         self.row = row
         self._ending = False
+        self._program_reported = False
         if isinstance(op, Attach) and row.name == "debugpy":
             # `python -m debugpy --listen N` runs its own adapter on that port: connect to it
             self._adapter_pid = 0
@@ -315,6 +318,7 @@ class DebugSessionActor(ProcessActor):
             self._adapter_broke(f"the adapter's output is not DAP ({e})")
         if self.session.process_started:
             self.session.process_started = False
+            self._program_reported = True
             self._report_pids()  # the program runs: a crashed actor's supervisor reaps it
 
     def watch_fds(self) -> list[int]:

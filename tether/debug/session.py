@@ -396,21 +396,7 @@ class Session:
         self.program = program
         self.state = "starting"
         self._exit_re = re.compile(row.exit_console) if row.exit_console else None
-        init = yield Ask(
-            "initialize",
-            {
-                "clientID": "tether",
-                "clientName": "tether",
-                "adapterID": row.adapter_id or row.name,
-                "pathFormat": "path",
-                "linesStartAt1": True,
-                "columnsStartAt1": True,
-                "supportsVariableType": True,
-                "supportsRunInTerminalRequest": False,
-                "locale": "en",
-            },
-            row.startup_timeout,
-        )
+        init = yield Ask("initialize", initialize_arguments(row), row.startup_timeout)
         self.capabilities = init.body
         mark = len(self.log)
         seq = yield Fire(request, config)
@@ -688,6 +674,22 @@ class Session:
             "end_reason": self.end_reason,
             "breakpoints": {p: self._breakpoint_rows(p) for p in self.breakpoints},
         }
+
+
+def initialize_arguments(row: AdapterRow) -> dict[str, Any]:
+    """What we tell an adapter about ourselves: paths as paths, 1-based lines and
+    columns, no terminal to run the program in."""
+    return {
+        "clientID": "tether",
+        "clientName": "tether",
+        "adapterID": row.adapter_id or row.name,
+        "pathFormat": "path",
+        "linesStartAt1": True,
+        "columnsStartAt1": True,
+        "supportsVariableType": True,
+        "supportsRunInTerminalRequest": False,
+        "locale": "en",
+    }
 
 
 def _cap(text: str, limit: int = MAX_VALUE) -> str:
