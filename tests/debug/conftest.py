@@ -49,10 +49,14 @@ C_PROGRAM = textwrap.dedent(
         return total;
     }
 
-    int main(void) {
+    int main(int argc, char **argv) {
         int x = add(1, 2);
         printf("hello %d\\n", x);
+        printf("stdin gave %d\\n", getchar());
         fflush(stdout);
+        while (argc > 1) {  /* "wait": a process to attach to */
+            x = add(x, 1);
+        }
         return 3;
     }
     """

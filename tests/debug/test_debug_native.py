@@ -21,7 +21,7 @@ def test_c_under_lldb_breakpoint_stack_locals_and_exit_code(runtime, c_project) 
     assert out.data["frames"][0]["name"] == "main"
     done = ok(run, {"op": "continue"})
     assert done.data == {**done.data, "outcome": "exited", "exit_code": 3}, done.text
-    assert "hello 3" in done.text
+    assert "hello 3" in done.text and "stdin gave -1" in done.text  # end-of-file, no hang
     pids = session_pids(runtime, "c")
     ok(run, {"op": "terminate"})
     wait_until(lambda: gone(pids), timeout=3.0)
@@ -42,3 +42,22 @@ def test_go_under_delve_breakpoint_unverified_line_and_output(runtime, go_projec
     wait_until(lambda: gone(pids), timeout=5.0)
     assert not list(go_project.glob("__debug_bin*"))  # delve removed the binary it built
     assert "exited" in err(run, {"op": "stack"}).text
+
+
+def test_lldb_attaches_to_a_running_process_by_pid(runtime, c_project) -> None:
+    import subprocess
+
+    proc = subprocess.Popen(
+        [str(c_project / "prog"), "wait"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL
+    )
+    try:
+        run = runtime.open_run("attach-c", workdir=str(c_project))
+        ok(run, {"op": "attach", "adapter": "lldb", "pid": proc.pid})
+        stopped = ok(run, {"op": "pause"})
+        assert stopped.data["outcome"] == "stopped", stopped.text
+        names = [f["name"] for f in ok(run, {"op": "stack"}).data["frames"]]
+        assert "main" in names, names
+        ok(run, {"op": "terminate"})
+    finally:
+        proc.kill()
+        proc.wait(5)

@@ -239,3 +239,55 @@ def _listening(port: int) -> bool:
         c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN
         for c in psutil.net_connections("tcp")
     )
+
+
+def test_the_project_virtualenv_python_runs_the_program(runtime, py_project) -> None:
+    import sys
+
+    venv_bin = py_project / ".venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    (venv_bin / "python").symlink_to(sys.executable)
+    run = runtime.open_run("venv", workdir=str(py_project))
+    ok(run, {"op": "breakpoints", "file": "app.py", "lines": [5]})
+    ok(run, {"op": "launch", "program": "app.py"})
+    where = ok(run, {"op": "evaluate", "expression": "sys.executable"})
+    assert str(venv_bin / "python") in where.text, where.text
+    ok(run, {"op": "terminate"})
+
+
+def test_calls_of_one_session_are_served_one_at_a_time(runtime, py_project) -> None:
+    import threading
+    import time
+
+    from tether.messages.debug_ops import Launch, Status
+
+    (py_project / "slow.py").write_text("import time\nfor _ in range(200):\n    time.sleep(0.05)\n")
+    runtime._open_run_actor("serial")
+    call = runtime.engine.call
+    finished: dict[str, float] = {}
+
+    def launch() -> None:
+        call(
+            "serial",
+            "debug_session",
+            "session",
+            Launch("debugpy", str(py_project / "slow.py"), str(py_project), [], 3.0),
+            None,
+            60,
+        )
+        finished["launch"] = time.monotonic()
+
+    t = threading.Thread(target=launch)
+    t.start()
+    wait_until(
+        lambda: (
+            call("serial", "debug_session", "session", Status(), None, 60)["state"] != "none"
+            or finished
+        )
+    )
+    status = call("serial", "debug_session", "session", Status(), None, 60)
+    finished["status"] = time.monotonic()
+    t.join(60)
+    # the status that arrived during the launch waited for it, and saw its outcome
+    assert finished["status"] >= finished["launch"] and status["state"] == "running", status
+    ok(runtime.open_run("serial", workdir=str(py_project)), {"op": "terminate"})
