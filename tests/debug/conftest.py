@@ -66,7 +66,7 @@ GO_PROGRAM = textwrap.dedent(
     """\
     package main
 
-    import "fmt"
+    import ("fmt"; "os"; "time")
 
     func add(a, b int) int {
     \ttotal := a + b
@@ -76,6 +76,10 @@ GO_PROGRAM = textwrap.dedent(
     func main() {
     \tx := add(1, 2)
     \tfmt.Println("hello", x)
+    \tfor len(os.Args) > 1 { // "wait": a process to attach to
+    \t\tx = add(x, 1)
+    \t\ttime.Sleep(10 * time.Millisecond)
+    \t}
     }
     """
 )

@@ -61,3 +61,25 @@ def test_lldb_attaches_to_a_running_process_by_pid(runtime, c_project) -> None:
     finally:
         proc.kill()
         proc.wait(5)
+
+
+def test_delve_attaches_to_a_running_process_by_pid(runtime, go_project) -> None:
+    import subprocess
+
+    # (no inlining: a breakpoint in add must be a place in the binary)
+    build = ["go", "build", "-gcflags=all=-N -l", "-o", "prog", "."]
+    subprocess.run(build, cwd=go_project, check=True)
+    proc = subprocess.Popen(
+        [str(go_project / "prog"), "wait"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL
+    )
+    try:
+        run = runtime.open_run("attach-go", workdir=str(go_project))
+        ok(run, {"op": "breakpoints", "file": "main.go", "lines": [6]})
+        hit = ok(run, {"op": "attach", "adapter": "delve", "pid": proc.pid, "wait": 5})
+        if hit.data["outcome"] != "stopped":  # attached between two calls of add
+            hit = ok(run, {"op": "continue"})
+        assert hit.text.startswith("stopped at main.go:6"), hit.text
+        ok(run, {"op": "terminate"})
+    finally:
+        proc.kill()
+        proc.wait(5)

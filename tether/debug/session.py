@@ -425,7 +425,7 @@ class Session:
     def resume(self, command: str, thread_id: int | None, wait: float) -> Op:
         """continue / next / stepIn / stepOut, then the outcome."""
         if self.state != "stopped":
-            raise DebugError(ErrorCode.BAD_REQUEST, self._not_stopped(command))
+            raise DebugError(ErrorCode.BAD_REQUEST, self._not_stopped())
         thread = thread_id if thread_id is not None else self.thread_id
         mark = len(self.log)
         self._moved()
@@ -439,7 +439,7 @@ class Session:
             outcome["note"] = "it was already stopped; nothing was sent"
             return outcome
         if self.state != "running":
-            raise DebugError(ErrorCode.BAD_REQUEST, self._not_stopped("pause"))
+            raise DebugError(ErrorCode.BAD_REQUEST, self._not_stopped())
         mark = len(self.log)
         thread = thread_id if thread_id is not None else (self.thread_id or 1)
         yield Ask("pause", {"threadId": thread}, self._timeout())
@@ -544,7 +544,7 @@ class Session:
 
     def threads(self) -> Op:
         if not self.live:
-            raise DebugError(ErrorCode.BAD_REQUEST, self._not_stopped("threads"))
+            raise DebugError(ErrorCode.BAD_REQUEST, self._not_stopped())
         resp = yield Ask("threads", None, self._timeout())
         return {
             "threads": [
@@ -635,7 +635,7 @@ class Session:
 
     def _require_stopped(self, what: str) -> None:
         if self.state != "stopped":
-            raise DebugError(ErrorCode.BAD_REQUEST, self._not_stopped(what))
+            raise DebugError(ErrorCode.BAD_REQUEST, self._not_stopped())
 
     def _require_frame(self, frame_id: int) -> None:
         if frame_id not in self.frames:
@@ -648,21 +648,19 @@ class Session:
             "again and use the ids it gives"
         )
 
-    def _not_stopped(self, what: str) -> str:
+    def _not_stopped(self) -> str:
         if self.state == "none":
-            return f"{what}: no program is being debugged; call launch (or attach) first"
+            return "no program is being debugged; call launch (or attach) first"
         if self.state == "running":
-            return f"{what}: the program is running; call pause to stop it first"
+            return "the program is running; call pause to stop it first"
         if self.state == "starting":
-            return f"{what}: the program is still starting; call status"
+            return "the program is still starting; call status"
         if self.state == "exited":
             return (
-                f"{what}: the program exited (code {self.exit_code}); call output to read what "
+                f"the program exited (code {self.exit_code}); call output to read what "
                 "it printed, or launch it again"
             )
-        return (
-            f"{what}: the debug session ended ({self.end_reason}); call launch to start a new one"
-        )
+        return f"the debug session ended ({self.end_reason}); call launch to start a new one"
 
     def status(self) -> dict[str, Any]:
         return {
