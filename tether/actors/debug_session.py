@@ -42,7 +42,8 @@ from tether.actors.process import ProcessActor
 from tether.channels import OutBuffer
 from tether.debug import adapters
 from tether.debug.adapters import BY_NAME, AdapterRow
-from tether.debug.session import DebugError, Session
+from tether.debug.driver import DebugError
+from tether.debug.session import Session
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import Call, ErrorCode, ResourceError
 from tether.messages.control import Start
@@ -158,6 +159,7 @@ class DebugSessionActor(ProcessActor):
             case Output():
                 self.done(call, self._output())
             case Terminate():
+                self._ending = True  # the adapter may exit before it answers disconnect
                 s.run(s.disconnect(), call)
 
     def _run(self, op: Any, call: Call) -> None:
@@ -346,10 +348,7 @@ class DebugSessionActor(ProcessActor):
                 data = b""
             if not data:
                 self._close_socket()
-                if self.session.current is not None and self.session.state in ("exited", "ended"):
-                    self.session.adapter_gone("the adapter closed its connection")
-                elif not self._ending and self.session.live:
-                    self._adapter_broke("the adapter closed its connection")
+                self._adapter_ended("the adapter closed its connection")
                 return
             self._feed(data)
 
@@ -385,9 +384,14 @@ class DebugSessionActor(ProcessActor):
             self._waiting_port = None
             self.error(call, ErrorCode.RESOURCE_DIED, why)
             return
+        self._adapter_ended(why)
+
+    def _adapter_ended(self, why: str) -> None:
+        """The adapter went away (its process, or its connection). Expected while we end
+        it or after the program exited: an op waiting on it (disconnect) hears it and may
+        carry on. Otherwise the session broke."""
         if self._ending or not self.session.live:
-            if self.session.current is not None and not self.session.live:
-                self.session.adapter_gone(why)
+            self.session.interrupt(DebugError(ErrorCode.RESOURCE_DIED, why))
             return
         self._adapter_broke(why)
 

@@ -5,15 +5,11 @@ owner (the DebugSessionActor, or a test) feeds it the adapter's bytes (`feed`), 
 when a timer it asked for fired (`on_timer`) and when the adapter died (`adapter_gone`),
 and implements `SessionIO` to write bytes, arm timers and settle calls.
 
-Each op is a generator that yields what it waits for - a response (`Ask`), an event
-(`Until`), or nothing (`Fire`, a request whose answer is awaited later with `Answer`) -
-and returns the payload of its reply. The session drives one op at a time (calls within
-a session are serialised by the actor): when the awaited message arrives the generator
-is resumed with it, when its time runs out an `Ask` gets `DebugError` thrown in, an
-`Until` gets None ("still running" is an outcome, not an error). So no handler ever
-waits, and a launch reads top to bottom like the handshake in DESIGN.md "Debug
-adapters": initialize -> launch (not awaited) -> initialized -> breakpoints ->
-configurationDone -> launch response -> a stop, an exit, or still running.
+Each op is a generator of what it waits for, driven by `tether.debug.driver` one at a
+time (calls within a session are serialised by the actor), so a launch reads top to
+bottom like the handshake in DESIGN.md "Debug adapters": initialize -> launch (not
+awaited) -> initialized -> breakpoints -> configurationDone -> launch response -> a stop,
+an exit, or still running.
 
 Frame ids and variable references are only valid while the program stays stopped where
 it was: the session remembers the ones it handed out since the last stop, and refuses
@@ -23,16 +19,24 @@ any other with an error that says to ask `stack` again.
 from __future__ import annotations
 
 import collections
-import itertools
 import re
-import time
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from tether.debug.adapters import AdapterRow
-from tether.debug.dap import AdapterRequest, DapClient, Event, Response
+from tether.debug.dap import AdapterRequest, Event, Response
+from tether.debug.driver import (
+    Answer,
+    Ask,
+    DebugError,
+    Driver,
+    Fire,
+    Op,
+    Until,
+    Wait,
+)
 from tether.messages.calls import ErrorCode
 
 MAX_FRAMES = 30  # stack: frames shown
@@ -45,73 +49,6 @@ STOP_EVENTS = ("stopped", "exited", "terminated")
 EXIT_GRACE = 0.5  # s to wait for an exit code after `terminated` (delve prints it late)
 
 
-class DebugError(Exception):
-    def __init__(self, code: str, message: str):
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-class SessionIO(Protocol):
-    def send_dap(self, data: bytes) -> None: ...
-
-    def after(self, seconds: float, tag: str) -> None: ...
-
-    def done(self, token: Any, payload: dict[str, Any]) -> None: ...
-
-    def error(self, token: Any, code: str, message: str) -> None: ...
-
-
-# --- what an op waits for ---------------------------------------------------------------
-@dataclass(frozen=True)
-class Fire:
-    """Send a request; the op gets its seq back at once."""
-
-    command: str
-    arguments: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True)
-class Answer:
-    """Wait for the response to `seq`; DebugError when it failed or did not come in time."""
-
-    seq: int
-    timeout: float
-
-
-@dataclass(frozen=True)
-class Ask:
-    """Fire + Answer."""
-
-    command: str
-    arguments: dict[str, Any] | None
-    timeout: float
-
-
-@dataclass(frozen=True)
-class Until:
-    """Wait for one of `events` logged after index `after` (None when time runs out), or
-    for the failed response to `seq` (then DebugError)."""
-
-    events: tuple[str, ...]
-    after: int
-    timeout: float
-    seq: int = 0
-
-
-Wait = Fire | Answer | Ask | Until
-Op = Generator[Wait, Any, dict[str, Any]]
-
-
-@dataclass
-class _Current:
-    op: Op
-    token: Any
-    wait: Wait | None = None
-    wait_id: int = 0
-    until: float = 0.0
-
-
 @dataclass
 class Breakpoint:
     line: int
@@ -121,15 +58,12 @@ class Breakpoint:
 
 
 @dataclass
-class Session:
-    io: SessionIO
+class Session(Driver):
     row: AdapterRow | None = None
-    client: DapClient = field(default_factory=DapClient)
     state: str = "none"  # none | starting | running | stopped | exited | ended
     program: str = ""
     capabilities: dict[str, Any] = field(default_factory=dict)
     breakpoints: dict[str, list[Breakpoint]] = field(default_factory=dict)  # path -> lines
-    log: list[Event] = field(default_factory=list)  # initialized / stopped / exited / ...
     output: collections.deque[str] = field(default_factory=collections.deque)
     output_len: int = 0
     output_dropped: int = 0
@@ -139,123 +73,20 @@ class Session:
     thread_id: int | None = None
     frames: set[int] = field(default_factory=set)  # frame ids valid at this stop
     references: set[int] = field(default_factory=set)  # variable references valid now
-    answers: dict[int, Response] = field(default_factory=dict)
-    current: _Current | None = None
     process_started: bool = False  # a `process` event came: the owner reports its pids
-    _wait_ids: Any = field(default_factory=itertools.count)
     _exit_re: re.Pattern[str] | None = None
 
-    # --- driving ops ---------------------------------------------------------------------
-    def run(self, op: Op, token: Any) -> None:
-        """Start `op` (the previous one has settled); its reply goes to io.done/error."""
-        self.current = _Current(op, token)
-        self._step(None, None)
+    @property
+    def peer(self) -> str:
+        return self.row.name if self.row else "debug"
 
-    def _step(self, value: Any, exc: BaseException | None) -> None:
-        cur = self.current
-        while cur is not None and cur is self.current:
-            try:
-                wait = cur.op.throw(exc) if exc is not None else cur.op.send(value)
-            except StopIteration as stop:
-                self._settle(cur, stop.value, None)
-                return
-            except DebugError as e:
-                self._settle(cur, None, e)
-                return
-            except Exception as e:  # a bug or an unexpected answer: the call gets it, not the actor
-                self._settle(cur, None, DebugError(ErrorCode.FAILED, f"{type(e).__name__}: {e}"))
-                return
-            value, exc = None, None
-            if isinstance(wait, Fire):
-                value = self._send(wait.command, wait.arguments)
-                continue
-            if isinstance(wait, Ask):
-                wait = Answer(self._send(wait.command, wait.arguments), wait.timeout)
-            cur.wait = wait
-            cur.wait_id = next(self._wait_ids)
-            cur.until = time.monotonic() + wait.timeout
-            ready = self._satisfied(wait)
-            if ready is None:
-                self.io.after(max(wait.timeout, 0.001), f"dap:{cur.wait_id}")
-                return
-            cur.wait = None
-            value, exc = ready
-
-    def _satisfied(self, wait: Wait) -> tuple[Any, BaseException | None] | None:
-        """What resumes the op waiting on `wait` now, or None when nothing does yet."""
-        if isinstance(wait, Answer):
-            resp = self.answers.pop(wait.seq, None)
-            if resp is None:
-                return None
-            if not resp.success:
-                return None, DebugError(
-                    ErrorCode.FAILED,
-                    f"the adapter refused {resp.command}: {resp.message or 'no reason given'}",
-                )
-            return resp, None
-        if isinstance(wait, Until):
-            for ev in self.log[wait.after :]:
-                if ev.event in wait.events:
-                    return ev, None
-            resp = self.answers.get(wait.seq) if wait.seq else None
-            if resp is not None and not resp.success:
-                self.answers.pop(wait.seq, None)
-                return None, DebugError(
-                    ErrorCode.FAILED,
-                    f"the adapter refused {resp.command}: {resp.message or 'no reason given'}",
-                )
-        return None
-
-    def _resume_if_ready(self) -> None:
-        cur = self.current
-        if cur is None or cur.wait is None:
-            return
-        ready = self._satisfied(cur.wait)
-        if ready is not None:
-            cur.wait = None
-            self._step(*ready)
-
-    def on_timer(self, tag: str) -> None:
-        cur = self.current
-        if cur is None or cur.wait is None or tag != f"dap:{cur.wait_id}":
-            return
-        wait, cur.wait = cur.wait, None
-        if isinstance(wait, Until):
-            self._step(None, None)
-            return
-        assert isinstance(wait, Answer)
-        command = self.client.pending.get(wait.seq, "request")
-        self.client.forget(wait.seq)
-        self._step(
-            None,
-            DebugError(
-                ErrorCode.DEADLINE,
-                f"the {self.row.name if self.row else 'debug'} adapter did not answer "
-                f"{command} within {wait.timeout:g} s",
-            ),
-        )
-
-    def _settle(self, cur: _Current, payload: Any, err: DebugError | None) -> None:
-        self.current = None
-        if err is not None:
-            self.io.error(cur.token, err.code, err.message)
-        else:
-            self.io.done(cur.token, payload or {})
-
+    # --- the session ends --------------------------------------------------------------------
     def adapter_gone(self, why: str) -> None:
         """The adapter died (or was killed): the op in flight fails, the session is over."""
         self.state = "ended"
         self.end_reason = why
         self.client.pending.clear()
-        cur = self.current
-        if cur is not None:
-            self.current = None
-            self.io.error(cur.token, ErrorCode.RESOURCE_DIED, why)
-
-    def _send(self, command: str, arguments: dict[str, Any] | None) -> int:
-        seq, data = self.client.request(command, arguments)
-        self.io.send_dap(data)
-        return seq
+        self.fail_current(ErrorCode.RESOURCE_DIED, why)
 
     # --- what arrives ----------------------------------------------------------------------
     def feed(self, data: bytes) -> None:
@@ -537,7 +368,7 @@ class Session:
         return frames, max(total, len(raw))
 
     def stack(self, thread_id: int | None) -> Op:
-        self._require_stopped("stack")
+        self._require_stopped()
         thread = thread_id if thread_id is not None else self.thread_id
         frames, total = yield from self._stack(thread)
         return {"thread_id": thread, "frames": frames, "total_frames": total, "cap": MAX_FRAMES}
@@ -554,7 +385,7 @@ class Session:
         }
 
     def scopes(self, frame_id: int) -> Op:
-        self._require_stopped("scopes")
+        self._require_stopped()
         self._require_frame(frame_id)
         resp = yield Ask("scopes", {"frameId": frame_id}, self._timeout())
         out = []
@@ -568,7 +399,7 @@ class Session:
         return {"frame_id": frame_id, "scopes": out}
 
     def variables(self, reference: int) -> Op:
-        self._require_stopped("variables")
+        self._require_stopped()
         if reference not in self.references:
             raise DebugError(ErrorCode.BAD_REQUEST, self._stale("reference", reference))
         return (yield from self._children(reference, ""))
@@ -593,7 +424,7 @@ class Session:
         return {"scope": scope, "reference": reference, "variables": shown, "total": len(raw)}
 
     def evaluate(self, expression: str, frame_id: int | None) -> Op:
-        self._require_stopped("evaluate")
+        self._require_stopped()
         if frame_id is None:
             if not self.frames:
                 yield from self._stack(self.thread_id)
@@ -633,7 +464,7 @@ class Session:
     def _timeout(self) -> float:
         return 10.0
 
-    def _require_stopped(self, what: str) -> None:
+    def _require_stopped(self) -> None:
         if self.state != "stopped":
             raise DebugError(ErrorCode.BAD_REQUEST, self._not_stopped())
 
