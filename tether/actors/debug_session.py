@@ -49,6 +49,7 @@ from tether.messages.calls import Call, ErrorCode, ResourceError
 from tether.messages.control import Start
 from tether.messages.debug_ops import (
     DEBUG,
+    KIND,
     Attach,
     Continue,
     Evaluate,
@@ -69,8 +70,6 @@ from tether.messages.debug_ops import (
 from tether.processes import kill_tree, session_processes
 from tether.protocol import FramingError
 
-KIND = "debug_session"
-KEY = "session"  # one session per conversation
 SESSION_TTL = 1800.0  # s: SPEC.md "debug", a hard TTL
 LISTEN_LINE = re.compile(rb"listening at:?\s*\[?([0-9.:a-fA-F]+?)\]?:(\d+)\s*$", re.M)
 SOCKET_CHUNK = 65536
@@ -378,6 +377,8 @@ class DebugSessionActor(ProcessActor):
     def on_exit(self, returncode: int | None) -> None:
         why = self.exit_message(returncode)
         self._kill_session_processes()
+        if self.sock is not None:
+            self._read_socket(self.sock)  # what it said last (delve: the exit code)
         self._close_socket()
         if self._waiting_port is not None:
             _, call = self._waiting_port

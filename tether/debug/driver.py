@@ -190,11 +190,13 @@ class Driver:
             self.io.done(cur.token, payload or {})
 
     def interrupt(self, err: DebugError) -> None:
-        """Throw `err` into the op in flight where it waits (it may catch it)."""
+        """The adapter is gone: nothing more will arrive. An op waiting for a response gets
+        `err` thrown in (it may catch it), one waiting for events gets None, as when its
+        time runs out."""
         cur = self.current
         if cur is not None and cur.wait is not None:
-            cur.wait = None
-            self._step(None, err)
+            wait, cur.wait = cur.wait, None
+            self._step(None, None if isinstance(wait, Until) else err)
 
     def fail_current(self, code: str, message: str) -> None:
         """The op in flight (if any) fails now, whatever it waits for."""

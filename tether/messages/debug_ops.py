@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 
 from tether.messages.ops import Vocabulary
 
-DEBUG = Vocabulary("debug_session")
+KIND = "debug_session"
+KEY = "session"  # one session per conversation: every run's session actor has this key
+DEBUG = Vocabulary(KIND)
 
 
 @DEBUG.op

@@ -28,6 +28,8 @@ from tether.debug.render import (
 )
 from tether.messages.calls import ResourceError
 from tether.messages.debug_ops import (
+    KEY,
+    KIND,
     Attach,
     Continue,
     Evaluate,
@@ -50,8 +52,6 @@ from tether.tools.results import ToolResult
 from tether.tools.spec import Needs, Tier, ToolContext, ToolSpec
 
 FAMILY = "debug"
-KIND = "debug_session"
-KEY = "session"
 OPS = (
     "adapters",
     "status",
