@@ -7,15 +7,23 @@ in-process fallback call them directly. Arguments and results are msgpack-able d
 from __future__ import annotations
 
 import os
+from collections.abc import Generator
 from typing import Any
 
+from tether.structural.budget import DEFAULT_SECONDS, DEFAULT_STEPS, Budget
 from tether.structural.cache import ParseCache
 from tether.structural.languages import EXTENSIONS, extensions_of, get_parser, normalize
 from tether.structural.pattern import compile_pattern
 from tether.structural.query import CandidateQuery
 from tether.structural.rewrite import apply
 from tether.structural.scan import iter_files, list_files, shard_of
-from tether.structural.search import find_in_tree, match_record, search_paths
+from tether.structural.search import (
+    FileResult,
+    Positions,
+    find_in_tree,
+    iter_search,
+    match_record,
+)
 from tether.structural.staging import digest
 
 
@@ -66,25 +74,51 @@ def _common(args: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def op_search(cache: ParseCache, args: dict[str, Any]) -> dict[str, Any]:
-    """args: root, lang, pattern, limit, shard, nshards, exclude.
+Job = Generator[None, None, dict[str, Any]]
 
-    Returns the first `limit` match records of this shard in path order, and the total.
-    """
+
+def budget_of(args: dict[str, Any]) -> Budget:
+    """The budget a search or edit runs under: `budget_s` seconds and `budget_steps`
+    matcher steps when the caller set them, else the defaults."""
+    return Budget(
+        float(args.get("budget_s") or DEFAULT_SECONDS),
+        int(args.get("budget_steps") or DEFAULT_STEPS),
+    )
+
+
+def finish(job: Job) -> dict[str, Any]:
+    """Run a job to its end in one go (callers without a scheduler)."""
+    while True:
+        try:
+            next(job)
+        except StopIteration as done:
+            return done.value
+
+
+def search_job(cache: ParseCache, args: dict[str, Any], budget: Budget) -> Job:
+    """args: root, lang, pattern, limit, shard, nshards, exclude, files.
+
+    A generator (it yields between candidates; see `iter_search`) returning the first
+    `limit` match records of this shard in path order, the total and the file counts."""
     pattern = compile_pattern(args["pattern"], args["lang"])
-    results, stats = search_paths(pattern, args["root"], cache, **_common(args))
+    results: list[FileResult] = []
+    stats: dict[str, int] = {}
+    yield from iter_search(pattern, args["root"], cache, results, stats, budget, **_common(args))
     limit = int(args.get("limit", 50))
     results.sort(key=lambda r: r.path)
     total = sum(len(r.matches) for r in results)
     records: list[dict[str, Any]] = []
     for r in results:
-        for m in r.matches:
-            if len(records) >= limit:
-                break
-            records.append(match_record(r.path, r.source, m))
+        pos = Positions(r.source)
+        for m in r.matches[: limit - len(records)]:
+            records.append(match_record(r.path, r.source, m, pos))
         if len(records) >= limit:
             break
     return {"matches": records, "total": total, "files": len(results), "stats": stats}
+
+
+def op_search(cache: ParseCache, args: dict[str, Any]) -> dict[str, Any]:
+    return finish(search_job(cache, args, budget_of(args)))
 
 
 def _error_count(node: Any) -> int:
@@ -122,14 +156,15 @@ def syntax_flag(lang: str, old_tree: Any, new: bytes) -> str:
     return f"the rewritten file does not parse as {lang} (first error at line {line})"
 
 
-def op_edit(cache: ParseCache, args: dict[str, Any]) -> dict[str, Any]:
-    """args: root, lang, pattern, rewrite, shard, nshards, exclude.
+def edit_job(cache: ParseCache, args: dict[str, Any], budget: Budget) -> Job:
+    """args: root, lang, pattern, rewrite, shard, nshards, exclude, files.
 
-    Returns, per file with matches: path, old_hash, new content, replacements, syntax.
-    """
+    A generator returning, per file with matches: path, old_hash, new content,
+    replacements, syntax."""
     lang = args["lang"]
     pattern = compile_pattern(args["pattern"], lang)
-    results, _ = search_paths(pattern, args["root"], cache, **_common(args))
+    results: list[FileResult] = []
+    yield from iter_search(pattern, args["root"], cache, results, {}, budget, **_common(args))
     files: list[dict[str, Any]] = []
     for r in sorted(results, key=lambda r: r.path):
         source = r.source
@@ -140,7 +175,9 @@ def op_edit(cache: ParseCache, args: dict[str, Any]) -> dict[str, Any]:
         if fresh != source:  # changed under the cache within one mtime tick: redo it fresh
             source = fresh
             tree = get_parser(lang).parse(source)
-            matches = find_in_tree(pattern, CandidateQuery(pattern), tree.root_node, source)
+            matches = find_in_tree(
+                pattern, CandidateQuery(pattern), tree.root_node, source, budget
+            )
             if not matches:
                 continue
         new, count = apply(args["rewrite"], source, matches)
@@ -155,7 +192,12 @@ def op_edit(cache: ParseCache, args: dict[str, Any]) -> dict[str, Any]:
                 "syntax": syntax_flag(lang, tree, new),
             }
         )
+        yield
     return {"files": files, "total": sum(f["replacements"] for f in files)}
+
+
+def op_edit(cache: ParseCache, args: dict[str, Any]) -> dict[str, Any]:
+    return finish(edit_job(cache, args, budget_of(args)))
 
 
 def op_stats(cache: ParseCache, args: dict[str, Any]) -> dict[str, Any]:

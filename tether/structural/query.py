@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from tree_sitter import Node, Query, QueryCursor, QueryError
+from tree_sitter import Node, Query, QueryCursor, QueryError, TreeCursor
 
 from tether.structural.languages import get_language
 from tether.structural.pattern import (
@@ -135,30 +135,51 @@ def choose_anchor(pattern: Pattern) -> Anchor | None:
 
 def anchored_candidates(anchor: Anchor, root: Node, src: bytes) -> list[Node]:
     """Roots found from every occurrence of the anchor's text: the node of the anchor's
-    kind spanning exactly that text, then `depth` parents up, of the root's kind. Exact
-    for the structure above the anchor, so a superset of the matches; all in C but the
-    loop over occurrences."""
+    kind spanning exactly that text, then `depth` levels up, of the root's kind. Exact
+    for the structure above the anchor, so a superset of the matches.
+
+    One cursor walks down to the occurrences in file order, keeping the path from the root:
+    the root `depth` up is read off the path, and the next occurrence only climbs as far
+    as the common ancestor. (`Node.parent` walks down from the tree's root each time, so
+    climbing per occurrence costs pattern depth x code depth; thousands of nesting levels
+    made that the whole search.)"""
     needle = anchor.needle
     size = len(needle)
     kid = anchor.kind_id
+    depth = anchor.depth
     out: list[Node] = []
     seen: set[int] = set()
+    cursor = root.walk()
+    path = [root]
     i = src.find(needle)
     while i >= 0:
         end = i + size
-        n = root.descendant_for_byte_range(i, end)
-        while n is not None and n.start_byte == i and n.end_byte == end:
-            if n.kind_id == kid:
-                c: Node | None = n
-                for _ in range(anchor.depth):
-                    c = c.parent if c is not None else None
-                if c is not None and c.kind_id == anchor.root_kind_id and c.id not in seen:
+        while len(path) > 1 and not (path[-1].start_byte <= i and path[-1].end_byte >= end):
+            cursor.goto_parent()
+            path.pop()
+        _descend(cursor, path, i, end)
+        t = len(path) - 1
+        while t >= 0 and path[t].start_byte == i and path[t].end_byte == end:
+            if path[t].kind_id == kid and t >= depth:
+                c = path[t - depth]
+                if c.kind_id == anchor.root_kind_id and c.id not in seen:
                     seen.add(c.id)
                     out.append(c)
-            n = n.parent
+            t -= 1
         i = src.find(needle, i + 1)
     out.sort(key=lambda n: (n.start_byte, -n.end_byte))
     return out
+
+
+def _descend(cursor: TreeCursor, path: list[Node], start: int, end: int) -> None:
+    """Move the cursor (whose node is path[-1]) down to the smallest node containing
+    [start, end), extending `path`."""
+    while cursor.goto_first_child_for_byte(start) is not None:
+        c = cursor.node
+        if c is None or c.start_byte > start or c.end_byte < end:
+            cursor.goto_parent()
+            return
+        path.append(c)
 
 
 class CandidateQuery:
