@@ -8,33 +8,57 @@ in the same slot and hits that slot's cache on the next search, by any run.
 ops: "search", "edit", "stats", "clear" (see `tether.structural.ops`) and "index" (parse a
 workspace in the background, a chunk per timer tick, so searches interleave). A bad pattern or language is a
 `bad_request` with the compiler's message.
+
+Searches and edits are jobs (generators that yield between candidate nodes), run a slice
+at a time in turn, so one run's pathological search does not hold up another run's trivial
+one: a new call gets its first slice at once, and the rest of the work goes round-robin on
+timer ticks, between which the actor reads its mailbox. A job ends with its reply, with a
+budget error naming what to narrow (`tether.structural.budget`), or silently when its
+caller has gone (the call was swept past its deadline): the slot is never left busy.
 """
 
 from __future__ import annotations
 
 import os
+import time
+from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 from tether.actors.base import ResourceActor
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import Call, ErrorCode
+from tether.structural.budget import Budget, BudgetExceeded
 from tether.structural.cache import DEFAULT_MAX_BYTES, ParseCache
 from tether.structural.languages import LanguageError
 from tether.structural.ops import (
+    Job,
+    budget_of,
+    edit_job,
     index_some,
     op_clear,
-    op_edit,
-    op_search,
     op_stats,
     plan_index,
+    search_job,
 )
 from tether.structural.pattern import PatternError
 from tether.structural.rewrite import RewriteError
 
-OPS = {"search": op_search, "edit": op_edit, "stats": op_stats, "clear": op_clear}
-
+OPS = {"stats": op_stats, "clear": op_clear}
+JOBS = {"search": search_job, "edit": edit_job}
 
 INDEX_CHUNK = 16  # files parsed per timer tick while indexing (calls interleave)
+SLICE = 0.02  # seconds a job runs before the actor reads its mailbox and the next job runs
+# Delay of the next slice's timer. Not 0: thespian delivers an already expired wakeup
+# without polling its sockets and watched channels, so new calls would wait for every job.
+TICK = 0.002
+
+
+@dataclass
+class _Running:
+    call: Call
+    steps: Job
+    budget: Budget
 
 
 class ParserActor(ResourceActor):
@@ -43,9 +67,22 @@ class ParserActor(ResourceActor):
         self.calls = 0
         self.index_queue: list[tuple[str, str]] = []
         self.indexed = 0
+        self.jobs: deque[_Running] = deque()
+        self.work_armed = False
 
     def on_timer(self, tag: str) -> None:
+        if tag == "work":
+            self.work_armed = False
+            if self.jobs:
+                job = self.jobs.popleft()
+                if not self._slice(job):
+                    self.jobs.append(job)
+            self._arm_work()
+            return
         if tag != "index":
+            return
+        if self.jobs:  # indexing is low priority: searches first
+            self.after(0.05, "index")
             return
         self.indexed += index_some(self.cache, self.index_queue, INDEX_CHUNK)
         if self.index_queue:
@@ -65,19 +102,62 @@ class ParserActor(ResourceActor):
             self.after(0.001, "index")
         self.reply(call, {"queued": len(planned)})
 
+    def _arm_work(self) -> None:
+        if self.jobs and not self.work_armed:
+            self.work_armed = True
+            self.after(TICK, "work")
+
+    def _start_job(self, call: Call) -> None:
+        try:
+            args = dict(call.args)
+            budget = budget_of(args)
+            job = _Running(call, JOBS[call.op](self.cache, args, budget), budget)
+        except (KeyError, TypeError, ValueError) as exc:
+            self.fail(call, ErrorCode.BAD_REQUEST, f"parser {call.op!r}: bad arguments: {exc}")
+            return
+        if not self._slice(job):  # a small search is answered right here
+            self.jobs.append(job)
+            self._arm_work()
+
+    def _slice(self, job: _Running) -> bool:
+        """Run `job` for up to SLICE seconds; True when it is settled (or abandoned)."""
+        call = job.call
+        if call.call_id not in self._open:
+            job.steps.close()  # its caller has gone (swept past the deadline): stop
+            return True
+        if call.deadline and time.monotonic() > call.deadline:
+            job.budget.cancel("its caller's deadline passed")
+        until = time.monotonic() + SLICE
+        try:
+            while time.monotonic() < until:
+                next(job.steps)
+        except StopIteration as done:
+            self.reply(call, done.value)
+            return True
+        except (PatternError, LanguageError, RewriteError, BudgetExceeded) as exc:
+            self.fail(call, ErrorCode.BAD_REQUEST, str(exc))
+            return True
+        except (KeyError, TypeError, ValueError) as exc:
+            self.fail(call, ErrorCode.BAD_REQUEST, f"parser {call.op!r}: bad arguments: {exc}")
+            return True
+        return False
+
     def on_call(self, call: Call) -> None:
         if call.op == "index":
             self._index(call)
+            return
+        self.calls += 1
+        if call.op in JOBS:
+            self._start_job(call)
             return
         op = OPS.get(call.op)
         if op is None:
             self.fail(
                 call,
                 ErrorCode.BAD_REQUEST,
-                f"parser has no op {call.op!r}; ops: {', '.join(OPS)}, index",
+                f"parser has no op {call.op!r}; ops: {', '.join([*JOBS, *OPS])}, index",
             )
             return
-        self.calls += 1
         try:
             payload = op(self.cache, dict(call.args))
         except (PatternError, LanguageError, RewriteError) as exc:
@@ -94,6 +174,7 @@ class ParserActor(ResourceActor):
             "cache": self.cache.stats(),
             "indexing": len(getattr(self, "index_queue", ())),
             "indexed": getattr(self, "indexed", 0),
+            "jobs": len(getattr(self, "jobs", ())),
         }
 
 

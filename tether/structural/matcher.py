@@ -204,7 +204,11 @@ class Matcher:
                 for m in range(j, n_cs + 1):  # lazy, with backtracking
                     if m < n_cs and cs[m].is_extra:
                         continue
-                    bound = _bind_multi(p, _run(cs, j, m, skipped), env, src)
+                    if p.name is None:
+                        bound = env  # binds nothing: no run to build
+                    else:
+                        self.budget.step(1 + (m - j) // 32)  # the run's copy is work too
+                        bound = _bind_multi(p, _run(cs, j, m, skipped), env, src)
                     if bound is None:
                         continue
                     r = self._seq(ps, k, cs, m, bound, failed)
@@ -240,6 +244,7 @@ class Matcher:
     def at(self, pattern: Pattern, node: Node) -> tuple[Env, Node, Node] | None:
         """Match the pattern with its (first) root at `node`: env, first and last matched
         node."""
+        self.budget.begin_node(node.start_point[0] + 1)
         roots = pattern.roots
         if len(roots) == 1:
             env = self.node(roots[0], node, {})
