@@ -32,6 +32,33 @@ class PatternError(ValueError):
     """A pattern we refuse to search; the message names the problem and the fix."""
 
 
+SHOWN_CHARS = 160  # a pattern quoted in a message is cut to about this many characters
+MAX_DEPTH = 120  # pattern nesting levels (the compiler and matcher recurse per level)
+
+
+def shown(source: str, limit: int = SHOWN_CHARS) -> str:
+    """`source` as quoted in a message: whole when short, else its head and tail around
+    an ellipsis that says how much was left out (a 10,000-character pattern echoed back
+    whole buries the sentence that says what is wrong)."""
+    if len(source) <= limit:
+        return source
+    head = source[: limit * 2 // 3]
+    tail = source[-(limit // 4) :]
+    return f"{head} … [{len(source) - len(head) - len(tail):,} characters] … {tail}"
+
+
+def _depth(node: Node) -> int:
+    """Nesting depth below `node` (iterative: a deep pattern is the case being checked)."""
+    deepest = 0
+    stack = [(node, 1)]
+    while stack:
+        n, d = stack.pop()
+        deepest = max(deepest, d)
+        if d <= MAX_DEPTH + 1:
+            stack.extend((c, d + 1) for c in n.children)
+    return deepest
+
+
 # --- pattern nodes -----------------------------------------------------------------------
 
 
@@ -175,7 +202,7 @@ def check_habits(source: str, lang: str) -> None:
     alt = re.fullmatch(r"\s*([\w.$]+)(\|[\w.$]+)+\s*", source)
     if alt:
         raise PatternError(
-            f"`{source.strip()}` looks like a regex alternation; a pattern is one piece of "
+            f"`{shown(source.strip())}` looks like a regex alternation; a pattern is one piece of "
             f"code, not a choice. Search each alternative separately (one ast_grep call per "
             f"pattern). To search the bitwise-or expression itself, write it with spaces: "
             f"`{' | '.join(source.strip().split('|'))}`."
@@ -337,13 +364,19 @@ def _try_context(
     nodes = _locate(tree.root_node, start, end)
     if nodes is None:
         return None, None, src
+    if max(_depth(n) for n in nodes) > MAX_DEPTH:
+        raise PatternError(
+            f"pattern `{shown(original or frag)}` nests too deep (its syntax tree has "
+            f"more than {MAX_DEPTH} levels, the most a pattern may have); match the outer levels and put a metavariable where "
+            f"the inner ones are (e.g. `f(g($X))` instead of spelling every level out)."
+        )
     conv = _Converter(src, ch)
     roots = tuple(conv.convert(n) for n in nodes if not n.is_extra)
     if not roots:
         return None, None, src
     if len(roots) == 1 and isinstance(roots[0], MetaVar) and not roots[0].multi:
         raise PatternError(
-            f"a pattern that is only a metavariable (`{original or frag}`) matches every node of every "
+            f"a pattern that is only a metavariable (`{shown(original or frag)}`) matches every node of every "
             f"file; give it some code around the metavariable, e.g. `$X.close()` or "
             f"`return $X`."
         )
@@ -401,7 +434,7 @@ def compile_pattern(source: str, lang: str) -> Pattern:
         what = f"missing `{node.type}`" if node.is_missing else f"near `{near}`"
         where = f" The parser stopped at pattern line {line} ({what})."
     raise PatternError(
-        f"pattern `{frag}` is not valid {lang} in any context tried "
+        f"pattern `{shown(frag)}` is not valid {lang} in any context tried "
         f"({', '.join(dict.fromkeys(tried))}), so it was not searched.{where}"
         f"{_unparseable_hints(frag)}"
     )

@@ -23,7 +23,7 @@ from tether.messages.calls import ErrorCode, ResourceError
 from tether.structural import ops
 from tether.structural.cache import ParseCache
 from tether.structural.languages import LanguageError, infer
-from tether.structural.pattern import PatternError, compile_pattern
+from tether.structural.pattern import PatternError, compile_pattern, shown
 from tether.structural.rewrite import RewriteError, check_template
 from tether.structural.staging import ResolveError, StagedFile, Staging, commit, digest
 from tether.tools.results import ToolResult
@@ -133,24 +133,33 @@ def _ast_grep(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     for m in matches:
         m["path"] = ctx.relative(Path(m["path"]))
     matches.sort(key=lambda m: (m["path"], m["start_line"], m["start_col"]))
-    shown = matches[:limit]
+    listed = matches[:limit]
     where = ctx.relative(path) if path != Path(ctx.workdir) else "the workspace"
+    binary = sum(int(r.get("stats", {}).get("binary", 0)) for r in replies)
+    skipped = (
+        f"\n{binary} binary file{'s' if binary != 1 else ''} named like {lang} source "
+        f"{'were' if binary != 1 else 'was'} skipped."
+        if binary
+        else ""
+    )
     if total == 0:
         text = (
-            f"No matches for `{pattern.source}` ({lang}) in {where}. The pattern was "
+            f"No matches for `{shown(pattern.source)}` ({lang}) in {where}. The pattern was "
             f"parsed as a {pattern.context}; loosen it with metavariables ($X, $$$ARGS) "
             f"if you expected matches."
         )
-        return ToolResult.ok(text, data={"matches": [], "total": 0})
+        return ToolResult.ok(text + skipped, data={"matches": [], "total": 0, "binary": binary})
     head = f"{total} match{'es' if total != 1 else ''} in {nfiles} file{'s' if nfiles != 1 else ''}"
-    if total > len(shown):
-        head += f" (showing the first {len(shown)}; raise max_results or narrow `path` for more)"
+    if total > len(listed):
+        head += f" (showing the first {len(listed)}; raise max_results or narrow `path` for more)"
     lines = [head + ":"]
-    for m in shown:
+    for m in listed:
         lines.append(f"{m['path']}:{m['start_line']}: {_code_line(m['text'])}")
         if m["captures"]:
             lines.append(f"    {_captures_text(m['captures'])}")
-    return ToolResult.ok("\n".join(lines), data={"matches": shown, "total": total})
+    return ToolResult.ok(
+        "\n".join(lines) + skipped, data={"matches": listed, "total": total, "binary": binary}
+    )
 
 
 # --- ast_edit ----------------------------------------------------------------------------
@@ -186,7 +195,7 @@ def _ast_edit(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     proposed = sorted((f for r in replies for f in r["files"]), key=lambda f: f["path"])
     if not proposed:
         return ToolResult.ok(
-            f"No matches for `{pattern.source}` ({lang}); nothing was staged.",
+            f"No matches for `{shown(pattern.source)}` ({lang}); nothing was staged.",
             data={"edit_id": None, "replacements": 0, "files": []},
         )
     staged: list[StagedFile] = []
@@ -222,12 +231,12 @@ def _ast_edit(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     ]
     for f, flag in flags:
         lines.append(f"⚠ syntax: {f.rel}: {flag}")
-    shown = diff[:DIFF_PREVIEW_LINES]
+    preview = diff[:DIFF_PREVIEW_LINES]
     lines.append("")
-    lines.extend(shown)
-    if len(diff) > len(shown):
+    lines.extend(preview)
+    if len(diff) > len(preview):
         lines.append(
-            f"… diff truncated ({len(diff) - len(shown)} more lines); accept applies the "
+            f"… diff truncated ({len(diff) - len(preview)} more lines); accept applies the "
             f"whole change"
         )
     data = {
