@@ -125,12 +125,21 @@ def choose_anchor(pattern: Pattern) -> Anchor | None:
     usable = [
         (t, d)
         for t, d in found
-        if t.text and (t.named or t.text == t.kind.encode()) and not t.text.isspace()
+        if t.text
+        and (t.named or t.text == t.kind.encode())
+        and not t.text.isspace()
+        and not _spaced_directive(t)
     ]
     if not usable:
         return None
     t, d = max(usable, key=lambda td: (td[0].named, len(td[0].text), td[1]))
     return Anchor(t.text, t.kind_id, d, root.kind_id)
+
+
+def _spaced_directive(t: Terminal) -> bool:
+    """A preprocessor token (`#define`): the grammar also reads `# define`, so its text is
+    no anchor (nor a prefilter literal)."""
+    return not t.named and len(t.text) > 1 and t.text.startswith(b"#")
 
 
 def anchored_candidates(anchor: Anchor, root: Node, src: bytes) -> list[Node]:
