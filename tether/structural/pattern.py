@@ -290,8 +290,13 @@ def _repairs(root: Node, start: int, end: int, src: bytes, ch: str | None) -> in
         n = stack.pop()
         if n.end_byte < start or n.start_byte > end:
             continue
-        if n.is_missing or (n.is_error and n.start_byte >= start and n.end_byte <= end):
+        if n.is_missing:
             count += 1
+        elif n.is_error and n.start_byte >= start and n.end_byte <= end:
+            # `$$$P` where the grammar wants one parameter or statement is an ERROR node
+            # in ast-grep too, and still the whole run; a single `$M` in ERROR is not
+            mv = extract_metavar(src[n.start_byte : n.end_byte].decode(errors="replace"), ch or "")
+            count += 0 if mv is not None and mv.multi else 1
         if n.has_error:
             stack.extend(n.children)
     if ch is not None:
@@ -461,7 +466,7 @@ def compile_pattern(source: str, lang: str) -> Pattern:
     first_err: tuple[Node, bytes, int] | None = None
     best: Pattern | None = None
     for closer in CLOSERS:
-        for ctx in contexts_for(lang):
+        for ctx in contexts_for(lang, frag):
             pattern, err, src = _try_context(lang, processed, ctx, closer, ch, frag)
             if pattern is not None:
                 pattern.source = frag
