@@ -5,8 +5,9 @@ each with its own parse cache. The tool handler fans a search out to every slot 
 shard index; files are assigned by a stable hash of their path, so a file always lands
 in the same slot and hits that slot's cache on the next search, by any run.
 
-ops: "search", "edit", "stats", "clear" (see `tether.structural.ops`) and "index" (parse a
-workspace in the background, a chunk per timer tick, so searches interleave). A bad pattern or language is a
+ops: "search", "edit", "stats", "clear" (see `tether.structural.ops`), "index" (parse a
+workspace in the background, a chunk per timer tick, so searches interleave) and
+"unindex" (a run closed: drop what is still queued for it). A bad pattern or language is a
 `bad_request` with the compiler's message.
 
 Searches and edits are jobs (generators that yield between candidate nodes), run a slice
@@ -66,6 +67,8 @@ class ParserActor(ResourceActor):
         self.cache = ParseCache(int(config.get("cache_bytes", DEFAULT_MAX_BYTES)))
         self.calls = 0
         self.index_queue: list[tuple[str, str]] = []
+        self.index_owner: dict[str, str] = {}  # queued path -> the run that asked for it
+        self.closed_runs: deque[str] = deque(maxlen=256)  # their late index calls: refused
         self.indexed = 0
         self.jobs: deque[_Running] = deque()
         self.work_armed = False
@@ -85,6 +88,8 @@ class ParserActor(ResourceActor):
             self.after(0.05, "index")
             return
         self.indexed += index_some(self.cache, self.index_queue, INDEX_CHUNK)
+        if not self.index_queue:
+            self.index_owner.clear()
         if self.index_queue:
             self.after(0.001, "index")
 
@@ -96,6 +101,11 @@ class ParserActor(ResourceActor):
         except (KeyError, TypeError, ValueError) as exc:
             self.fail(call, ErrorCode.BAD_REQUEST, f"parser 'index': bad arguments: {exc}")
             return
+        if call.run_id and call.run_id in self.closed_runs:
+            self.reply(call, {"queued": 0})  # the run closed before its index call came
+            return
+        for path, _ in planned:
+            self.index_owner[path] = call.run_id
         idle = not self.index_queue
         self.index_queue = planned[::-1] + self.index_queue
         if idle and self.index_queue:
@@ -142,9 +152,21 @@ class ParserActor(ResourceActor):
             return True
         return False
 
+    def _unindex(self, call: Call) -> None:
+        """A run closed: drop what is still queued for it (and refuse its late index calls)."""
+        run = str(call.args.get("run") or call.run_id)
+        self.closed_runs.append(run)
+        before = len(self.index_queue)
+        self.index_queue = [q for q in self.index_queue if self.index_owner.get(q[0]) != run]
+        self.index_owner = {p: r for p, r in self.index_owner.items() if r != run}
+        self.reply(call, {"dropped": before - len(self.index_queue)})
+
     def on_call(self, call: Call) -> None:
         if call.op == "index":
             self._index(call)
+            return
+        if call.op == "unindex":
+            self._unindex(call)
             return
         self.calls += 1
         if call.op in JOBS:
@@ -155,7 +177,7 @@ class ParserActor(ResourceActor):
             self.fail(
                 call,
                 ErrorCode.BAD_REQUEST,
-                f"parser has no op {call.op!r}; ops: {', '.join([*JOBS, *OPS])}, index",
+                f"parser has no op {call.op!r}; ops: {', '.join([*JOBS, *OPS])}, index, unindex",
             )
             return
         try:

@@ -13,6 +13,7 @@ that staged it. `resolve accept` writes all files or none (see `staging.py`) and
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import threading
 from collections.abc import Mapping
@@ -113,7 +114,7 @@ def _error(exc: Exception) -> ToolResult:
 # --- ast_grep ----------------------------------------------------------------------------
 
 
-def _ast_grep(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+def _search(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     try:
         path, lang, pattern = _prepare(ctx, args)
         limit = int(args.get("max_results") or DEFAULT_MAX_RESULTS)
@@ -160,6 +161,13 @@ def _ast_grep(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     return ToolResult.ok(
         "\n".join(lines) + skipped, data={"matches": listed, "total": total, "binary": binary}
     )
+
+
+def _ast_grep(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    result = _search(ctx, args)
+    if not result.is_error:
+        _warm_after_first_search(ctx, str(args.get("language") or ""), args.get("path"))
+    return result
 
 
 # --- ast_edit ----------------------------------------------------------------------------
@@ -283,6 +291,44 @@ def _resolve(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
 
 
 # --- background indexing -----------------------------------------------------------------
+
+
+def _warm_after_first_search(ctx: ToolContext, language: str, path: Any) -> None:
+    """After a run's first search in a language, have the pool parse the rest of the
+    workspace's files of that language in the background (a chunk per timer tick, after
+    any search; up to the cache's bound), so the model's next pattern, seconds later, finds
+    parsed trees. Once per run and language; the listing is made off the caller's thread;
+    `stop_warming` drops what is left when the run closes."""
+    try:
+        lang = infer(language or None, path if isinstance(path, str) else None)
+        keys = list(ctx.kind_keys(KIND))
+    except (LanguageError, ResourceError):
+        return
+    fam = ctx.state.setdefault(FAMILY, {})
+    warmed: set[str] = fam.setdefault("warmed", set())
+    if not keys or lang in warmed or fam.get("closed") or ctx.workdir is None:
+        return
+    warmed.add(lang)
+    root = str(ctx.workdir)
+
+    def work() -> None:
+        with contextlib.suppress(Exception):  # best effort: the run or runtime may be gone
+            shares = ops.split_work({"root": root, "languages": [lang]}, len(keys))
+            calls = [(KIND, key, "index", s) for key, s in zip(keys, shares, strict=True)]
+            ctx.gather(calls, 30.0)
+
+    threading.Thread(target=work, name=f"tether-warm-{lang}", daemon=True).start()
+
+
+def stop_warming(runtime: Any, run_id: str, state: dict[str, Any]) -> None:
+    """The run is closing: every slot drops the files still queued for it."""
+    fam = state.get(FAMILY) or {}
+    fam["closed"] = True
+    if not fam.get("warmed"):
+        return
+    keys = list(runtime.kind_keys(KIND))
+    calls = [(KIND, key, "unindex", {"run": run_id}) for key in keys]
+    runtime._gather(run_id, calls, 5.0)
 
 
 def warm_index(
@@ -416,4 +462,4 @@ def local_cache() -> ParseCache:
     return _LOCAL_CACHE
 
 
-__all__ = ["FAMILY", "local_cache", "specs", "warm_index"]
+__all__ = ["FAMILY", "local_cache", "specs", "stop_warming", "warm_index"]
