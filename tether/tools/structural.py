@@ -69,6 +69,11 @@ def _fan_out(ctx: ToolContext, op: str, args: dict[str, Any]) -> list[Mapping[st
             fn = ops.op_search if op == "search" else ops.op_edit
             return [fn(_LOCAL_CACHE, {**args, "shard": 0, "nshards": 1})]
     shares = ops.split_work(args, len(keys))  # one listing here, not one per slot
+    fam = ctx.state.setdefault(FAMILY, {})
+    if op == "search" and args["root"] == str(ctx.workdir):
+        if args["lang"] not in fam.get("warmed", ()):
+            # the workspace's files of this language: what warming indexes (no relisting)
+            fam["listed"] = (args["lang"], shares)
     calls = [(KIND, key, op, share) for key, share in zip(keys, shares, strict=True)]
     replies = ctx.gather(calls, SEARCH_TIMEOUT, idempotent=True)
     out: list[Mapping[str, Any]] = []
@@ -310,10 +315,16 @@ def _warm_after_first_search(ctx: ToolContext, language: str, path: Any) -> None
         return
     warmed.add(lang)
     root = str(ctx.workdir)
+    listed_lang, listed = fam.pop("listed", ("", None))
 
     def work() -> None:
         with contextlib.suppress(Exception):  # best effort: the run or runtime may be gone
-            shares = ops.split_work({"root": root, "languages": [lang]}, len(keys))
+            if listed_lang == lang and listed is not None and len(listed) == len(keys):
+                shares = [
+                    {"root": root, "files": s["files"], "languages": [lang]} for s in listed
+                ]  # the search's own listing of the workspace: no second `git ls-files`
+            else:
+                shares = ops.split_work({"root": root, "languages": [lang]}, len(keys))
             calls = [(KIND, key, "index", s) for key, s in zip(keys, shares, strict=True)]
             ctx.gather(calls, 30.0)
 
