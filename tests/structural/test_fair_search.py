@@ -202,3 +202,14 @@ def test_a_search_whose_caller_gave_up_leaves_the_slot_free(runtime: Any, tmp_pa
         return "'jobs': 0" in str(health)
 
     wait_until(idle, timeout=10)
+
+
+def test_background_indexing_leaves_big_and_binary_files_to_the_search(tmp_path: Path) -> None:
+    big = tmp_path / "big.py"
+    big.write_text("x = 1\n" * (ops.INDEX_MAX_FILE_BYTES // 6 + 10))
+    (tmp_path / "blob.py").write_bytes(b"\0binary")
+    (tmp_path / "small.py").write_text("y = 2\n")
+    cache = ParseCache()
+    queue = [(str(p), "python") for p in (big, tmp_path / "blob.py", tmp_path / "small.py")]
+    assert ops.index_some(cache, queue, 16, seconds=10.0) == 1
+    assert cache.stats()["trees"] == 1 and not queue

@@ -7,6 +7,7 @@ in-process fallback call them directly. Arguments and results are msgpack-able d
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Generator
 from typing import Any
 
@@ -21,6 +22,7 @@ from tether.structural.search import (
     FileResult,
     Positions,
     find_in_tree,
+    is_binary,
     iter_search,
     match_record,
 )
@@ -229,17 +231,30 @@ def plan_index(args: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def index_some(cache: ParseCache, queue: list[tuple[str, str]], budget: int) -> int:
-    """Parse up to `budget` queued files into the cache (stops early when it is full)."""
+INDEX_MAX_FILE_BYTES = 512 * 1024  # bigger files are parsed when a search needs them
+
+
+def index_some(
+    cache: ParseCache, queue: list[tuple[str, str]], budget: int, seconds: float = 0.05
+) -> int:
+    """Parse up to `budget` queued files into the cache, for at most about `seconds`
+    (stops early when the cache is full). Background work must not hold a slot: a file
+    over INDEX_MAX_FILE_BYTES (one parse of a 2 MB file is a second of uninterruptible C)
+    is left for the search that needs it."""
     done = 0
-    while queue and done < budget:
+    until = time.monotonic() + seconds
+    while queue and done < budget and time.monotonic() < until:
         path, lang = queue.pop()
         if cache.used >= cache.max_bytes * 0.9:
             queue.clear()  # the cache is full: indexing more would only evict
             break
         try:
+            if os.stat(path).st_size > INDEX_MAX_FILE_BYTES:
+                continue
             entry = cache.source(path, lang)
         except OSError:
+            continue
+        if is_binary(entry.source):
             continue
         cache.tree(path, lang, entry)
         done += 1

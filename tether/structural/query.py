@@ -23,6 +23,7 @@ trees, about what parsing them costs). Two ways, in order:
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from tree_sitter import Node, Query, QueryCursor, QueryError, TreeCursor
@@ -142,7 +143,7 @@ def _spaced_directive(t: Terminal) -> bool:
     return not t.named and len(t.text) > 1 and t.text.startswith(b"#")
 
 
-def anchored_candidates(anchor: Anchor, root: Node, src: bytes) -> list[Node]:
+def anchored_candidates(anchor: Anchor, root: Node, src: bytes) -> Iterator[Node]:
     """Roots found from every occurrence of the anchor's text: the node of the anchor's
     kind spanning exactly that text, then `depth` levels up, of the root's kind. Exact
     for the structure above the anchor, so a superset of the matches.
@@ -151,12 +152,12 @@ def anchored_candidates(anchor: Anchor, root: Node, src: bytes) -> list[Node]:
     the root `depth` up is read off the path, and the next occurrence only climbs as far
     as the common ancestor. (`Node.parent` walks down from the tree's root each time, so
     climbing per occurrence costs pattern depth x code depth; thousands of nesting levels
-    made that the whole search.)"""
+    made that the whole search.) Lazily, in the order found (not file order): a file with
+    300k occurrences yields its first candidates before the walk is over."""
     needle = anchor.needle
     size = len(needle)
     kid = anchor.kind_id
     depth = anchor.depth
-    out: list[Node] = []
     seen: set[int] = set()
     cursor = root.walk()
     path = [root]
@@ -173,11 +174,9 @@ def anchored_candidates(anchor: Anchor, root: Node, src: bytes) -> list[Node]:
                 c = path[t - depth]
                 if c.kind_id == anchor.root_kind_id and c.id not in seen:
                     seen.add(c.id)
-                    out.append(c)
+                    yield c
             t -= 1
         i = src.find(needle, i + 1)
-    out.sort(key=lambda n: (n.start_byte, -n.end_byte))
-    return out
 
 
 def _descend(cursor: TreeCursor, path: list[Node], start: int, end: int) -> None:
@@ -206,8 +205,9 @@ class CandidateQuery:
             self.full = _compile(self.lang, self.source)
             self.fallback = _compile(self.lang, self.fallback_source)
 
-    def candidates(self, root: Node, src: bytes = b"") -> list[Node]:
-        """Candidate roots in file order (deduplicated); a superset of the true matches."""
+    def candidates(self, root: Node, src: bytes = b"") -> Iterable[Node]:
+        """Candidate roots, deduplicated, a superset of the true matches (in file order
+        from a query; as found from an anchor)."""
         if self.anchor is not None:
             return anchored_candidates(self.anchor, root, src)
         for q in (self.full, self.fallback):
