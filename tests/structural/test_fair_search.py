@@ -213,3 +213,29 @@ def test_background_indexing_leaves_big_and_binary_files_to_the_search(tmp_path:
     queue = [(str(p), "python") for p in (big, tmp_path / "blob.py", tmp_path / "small.py")]
     assert ops.index_some(cache, queue, 16, seconds=10.0) == 1
     assert cache.stats()["trees"] == 1 and not queue
+
+
+def test_a_big_file_is_parsed_in_slices_to_the_same_tree(tmp_path: Path) -> None:
+    from tether.structural.cache import PARSE_SLICE, SLICED_PARSE_BYTES
+    from tether.structural.languages import get_parser
+
+    path = tmp_path / "line.py"
+    path.write_text("x = [" + "h(1), " * (SLICED_PARSE_BYTES // 3) + "]\n")
+    cache = ParseCache()
+    entry = cache.source(str(path), "python")
+    steps = cache.tree_in_slices(str(path), "python", entry)
+    slices = 0
+    longest = 0.0
+    while True:
+        t = time.perf_counter()
+        try:
+            next(steps)
+        except StopIteration as done:
+            tree = done.value
+            break
+        longest = max(longest, time.perf_counter() - t)
+        slices += 1
+    assert slices >= 2  # it gave way while parsing
+    assert longest < PARSE_SLICE + 1.0
+    assert str(tree.root_node) == str(get_parser("python").parse(entry.source).root_node)
+    assert cache.tree(str(path), "python", entry) is tree and cache.parses == 1

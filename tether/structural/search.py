@@ -206,7 +206,7 @@ def iter_search(
         if budget is not None:
             budget.where = path
             budget.check()
-        tree = cache.tree(path, pattern.lang, entry)
+        tree = yield from cache.tree_in_slices(path, pattern.lang, entry)
         stats["parsed"] = cache.parses - parses
         yield
         found: list[RawMatch] = []
