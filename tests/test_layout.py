@@ -36,13 +36,14 @@ LAYERS: list[set[str]] = [
     },
     {"tether.thespian_patches"},
     # pure libraries, and the call-channel transport actors and host share
-    {"tether.lsp", "tether.structural", "tether.kernels", "tether.channels"},
+    {"tether.lsp", "tether.structural", "tether.kernels", "tether.channels", "tether.vibe_runner"},
     # resource actors and their bases, then the supervisors that run them (also actors)
     {"tether.actors"},
     {"tether.supervisors"},
     # the host: tools and their call pipeline, per-run state, the runtime that boots it all
     {
         "tether.questions",
+        "tether.question_ports",
         "tether.tools",
         "tether.run",
         "tether.contexts",

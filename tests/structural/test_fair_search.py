@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tether.messages.parser_ops import Search
 from tether.structural import ops
 from tether.structural.budget import Budget, BudgetExceeded
 from tether.structural.cache import ParseCache
@@ -70,7 +71,7 @@ def test_a_search_past_its_time_is_stopped_with_what_to_narrow(tmp_path: Path) -
     with pytest.raises(BudgetExceeded) as err:
         ops.op_search(
             ParseCache(),
-            {"root": str(tmp_path), "lang": "python", "pattern": FOUR_RUNS, "budget_s": 0.3},
+            Search(root=str(tmp_path), lang="python", pattern=FOUR_RUNS, budget_s=0.3),
         )
     assert time.monotonic() - t < 5.0  # the budget is checked every few thousand steps
     assert "0.3 s" in str(err.value) and "smaller `path`" in str(err.value)
@@ -122,9 +123,7 @@ def test_positions_answer_out_of_order_and_across_lines() -> None:
 def test_a_binary_file_named_py_is_skipped_and_counted(tmp_path: Path) -> None:
     (tmp_path / "blob.py").write_bytes(b"foo(1)\n\0\x01\x02binary")
     (tmp_path / "real.py").write_text("foo(2)\n")
-    got = ops.op_search(
-        ParseCache(), {"root": str(tmp_path), "lang": "python", "pattern": "foo($X)"}
-    )
+    got = ops.op_search(ParseCache(), Search(root=str(tmp_path), lang="python", pattern="foo($X)"))
     assert got["total"] == 1 and got["matches"][0]["path"].endswith("real.py")
     assert got["stats"]["binary"] == 1
 

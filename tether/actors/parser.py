@@ -5,10 +5,10 @@ each with its own parse cache. The tool handler fans a search out to every slot 
 shard index; files are assigned by a stable hash of their path, so a file always lands
 in the same slot and hits that slot's cache on the next search, by any run.
 
-ops: "search", "edit", "stats", "clear" (see `tether.structural.ops`), "index" (parse a
-workspace in the background, a chunk per timer tick, so searches interleave) and
-"unindex" (a run closed: drop what is still queued for it). A bad pattern or language is a
-`bad_request` with the compiler's message.
+ops: `PARSER` (`tether.messages.parser_ops`): search, edit, stats, clear (run by
+`tether.structural.ops`), index (parse a workspace in the background, a chunk per timer
+tick, so searches interleave) and unindex (a run closed: drop what is still queued for
+it). A bad pattern or language is a `bad_request` with the compiler's message.
 
 Searches and edits are jobs (generators that yield between candidate nodes), run a slice
 at a time in turn, so one run's pathological search does not hold up another run's trivial
@@ -29,6 +29,7 @@ from typing import Any
 from tether.actors.base import ResourceActor
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import Call, ErrorCode
+from tether.messages.parser_ops import PARSER, Clear, Edit, Index, Search, Stats, Unindex
 from tether.structural.budget import Budget, BudgetExceeded
 from tether.structural.cache import DEFAULT_MAX_BYTES, ParseCache
 from tether.structural.languages import LanguageError
@@ -38,21 +39,27 @@ from tether.structural.ops import (
     edit_job,
     index_some,
     op_clear,
-    op_stats,
     plan_index,
     search_job,
 )
 from tether.structural.pattern import PatternError
 from tether.structural.rewrite import RewriteError
 
-OPS = {"stats": op_stats, "clear": op_clear}
-JOBS = {"search": search_job, "edit": edit_job}
-
 INDEX_CHUNK = 16  # files parsed per timer tick while indexing (calls interleave)
 SLICE = 0.02  # seconds a job runs before the actor reads its mailbox and the next job runs
 # Delay of the next slice's timer. Not 0: thespian delivers an already expired wakeup
 # without polling its sockets and watched channels, so new calls would wait for every job.
 TICK = 0.002
+
+
+@dataclass(frozen=True)
+class IndexTick:
+    """Timer tag: parse the next chunk of the index queue."""
+
+
+@dataclass(frozen=True)
+class WorkTick:
+    """Timer tag: run a slice of the next search or edit job."""
 
 
 @dataclass
@@ -73,58 +80,53 @@ class ParserActor(ResourceActor):
         self.jobs: deque[_Running] = deque()
         self.work_armed = False
 
-    def on_timer(self, tag: str) -> None:
-        if tag == "work":
-            self.work_armed = False
-            if self.jobs:
-                job = self.jobs.popleft()
-                if not self._slice(job):
-                    self.jobs.append(job)
-            self._arm_work()
-            return
-        if tag != "index":
-            return
-        if self.jobs:  # indexing is low priority: searches first
-            self.after(0.05, "index")
-            return
-        self.indexed += index_some(self.cache, self.index_queue, INDEX_CHUNK)
-        if not self.index_queue:
-            self.index_owner.clear()
-        if self.index_queue:
-            self.after(0.001, "index")
+    def on_timer(self, tag: Any) -> None:
+        match tag:
+            case WorkTick():
+                self.work_armed = False
+                if self.jobs:
+                    job = self.jobs.popleft()
+                    if not self._slice(job):
+                        self.jobs.append(job)
+                self._arm_work()
+            case IndexTick() if self.jobs:  # indexing is low priority: searches first
+                self.after(0.05, IndexTick())
+            case IndexTick():
+                self.indexed += index_some(self.cache, self.index_queue, INDEX_CHUNK)
+                if self.index_queue:
+                    self.after(0.001, IndexTick())
+                else:
+                    self.index_owner.clear()
 
-    def _index(self, call: Call) -> None:
+    def _index(self, run_id: str, op: Index) -> dict[str, Any]:
         """Parse this shard of a workspace in the background, a chunk per timer tick, so
         the first search of a run finds warm trees; searches are served in between."""
-        try:
-            planned = plan_index(dict(call.args))
-        except (KeyError, TypeError, ValueError) as exc:
-            self.fail(call, ErrorCode.BAD_REQUEST, f"parser 'index': bad arguments: {exc}")
-            return
-        if call.run_id and call.run_id in self.closed_runs:
-            self.reply(call, {"queued": 0})  # the run closed before its index call came
-            return
+        if run_id and run_id in self.closed_runs:
+            return {"queued": 0}  # the run closed before its index call came
+        planned = plan_index(op)
         for path, _ in planned:
-            self.index_owner[path] = call.run_id
+            self.index_owner[path] = run_id
         idle = not self.index_queue
         self.index_queue = planned[::-1] + self.index_queue
         if idle and self.index_queue:
-            self.after(0.001, "index")
-        self.reply(call, {"queued": len(planned)})
+            self.after(0.001, IndexTick())
+        return {"queued": len(planned)}
+
+    def _unindex(self, run_id: str) -> dict[str, Any]:
+        """A run closed: drop what is still queued for it (and refuse its late index calls)."""
+        self.closed_runs.append(run_id)
+        before = len(self.index_queue)
+        self.index_queue = [q for q in self.index_queue if self.index_owner.get(q[0]) != run_id]
+        self.index_owner = {p: r for p, r in self.index_owner.items() if r != run_id}
+        return {"dropped": before - len(self.index_queue)}
 
     def _arm_work(self) -> None:
         if self.jobs and not self.work_armed:
             self.work_armed = True
-            self.after(TICK, "work")
+            self.after(TICK, WorkTick())
 
-    def _start_job(self, call: Call) -> None:
-        try:
-            args = dict(call.args)
-            budget = budget_of(args)
-            job = _Running(call, JOBS[call.op](self.cache, args, budget), budget)
-        except (KeyError, TypeError, ValueError) as exc:
-            self.fail(call, ErrorCode.BAD_REQUEST, f"parser {call.op!r}: bad arguments: {exc}")
-            return
+    def _start_job(self, call: Call, steps: Job, budget: Budget) -> None:
+        job = _Running(call, steps, budget)
         if not self._slice(job):  # a small search is answered right here
             self.jobs.append(job)
             self._arm_work()
@@ -147,47 +149,28 @@ class ParserActor(ResourceActor):
         except (PatternError, LanguageError, RewriteError, BudgetExceeded) as exc:
             self.fail(call, ErrorCode.BAD_REQUEST, str(exc))
             return True
-        except (KeyError, TypeError, ValueError) as exc:
-            self.fail(call, ErrorCode.BAD_REQUEST, f"parser {call.op!r}: bad arguments: {exc}")
-            return True
         return False
 
-    def _unindex(self, call: Call) -> None:
-        """A run closed: drop what is still queued for it (and refuse its late index calls)."""
-        run = str(call.args.get("run") or call.run_id)
-        self.closed_runs.append(run)
-        before = len(self.index_queue)
-        self.index_queue = [q for q in self.index_queue if self.index_owner.get(q[0]) != run]
-        self.index_owner = {p: r for p, r in self.index_owner.items() if r != run}
-        self.reply(call, {"dropped": before - len(self.index_queue)})
-
     def on_call(self, call: Call) -> None:
-        if call.op == "index":
-            self._index(call)
-            return
-        if call.op == "unindex":
-            self._unindex(call)
-            return
+        op = PARSER.parse(call)
         self.calls += 1
-        if call.op in JOBS:
-            self._start_job(call)
-            return
-        op = OPS.get(call.op)
-        if op is None:
-            self.fail(
-                call,
-                ErrorCode.BAD_REQUEST,
-                f"parser has no op {call.op!r}; ops: {', '.join([*JOBS, *OPS])}, index, unindex",
-            )
-            return
-        try:
-            payload = op(self.cache, dict(call.args))
-        except (PatternError, LanguageError, RewriteError) as exc:
-            self.fail(call, ErrorCode.BAD_REQUEST, str(exc))
-            return
-        except (KeyError, TypeError, ValueError) as exc:
-            self.fail(call, ErrorCode.BAD_REQUEST, f"parser {call.op!r}: bad arguments: {exc}")
-            return
+        match op:
+            case Search():
+                budget = budget_of(op)
+                self._start_job(call, search_job(self.cache, op, budget), budget)
+                return
+            case Edit():
+                budget = budget_of(op)
+                self._start_job(call, edit_job(self.cache, op, budget), budget)
+                return
+            case Index():
+                payload = self._index(call.run_id, op)
+            case Unindex(run=run):
+                payload = self._unindex(run or call.run_id)
+            case Stats():
+                payload = self.cache.stats()
+            case Clear():
+                payload = op_clear(self.cache)
         self.reply(call, payload)
 
     def health_extra(self) -> dict[str, Any]:

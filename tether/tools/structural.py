@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.messages.calls import ErrorCode, ResourceError
+from tether.messages.parser_ops import Edit, Index, Search, Unindex
 from tether.structural import ops
 from tether.structural.cache import ParseCache
 from tether.structural.languages import LanguageError, infer
@@ -58,7 +59,7 @@ def _target(ctx: ToolContext, args: dict[str, Any]) -> tuple[Path, str | None]:
     return path, rel if path.is_file() else None
 
 
-def _fan_out(ctx: ToolContext, op: str, args: dict[str, Any]) -> list[Mapping[str, Any]]:
+def _fan_out(ctx: ToolContext, op: Search | Edit) -> list[Mapping[str, Any]]:
     """Run `op` on every pool slot (one shard each); in-process when there is no pool."""
     try:
         keys = list(ctx.kind_keys(KIND))
@@ -66,15 +67,16 @@ def _fan_out(ctx: ToolContext, op: str, args: dict[str, Any]) -> list[Mapping[st
         keys = []
     if not keys:
         with _LOCAL_LOCK:
-            fn = ops.op_search if op == "search" else ops.op_edit
-            return [fn(_LOCAL_CACHE, {**args, "shard": 0, "nshards": 1})]
-    shares = ops.split_work(args, len(keys))  # one listing here, not one per slot
+            if isinstance(op, Search):
+                return [ops.op_search(_LOCAL_CACHE, op)]
+            return [ops.op_edit(_LOCAL_CACHE, op)]
+    shares = ops.split_work(op, len(keys))  # one listing here, not one per slot
     fam = ctx.state.setdefault(FAMILY, {})
-    if op == "search" and args["root"] == str(ctx.workdir):
-        if args["lang"] not in fam.get("warmed", ()):
+    if isinstance(op, Search) and op.root == str(ctx.workdir):
+        if op.lang not in fam.get("warmed", ()):
             # the workspace's files of this language: what warming indexes (no relisting)
-            fam["listed"] = (args["lang"], shares)
-    calls = [(KIND, key, op, share) for key, share in zip(keys, shares, strict=True)]
+            fam["listed"] = (op.lang, [s.files for s in shares])
+    calls = [(KIND, key, share, None) for key, share in zip(keys, shares, strict=True)]
     replies = ctx.gather(calls, SEARCH_TIMEOUT, idempotent=True)
     out: list[Mapping[str, Any]] = []
     for key, reply in zip(keys, replies, strict=True):
@@ -125,9 +127,7 @@ def _search(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         limit = int(args.get("max_results") or DEFAULT_MAX_RESULTS)
         limit = max(1, min(limit, MAX_MAX_RESULTS))
         replies = _fan_out(
-            ctx,
-            "search",
-            {"root": str(path), "lang": lang, "pattern": pattern.source, "limit": limit},
+            ctx, Search(root=str(path), lang=lang, pattern=pattern.source, limit=limit)
         )
     except (PatternError, LanguageError, ValueError) as exc:
         return _error(exc)
@@ -197,9 +197,7 @@ def _ast_edit(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         rewrite = str(args["rewrite"])
         check_template(rewrite, pattern.metavars)
         replies = _fan_out(
-            ctx,
-            "edit",
-            {"root": str(path), "lang": lang, "pattern": pattern.source, "rewrite": rewrite},
+            ctx, Edit(root=str(path), lang=lang, pattern=pattern.source, rewrite=rewrite)
         )
     except (PatternError, LanguageError, RewriteError, ValueError) as exc:
         return _error(exc)
@@ -321,11 +319,11 @@ def _warm_after_first_search(ctx: ToolContext, language: str, path: Any) -> None
         with contextlib.suppress(Exception):  # best effort: the run or runtime may be gone
             if listed_lang == lang and listed is not None and len(listed) == len(keys):
                 shares = [
-                    {"root": root, "files": s["files"], "languages": [lang]} for s in listed
+                    Index(root=root, files=files, languages=[lang]) for files in listed
                 ]  # the search's own listing of the workspace: no second `git ls-files`
             else:
-                shares = ops.split_work({"root": root, "languages": [lang]}, len(keys))
-            calls = [(KIND, key, "index", s) for key, s in zip(keys, shares, strict=True)]
+                shares = ops.split_work(Index(root=root, languages=[lang]), len(keys))
+            calls = [(KIND, key, s, None) for key, s in zip(keys, shares, strict=True)]
             ctx.gather(calls, 30.0)
 
     threading.Thread(target=work, name=f"tether-warm-{lang}", daemon=True).start()
@@ -338,7 +336,7 @@ def stop_warming(runtime: Any, run_id: str, state: dict[str, Any]) -> None:
     if not fam.get("warmed"):
         return
     keys = list(runtime.kind_keys(KIND))
-    calls = [(KIND, key, "unindex", {"run": run_id}) for key in keys]
+    calls = [(KIND, key, Unindex(run=run_id), None) for key in keys]
     runtime._gather(run_id, calls, 5.0)
 
 
@@ -349,9 +347,9 @@ def warm_index(
     the number of files queued). Call it when a run opens: the run's first ast_grep then
     finds warm trees. Returns at once; the slots keep serving searches meanwhile."""
     keys = list(runtime.kind_keys(KIND))
-    args = {"root": str(workdir), "languages": list(languages or [])}
-    shares = ops.split_work(args, len(keys)) if keys else []  # one listing, made here
-    calls = [(KIND, key, "index", share) for key, share in zip(keys, shares, strict=True)]
+    op = Index(root=str(workdir), languages=list(languages or []))
+    shares = ops.split_work(op, len(keys)) if keys else []  # one listing, made here
+    calls = [(KIND, key, share, None) for key, share in zip(keys, shares, strict=True)]
     replies = runtime._gather(run_id, calls, 30.0)
     return sum(int(r.get("queued", 0)) for r in replies if isinstance(r, dict))
 
