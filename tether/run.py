@@ -172,7 +172,9 @@ class Run:
     ):
         """`prewarm`: parse the workspace in the parser pool's background right away, so the
         run's first ast_grep finds warm trees. Off by default: on a large checkout it costs
-        CPU and cache memory the host may not want to spend on every conversation.
+        CPU and cache memory the host may not want to spend on every conversation. (After
+        the run's first ast_grep, the rest of that language's files are indexed anyway:
+        a second search is then likely.)
         `vibe_config`: the vibe workers' backends per tier and caps
         (tether.tools.vibe_workers.VibeConfig)."""
         self.runtime = runtime
@@ -399,6 +401,11 @@ class Run:
         rt = self.runtime
         if rt is None or not self.run_id:
             return
+        if self.state.get("structural", {}).get("warmed"):
+            from tether.tools.structural import stop_warming
+
+            with contextlib.suppress(Exception):
+                stop_warming(rt, self.run_id, self.state)
         closer = getattr(rt, "close_run", None) or getattr(rt, "_close_run_actor", None)
         if closer is not None:
             with contextlib.suppress(Exception):
