@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import random
 import socket
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from tether.processes import kill_tree, processes_with_token, same_process, session_processes
+from tether.processes import (
+    kill_tree,
+    processes_with_token,
+    same_process,
+    session_processes,
+)
 from tether.thespian_patches import LOOPBACK
 
 
@@ -36,12 +39,6 @@ def _admin_port_range() -> tuple[int, int]:
 
 
 PORT_RANGE = _admin_port_range()
-
-
-def default_state_dir() -> Path:
-    return Path(
-        os.environ.get("TETHER_STATE_DIR") or Path(tempfile.gettempdir()) / f"tether-{os.getuid()}"
-    )
 
 
 def port_listening(port: int) -> bool:

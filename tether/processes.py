@@ -13,7 +13,9 @@ import ctypes
 import os
 import signal
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -219,3 +221,11 @@ def wait_gone(procs: list[psutil.Process], deadline: float) -> list[psutil.Proce
         psutil.wait_procs(alive, timeout=0.02)
         alive = [p for p in alive if still_running(p)]
     return alive
+
+
+def default_state_dir() -> Path:
+    """Where a runtime keeps its files (port file, kernels' private dirs):
+    $TETHER_STATE_DIR, or <tmp>/tether-<uid>."""
+    return Path(
+        os.environ.get("TETHER_STATE_DIR") or Path(tempfile.gettempdir()) / f"tether-{os.getuid()}"
+    )

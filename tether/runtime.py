@@ -52,13 +52,13 @@ from tether.messages.control import (
 )
 from tether.metrics import Metrics
 from tether.portfile import (
-    default_state_dir,
     pick_port,
     port_listening,
     reap_stale,
     write_port_file,
 )
 from tether.processes import (
+    default_state_dir,
     kill_tree,
     proc_create_time,
     process_info,

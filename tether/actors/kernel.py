@@ -28,6 +28,7 @@ import contextlib
 import itertools
 import json
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -272,11 +273,16 @@ class KernelActor(ResourceActor):
         if op.reset and self.handle is not None:
             self._drop_kernel()
             cell.notes.append("reset: the previous kernel was shut down; this one starts clean")
+        if self.handle is not None and op.spare:  # not needed after all: it must not linger
+            kill_tree(int(op.spare["pid"]), grace=0.0, wait=False)
+            shutil.rmtree(str(op.spare["directory"]), ignore_errors=True)
         if self.handle is None:
             try:
                 self._new_kernel(op)
             except (KernelUnavailable, OSError, ValueError) as exc:
-                self.fail(call, ErrorCode.UNAVAILABLE, f"cannot start a {self.language} kernel: {exc}")
+                self.fail(
+                    call, ErrorCode.UNAVAILABLE, f"cannot start a {self.language} kernel: {exc}"
+                )
                 return
         self.last_used = time.monotonic()
         self.waiting = cell
@@ -342,12 +348,13 @@ class KernelActor(ResourceActor):
         lost = f"{why}; its variables, imports and data are lost"
         waiting, self.waiting = self.waiting, None
         if waiting is not None and waiting.call is not None:
-            self.fail(waiting.call, ErrorCode.FAILED, f"{lost}. Run the cell again to use a fresh kernel.")
+            self.fail(
+                waiting.call, ErrorCode.FAILED, f"{lost}. Run the cell again to use a fresh kernel."
+            )
         if self.cell is not None:
             self.cell.notes.append(f"{lost}. The next cell starts a fresh kernel.")
             self._finish(self.cell)
-        else:
-            self.carry_notes.append(f"{lost}: this cell ran in a fresh kernel")
+        self.carry_notes.append(f"{lost}: this cell ran in a fresh kernel")
 
     def _run_waiting(self) -> None:
         cell, self.waiting = self.waiting, None
@@ -546,6 +553,13 @@ class KernelActor(ResourceActor):
     def owned_pids(self) -> list[int]:
         return self.handle.owned_pids() if self.handle is not None else []
 
+    def inject_kill_process(self) -> tuple[bool, str]:
+        handle = self.handle
+        if handle is None or not handle.alive():
+            return False, f"{self.name} has no live kernel to kill"
+        kill_tree(handle.pid, grace=0.0, wait=False)
+        return True, f"sent SIGKILL to {self.name}'s kernel (pid {handle.pid}) and its children"
+
     def on_stop(self) -> None:
         self._drop_kernel()
 
@@ -669,28 +683,39 @@ class KernelPoolActor(ResourceActor):
         }
 
 
-KERNEL_CONFIG: dict[str, Any] = {
-    "idle_reap": IDLE_REAP,
-    "memory_limit_mb": MEMORY_LIMIT_MB,
-    "interrupt_grace": INTERRUPT_GRACE,
-    "start_timeout": START_TIMEOUT,
-}
+def kinds(
+    idle_reap: float = IDLE_REAP,
+    memory_limit_mb: float = MEMORY_LIMIT_MB,
+    interrupt_grace: float = INTERRUPT_GRACE,
+    start_timeout: float = START_TIMEOUT,
+    spares: int = 1,
+) -> list[KindSpec]:
+    """The kernel kinds with a host's settings (`Runtime.start(kinds=...)`); KINDS has the
+    defaults. spares: started kernels kept per language (0: no pool)."""
+    config = {
+        "idle_reap": idle_reap,
+        "memory_limit_mb": memory_limit_mb,
+        "interrupt_grace": interrupt_grace,
+        "start_timeout": start_timeout,
+    }
+    return [
+        # never restarted behind the run's back: a kernel's state is gone anyway, and the
+        # next cell starts a fresh one and says so (TEMPORARY: the actor itself is cheap)
+        KindSpec(
+            "kernel",
+            "tether.actors.kernel:KernelActor",
+            Scope.RUN,
+            ChildSpec(Restart.TEMPORARY, shutdown_timeout=2.0),
+            config=config,
+        ),
+        KindSpec(
+            "kernel_pool",
+            "tether.actors.kernel:KernelPoolActor",
+            Scope.SHARED,
+            ChildSpec(Restart.TRANSIENT, backoff_initial=0.5),
+            config={"spares": int(spares)},
+        ),
+    ]
 
-KINDS: list[KindSpec] = [
-    # a kernel is never restarted behind the run's back: its state is gone anyway, and the
-    # next cell starts a fresh one and says so (TEMPORARY: the actor itself is cheap)
-    KindSpec(
-        "kernel",
-        "tether.actors.kernel:KernelActor",
-        Scope.RUN,
-        ChildSpec(Restart.TEMPORARY, shutdown_timeout=2.0),
-        config=KERNEL_CONFIG,
-    ),
-    KindSpec(
-        "kernel_pool",
-        "tether.actors.kernel:KernelPoolActor",
-        Scope.SHARED,
-        ChildSpec(Restart.TRANSIENT, backoff_initial=0.5),
-        config={"spares": 1},
-    ),
-]
+
+KINDS: list[KindSpec] = kinds()

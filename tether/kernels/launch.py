@@ -31,8 +31,7 @@ from typing import Any
 
 from jupyter_client.connect import write_connection_file
 
-from tether.portfile import default_state_dir
-from tether.processes import die_with_parent
+from tether.processes import default_state_dir, die_with_parent
 
 LANGUAGES = ("python", "javascript")
 

@@ -43,6 +43,7 @@ FAMILY_MODULES: tuple[str, ...] = (
     "tether.tools.ask_user",
     "tether.tools.structural",
     "tether.tools.lsp",
+    "tether.tools.eval",
 )
 
 Wrapper = Callable[[ToolContext, dict[str, Any], Callable[[], ToolResult]], ToolResult]
