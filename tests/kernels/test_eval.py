@@ -398,13 +398,11 @@ def test_the_first_cell_takes_a_spare_and_the_pool_refills(
     wait_until(lambda: pool()["ready"] == 1, timeout=30)
     spare_pid = health_node(rt.health(), "kernel_pool:python")["pids"][1]["pid"]
     run = rt.open_run("r1", workdir=workdir)
-    started = time.monotonic()
     result = ev(run, "import os\nos.getcwd()")
-    first_cell = time.monotonic() - started
     assert not result.is_error, result.text
     assert str(workdir) in result.text  # the spare moved to the run's directory
     assert kernel_node(rt, "r1")["extra"]["kernel_pid"] == spare_pid
-    assert first_cell < 0.5, f"the first cell with a spare took {first_cell:.3f} s"
+    # (how fast that first cell is: benchmarks/eval.py)
     wait_until(lambda: pool()["ready"] == 1 and pool()["taken"] == 1, timeout=30)
     # a second conversation gets the replacement; the first keeps its kernel
     other = rt.open_run("r2", workdir=workdir)

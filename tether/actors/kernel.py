@@ -51,7 +51,8 @@ INTERRUPT_GRACE = 3.0  # s a cell has to stop after an interrupt before the kern
 IDLE_REAP = 1800.0  # s without a cell before a kernel is shut down to free its memory
 MEMORY_LIMIT_MB = 4096.0  # RSS of the kernel's process tree; over it, the kernel is restarted
 MEMORY_CHECK = 1.0  # s between memory checks
-SETTLE = {"python": 0.0, "javascript": 0.02}  # s to keep reading after idle (Deno publishes late)
+LATE_PUBLISHERS = ("javascript",)  # kernels that may publish a cell's output after its idle
+SETTLE_CAP = 0.05  # s to wait for their end marker (a kernel_info's iopub status) at most
 
 CHDIR = {"python": "__import__('os').chdir(%s)", "javascript": "Deno.chdir(%s)"}
 
@@ -80,12 +81,13 @@ class KernelHandle:
     """One kernel process and its wire, from launch through handshake and prelude to
     "ready"; then it carries cells. Driven by its actor (messages, timers, its pidfd)."""
 
-    def __init__(self, launched: Launched, nonce: str, ready: bool) -> None:
+    def __init__(self, launched: Launched, nonce: str, prelude_done: bool) -> None:
         self.launched = launched
         self.language = launched.language
         self.nonce = nonce
         self.wire = KernelWire(launched.connection, launched.language)
-        self.ready = ready
+        self.ready = False
+        self.prelude_done = prelude_done  # a spare: it ran its prelude in the pool
         self.started_at = time.monotonic()
         self.info_id = ""
         self.got_info = False
@@ -116,6 +118,8 @@ class KernelHandle:
             self.got_iopub = True
         elif channel == "shell" and msg["msg_type"] == "kernel_info_reply":
             self.got_info = True
+            if not self.got_iopub:  # its iopub went out before our SUB was connected: ask again
+                self.handshake()
         elif channel == "shell" and parent == self.prelude_id and self.prelude_id:
             if msg["content"].get("status") != "ok":
                 content = msg["content"]
@@ -123,6 +127,9 @@ class KernelHandle:
                     f"its start-up code failed: {content.get('ename')}: {content.get('evalue')}"
                 )
                 return False
+            self.ready = True
+            return True
+        if self.got_info and self.got_iopub and self.prelude_done:
             self.ready = True
             return True
         if self.got_info and self.got_iopub and not self.prelude_id:
@@ -223,6 +230,7 @@ class Cell:
     interrupted: str = ""
     notes: list[str] = field(default_factory=list)
     final: dict[str, Any] | None = None
+    flush_id: str = ""  # (late publishers) the kernel_info request that marks the end
     execution_count: int | None = None
 
 
@@ -316,19 +324,19 @@ class KernelActor(ResourceActor):
             launched = Launched(
                 self.language, int(spare["pid"]), str(spare["directory"]), dict(spare["connection"])
             )
-            self.handle = KernelHandle(launched, str(spare["nonce"]), ready=True)
+            self.handle = KernelHandle(launched, str(spare["nonce"]), prelude_done=True)
             if not self.handle.alive():
                 self.handle.close()
                 self.handle = None
+            elif op.cwd:  # started elsewhere: move it to the run's directory first
+                self.handle.execute(CHDIR[self.language] % json.dumps(op.cwd), silent=True)
         if self.handle is None:
             if self.language == "javascript":
                 deno_binary()  # KernelUnavailable with the install hint, before any start
             launched = launch(self.language, op.cwd or os.getcwd(), op.launcher)
-            self.handle = KernelHandle(launched, bridge.new_nonce(), ready=False)
-            self.handle.handshake()
-            self.after(HANDSHAKE_RETRY, "handshake")
-        elif op.cwd:  # a spare started elsewhere: move it to the run's directory first
-            self.handle.execute(CHDIR[self.language] % json.dumps(op.cwd), silent=True)
+            self.handle = KernelHandle(launched, bridge.new_nonce(), prelude_done=False)
+        self.handle.handshake()
+        self.after(HANDSHAKE_RETRY, "handshake")
         self.kernels_started += 1
         self._report_pids()
         if not self.memory_armed:
@@ -390,7 +398,11 @@ class KernelActor(ResourceActor):
                 self._kernel_lost(f"the {self.language} kernel could not start: {handle.failed}")
             return
         cell = self.cell
-        if cell is None or msg.get("parent_header", {}).get("msg_id") != cell.msg_id:
+        parent = msg.get("parent_header", {}).get("msg_id")
+        if cell is not None and cell.flush_id and parent == cell.flush_id and channel == "iopub":
+            self._finish(cell)  # the kernel's iopub got past the cell: nothing more is coming
+            return
+        if cell is None or parent != cell.msg_id:
             return
         msg_type, content = msg["msg_type"], msg["content"]
         if channel == "iopub":
@@ -406,10 +418,12 @@ class KernelActor(ResourceActor):
         elif channel == "stdin" and msg_type == "input_request":
             self._input_request(cell, str(content.get("prompt", "")))
             return
-        if cell.got_reply and cell.got_idle and cell.final is None:
-            settle = SETTLE.get(self.language, 0.0)
-            if settle:
-                self.after(settle, f"settle:{cell.cell_id}")
+        if cell.got_reply and cell.got_idle and cell.final is None and not cell.flush_id:
+            if self.language in LATE_PUBLISHERS:
+                # Deno may publish a cell's output after its idle: a kernel_info request
+                # goes through after it, and its iopub status marks the end (capped)
+                cell.flush_id = handle.wire.send("shell", "kernel_info_request", {})
+                self.after(SETTLE_CAP, f"settle:{cell.cell_id}")
             else:
                 self._finish(cell)
 
@@ -607,7 +621,7 @@ class KernelPoolActor(ResourceActor):
     def refill(self) -> None:
         while len(self.spares) < self.size:
             launched = launch(self.language, os.getcwd())
-            handle = KernelHandle(launched, bridge.new_nonce(), ready=False)
+            handle = KernelHandle(launched, bridge.new_nonce(), prelude_done=False)
             handle.handshake()
             self.spares.append(handle)
         self._report_pids()
@@ -627,7 +641,7 @@ class KernelPoolActor(ResourceActor):
                 handle.detach()
                 self.handed.append(handle.launched)
                 self.taken += 1
-                self.refill()
+                self.after(0.0, "refill")  # after this answer: a launch forks
                 return handle.handover()
         self.misses += 1
         return None

@@ -28,6 +28,17 @@ def _endpoint(connection: dict[str, Any], channel: str) -> str:
     return f"{transport}://{ip}-{port}" if transport == "ipc" else f"{transport}://{ip}:{port}"
 
 
+def _unremarkable(channel: str, msg: dict[str, Any]) -> bool:
+    """Messages the actor need not be woken for (they wait for the next one that matters):
+    a cell's echo of its code, and "busy"."""
+    if channel != "iopub":
+        return False
+    kind = msg.get("msg_type")
+    return kind == "execute_input" or (
+        kind == "status" and msg.get("content", {}).get("execution_state") == "busy"
+    )
+
+
 class KernelWire:
     def __init__(self, connection: dict[str, Any], name: str = "kernel") -> None:
         key = connection.get("key", "")
@@ -142,4 +153,4 @@ class KernelWire:
             if msg is None:
                 return got
             self._inbox.append((channel, msg))
-            got = True
+            got = got or not _unremarkable(channel, msg)
