@@ -421,3 +421,34 @@ def test_kernel_files_stay_in_the_private_state_dir(runtime_factory: Any, workdi
     assert connections and all(c.stat().st_mode & 0o077 == 0 for c in connections)
     assert '"transport": "ipc"' in connections[0].read_text().replace("'", '"')
     assert sorted(p.name for p in workdir.iterdir()) == ["notes.txt"]
+
+
+def test_a_launcher_prefixes_the_kernel_command(runtime_factory: Any, workdir: Path) -> None:
+    rt = start(runtime_factory)
+    run = rt.open_run("r1", workdir=workdir)
+    eval_tool.configure(run, launcher=["env", "TETHER_TEST_LAUNCHED=inside"])
+    result = ev(run, "import os\nos.environ.get('TETHER_TEST_LAUNCHED')")
+    assert result.text.strip() == "'inside'", result.text
+    eval_tool.configure(run, launcher=["/nonexistent/enter-sandbox"])
+    failed = ev(run, "1", reset=True)
+    assert failed.is_error and "the launcher '/nonexistent/enter-sandbox'" in failed.text
+    eval_tool.configure(run, launcher=["false"])  # a launcher that runs, and fails
+    failed = ev(run, "1")
+    assert failed.is_error and "exited (code 1)" in failed.text, failed.text
+
+
+@needs_deno
+def test_javascript_errors_prompts_and_loopback_only(runtime_factory: Any, workdir: Path) -> None:
+    rt = start(runtime_factory)
+    run = rt.open_run("r1", workdir=workdir)
+    error = ev(run, "console.log('before'); throw new Error('boom')", "javascript")
+    assert error.is_error and "before" in error.text and "boom" in error.text
+    answered = ev(run, "JSON.stringify(prompt('name?'))", "javascript")
+    assert "empty answer" in answered.text, answered.text
+    pid = kernel_node(rt, "r1", "javascript")["extra"]["kernel_pid"]
+    listening = [
+        c.laddr
+        for c in psutil.Process(pid).net_connections(kind="inet")
+        if c.status == psutil.CONN_LISTEN
+    ]
+    assert listening and all(addr.ip == "127.0.0.1" for addr in listening), listening

@@ -352,9 +352,19 @@ class KernelActor(ResourceActor):
     def _kernel_lost(self, why: str) -> None:
         """The kernel is gone (died, killed, over its memory, reaped): end whatever it was
         doing with what it printed, and tell the next cell its state was lost."""
+        started = self.handle is not None and self.handle.ready
         self._drop_kernel()
-        lost = f"{why}; its variables, imports and data are lost"
         waiting, self.waiting = self.waiting, None
+        if not started:  # it never ran a cell: nothing was lost, it just cannot start
+            if waiting is not None and waiting.call is not None:
+                self.fail(
+                    waiting.call,
+                    ErrorCode.FAILED,
+                    f"the {self.language} kernel could not start: {why}. Fix what its output "
+                    "says (or the launcher) and run the cell again.",
+                )
+            return
+        lost = f"{why}; its variables, imports and data are lost"
         if waiting is not None and waiting.call is not None:
             self.fail(
                 waiting.call, ErrorCode.FAILED, f"{lost}. Run the cell again to use a fresh kernel."
@@ -395,7 +405,7 @@ class KernelActor(ResourceActor):
             if handle.take_handshake(channel, msg):
                 self._run_waiting()
             elif handle.failed:
-                self._kernel_lost(f"the {self.language} kernel could not start: {handle.failed}")
+                self._kernel_lost(handle.failed)
             return
         cell = self.cell
         parent = msg.get("parent_header", {}).get("msg_id")

@@ -24,7 +24,7 @@ import stat
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -138,6 +138,20 @@ def write_connection(language: str, directory: Path) -> tuple[str, dict[str, Any
     return fname, dict(info)
 
 
+@contextlib.contextmanager
+def _discard_on_error(directory: Path, launcher: Sequence[str]) -> Iterator[None]:
+    try:
+        yield
+    except OSError as exc:
+        shutil.rmtree(directory, ignore_errors=True)
+        if launcher:
+            raise OSError(
+                f"the launcher {' '.join(launcher)!r} could not be run ({exc.strerror}); "
+                "check the command prefix the host gave this conversation"
+            ) from exc
+        raise
+
+
 def launch(
     language: str, cwd: str, launcher: Sequence[str] = (), die_with_us: bool = True
 ) -> Launched:
@@ -148,7 +162,7 @@ def launch(
     directory = Path(tempfile.mkdtemp(prefix=f"{language[:2]}-", dir=root))
     fname, info = write_connection(language, directory)
     argv = [*launcher, *kernel_argv(language, fname)]
-    with open(directory / "kernel.log", "wb") as log:
+    with open(directory / "kernel.log", "wb") as log, _discard_on_error(directory, launcher):
         popen = subprocess.Popen(
             argv,
             cwd=cwd,
