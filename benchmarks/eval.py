@@ -11,8 +11,9 @@ script, same kernel type.
      tool    run.call("eval", ...): the whole tool pipeline on top
    Target: tool p50 - raw p50 <= 1 ms.
 2. The first cell of a new conversation: a raw kernel start + first cell (the anchor),
-   tether without spares, and tether with a started spare from the pool. Target: first
-   cell with a spare <= 50 ms.
+   tether without spares, tether with a started spare from the pool (the run's kernel
+   actor is created by that cell), and the same with the actor created beforehand
+   (eval_tool.prepare). Target: first cell with a spare <= 50 ms.
 3. A bridged tool("read") round trip: a cell calling tool("read") against the same read
    called directly plus a trivial cell. Target: <= 3 ms over those.
 """
@@ -142,10 +143,15 @@ def round_trips(rt: Runtime, run: Any, language: str, cells: int, workdir: str) 
     return out
 
 
-def first_eval(rt: Runtime, run_id: str, workdir: str, args: dict[str, Any], spare: bool) -> float:
-    """The first eval of a new conversation, timed (the run is opened before the clock)."""
+def first_eval(
+    rt: Runtime, run_id: str, workdir: str, args: dict[str, Any], spare: bool, prepared: bool
+) -> float:
+    """The first eval of a new conversation, timed (the run is opened before the clock;
+    `prepared`: so is its kernel actor, without a kernel, as eval_tool.prepare does)."""
     run = rt.open_run(run_id, workdir=workdir)
     eval_tool.configure(run, use_spares=spare)
+    if prepared:
+        eval_tool.prepare(run, [args["language"]])
     started = time.perf_counter()
     result = run.call("eval", args)
     took = time.perf_counter() - started
@@ -173,16 +179,19 @@ def wait_for_spare(rt: Runtime, language: str) -> None:
 
 def first_cells(rt: Runtime, language: str, starts: int, workdir: str) -> dict[str, Any]:
     args = {"code": TRIVIAL[language], "description": DESCRIPTION, "language": language}
-    raw, cold, warm = [], [], []
+    raw, cold, warm, prepared = [], [], [], []
     for i in range(starts):
         raw.append(raw_first(language, workdir))
-        cold.append(first_eval(rt, f"cold-{i}", workdir, args, spare=False))
+        cold.append(first_eval(rt, f"cold-{i}", workdir, args, spare=False, prepared=False))
         wait_for_spare(rt, language)
-        warm.append(first_eval(rt, f"warm-{i}", workdir, args, spare=True))
+        warm.append(first_eval(rt, f"warm-{i}", workdir, args, spare=True, prepared=False))
+        wait_for_spare(rt, language)
+        prepared.append(first_eval(rt, f"prep-{i}", workdir, args, spare=True, prepared=True))
     return {
         "raw_start_and_first_cell": summary(raw),
         "tether_no_spare": summary(cold),
         "tether_with_spare": summary(warm),
+        "tether_with_spare_actor_prepared": summary(prepared),
     }
 
 

@@ -50,6 +50,7 @@ HANDSHAKE_RETRY = 0.2  # s between kernel_info requests until iopub is seen to b
 INTERRUPT_GRACE = 3.0  # s a cell has to stop after an interrupt before the kernel is killed
 IDLE_REAP = 1800.0  # s without a cell before a kernel is shut down to free its memory
 MEMORY_LIMIT_MB = 4096.0  # RSS of the kernel's process tree; over it, the kernel is restarted
+REFILL_DELAY = 0.2  # s after a spare is taken before its replacement starts
 MEMORY_CHECK = 1.0  # s between memory checks
 LATE_PUBLISHERS = ("javascript",)  # kernels that may publish a cell's output after its idle
 SETTLE_CAP = 0.05  # s to wait for their end marker (a kernel_info's iopub status) at most
@@ -626,7 +627,7 @@ class KernelPoolActor(ResourceActor):
         self.handed: list[Launched] = []  # our children now owned by runs (reaped here)
         self.taken = 0
         self.misses = 0
-        self.refill()
+        self.after(0.0, "refill")  # (a first Take is answered before the launches fork)
 
     def refill(self) -> None:
         while len(self.spares) < self.size:
@@ -651,7 +652,9 @@ class KernelPoolActor(ResourceActor):
                 handle.detach()
                 self.handed.append(handle.launched)
                 self.taken += 1
-                self.after(0.0, "refill")  # after this answer: a launch forks
+                # a kernel start burns a core for a second: not while the run's first
+                # cell runs on the spare just handed over
+                self.after(REFILL_DELAY, "refill")
                 return handle.handover()
         self.misses += 1
         return None
