@@ -322,7 +322,11 @@ def test_the_kernel_actor_crashing_takes_its_kernel_along(
         lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE,
         timeout=10,
     )
-    assert ev(run, "1 + 1").text.strip() == "2"
+    after = ev(run, "1 + 1")
+    if after.is_error:  # sent before the host heard of the crash: it says so, once
+        assert "call again" in after.text, after.text
+        after = ev(run, "1 + 1")
+    assert after.text.strip() == "2"
 
 
 def test_reset_starts_a_clean_kernel(runtime_factory: Any, workdir: Path) -> None:

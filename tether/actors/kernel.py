@@ -3,11 +3,11 @@
 
 One KernelActor per run and language owns one Jupyter kernel process (ipykernel, or
 Deno's `deno jupyter`), started on the first cell, or handed over started by the spare pool.
-The kernel's wire runs on a thread (`tether.kernels.wire`); the actor reacts to what
-arrives in its own loop, and to the kernel's death through a pidfd. A cell:
+The kernel's wire (`tether.kernels.wire`) is driven from the actor's own loop: it reacts
+to what arrives, and to the kernel's death through a pidfd. A cell:
 
     Execute -> execute_request -> iopub outputs (CellOutput) -> execute_reply + iopub idle
-            -> the rendered result (Deno may publish after idle: a short settle window)
+            -> the rendered result (Deno may publish after idle: a kernel_info marks the end)
 
 Tool bridge: an input_request whose prompt carries the bridge sentinel and this kernel's
 nonce becomes an early answer `{"status": "tool", ...}`; the host runs the calls and sends
@@ -105,7 +105,7 @@ class KernelHandle:
         return self.launched.pid
 
     def fds(self) -> list[int]:
-        return [self.wire.fileno(), *([self.pidfd] if self.pidfd is not None else [])]
+        return [*self.wire.fds(), *([self.pidfd] if self.pidfd is not None else [])]
 
     def handshake(self) -> None:
         """(Re)send kernel_info until both its reply and some iopub message arrived: a SUB
@@ -392,7 +392,7 @@ class KernelActor(ResourceActor):
         handle = self.handle
         if handle is None:
             return
-        if handle.wire.fileno() in ready:
+        if set(handle.wire.fds()) & set(ready):
             for channel, msg in handle.wire.drain():
                 if self.handle is not handle:
                     return
@@ -664,7 +664,7 @@ class KernelPoolActor(ResourceActor):
 
     def handle_watch(self, ready: list[int]) -> None:
         for handle in list(self.spares):
-            if handle.wire.fileno() in ready:
+            if set(handle.wire.fds()) & set(ready):
                 for channel, msg in handle.wire.drain():
                     if not handle.ready:
                         handle.take_handshake(channel, msg)
