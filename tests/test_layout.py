@@ -32,6 +32,8 @@ LAYERS: list[set[str]] = [
         "tether.protocol",
         "tether.processes",
         "tether.atomic_files",
+        "tether.transport_auth",
+        "tether.private_dirs",
     },
     {"tether.thespian_patches"},
     # pure libraries, and the call-channel transport actors and host share
@@ -60,6 +62,7 @@ LIBRARIES = {"tether.lsp", "tether.structural", "tether.kernels"}
 LIBRARY_MAY_IMPORT = {
     "tether.messages",
     "tether.processes",
+    "tether.private_dirs",
     "tether.protocol",
     "tether.atomic_files",
 }  # add only leaves of layer 0

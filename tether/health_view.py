@@ -4,6 +4,14 @@ The runtime's admin listens on 127.0.0.1:N. We attach to that actor system as on
 external client (never shutting it down: that would stop the runtime), find the root
 supervisor by its global name, and ask it for health with a deadline, exactly as
 `Runtime.health()` does in-process. `render_tree` draws any health dict.
+
+Every connection into a runtime must prove its transport secret (tether.transport_auth).
+We read it from the runtime's port file, `<state dir>/<N>.json`: that file is 0600 in a
+0700 directory owned by the user, and `tether.portfile` checks both before reading, so
+only the user who started the runtime (or root) can join it. The check matters for us
+too: whoever could plant that file could point us at an actor system of theirs, and we
+unpickle what it sends back. (Against processes of the same user a file mode is no
+boundary - they can read the runtime's memory - see tether.transport_auth.)
 """
 
 from __future__ import annotations
@@ -42,11 +50,12 @@ def fetch_health(port: int, timeout: float = 5.0) -> dict[str, Any]:
                 f"nothing listens on 127.0.0.1:{port}; is the runtime running? "
                 "(its admin port is Runtime.admin_port, also in its port file)"
             )
+    secret = _secret(port)
     result: dict[str, Any] = {}
 
     def fetch() -> None:
         try:
-            result["health"] = _fetch(port, timeout)
+            result["health"] = _fetch(port, timeout, secret)
         except Exception as exc:  # reported below, with the port
             result["error"] = exc
 
@@ -62,16 +71,36 @@ def fetch_health(port: int, timeout: float = 5.0) -> dict[str, Any]:
     raise StatusError(f"the runtime on port {port} did not answer within {timeout:g} s")
 
 
-def _fetch(port: int, timeout: float) -> dict[str, Any]:
+def _secret(port: int) -> bytes:
+    from tether.portfile import StateDirError, default_state_dir, runtime_secret
+
+    where = default_state_dir()
+    try:
+        return runtime_secret(port, where)
+    except FileNotFoundError:
+        raise StatusError(
+            f"no port file {where / f'{port}.json'}: tether status reads the runtime's "
+            "transport secret from it; run it as the user who started the runtime, with "
+            "the same TETHER_STATE_DIR"
+        ) from None
+    except (StateDirError, OSError, ValueError) as exc:
+        raise StatusError(f"cannot read the transport secret of port {port}: {exc}") from None
+
+
+def _fetch(port: int, timeout: float, secret: bytes) -> dict[str, Any]:
     from thespian.actors import ActorSystem
 
+    from tether import transport_auth
     from tether.contexts import post
     from tether.messages.codec import decode, encode
     from tether.messages.control import HealthQuery, HealthReport
     from tether.runtime import ROOT_NAME
     from tether.supervisors.tree import RootSupervisor
 
-    asys = ActorSystem("multiprocTCPBase", capabilities={"Admin Port": port}, transientUnique=True)
+    with transport_auth.using_secret(secret):
+        asys = ActorSystem(
+            "multiprocTCPBase", capabilities={"Admin Port": port}, transientUnique=True
+        )
     # no asys.shutdown(): we are a guest in that actor system
     root = asys.createActor(RootSupervisor, globalName=ROOT_NAME)
     query = HealthQuery(f"status-{time.monotonic_ns()}", time.monotonic() + timeout * 0.9)

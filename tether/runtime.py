@@ -10,6 +10,8 @@ thespian `tell` + `listen` and explicit deadlines, from one thespian `private()`
 per calling thread (a shared system object hands replies to the wrong thread); a call to
 a shared actor the host already knows goes on that thread's call channel to it instead
 (`tether.channels`: a Unix socket, ~0.1 ms a round trip where thespian takes ~0.45).
+Every thespian connection into the tree proves the runtime's secret, made here at start
+and inherited by the tree at fork (`tether.transport_auth`).
 Every call carries a call id; a reply with another id — a late answer to a call that
 already timed out — is dropped, never handed to the next call.
 
@@ -36,7 +38,7 @@ from typing import Any
 
 import psutil
 
-from tether import thespian_patches
+from tether import thespian_patches, transport_auth
 from tether.engine import DEFAULT_CALL_TIMEOUT, CallEngine
 from tether.host_routes import ROOT, RouteTable, Target
 from tether.kinds import KindSpec, Scope
@@ -52,14 +54,18 @@ from tether.messages.control import (
 )
 from tether.metrics import Metrics
 from tether.portfile import (
+    StateDirError,
+    default_state_dir,
+    ensure_private_dir,
     pick_port,
     port_listening,
     reap_stale,
     write_port_file,
 )
 from tether.processes import (
-    default_state_dir,
+    TOKEN_ENV,
     kill_tree,
+    name_forked_tree_processes,
     proc_create_time,
     process_info,
     processes_with_token,
@@ -69,6 +75,7 @@ from tether.processes import (
 )
 
 thespian_patches.apply()  # before any thespian transport or actor process exists
+name_forked_tree_processes()  # so the next start's reaper can prove they were ours
 
 from thespian.actors import ActorSystem, InvalidActorAddress  # noqa: E402  (after the patches)
 
@@ -84,7 +91,6 @@ RESOURCE_KIND_MODULES: list[str] = [
 
 FAULTS = ("kill_process", "crash_actor", "delay", "drop_reply")
 ROOT_NAME = "tether-root"
-TOKEN_ENV = "TETHER_RUNTIME_TOKEN"
 RUNS: Target = ("", "runs", "")
 _BOOT_LOCK = threading.Lock()  # one runtime start at a time per host process (see start)
 
@@ -143,6 +149,8 @@ class Runtime:
         self._engine: CallEngine | None = None  # route, send, wait, retry (tether.engine)
         self._ids = itertools.count(1)
         self._token = uuid.uuid4().hex[:12]
+        # every connection into the tree must prove it (tether.transport_auth)
+        self._secret = transport_auth.new_secret()
         self._closed = True
         self._known_pids: set[tuple[int, float]] = set()
         self._children_before_boot: set[int] = set()
@@ -170,6 +178,10 @@ class Runtime:
         rt.state_dir = Path(state_dir) if state_dir else default_state_dir()
         specs = list(kinds) if kinds is not None else load_kinds(kind_modules or ())
         rt.kinds = {k.kind: k for k in specs}
+        try:
+            ensure_private_dir(rt.state_dir)
+        except (StateDirError, OSError) as exc:
+            raise RuntimeStartError(str(exc)) from exc
         cls.reap_stale(rt.state_dir)
         attempts = 1 if admin_port else 5
         last_error: Exception | None = None
@@ -217,11 +229,12 @@ class Runtime:
         # _BOOT_LOCK, so no other start sees it)
         os.environ[TOKEN_ENV] = self._token
         try:
-            self._asys = ActorSystem(
-                "multiprocTCPBase",
-                capabilities={"Admin Port": port},
-                transientUnique=True,
-            )
+            with transport_auth.using_secret(self._secret):  # the tree forks with it
+                self._asys = ActorSystem(
+                    "multiprocTCPBase",
+                    capabilities={"Admin Port": port},
+                    transientUnique=True,
+                )
         finally:
             os.environ.pop(TOKEN_ENV, None)
         engine = CallEngine(
@@ -386,6 +399,7 @@ class Runtime:
                 "admin_sid": self.admin_sid,
                 "root_pid": self.root_pid,
                 "token": self._token,
+                "secret": self._secret.hex(),  # for `tether status` (0600, private dir)
             },
         )
 

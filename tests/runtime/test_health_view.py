@@ -95,6 +95,25 @@ def test_status_of_nothing_says_what_to_check(capsys) -> None:
     )
 
 
+def test_status_needs_the_runtimes_secret_from_its_own_port_file(runtime, capsys) -> None:
+    # every connection into the tree must prove the runtime's secret: without the port
+    # file status cannot join, and one another user could have written is not trusted
+    port_file = runtime.port_file
+    saved = port_file.read_bytes()
+    port_file.unlink()
+    try:
+        assert status_main(runtime.admin_port) == 1
+        assert f"no port file {port_file}" in capsys.readouterr().err
+        port_file.write_bytes(saved)
+        port_file.chmod(0o666)
+        assert status_main(runtime.admin_port) == 1
+        assert "was not written by you" in capsys.readouterr().err
+    finally:
+        port_file.write_bytes(saved)
+        port_file.chmod(0o600)
+    assert status_main(runtime.admin_port, out=io.StringIO()) == 0
+
+
 def test_top_of_a_runtime_in_another_process_draws_frames_of_every_actor(runtime) -> None:
     runtime._call("r1", "echo_process", "k", "echo", {}, 5)
     runtime.inject("crash_actor", "echo_process:k")

@@ -6,7 +6,8 @@ file (0600), IPython's profile, Jupyter's runtime/data/config dirs, matplotlib's
 Deno's cache. No kernelspec is installed anywhere: the kernel is started from its argv.
 
 Transport: ipykernel gets `ipc` (Unix sockets inside the kernel's own 0700 directory: no
-TCP port at all). Deno's kernel only parses TCP addresses (an ipc path is refused as
+TCP port at all; a state dir so deep that a socket path would not fit gets loopback TCP
+instead). Deno's kernel only parses TCP addresses (an ipc path is refused as
 "invalid host"), so it gets loopback TCP; every message is HMAC-SHA256-signed with a
 random 256-bit key that only the connection file (0600, in a 0700 dir) holds.
 
@@ -20,7 +21,6 @@ import contextlib
 import os
 import secrets
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
@@ -31,29 +31,20 @@ from typing import Any
 
 from jupyter_client.connect import write_connection_file
 
-from tether.processes import default_state_dir, die_with_parent
+from tether.private_dirs import default_state_dir, ensure_private_dir
+from tether.processes import die_with_parent
 
 LANGUAGES = ("python", "javascript")
+IPC_PATH_MAX = 100  # a Unix socket path must fit sun_path (108); a longer one gets loopback TCP
 
 
 class KernelUnavailable(Exception):
     """The kernel for a language cannot run here (its binary or package is missing)."""
 
 
-def private_dir(path: Path) -> Path:
-    """Create `path` (and parents) as a directory only we can enter; refuse one that
-    another user owns (someone could read the connection key there)."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    info = path.stat()
-    if info.st_uid != os.getuid():
-        raise PermissionError(f"{path} belongs to uid {info.st_uid}, not us; refusing to use it")
-    if stat.S_IMODE(info.st_mode) != 0o700:
-        os.chmod(path, 0o700)
-    return path
-
-
 def kernels_dir() -> Path:
-    return private_dir(default_state_dir() / "kernels")
+    """<the runtime's private directory>/kernels, checked like the runtime's own."""
+    return ensure_private_dir(ensure_private_dir(default_state_dir()) / "kernels")
 
 
 def deno_binary() -> str:
@@ -126,7 +117,7 @@ def kernel_env(directory: Path, root: Path) -> dict[str, str]:
 
 def write_connection(language: str, directory: Path) -> tuple[str, dict[str, Any]]:
     key = secrets.token_hex(32).encode()
-    if language == "python":
+    if language == "python" and len(str(directory / "k-00000")) < IPC_PATH_MAX:
         fname, info = write_connection_file(
             str(directory / "connection.json"), transport="ipc", ip=str(directory / "k"), key=key
         )
