@@ -256,6 +256,7 @@ class KernelActor(ResourceActor):
         self.start_timeout = _int(config, "start_timeout", START_TIMEOUT)
         self.memory_mb = 0.0
         self.memory_armed = False
+        self.settle_caps = 0
 
     # --- calls ---------------------------------------------------------------------------
     def on_call(self, call: Call) -> None:
@@ -520,6 +521,7 @@ class KernelActor(ResourceActor):
         if what == "budget":
             self._check_budget(arg)
         elif what == "settle" and self.cell is not None and self.cell.cell_id == arg:
+            self.settle_caps += 1  # (health: how often the end marker did not come in time)
             self._finish(self.cell)
         elif what == "kill" and self.cell is not None and self.cell.cell_id == arg:
             self._kernel_lost(
@@ -601,6 +603,7 @@ class KernelActor(ResourceActor):
             "cells_run": getattr(self, "cells_run", 0),
             "kernels_started": getattr(self, "kernels_started", 0),
             "cell_running": getattr(self, "cell", None) is not None,
+            "settle_caps": getattr(self, "settle_caps", 0),
         }
 
 
