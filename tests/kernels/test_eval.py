@@ -316,14 +316,21 @@ def test_the_kernel_actor_crashing_takes_its_kernel_along(
     rt = start(runtime_factory)
     run = rt.open_run("r1", workdir=workdir)
     ev(run, "x = 1")
-    pid = kernel_node(rt, "r1")["extra"]["kernel_pid"]
+    node = kernel_node(rt, "r1")
+    pid, actor_pid = node["extra"]["kernel_pid"], node["pids"][0]["pid"]
     rt.inject("crash_actor", target="run:r1/kernel:python")
     wait_until(
         lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE,
         timeout=10,
     )
+
+    def supervisor_noticed() -> bool:
+        node = health_node(rt.health(), "run:r1/kernel:python")
+        return node is None or node["pids"][0]["pid"] != actor_pid or node["state"] != "ready"
+
+    wait_until(supervisor_noticed, timeout=10)
     after = ev(run, "1 + 1")
-    if after.is_error:  # sent before the host heard of the crash: it says so, once
+    if after.is_error:  # the host had not heard of the crash yet: it says so, once
         assert "call again" in after.text, after.text
         after = ev(run, "1 + 1")
     assert after.text.strip() == "2"
