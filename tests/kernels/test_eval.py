@@ -326,7 +326,8 @@ def test_the_kernel_actor_crashing_takes_its_kernel_along(
 
     def supervisor_noticed() -> bool:
         node = health_node(rt.health(), "run:r1/kernel:python")
-        return node is None or node["pids"][0]["pid"] != actor_pid or node["state"] != "ready"
+        pids = [p["pid"] for p in node["pids"]] if node is not None else []
+        return node is None or actor_pid not in pids or node["state"] != "ready"
 
     wait_until(supervisor_noticed, timeout=10)
     after = ev(run, "1 + 1")

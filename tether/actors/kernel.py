@@ -277,7 +277,7 @@ class KernelActor(ResourceActor):
                 "one conversation run one at a time)",
             )
             return
-        cell = Cell(f"c{next(_ids)}", call, op)
+        cell = Cell(f"c{next(_ids)}", call, op, CellOutput(source=op.source or None))
         cell.notes.extend(self.carry_notes)
         self.carry_notes = []
         if op.reset and self.handle is not None:
@@ -420,7 +420,7 @@ class KernelActor(ResourceActor):
         if channel == "iopub":
             if msg_type == "status":
                 cell.got_idle = cell.got_idle or content.get("execution_state") == "idle"
-            elif msg_type != "execute_input":
+            else:  # (execute_input too: its execution count locates tracebacks)
                 cell.output.add(msg_type, content)
                 cell.last_activity = time.monotonic()
         elif channel == "shell" and msg_type == "execute_reply":

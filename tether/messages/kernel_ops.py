@@ -24,6 +24,7 @@ DEFAULT_WALL = 3600.0  # s a cell may run at most, whatever it does
 @dataclass(frozen=True)
 class Execute:
     code: str
+    source: str = ""  # the cell as the model wrote it, when `code` is its rewritten form
     reset: bool = False  # throw the interpreter away and start a clean one first
     inactivity: float = DEFAULT_INACTIVITY
     wall: float = DEFAULT_WALL

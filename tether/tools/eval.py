@@ -108,6 +108,7 @@ def _eval(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         spare = _take_spare(ctx, language)
     op = Execute(
         code=rewritten.code,
+        source=args["code"] if rewritten.code != args["code"] else "",
         reset=reset,
         inactivity=settings.inactivity,
         wall=settings.wall,
