@@ -464,3 +464,22 @@ def test_javascript_errors_prompts_and_loopback_only(runtime_factory: Any, workd
         if c.status == psutil.CONN_LISTEN
     ]
     assert listening and all(addr.ip == "127.0.0.1" for addr in listening), listening
+
+
+def test_through_eval_tables_figures_and_clean_tracebacks(
+    runtime_factory: Any, workdir: Path
+) -> None:
+    """The cells library's outputs as the eval tool returns them (its own tests cover the
+    shapes): a DataFrame as a table, a figure as a PNG image, a traceback without ANSI."""
+    rt = start(runtime_factory)
+    run = rt.open_run("r1", workdir=workdir)
+    table = ev(run, "import pandas as pd\npd.DataFrame({'a': [1, 2], 'b': [3, 4]})")
+    assert not table.is_error, table.text
+    assert "|" in table.text and "a" in table.text
+    figure = ev(run, "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()")
+    assert not figure.is_error, figure.text
+    assert len(figure.images) == 1 and figure.images[0].data.startswith(b"\x89PNG")
+    error = ev(run, "def f():\n    return 1 / 0\nf()")
+    assert error.is_error and "ZeroDivisionError" in error.text and "\x1b[" not in error.text
+    magic = ev(run, "!echo from-the-shell")
+    assert "from-the-shell" in magic.text, magic.text
