@@ -5,8 +5,9 @@ script, same kernel type.
 
 1. A trivial cell ("1") round trip, interleaved in blocks of 20 so machine load hits all
    paths alike:
-     raw     jupyter_client's BlockingKernelClient on a kernel of its own (the anchor):
-             execute_request, then execute_reply and the iopub idle
+     raw     jupyter_client's BlockingKernelClient on a kernel of its own (the anchor),
+             which ran the same prelude as tether's (its display hooks run after every
+             cell): execute_request, then execute_reply and the iopub idle
      op      rt._call(Execute) to the run's KernelActor (actor + wire thread + channel)
      tool    run.call("eval", ...): the whole tool pipeline on top
    Target: tool p50 - raw p50 <= 1 ms.
@@ -34,7 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from jupyter_client.blocking import BlockingKernelClient  # noqa: E402
 
 from tether.actors.kernel import kinds  # noqa: E402
-from tether.kernels.launch import kernel_env, kernels_dir, launch  # noqa: E402
+from tether.kernels import bridge, magics  # noqa: E402
+from tether.kernels.launch import kernels_dir, launch  # noqa: E402
 from tether.messages.kernel_ops import Execute  # noqa: E402
 from tether.processes import kill_tree  # noqa: E402
 from tether.runtime import Runtime  # noqa: E402
@@ -70,6 +72,8 @@ class RawKernel:
         self.client.load_connection_info(self.launched.connection)
         self.client.start_channels(hb=False)
         self._wait_ready()
+        # the same start-up code as tether's kernels (display hooks run after every cell)
+        self.cell(bridge.prelude(language, bridge.new_nonce()) + "\n" + magics.prelude(language))
 
     def _wait_ready(self) -> None:
         """kernel_info until its reply and an iopub message arrived (iopub is connected);
@@ -223,7 +227,7 @@ def main() -> int:
     opts = parser.parse_args()
     workdir = tempfile.mkdtemp(prefix="tether-bench-eval-")
     Path(workdir, "bench.txt").write_text("".join(f"bench line {i}\n" for i in range(50)))
-    kernel_env(kernels_dir(), kernels_dir())  # (creates the private dir up front)
+    kernels_dir()  # (creates the private dir up front)
     rt = Runtime.start(kinds=kinds(spares=1))
     try:
         eval_tool.warm_spares(rt, [opts.language])
