@@ -86,8 +86,8 @@ class RunContext:
         self,
         kind: str,
         key: str,
-        op: str,
-        args: Mapping[str, Any],
+        op: Any,
+        args: Mapping[str, Any] | None,
         timeout: float,
         idempotent: bool = False,
     ) -> Mapping[str, Any]:
@@ -98,9 +98,7 @@ class RunContext:
                 ErrorCode.UNAVAILABLE,
                 f"no runtime is connected to this run, so resource {kind!r} cannot be reached",
             )
-        if idempotent:
-            return rt._call(self.run_id, kind, key, op, dict(args), timeout, idempotent=True)
-        return rt._call(self.run_id, kind, key, op, dict(args), timeout)
+        return rt._call(self.run_id, kind, key, op, args, timeout, idempotent=idempotent)
 
     def call_tool(self, name: str, args: Mapping[str, Any]) -> ToolResult:
         return self._run.call(name, args)
@@ -108,20 +106,18 @@ class RunContext:
     # -- ToolContext: what the families fan out with ---------------------------------------
     def gather(
         self,
-        calls: Iterable[tuple[str, str, str, Mapping[str, Any]]],
+        calls: Iterable[tuple[str, str, Any, Mapping[str, Any] | None]],
         timeout: float,
         idempotent: bool = False,
     ) -> list[Mapping[str, Any] | ResourceError]:
         """Concurrent fan-out (e.g. to every parser of the pool): runtime._gather. A failed
         or late call is a ResourceError in its slot."""
         rt = self._run.runtime
-        batch = [(k, key, op, dict(a)) for k, key, op, a in calls]
+        batch = list(calls)
         if rt is None:
             err = ResourceError(ErrorCode.UNAVAILABLE, "no runtime is connected to this run")
             return [err for _ in batch]
-        if idempotent:
-            return rt._gather(self.run_id, batch, timeout, idempotent=True)
-        return rt._gather(self.run_id, batch, timeout)
+        return rt._gather(self.run_id, batch, timeout, idempotent=idempotent)
 
     def kind_keys(self, kind: str) -> list[str]:
         rt = self._run.runtime

@@ -56,8 +56,17 @@ def test_unknown_op_is_a_bad_request(runtime) -> None:
     err = error_of(call, runtime, op="frobnicate")
     assert (err.code, err.message) == (
         ErrorCode.BAD_REQUEST,
-        "echo has no op 'frobnicate'; ops: echo, sleep, fail, raise, pid, stop, crash",
+        "echo:k: echo has no op 'frobnicate'; its ops: crash, echo, fail, pid, raise, sleep, stop",
     )
+
+
+def test_an_ill_typed_argument_is_a_bad_request_and_the_actor_serves_on(runtime) -> None:
+    err = error_of(call, runtime, op="sleep", args={"seconds": "soon"})
+    assert (err.code, err.message) == (
+        ErrorCode.BAD_REQUEST,
+        "echo:k: echo.sleep: seconds must be float, got str 'soon'",
+    )
+    assert call(runtime, op="sleep", args={"seconds": 0.01}) == {"slept": 0.01}
 
 
 def test_resource_error_reaches_the_caller(runtime) -> None:

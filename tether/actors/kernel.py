@@ -55,6 +55,43 @@ MEMORY_CHECK = 1.0  # s between memory checks
 LATE_PUBLISHERS = ("javascript",)  # kernels that may publish a cell's output after its idle
 SETTLE_CAP = 0.05  # s to wait for their end marker (a kernel_info's iopub status) at most
 
+
+# timer tags (ResourceActor.after / on_timer)
+@dataclass(frozen=True)
+class Budget:  # check a cell's inactivity budget and wall-clock cap
+    cell_id: str
+
+
+@dataclass(frozen=True)
+class Settle:  # a late publisher's end marker did not come in time: finish the cell
+    cell_id: str
+
+
+@dataclass(frozen=True)
+class KillIfStill:  # the cell was interrupted: kill the kernel if it still runs
+    cell_id: str
+
+
+@dataclass(frozen=True)
+class Handshake:  # resend kernel_info until the kernel's iopub is seen
+    pass
+
+
+@dataclass(frozen=True)
+class MemoryCheck:
+    pass
+
+
+@dataclass(frozen=True)
+class Reap:  # shut the kernel down if it has been idle for idle_reap
+    pass
+
+
+@dataclass(frozen=True)
+class Refill:  # start spares up to the pool's size
+    pass
+
+
 CHDIR = {"python": "__import__('os').chdir(%s)", "javascript": "Deno.chdir(%s)"}
 
 _ids = itertools.count(1)
@@ -338,12 +375,12 @@ class KernelActor(ResourceActor):
             launched = launch(self.language, op.cwd or os.getcwd(), op.launcher)
             self.handle = KernelHandle(launched, bridge.new_nonce(), prelude_done=False)
         self.handle.handshake()
-        self.after(HANDSHAKE_RETRY, "handshake")
+        self.after(HANDSHAKE_RETRY, Handshake())
         self.kernels_started += 1
         self._report_pids()
         if not self.memory_armed:
             self.memory_armed = True
-            self.after(MEMORY_CHECK, "memory")
+            self.after(MEMORY_CHECK, MemoryCheck())
 
     def _drop_kernel(self) -> None:
         if self.handle is not None:
@@ -435,7 +472,7 @@ class KernelActor(ResourceActor):
                 # Deno may publish a cell's output after its idle: a kernel_info request
                 # goes through after it, and its iopub status marks the end (capped)
                 cell.flush_id = handle.wire.send("shell", "kernel_info_request", {})
-                self.after(SETTLE_CAP, f"settle:{cell.cell_id}")
+                self.after(SETTLE_CAP, Settle(cell.cell_id))
             else:
                 self._finish(cell)
 
@@ -480,7 +517,7 @@ class KernelActor(ResourceActor):
             "elapsed": round(time.monotonic() - cell.started_at, 4),
         }
         self._answer(cell)
-        self.after(self.idle_reap, f"reap:{self.cells_run}")
+        self.after(self.idle_reap, Reap())
 
     def _answer(self, cell: Cell) -> None:
         assert cell.final is not None
@@ -497,7 +534,7 @@ class KernelActor(ResourceActor):
             cell.op.wall - (now - cell.started_at),
             cell.op.inactivity - (now - cell.last_activity),
         )
-        self.after(max(left, 0.01), f"budget:{cell.cell_id}")
+        self.after(max(left, 0.01), Budget(cell.cell_id))
 
     def _check_budget(self, cell_id: str) -> None:
         cell = self.cell
@@ -514,26 +551,27 @@ class KernelActor(ResourceActor):
         cell.interrupted = why
         cell.notes.append(f"{why}: it was interrupted; the output above is what it printed")
         self.handle.wire.send("control", "interrupt_request", {})
-        self.after(self.interrupt_grace, f"kill:{cell_id}")
+        self.after(self.interrupt_grace, KillIfStill(cell_id))
 
-    def on_timer(self, tag: str) -> None:
-        what, _, arg = tag.partition(":")
-        if what == "budget":
-            self._check_budget(arg)
-        elif what == "settle" and self.cell is not None and self.cell.cell_id == arg:
-            self.settle_caps += 1  # (health: how often the end marker did not come in time)
-            self._finish(self.cell)
-        elif what == "kill" and self.cell is not None and self.cell.cell_id == arg:
-            self._kernel_lost(
-                f"the {self.language} kernel ignored the interrupt for "
-                f"{self.interrupt_grace:g} s and was killed"
-            )
-        elif what == "handshake":
-            self._handshake_tick()
-        elif what == "memory":
-            self._check_memory()
-        elif what == "reap":
-            self._maybe_reap()
+    def on_timer(self, tag: Any) -> None:
+        cell = self.cell
+        match tag:
+            case Budget(cell_id=cell_id):
+                self._check_budget(cell_id)
+            case Settle(cell_id=cell_id) if cell is not None and cell.cell_id == cell_id:
+                self.settle_caps += 1  # (health: how often the end marker came too late)
+                self._finish(cell)
+            case KillIfStill(cell_id=cell_id) if cell is not None and cell.cell_id == cell_id:
+                self._kernel_lost(
+                    f"the {self.language} kernel ignored the interrupt for "
+                    f"{self.interrupt_grace:g} s and was killed"
+                )
+            case Handshake():
+                self._handshake_tick()
+            case MemoryCheck():
+                self._check_memory()
+            case Reap():
+                self._maybe_reap()
 
     def _handshake_tick(self) -> None:
         handle = self.handle
@@ -548,7 +586,7 @@ class KernelActor(ResourceActor):
             return
         if not handle.got_iopub:
             handle.handshake()
-        self.after(HANDSHAKE_RETRY, "handshake")
+        self.after(HANDSHAKE_RETRY, Handshake())
 
     def _check_memory(self) -> None:
         self.memory_armed = False
@@ -562,7 +600,7 @@ class KernelActor(ResourceActor):
             )
             return
         self.memory_armed = True
-        self.after(MEMORY_CHECK, "memory")
+        self.after(MEMORY_CHECK, MemoryCheck())
 
     def _maybe_reap(self) -> None:
         idle = time.monotonic() - self.last_used
@@ -630,7 +668,7 @@ class KernelPoolActor(ResourceActor):
         self.handed: list[Launched] = []  # our children now owned by runs (reaped here)
         self.taken = 0
         self.misses = 0
-        self.after(0.0, "refill")  # (a first Take is answered before the launches fork)
+        self.after(0.0, Refill())  # (a first Take is answered before the launches fork)
 
     def refill(self) -> None:
         while len(self.spares) < self.size:
@@ -639,7 +677,7 @@ class KernelPoolActor(ResourceActor):
             handle.handshake()
             self.spares.append(handle)
         self._report_pids()
-        self.after(HANDSHAKE_RETRY, "handshake")
+        self.after(HANDSHAKE_RETRY, Handshake())
 
     def on_call(self, call: Call) -> None:
         match POOL.parse(call):
@@ -657,7 +695,7 @@ class KernelPoolActor(ResourceActor):
                 self.taken += 1
                 # a kernel start burns a core for a second: not while the run's first
                 # cell runs on the spare just handed over
-                self.after(REFILL_DELAY, "refill")
+                self.after(REFILL_DELAY, Refill())
                 return handle.handover()
         self.misses += 1
         return None
@@ -675,22 +713,26 @@ class KernelPoolActor(ResourceActor):
                 self.last_error = handle.failed or handle.exit_text()
                 self.spares.remove(handle)
                 handle.close()
-                self.after(1.0, "refill")  # (not at once: a kernel that cannot start loops)
+                self.after(1.0, Refill())  # (not at once: a kernel that cannot start loops)
 
-    def on_timer(self, tag: str) -> None:
-        if tag == "refill":
-            self.refill()
-        elif tag == "handshake":
-            self.handed = [h for h in self.handed if h.popen is None or h.popen.poll() is None]
-            starting = [h for h in self.spares if not h.ready]
-            for handle in starting:
-                if time.monotonic() - handle.started_at > START_TIMEOUT:
-                    self.spares.remove(handle)
-                    handle.close()
-                elif not handle.got_iopub:
-                    handle.handshake()
-            if starting:
-                self.after(HANDSHAKE_RETRY, "handshake")
+    def on_timer(self, tag: Any) -> None:
+        match tag:
+            case Refill():
+                self.refill()
+            case Handshake():
+                self._handshake_tick()
+
+    def _handshake_tick(self) -> None:
+        self.handed = [h for h in self.handed if h.popen is None or h.popen.poll() is None]
+        starting = [h for h in self.spares if not h.ready]
+        for handle in starting:
+            if time.monotonic() - handle.started_at > START_TIMEOUT:
+                self.spares.remove(handle)
+                handle.close()
+            elif not handle.got_iopub:
+                handle.handshake()
+        if starting:
+            self.after(HANDSHAKE_RETRY, Handshake())
 
     def owned_pids(self) -> list[int]:
         return [pid for handle in getattr(self, "spares", []) for pid in handle.owned_pids()]

@@ -5,36 +5,34 @@ each with its own parse cache. The tool handler fans a search out to every slot 
 shard index; files are assigned by a stable hash of their path, so a file always lands
 in the same slot and hits that slot's cache on the next search, by any run.
 
-ops: "search", "edit", "stats", "clear" (see `tether.structural.ops`) and "index" (parse a
-workspace in the background, a chunk per timer tick, so searches interleave). A bad pattern or language is a
-`bad_request` with the compiler's message.
+ops: `PARSER` (`tether.messages.parser_ops`): search, edit, stats, clear (run by
+`tether.structural.ops`) and index (parse a workspace in the background, a chunk per timer
+tick, so searches interleave). A bad pattern or language is a `bad_request` with the
+compiler's message.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
 from tether.actors.base import ResourceActor
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import Call, ErrorCode
+from tether.messages.parser_ops import PARSER, Clear, Edit, Index, Search, Stats
 from tether.structural.cache import DEFAULT_MAX_BYTES, ParseCache
 from tether.structural.languages import LanguageError
-from tether.structural.ops import (
-    index_some,
-    op_clear,
-    op_edit,
-    op_search,
-    op_stats,
-    plan_index,
-)
+from tether.structural.ops import index_some, op_clear, op_edit, op_search, plan_index
 from tether.structural.pattern import PatternError
 from tether.structural.rewrite import RewriteError
 
-OPS = {"search": op_search, "edit": op_edit, "stats": op_stats, "clear": op_clear}
-
-
 INDEX_CHUNK = 16  # files parsed per timer tick while indexing (calls interleave)
+
+
+@dataclass(frozen=True)
+class IndexTick:
+    """Timer tag: parse the next chunk of the index queue."""
 
 
 class ParserActor(ResourceActor):
@@ -44,47 +42,40 @@ class ParserActor(ResourceActor):
         self.index_queue: list[tuple[str, str]] = []
         self.indexed = 0
 
-    def on_timer(self, tag: str) -> None:
-        if tag != "index":
-            return
-        self.indexed += index_some(self.cache, self.index_queue, INDEX_CHUNK)
-        if self.index_queue:
-            self.after(0.001, "index")
+    def on_timer(self, tag: Any) -> None:
+        match tag:
+            case IndexTick():
+                self.indexed += index_some(self.cache, self.index_queue, INDEX_CHUNK)
+                if self.index_queue:
+                    self.after(0.001, IndexTick())
 
-    def _index(self, call: Call) -> None:
+    def _index(self, op: Index) -> dict[str, Any]:
         """Parse this shard of a workspace in the background, a chunk per timer tick, so
         the first search of a run finds warm trees; searches are served in between."""
-        try:
-            planned = plan_index(dict(call.args))
-        except (KeyError, TypeError, ValueError) as exc:
-            self.fail(call, ErrorCode.BAD_REQUEST, f"parser 'index': bad arguments: {exc}")
-            return
+        planned = plan_index(op)
         idle = not self.index_queue
         self.index_queue = planned[::-1] + self.index_queue
         if idle and self.index_queue:
-            self.after(0.001, "index")
-        self.reply(call, {"queued": len(planned)})
+            self.after(0.001, IndexTick())
+        return {"queued": len(planned)}
 
     def on_call(self, call: Call) -> None:
-        if call.op == "index":
-            self._index(call)
-            return
-        op = OPS.get(call.op)
-        if op is None:
-            self.fail(
-                call,
-                ErrorCode.BAD_REQUEST,
-                f"parser has no op {call.op!r}; ops: {', '.join(OPS)}, index",
-            )
-            return
+        op = PARSER.parse(call)
         self.calls += 1
         try:
-            payload = op(self.cache, dict(call.args))
+            match op:
+                case Search():
+                    payload = op_search(self.cache, op)
+                case Edit():
+                    payload = op_edit(self.cache, op)
+                case Index():
+                    payload = self._index(op)
+                case Stats():
+                    payload = self.cache.stats()
+                case Clear():
+                    payload = op_clear(self.cache)
         except (PatternError, LanguageError, RewriteError) as exc:
             self.fail(call, ErrorCode.BAD_REQUEST, str(exc))
-            return
-        except (KeyError, TypeError, ValueError) as exc:
-            self.fail(call, ErrorCode.BAD_REQUEST, f"parser {call.op!r}: bad arguments: {exc}")
             return
         self.reply(call, payload)
 

@@ -349,12 +349,12 @@ class Supervisor(TetherActor):
                 kill_tree(pid, grace=0.0, wait=False)
         rec.owned = []
 
-    def handle_supervisor_wakeup(self, payload: Any) -> bool:
+    def handle_wakeup(self, payload: Any) -> None:
         match payload:
             case ChildTimer(what=what, kind=kind, key=key, incarnation=incarnation):
                 rec = self.children.get((kind, key))
                 if rec is None or rec.incarnation != incarnation:
-                    return True
+                    return
                 if what == ChildTimer.RESTART and rec.state == "restarting":
                     self._start_child(rec)
                 elif what == ChildTimer.TTL and rec.state in ("ready", "starting"):
@@ -363,11 +363,8 @@ class Supervisor(TetherActor):
                     what == ChildTimer.KILL and rec.address is not None and rec.state == "stopping"
                 ):
                     self._kill_child(rec)
-                return True
             case GatherDue(gather_id=gather_id):
                 self._finish_gather(gather_id)
-                return True
-        return False
 
     def _kill_child(self, rec: ChildRecord) -> None:
         """SIGKILL the child's actor process and what it owns (shutdown timeout, crash_actor)."""
@@ -495,18 +492,7 @@ class Supervisor(TetherActor):
 
     # --- health ----------------------------------------------------------------------
     def supervisor_node(self) -> dict[str, Any]:
-        return {
-            "name": self.name or "root",
-            "kind": self.kind or "root",
-            "key": self.key,
-            "state": self.state,
-            "uptime": round(time.monotonic() - self.started_at, 3),
-            "restarts": 0,
-            "last_error": self.last_error,
-            "pending": 0,
-            "pids": [process_info(os.getpid())],
-            "children": [],
-        }
+        return {**self.health_node(), "name": self.name or "root", "kind": self.kind or "root"}
 
     def record_node(self, rec: ChildRecord) -> dict[str, Any]:
         """What the supervisor knows of a child that cannot (or did not) answer itself."""

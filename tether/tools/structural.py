@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.messages.calls import ErrorCode, ResourceError
+from tether.messages.parser_ops import Edit, Index, Search
 from tether.structural import ops
 from tether.structural.cache import ParseCache
 from tether.structural.languages import LanguageError, infer
@@ -57,7 +58,7 @@ def _target(ctx: ToolContext, args: dict[str, Any]) -> tuple[Path, str | None]:
     return path, rel if path.is_file() else None
 
 
-def _fan_out(ctx: ToolContext, op: str, args: dict[str, Any]) -> list[Mapping[str, Any]]:
+def _fan_out(ctx: ToolContext, op: Search | Edit) -> list[Mapping[str, Any]]:
     """Run `op` on every pool slot (one shard each); in-process when there is no pool."""
     try:
         keys = list(ctx.kind_keys(KIND))
@@ -65,10 +66,11 @@ def _fan_out(ctx: ToolContext, op: str, args: dict[str, Any]) -> list[Mapping[st
         keys = []
     if not keys:
         with _LOCAL_LOCK:
-            fn = ops.op_search if op == "search" else ops.op_edit
-            return [fn(_LOCAL_CACHE, {**args, "shard": 0, "nshards": 1})]
-    shares = ops.split_work(args, len(keys))  # one listing here, not one per slot
-    calls = [(KIND, key, op, share) for key, share in zip(keys, shares, strict=True)]
+            if isinstance(op, Search):
+                return [ops.op_search(_LOCAL_CACHE, op)]
+            return [ops.op_edit(_LOCAL_CACHE, op)]
+    shares = ops.split_work(op, len(keys))  # one listing here, not one per slot
+    calls = [(KIND, key, share, None) for key, share in zip(keys, shares, strict=True)]
     replies = ctx.gather(calls, SEARCH_TIMEOUT, idempotent=True)
     out: list[Mapping[str, Any]] = []
     for key, reply in zip(keys, replies, strict=True):
@@ -119,9 +121,7 @@ def _ast_grep(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         limit = int(args.get("max_results") or DEFAULT_MAX_RESULTS)
         limit = max(1, min(limit, MAX_MAX_RESULTS))
         replies = _fan_out(
-            ctx,
-            "search",
-            {"root": str(path), "lang": lang, "pattern": pattern.source, "limit": limit},
+            ctx, Search(root=str(path), lang=lang, pattern=pattern.source, limit=limit)
         )
     except (PatternError, LanguageError, ValueError) as exc:
         return _error(exc)
@@ -175,9 +175,7 @@ def _ast_edit(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         rewrite = str(args["rewrite"])
         check_template(rewrite, pattern.metavars)
         replies = _fan_out(
-            ctx,
-            "edit",
-            {"root": str(path), "lang": lang, "pattern": pattern.source, "rewrite": rewrite},
+            ctx, Edit(root=str(path), lang=lang, pattern=pattern.source, rewrite=rewrite)
         )
     except (PatternError, LanguageError, RewriteError, ValueError) as exc:
         return _error(exc)
@@ -283,9 +281,9 @@ def warm_index(
     the number of files queued). Call it when a run opens: the run's first ast_grep then
     finds warm trees. Returns at once; the slots keep serving searches meanwhile."""
     keys = list(runtime.kind_keys(KIND))
-    args = {"root": str(workdir), "languages": list(languages or [])}
-    shares = ops.split_work(args, len(keys)) if keys else []  # one listing, made here
-    calls = [(KIND, key, "index", share) for key, share in zip(keys, shares, strict=True)]
+    op = Index(root=str(workdir), languages=list(languages or []))
+    shares = ops.split_work(op, len(keys)) if keys else []  # one listing, made here
+    calls = [(KIND, key, share, None) for key, share in zip(keys, shares, strict=True)]
     replies = runtime._gather(run_id, calls, 30.0)
     return sum(int(r.get("queued", 0)) for r in replies if isinstance(r, dict))
 
