@@ -84,6 +84,8 @@ from thespian.actors import ActorSystem, InvalidActorAddress  # noqa: E402  (aft
 RESOURCE_KIND_MODULES: list[str] = [
     "tether.actors.parser",
     "tether.actors.language_server",
+    "tether.actors.debug_session",
+    "tether.actors.vibe",
     "tether.actors.kernel",
 ]
 # The echo kinds (tether.actors.echo) are for tests, benchmarks and examples, which ask for

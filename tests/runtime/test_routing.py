@@ -46,10 +46,8 @@ def test_run_kind_is_one_actor_per_run(runtime) -> None:
 def test_unknown_kind_lists_the_connected_ones(runtime) -> None:
     err = error_of(call, runtime, kind="nope")
     assert err.code == ErrorCode.BAD_REQUEST
-    assert (
-        "no resource kind 'nope' in this runtime; connected kinds: echo, echo_process"
-        in err.message
-    )
+    assert "no resource kind 'nope' in this runtime; connected kinds: " in err.message
+    assert "echo, echo_process" in err.message
 
 
 def test_unknown_op_is_a_bad_request(runtime) -> None:
@@ -175,7 +173,8 @@ def test_kind_keys_lists_running_shared_actors(runtime) -> None:
     assert runtime.kind_keys("echo") == ["a", "b"]
     assert runtime.kind_keys("echo_run") == []
     err = error_of(runtime.kind_keys, "nope")
-    assert err.message.startswith("no resource kind 'nope'; connected kinds: echo")
+    assert err.message.startswith("no resource kind 'nope'; connected kinds: ")
+    assert "echo, echo_process" in err.message
 
 
 def test_connected_kinds(runtime) -> None:

@@ -34,6 +34,8 @@ class Search(Sharded):
     lang: str
     pattern: str
     limit: int = 50
+    budget_s: float = 0.0  # 0: the default (tether.structural.budget)
+    budget_steps: int = 0
 
 
 @PARSER.op
@@ -45,6 +47,8 @@ class Edit(Sharded):
     lang: str
     pattern: str
     rewrite: str
+    budget_s: float = 0.0
+    budget_steps: int = 0
 
 
 @PARSER.op
@@ -55,6 +59,14 @@ class Index(Sharded):
 
     languages: list[str] = field(default_factory=list)
     max_files: int = 20000
+
+
+@PARSER.op
+@dataclass(frozen=True)
+class Unindex:
+    """The run `run` closed: drop the files still queued for it (and its late Index calls)."""
+
+    run: str = ""
 
 
 @PARSER.op

@@ -9,16 +9,26 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
+from collections.abc import Generator
 from typing import Any, TypeVar
 
 from tether.messages.parser_ops import Edit, Index, Search, Sharded
+from tether.structural.budget import DEFAULT_SECONDS, DEFAULT_STEPS, Budget
 from tether.structural.cache import ParseCache
 from tether.structural.languages import EXTENSIONS, extensions_of, get_parser, normalize
 from tether.structural.pattern import compile_pattern
 from tether.structural.query import CandidateQuery
 from tether.structural.rewrite import apply
 from tether.structural.scan import iter_files, list_files, shard_of
-from tether.structural.search import find_in_tree, match_record, search_paths
+from tether.structural.search import (
+    FileResult,
+    Positions,
+    find_in_tree,
+    is_binary,
+    iter_search,
+    match_record,
+)
 from tether.structural.staging import digest
 
 S = TypeVar("S", bound=Sharded)
@@ -73,22 +83,46 @@ def _common(op: Sharded) -> dict[str, Any]:
     }
 
 
-def op_search(cache: ParseCache, op: Search) -> dict[str, Any]:
-    """The first `limit` match records of this shard in path order, and the total."""
+Job = Generator[None, None, dict[str, Any]]
+
+
+def budget_of(op: Search | Edit) -> Budget:
+    """The budget a search or edit runs under: `budget_s` seconds and `budget_steps`
+    matcher steps when the caller set them, else the defaults."""
+    return Budget(op.budget_s or DEFAULT_SECONDS, op.budget_steps or DEFAULT_STEPS)
+
+
+def finish(job: Job) -> dict[str, Any]:
+    """Run a job to its end in one go (callers without a scheduler)."""
+    while True:
+        try:
+            next(job)
+        except StopIteration as done:
+            return done.value
+
+
+def search_job(cache: ParseCache, op: Search, budget: Budget) -> Job:
+    """A generator (it yields between candidates; see `iter_search`) returning the first
+    `limit` match records of this shard in path order, the total and the file counts."""
     pattern = compile_pattern(op.pattern, op.lang)
-    results, stats = search_paths(pattern, op.root, cache, **_common(op))
+    results: list[FileResult] = []
+    stats: dict[str, int] = {}
+    yield from iter_search(pattern, op.root, cache, results, stats, budget, **_common(op))
     limit = op.limit
     results.sort(key=lambda r: r.path)
     total = sum(len(r.matches) for r in results)
     records: list[dict[str, Any]] = []
     for r in results:
-        for m in r.matches:
-            if len(records) >= limit:
-                break
-            records.append(match_record(r.path, r.source, m))
+        pos = Positions(r.source)
+        for m in r.matches[: limit - len(records)]:
+            records.append(match_record(r.path, r.source, m, pos))
         if len(records) >= limit:
             break
     return {"matches": records, "total": total, "files": len(results), "stats": stats}
+
+
+def op_search(cache: ParseCache, op: Search) -> dict[str, Any]:
+    return finish(search_job(cache, op, budget_of(op)))
 
 
 def _error_count(node: Any) -> int:
@@ -126,12 +160,13 @@ def syntax_flag(lang: str, old_tree: Any, new: bytes) -> str:
     return f"the rewritten file does not parse as {lang} (first error at line {line})"
 
 
-def op_edit(cache: ParseCache, op: Edit) -> dict[str, Any]:
-    """Per file of this shard with matches: path, old_hash, new content, replacements,
-    syntax (what broke, if the rewrite does not parse)."""
+def edit_job(cache: ParseCache, op: Edit, budget: Budget) -> Job:
+    """A generator returning, per file of this shard with matches: path, old_hash, new
+    content, replacements, syntax (what broke, if the rewrite does not parse)."""
     lang = op.lang
     pattern = compile_pattern(op.pattern, lang)
-    results, _ = search_paths(pattern, op.root, cache, **_common(op))
+    results: list[FileResult] = []
+    yield from iter_search(pattern, op.root, cache, results, {}, budget, **_common(op))
     files: list[dict[str, Any]] = []
     for r in sorted(results, key=lambda r: r.path):
         source = r.source
@@ -142,7 +177,9 @@ def op_edit(cache: ParseCache, op: Edit) -> dict[str, Any]:
         if fresh != source:  # changed under the cache within one mtime tick: redo it fresh
             source = fresh
             tree = get_parser(lang).parse(source)
-            matches = find_in_tree(pattern, CandidateQuery(pattern), tree.root_node, source)
+            matches = find_in_tree(
+                pattern, CandidateQuery(pattern), tree.root_node, source, budget
+            )
             if not matches:
                 continue
         new, count = apply(op.rewrite, source, matches)
@@ -157,7 +194,12 @@ def op_edit(cache: ParseCache, op: Edit) -> dict[str, Any]:
                 "syntax": syntax_flag(lang, tree, new),
             }
         )
+        yield
     return {"files": files, "total": sum(f["replacements"] for f in files)}
+
+
+def op_edit(cache: ParseCache, op: Edit) -> dict[str, Any]:
+    return finish(edit_job(cache, op, budget_of(op)))
 
 
 def plan_index(op: Index) -> list[tuple[str, str]]:
@@ -184,17 +226,30 @@ def plan_index(op: Index) -> list[tuple[str, str]]:
     return out
 
 
-def index_some(cache: ParseCache, queue: list[tuple[str, str]], budget: int) -> int:
-    """Parse up to `budget` queued files into the cache (stops early when it is full)."""
+INDEX_MAX_FILE_BYTES = 512 * 1024  # bigger files are parsed when a search needs them
+
+
+def index_some(
+    cache: ParseCache, queue: list[tuple[str, str]], budget: int, seconds: float = 0.05
+) -> int:
+    """Parse up to `budget` queued files into the cache, for at most about `seconds`
+    (stops early when the cache is full). Background work must not hold a slot: a file
+    over INDEX_MAX_FILE_BYTES (one parse of a 2 MB file is a second of uninterruptible C)
+    is left for the search that needs it."""
     done = 0
-    while queue and done < budget:
+    until = time.monotonic() + seconds
+    while queue and done < budget and time.monotonic() < until:
         path, lang = queue.pop()
         if cache.used >= cache.max_bytes * 0.9:
             queue.clear()  # the cache is full: indexing more would only evict
             break
         try:
+            if os.stat(path).st_size > INDEX_MAX_FILE_BYTES:
+                continue
             entry = cache.source(path, lang)
         except OSError:
+            continue
+        if is_binary(entry.source):
             continue
         cache.tree(path, lang, entry)
         done += 1

@@ -145,6 +145,8 @@ class Supervisor(TetherActor):
         # the last incarnation per (kind, key), kept when a record is forgotten: numbers
         # only grow, so "newer than N" (a host's retry) stays true of a fresh record too
         self._incarnations: dict[tuple[str, str], int] = {}
+        # why a forgotten child ended (TTL, a stop of its own), for its successor's Start
+        self._ended: dict[tuple[str, str], str] = {}
         self._gathers: dict[str, _Gather] = {}
         self._query_seq = 0
         self.state = "ready"
@@ -208,6 +210,7 @@ class Supervisor(TetherActor):
                 host_create_time=self._host_create_time,
                 incarnation=rec.incarnation,
                 restarts=rec.restarts,
+                previous_end=self._ended.pop((rec.kind, rec.key), ""),
                 name=rec.name,
                 kinds=rec.kinds,
                 channel=self.children_called_by_host,
@@ -318,6 +321,8 @@ class Supervisor(TetherActor):
         elif rec.waiting and self.state != "stopped":
             # calls raced its stop (idle, TTL) and wait for it: they get a fresh one
             self.children.pop((rec.kind, rec.key), None)
+            if rec.last_error:
+                self._ended[(rec.kind, rec.key)] = rec.last_error
             fresh = self.ensure_child(
                 rec.kind, rec.key, rec.name, rec.spec, rec.actor_class, rec.config, rec.kinds
             )
@@ -325,6 +330,8 @@ class Supervisor(TetherActor):
             self._flush_waiting(fresh)
         else:
             self.children.pop((rec.kind, rec.key), None)
+            if rec.last_error:
+                self._ended[(rec.kind, rec.key)] = rec.last_error
             self._fail_waiting(
                 rec, ErrorCode.RESOURCE_DIED, f"{rec.name} stopped: {rec.last_error}"
             )
