@@ -86,6 +86,7 @@ RESOURCE_KIND_MODULES: list[str] = [
     "tether.actors.language_server",
     "tether.actors.debug_session",
     "tether.actors.vibe",
+    "tether.actors.kernel",
 ]
 # The echo kinds (tether.actors.echo) are for tests, benchmarks and examples, which ask for
 # them with `kind_modules`; a production tree does not carry them.
