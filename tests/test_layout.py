@@ -50,6 +50,7 @@ LAYERS: list[set[str]] = [
         "tether.portfile",
         "tether.runtime",
         "tether.health_view",
+        "tether.tree_watch",
     },
     # the public face and the command
     {"tether", "tether.demo", "tether.cli", "tether.mcp_server"},

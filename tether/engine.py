@@ -349,6 +349,8 @@ class CallEngine:
             raise self.transport_error(exc) from exc
 
     def transport_error(self, exc: Exception) -> ResourceError:
+        if self.broken is not None:  # (the old tree's endpoints are closed as it goes)
+            return self.broken
         if self._closed():
             return ResourceError(
                 ErrorCode.UNAVAILABLE,

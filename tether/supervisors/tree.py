@@ -89,19 +89,12 @@ class RunSupervisor(Supervisor):
             self.deliver(self._run(call.run_id), call, data, extra if extra is not None else sender)
         elif isinstance(obj, OpenRun):
             rec = self._run(obj.run_id)
-            if rec.state in ("failed", "stopping") or rec.address is None:
-                self.send_error(
-                    sender,
-                    obj.call_id,
-                    rec.error_code or ErrorCode.RESTARTING,
-                    rec.last_error
-                    if rec.state == "failed"
-                    else f"{rec.name} is {rec.state} ({rec.last_error or 'no error'}); "
-                    "open it again in a moment",
-                )
-            elif rec.state == "ready":
+            if rec.state == "failed":
+                self.send_error(sender, obj.call_id, rec.error_code, rec.last_error)
+            elif rec.state == "ready" and rec.address is not None:
                 self._opened(rec, obj.call_id, sender)
-            else:  # answer once it started, with its pid (the host watches it while waiting)
+            else:  # starting, restarting, or stopping (closed a moment ago): answered once
+                # a RunActor for it is up, with its pid (the host watches us meanwhile)
                 self.opening.setdefault(obj.run_id, []).append((obj.call_id, sender))
         elif isinstance(obj, CloseRun):
             closing = self.children.get(("run", obj.run_id))
@@ -138,9 +131,16 @@ class RunSupervisor(Supervisor):
             self._opened(rec, call_id, reply_to)
 
     def on_child_gone(self, rec: ChildRecord, reason: Any) -> None:
-        for call_id, reply_to in self.opening.pop(rec.key, []):
-            message = f"{rec.name} did not start: {rec.last_error or reason}; open it again"
-            self.send_error(reply_to, call_id, ErrorCode.RESTARTING, message)
+        if not self.opening.get(rec.key):
+            return
+        if rec.state == "failed" or self.state == "stopped":
+            code = rec.error_code or ErrorCode.UNAVAILABLE
+            message = rec.last_error if rec.state == "failed" else "the runtime is shutting down"
+            for call_id, reply_to in self.opening.pop(rec.key):
+                self.send_error(reply_to, call_id, code, message)
+        elif ("run", rec.key) not in self.children:  # it was closed: a fresh one for them
+            self._run(rec.key)
+        # (restarting: answered once it started again)
 
 
 class RootSupervisor(Supervisor):
