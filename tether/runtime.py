@@ -77,6 +77,7 @@ from thespian.actors import ActorSystem, InvalidActorAddress  # noqa: E402  (aft
 RESOURCE_KIND_MODULES: list[str] = [
     "tether.actors.parser",
     "tether.actors.language_server",
+    "tether.actors.checker",
 ]
 # The echo kinds (tether.actors.echo) are for tests, benchmarks and examples, which ask for
 # them with `kind_modules`; a production tree does not carry them.

@@ -197,8 +197,10 @@ def test_health_never_says_ready_for_a_dead_supervisor(runtime_factory) -> None:
     node = health_node(rt.health(), "run:c0")
     assert node is None or node["state"] != "ready", node
     healed = wait_until(
-        lambda: (health_node(rt.health(), "run:c0") or {}).get("state") == "ready"
-        or rt._call("c0", "echo_run", "k", "echo", {}, 5),
+        lambda: (
+            (health_node(rt.health(), "run:c0") or {}).get("state") == "ready"
+            or rt._call("c0", "echo_run", "k", "echo", {}, 5)
+        ),
         timeout=5.0,
     )
     assert healed
@@ -217,7 +219,9 @@ def test_tree_watch_reports_the_first_death_at_once_and_nothing_after_stop() -> 
     procs = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in "ab"]
     try:
         seen: list[tuple[str, int, float]] = []
-        watched = {role: (p.pid, proc_create_time(p.pid)) for role, p in zip("ab", procs)}
+        watched = {
+            role: (p.pid, proc_create_time(p.pid)) for role, p in zip("ab", procs, strict=True)
+        }
         watch = TreeWatch(watched, lambda role, pid: seen.append((role, pid, time.monotonic())))
         watch.start()
         killed = kill(procs[1].pid)
@@ -236,6 +240,7 @@ def test_tree_watch_reports_the_first_death_at_once_and_nothing_after_stop() -> 
         for p in procs:
             p.kill()
             p.wait()
+
 
 TOP = ["root", "admin", "logger"]
 

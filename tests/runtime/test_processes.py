@@ -18,7 +18,6 @@ import pytest
 
 from tests.conftest import alive, runtime_processes, wait_until
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
-from tether.messages.calls import ResourceError
 from tether.processes import session_processes
 from tether.runtime import KindLoadError, Runtime, RuntimeStartError, load_kinds
 
