@@ -18,6 +18,12 @@ still alive (psutil, bounded). If the host dies without shutting down, every act
 watchdog notices within a fraction of a second and takes its processes down, and the
 port file (`state_dir/<admin_port>.json`) lets the next `Runtime.start()` (or
 `Runtime.reap_stale()`) clean up anything left.
+
+The tree heals: a supervisor that dies is restarted by its parent and found again by the
+host (through the root, `CallEngine.ask_node`). Thespian's admin, its logger and the root
+have no parent in the tree: the host watches them (`tether.tree_watch`) and, when one
+dies, fails the calls open on the old tree at once, kills what is left of it and boots a
+new one (see "the tree heals" below); health shows the rebuilds.
 """
 
 from __future__ import annotations
@@ -506,7 +512,7 @@ class Runtime:
 
     # --- what is connected -----------------------------------------------------------
     def connected_kinds(self) -> set[str]:
-        return set(self.kinds) if not self._closed else set()
+        return set(self.kinds) if not self._shut_down else set()
 
     def kind_keys(self, kind: str, timeout: float = 5.0) -> list[str]:
         """The keys of `kind`: its declared key set (config["keys"], e.g. pool slots), or
@@ -519,7 +525,7 @@ class Runtime:
             )
         if spec.config.get("keys") is not None:
             return list(spec.config["keys"])
-        if spec.scope is not Scope.SHARED or self._closed:
+        if spec.scope is not Scope.SHARED or self._shut_down:
             return []
         msg = ListKeys(self._next_id(), kind)
         target = ("", "supervisor", kind)
@@ -628,8 +634,9 @@ class Runtime:
     def _tree_died(self, role: str, pid: int) -> None:
         """(On the watch's thread.) The top of the tree is gone: rebuild it."""
         with self._heal_lock:
-            if self._shut_down:
-                return
+            watch = self._tree_watch
+            if self._shut_down or watch is None or watch.processes.get(role, (0, 0.0))[0] != pid:
+                return  # (a watch of a tree already gone)
             self._healed.clear()
             try:
                 self._rebuild(role, pid)
@@ -721,7 +728,7 @@ class Runtime:
             self._tree_watch.stop()
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else "running"
+        state = "closed" if self._shut_down else "running"
         return f"Runtime(admin_port={self.admin_port}, kinds={sorted(self.kinds)}, {state})"
 
 
