@@ -429,6 +429,9 @@ class Runtime:
         """The engine of the current tree, and what is left of `timeout` once it is there:
         while the tree is being rebuilt, a call waits for it (never past its timeout)."""
         self._check_open()
+        if self._healed.is_set() and self._heal_failed is None:
+            assert self._engine is not None
+            return self._engine, timeout  # (the engine checks the timeout itself)
         start = time.monotonic()
         if not self._healed.wait(timeout):
             raise ResourceError(

@@ -47,7 +47,7 @@ def test_unknown_kind_lists_the_connected_ones(runtime) -> None:
     err = error_of(call, runtime, kind="nope")
     assert err.code == ErrorCode.BAD_REQUEST
     assert (
-        "no resource kind 'nope' in this runtime; connected kinds: echo, echo_process"
+        "no resource kind 'nope' in this runtime; connected kinds: checker, echo, echo_process"
         in err.message
     )
 
@@ -166,7 +166,7 @@ def test_kind_keys_lists_running_shared_actors(runtime) -> None:
     assert runtime.kind_keys("echo") == ["a", "b"]
     assert runtime.kind_keys("echo_run") == []
     err = error_of(runtime.kind_keys, "nope")
-    assert err.message.startswith("no resource kind 'nope'; connected kinds: echo")
+    assert err.message.startswith("no resource kind 'nope'; connected kinds: checker, echo")
 
 
 def test_connected_kinds(runtime) -> None:
