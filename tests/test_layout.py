@@ -32,6 +32,7 @@ LAYERS: list[set[str]] = [
         "tether.protocol",
         "tether.processes",
         "tether.atomic_files",
+        "tether.transport_auth",
     },
     {"tether.thespian_patches"},
     # pure libraries, and the call-channel transport actors and host share
@@ -51,6 +52,7 @@ LAYERS: list[set[str]] = [
         "tether.runtime",
         "tether.health_view",
         "tether.tree_watch",
+        "tether.metrics",
     },
     # the public face and the command
     {"tether", "tether.demo", "tether.cli", "tether.mcp_server"},

@@ -3,7 +3,9 @@
     tether tools [--surface S] [--json [--format anthropic|openai|mcp]] [--all]
     tether call --workdir DIR TOOL 'JSON'     exit 1 when the result is an error
     tether status --port N                    the health tree of a running runtime
+    tether top --port N [--interval S]        a live view of its actors, redrawn in place
     tether mcp --workdir DIR [--surface S]    one run's tools over MCP stdio
+    tether serve [--metrics-port P]           a runtime that stays up (for status, metrics)
     tether demo [--project DIR]               the tools on the bundled example project
 
 `tether call` starts a runtime only when the tool needs one (language servers, parsers,
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -162,6 +165,31 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
     return mcp_main(args.workdir, args.surface)
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    from tether.runtime import Runtime, RuntimeStartError
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        rt = Runtime.start(admin_port=args.admin_port, metrics_port=args.metrics_port)
+    except RuntimeStartError as e:
+        raise SystemExit(f"tether serve: {e}") from None
+    with rt:
+        print(
+            f"tether: runtime up, admin port {rt.admin_port} (tether status --port {rt.admin_port})"
+        )
+        if rt.metrics is not None:
+            print(f"tether: metrics on http://127.0.0.1:{rt.metrics.port}/metrics")
+        print("tether: Ctrl-C or SIGTERM to stop", flush=True)
+        stop.wait()
+    print("tether: stopped", flush=True)
+    return 0
+
+
 def _cmd_demo(rest: list[str]) -> int:
     try:
         from tether.demo import main as demo_main
@@ -196,16 +224,36 @@ def build_parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", help="the health tree of a running runtime")
     status.add_argument("--port", type=int, required=True, help="the runtime's admin port")
 
+    top = sub.add_parser("top", help="a live view of a running runtime's actors")
+    top.add_argument("--port", type=int, required=True, help="the runtime's admin port")
+    top.add_argument("--interval", type=float, default=1.0, help="seconds between frames")
+    top.add_argument("--count", type=int, default=0, help="stop after N frames (0: never)")
+
     mcp = sub.add_parser("mcp", help="serve one run's tools over MCP stdio")
     mcp.add_argument("--workdir", required=True, help="the working directory of the run")
     mcp.add_argument("--surface", choices=SURFACES, default="default")
+
+    serve = sub.add_parser("serve", help="start a runtime and keep it up until interrupted")
+    serve.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
+    serve.add_argument("--admin-port", type=int, help="pin the actor system's admin port")
 
     sub.add_parser("demo", help="run the tools on the bundled example project", add_help=False)
     return parser
 
 
+def interpreter_bin_first_on_path() -> None:
+    """The command may run as `.venv/bin/tether` without the virtualenv activated: the
+    servers installed beside this interpreter (basedpyright, deno, a node >= 20 and the
+    TypeScript server, see scripts/install.sh) are found first, as activation would do."""
+    here = os.path.dirname(sys.executable)
+    path = os.environ.get("PATH", "")
+    if here and here not in path.split(os.pathsep):
+        os.environ["PATH"] = os.pathsep.join([here, path]) if path else here
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    interpreter_bin_first_on_path()
     if argv and argv[0] == "demo":
         return _cmd_demo(argv[1:])
     parser = build_parser()
@@ -216,8 +264,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _cmd_call(args)
     if args.command == "status":
         return _cmd_status(args)
+    if args.command == "top":
+        from tether.health_view import top_main
+
+        if args.interval <= 0 or args.count < 0:
+            raise SystemExit("tether top: --interval must be > 0 and --count >= 0")
+        return top_main(args.port, args.interval, args.count)
     if args.command == "mcp":
         return _cmd_mcp(args)
+    if args.command == "serve":
+        return _cmd_serve(args)
     parser.print_help()
     return 2
 

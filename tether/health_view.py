@@ -4,6 +4,14 @@ The runtime's admin listens on 127.0.0.1:N. We attach to that actor system as on
 external client (never shutting it down: that would stop the runtime), find the root
 supervisor by its global name, and ask it for health with a deadline, exactly as
 `Runtime.health()` does in-process. `render_tree` draws any health dict.
+
+Every connection into a runtime must prove its transport secret (tether.transport_auth).
+We read it from the runtime's port file, `<state dir>/<N>.json`: that file is 0600 in a
+0700 directory owned by the user, and `tether.portfile` checks both before reading, so
+only the user who started the runtime (or root) can join it. The check matters for us
+too: whoever could plant that file could point us at an actor system of theirs, and we
+unpickle what it sends back. (Against processes of the same user a file mode is no
+boundary - they can read the runtime's memory - see tether.transport_auth.)
 """
 
 from __future__ import annotations
@@ -42,11 +50,12 @@ def fetch_health(port: int, timeout: float = 5.0) -> dict[str, Any]:
                 f"nothing listens on 127.0.0.1:{port}; is the runtime running? "
                 "(its admin port is Runtime.admin_port, also in its port file)"
             )
+    secret = _secret(port)
     result: dict[str, Any] = {}
 
     def fetch() -> None:
         try:
-            result["health"] = _fetch(port, timeout)
+            result["health"] = _fetch(port, timeout, secret)
         except Exception as exc:  # reported below, with the port
             result["error"] = exc
 
@@ -62,16 +71,36 @@ def fetch_health(port: int, timeout: float = 5.0) -> dict[str, Any]:
     raise StatusError(f"the runtime on port {port} did not answer within {timeout:g} s")
 
 
-def _fetch(port: int, timeout: float) -> dict[str, Any]:
+def _secret(port: int) -> bytes:
+    from tether.portfile import StateDirError, default_state_dir, runtime_secret
+
+    where = default_state_dir()
+    try:
+        return runtime_secret(port, where)
+    except FileNotFoundError:
+        raise StatusError(
+            f"no port file {where / f'{port}.json'}: tether status reads the runtime's "
+            "transport secret from it; run it as the user who started the runtime, with "
+            "the same TETHER_STATE_DIR"
+        ) from None
+    except (StateDirError, OSError, ValueError) as exc:
+        raise StatusError(f"cannot read the transport secret of port {port}: {exc}") from None
+
+
+def _fetch(port: int, timeout: float, secret: bytes) -> dict[str, Any]:
     from thespian.actors import ActorSystem
 
+    from tether import transport_auth
     from tether.contexts import post
     from tether.messages.codec import decode, encode
     from tether.messages.control import HealthQuery, HealthReport
     from tether.runtime import ROOT_NAME
     from tether.supervisors.tree import RootSupervisor
 
-    asys = ActorSystem("multiprocTCPBase", capabilities={"Admin Port": port}, transientUnique=True)
+    with transport_auth.using_secret(secret):
+        asys = ActorSystem(
+            "multiprocTCPBase", capabilities={"Admin Port": port}, transientUnique=True
+        )
     # no asys.shutdown(): we are a guest in that actor system
     root = asys.createActor(RootSupervisor, globalName=ROOT_NAME)
     query = HealthQuery(f"status-{time.monotonic_ns()}", time.monotonic() + timeout * 0.9)
@@ -151,4 +180,85 @@ def status_main(port: int, out: TextIO | None = None, timeout: float = 5.0) -> i
         print(f"tether status: {exc}", file=sys.stderr)
         return 1
     print(render_tree(health), file=out)
+    return 0
+
+
+# --- tether top ----------------------------------------------------------------------
+TOP_COLUMNS = ("actor", "state", "up", "restarts", "pending", "rss", "cpu")
+CLEAR = "\x1b[H\x1b[J"  # cursor home, clear to the end: the frame is redrawn in place
+
+
+def top_rows(health: dict[str, Any]) -> list[tuple[str, ...]]:
+    """One row per actor, indented by depth: the table `tether top` draws."""
+    rows: list[tuple[str, ...]] = []
+
+    def walk(node: dict[str, Any], depth: int) -> None:
+        pids = [p for p in node.get("pids", []) if p.get("alive", True)]
+        state = str(node.get("state", "?"))
+        rows.append(
+            (
+                "  " * depth + str(node.get("name", "?")),
+                state + STATE_MARK.get(state, ""),
+                f"{node.get('uptime', 0):.0f}s",
+                str(node.get("restarts", 0)),
+                str(node.get("pending", 0)),
+                _mib(sum(int(p.get("rss", 0)) for p in pids)),
+                f"{sum(float(p.get('cpu', 0)) for p in pids):.0f}%",
+            )
+        )
+        for child in node.get("children", []):
+            walk(child, depth + 1)
+
+    walk(health, 0)
+    return rows
+
+
+def render_top(health: dict[str, Any], now: str) -> str:
+    rows = top_rows(health)
+    restarts = sum(int(r[3]) for r in rows)
+    pending = sum(int(r[4]) for r in rows)
+    header = (
+        f"tether top  127.0.0.1:{health.get('admin_port', '?')}  {now}  "
+        f"{len(rows)} actors  {restarts} restarts  {pending} pending"
+    )
+    widths = [max(len(r[i]) for r in [TOP_COLUMNS, *rows]) for i in range(len(TOP_COLUMNS))]
+    lines = [header, ""]
+    for row in [TOP_COLUMNS, *rows]:
+        cells = [
+            row[0].ljust(widths[0]),
+            *(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)),
+        ]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def top_main(
+    port: int,
+    interval: float = 1.0,
+    count: int = 0,
+    out: TextIO | None = None,
+    timeout: float = 5.0,
+) -> int:
+    """Redraw the runtime's actors every `interval` seconds (in place on a terminal, one
+    frame after another on a pipe) until interrupted, or `count` frames (0: forever). A
+    runtime that stops answering is shown as such, and watched until it is back."""
+    out = out or sys.stdout
+    in_place = out.isatty()
+    refresh = threading.Event()
+    frames = 0
+    try:
+        while not count or frames < count:
+            now = time.strftime("%H:%M:%S")
+            try:
+                frame = render_top(fetch_health(port, timeout), now)
+            except StatusError as exc:
+                frame = f"tether top  127.0.0.1:{port}  {now}\n\n{exc}"
+            print((CLEAR if in_place else "") + frame, file=out, flush=True)
+            frames += 1
+            if not count or frames < count:
+                if not in_place:
+                    print("", file=out)
+                refresh.wait(interval)  # the next frame is due (nothing sets it: a timer)
+    except KeyboardInterrupt:
+        pass
     return 0

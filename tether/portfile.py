@@ -2,10 +2,20 @@
 
 A runtime picks a free loopback port for thespian's admin (several runtimes and parallel
 tests on one machine never collide) and writes `<state_dir>/<admin_port>.json`: the host's
-and the admin's pid and start time, the admin's session, the runtime's token. If the host
-dies without shutting down, the actors' watchdogs take the tree down within a second;
+and the admin's pid and start time, the admin's session, the runtime's token, and the
+transport secret (tether.transport_auth) that `tether status` needs to talk to it. If the
+host dies without shutting down, the actors' watchdogs take the tree down within a second;
 `reap_stale` (run by every `Runtime.start()`) kills whatever is still left and removes
-the file. state_dir: $TETHER_STATE_DIR, or <tmp>/tether-<uid>.
+the file.
+
+state_dir: $TETHER_STATE_DIR, else $XDG_RUNTIME_DIR/tether, else <tmp>/tether-<uid>. It
+is private (`ensure_private_dir`): a real directory owned by this user, mode 0700 (a
+group/other bit left by an older tether is taken away; a symlink or another owner is
+refused, as whoever made it could plant port files or read the secret); port files are
+written 0600, and one is read only if it is a regular file owned by this user that no one
+else may write. The file is still only a claim: the reaper kills a process only when it
+proves the runtime started it (`_proven`): same pid and start time as recorded, and the
+runtime's token in its environment or its name (tether.processes.carries_token).
 """
 
 from __future__ import annotations
@@ -14,13 +24,30 @@ import contextlib
 import json
 import os
 import random
+import secrets
 import socket
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from tether.processes import kill_tree, processes_with_token, same_process, session_processes
+import psutil
+
+from tether.processes import (
+    TOKEN_RE,
+    carries_token,
+    kill_tree,
+    processes_with_token,
+    same_process,
+    session_processes,
+)
 from tether.thespian_patches import LOOPBACK
+
+MAX_PORT_FILE = 65536
+
+
+class StateDirError(RuntimeError):
+    """The runtime directory (or a port file in it) is not private to this user."""
 
 
 def _admin_port_range() -> tuple[int, int]:
@@ -39,9 +66,43 @@ PORT_RANGE = _admin_port_range()
 
 
 def default_state_dir() -> Path:
-    return Path(
-        os.environ.get("TETHER_STATE_DIR") or Path(tempfile.gettempdir()) / f"tether-{os.getuid()}"
-    )
+    if os.environ.get("TETHER_STATE_DIR"):
+        return Path(os.environ["TETHER_STATE_DIR"])
+    if os.environ.get("XDG_RUNTIME_DIR"):  # per user, 0700, cleared at logout
+        return Path(os.environ["XDG_RUNTIME_DIR"]) / "tether"
+    return Path(tempfile.gettempdir()) / f"tether-{os.getuid()}"
+
+
+def ensure_private_dir(directory: Path) -> Path:
+    """Create `directory` (0700), or check the one there (`check_private_dir`)."""
+    with contextlib.suppress(FileExistsError):
+        directory.mkdir(mode=0o700, parents=True)
+    check_private_dir(directory)
+    return directory
+
+
+def check_private_dir(directory: Path) -> None:
+    """Raise StateDirError unless `directory` is a real directory (not a symlink) owned
+    by this user. Group/other permission bits are removed (through a descriptor opened
+    without following links): the directory is ours, and every file in it is checked
+    again when read, so nothing planted while it was open is trusted."""
+    fix = "remove it, or point TETHER_STATE_DIR at a directory of your own (mode 0700)"
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as exc:
+        kind = "is a symlink" if directory.is_symlink() else f"cannot be opened ({exc.strerror})"
+        raise StateDirError(f"the runtime directory {directory} {kind}; {fix}") from exc
+    try:
+        info = os.fstat(fd)
+        if info.st_uid != os.getuid():
+            raise StateDirError(
+                f"the runtime directory {directory} belongs to uid {info.st_uid}, not to you "
+                f"(uid {os.getuid()}): its owner could plant port files there; {fix}"
+            )
+        if info.st_mode & 0o077:
+            os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
 
 
 def port_listening(port: int) -> bool:
@@ -68,38 +129,113 @@ def pick_port() -> int:
 
 
 def write_port_file(directory: Path, data: dict[str, Any]) -> Path:
-    """Write `data` as `directory/<admin_port>.json`, atomically (write, then rename)."""
-    directory.mkdir(parents=True, exist_ok=True)
+    """Write `data` as `directory/<admin_port>.json`, mode 0600, atomically (write a new
+    file, then rename), in the private directory (created if needed)."""
+    ensure_private_dir(directory)
     path = directory / f"{data['admin_port']}.json"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data))
-    tmp.replace(path)
+    tmp = directory / f".{data['admin_port']}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(json.dumps(data))
+        tmp.replace(path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
     return path
+
+
+def read_port_file(path: Path) -> dict[str, Any]:
+    """The record in a port file. Raises StateDirError if the file is not one this user
+    wrote (a symlink, not a regular file, another owner, writable by others), ValueError
+    if it does not hold a JSON object, OSError if it cannot be read."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as src:
+        info = os.fstat(src.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_PORT_FILE:
+            raise StateDirError(f"{path} is not a port file (not a small regular file)")
+        if info.st_uid != os.getuid() or info.st_mode & 0o022:
+            raise StateDirError(
+                f"{path} was not written by you (owner uid {info.st_uid}, mode "
+                f"{stat.S_IMODE(info.st_mode):o}); it is ignored"
+            )
+        data = json.loads(src.read(MAX_PORT_FILE))
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} does not hold a port record")
+    return data
+
+
+def _proven(pid: Any, create_time: Any, token: str) -> bool:
+    """True if `pid` is still the process created at `create_time` and carries `token`."""
+    if not isinstance(pid, int) or pid <= 1 or not isinstance(create_time, int | float):
+        return False
+    if not same_process(pid, float(create_time)):
+        return False
+    try:
+        return carries_token(psutil.Process(pid), token)
+    except psutil.Error:
+        return False
 
 
 def reap_stale(directory: Path) -> list[int]:
     """For every port file in `directory` whose host is gone, kill what is left of its
-    actor system (admin, its session, subprocesses carrying its token) and remove the
-    file. Returns the admin ports reaped."""
+    actor system - only processes proven to be its own (`_proven`, `carries_token`) - and
+    remove the file. Returns the admin ports reaped. Raises StateDirError if `directory`
+    is not private to this user (see `check_private_dir`)."""
+    if not directory.is_dir() or directory.is_symlink():
+        if directory.is_symlink():
+            check_private_dir(directory)  # raises, saying why
+        return []
+    check_private_dir(directory)
     reaped = []
-    for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+    for path in sorted(directory.glob("*.json")):
         try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
+            data = read_port_file(path)
+        except (OSError, ValueError, StateDirError):
+            continue  # not ours, or unreadable: trust nothing in it, leave it
+        if _proven_host(data):
             continue
-        if same_process(data.get("host_pid", 0), data.get("host_create_time", 0.0)):
-            continue
-        admin_pid = data.get("admin_pid", 0)
-        if admin_pid and same_process(admin_pid, data.get("admin_create_time", 0.0)):
-            with contextlib.suppress(Exception):
-                kill_tree(admin_pid, grace=0.2, group=False)
-        leftovers = session_processes(data.get("admin_sid", 0), data.get("admin_create_time", 0.0))
-        if data.get("token"):
-            leftovers += processes_with_token(str(data["token"]))
-        for proc in leftovers:
-            with contextlib.suppress(Exception):
-                kill_tree(proc.pid, grace=0.0)
+        _kill_proven(data)
         with contextlib.suppress(OSError):
             path.unlink()
-        reaped.append(int(data.get("admin_port", 0)))
+        with contextlib.suppress(TypeError, ValueError):
+            reaped.append(int(data.get("admin_port", 0)))
     return reaped
+
+
+def _proven_host(data: dict[str, Any]) -> bool:
+    pid, created = data.get("host_pid", 0), data.get("host_create_time", 0.0)
+    return isinstance(pid, int) and isinstance(created, int | float) and same_process(pid, created)
+
+
+def _kill_proven(data: dict[str, Any]) -> None:
+    token = data.get("token")
+    if not isinstance(token, str) or not TOKEN_RE.fullmatch(token):
+        return  # nothing can be proven ours
+    created = data.get("admin_create_time", 0.0)
+    if _proven(data.get("admin_pid"), created, token):
+        with contextlib.suppress(Exception):
+            kill_tree(int(data["admin_pid"]), grace=0.2, group=False)
+    sid = data.get("admin_sid", 0)
+    in_session = (
+        session_processes(sid, float(created))
+        if isinstance(sid, int) and isinstance(created, int | float)
+        else []
+    )
+    leftovers = [p for p in in_session if carries_token(p, token)]
+    leftovers += processes_with_token(token)
+    for proc in leftovers:
+        with contextlib.suppress(Exception):
+            kill_tree(proc.pid, grace=0.0)
+
+
+def runtime_secret(port: int, directory: Path | None = None) -> bytes:
+    """The transport secret of the runtime whose admin listens on `port`, from its port
+    file in `directory` (default: `default_state_dir()`). Raises StateDirError or
+    FileNotFoundError / ValueError saying what is missing."""
+    from tether.transport_auth import secret_from_hex
+
+    directory = directory or default_state_dir()
+    check_private_dir(directory)
+    return secret_from_hex(read_port_file(directory / f"{int(port)}.json").get("secret"))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import re
 import signal
 import sys
 import time
@@ -188,6 +189,54 @@ def session_processes(sid: int, not_before: float) -> list[psutil.Process]:
     return found
 
 
+TOKEN_ENV = "TETHER_RUNTIME_TOKEN"  # set by the host while it forks the tree (tether.runtime)
+TOKEN_RE = re.compile(r"[0-9a-f]{12}")
+
+
+def tree_process_name(token: str) -> str:
+    """The name (/proc/<pid>/comm, 15 bytes at most) of a process thespian forked for the
+    runtime with this token."""
+    return f"tether-{token[:8]}"
+
+
+def _name_forked_tree_process() -> None:
+    token = os.environ.get(TOKEN_ENV, "")
+    if TOKEN_RE.fullmatch(token) and sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            name = tree_process_name(token).encode()
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NAME, ctypes.c_char_p(name), 0, 0, 0)
+
+
+def name_forked_tree_processes() -> None:
+    """Idempotent. Every process forked from here on while the runtime's token is in
+    os.environ (thespian's admin and, forked from it, every actor and the logger) names
+    itself `tree_process_name(token)`. Forked without exec, their /proc environ and
+    cmdline are the host's, so the name is what lets the next start's reaper prove such a
+    process belongs to the runtime it is cleaning up after (`carries_token`)."""
+    global _naming
+    if not _naming:
+        os.register_at_fork(after_in_child=_name_forked_tree_process)
+        _naming = True
+
+
+_naming = False
+PR_SET_NAME = 15
+
+
+def carries_token(proc: psutil.Process, token: str) -> bool:
+    """True if `proc` proves it belongs to the runtime with `token`: the token in its
+    exec-time environment (a subprocess an actor started), or the name a forked process
+    of that runtime gave itself (`name_forked_tree_processes`)."""
+    if not TOKEN_RE.fullmatch(token or ""):
+        return False
+    try:
+        if proc.name() == tree_process_name(token):
+            return True
+        return proc.environ().get(TOKEN_ENV) == token
+    except (psutil.NoSuchProcess, psutil.AccessDenied, OSError):
+        return False
+
+
 def processes_with_token(token: str) -> list[psutil.Process]:
     """Every live process whose exec-time environment carries this runtime's token: the
     subprocesses the actors started (unless started with a custom env). Thespian's own
@@ -196,7 +245,7 @@ def processes_with_token(token: str) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter():
         try:
-            if proc.pid != os.getpid() and proc.environ().get("TETHER_RUNTIME_TOKEN") == token:
+            if proc.pid != os.getpid() and proc.environ().get(TOKEN_ENV) == token:
                 if proc.status() != psutil.STATUS_ZOMBIE:
                     found.append(proc)
         except (psutil.NoSuchProcess, psutil.AccessDenied, OSError):

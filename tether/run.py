@@ -20,6 +20,7 @@ import contextlib
 import itertools
 import os
 import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -306,14 +307,20 @@ class Run:
                 "refused to stop a loop. Call it from the top level instead."
             )
         self._depth.value = depth + 1
+        started = time.monotonic()
         try:
-            return self.registry.call(self, name, args)
+            result = self.registry.call(self, name, args)
         except BaseException as e:  # noqa: BLE001 - Registry.call already catches Exception
             if isinstance(e, KeyboardInterrupt | SystemExit):
                 raise
-            return ToolResult.error(f"{name} failed: {type(e).__name__}: {e}")
+            result = ToolResult.error(f"{name} failed: {type(e).__name__}: {e}")
         finally:
             self._depth.value = depth
+        metrics = getattr(self.runtime, "metrics", None)
+        if metrics is not None and depth == 0:  # (a nested call is part of its caller's)
+            tool = name if isinstance(name, str) and self.registry.get(name) else "(unknown)"
+            metrics.observe(tool, time.monotonic() - started, result)
+        return result
 
     async def acall(self, name: str, args: Mapping[str, Any] | None = None) -> ToolResult:
         """`call` for asyncio hosts: runs in its own worker thread, safe from many tasks."""

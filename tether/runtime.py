@@ -10,6 +10,8 @@ thespian `tell` + `listen` and explicit deadlines, from one thespian `private()`
 per calling thread (a shared system object hands replies to the wrong thread); a call to
 a shared actor the host already knows goes on that thread's call channel to it instead
 (`tether.channels`: a Unix socket, ~0.1 ms a round trip where thespian takes ~0.45).
+Every thespian connection into the tree proves the runtime's secret, made here at start
+and inherited by the tree at fork (`tether.transport_auth`).
 Every call carries a call id; a reply with another id — a late answer to a call that
 already timed out — is dropped, never handed to the next call.
 
@@ -42,7 +44,7 @@ from typing import Any
 
 import psutil
 
-from tether import thespian_patches
+from tether import thespian_patches, transport_auth
 from tether.engine import DEFAULT_CALL_TIMEOUT, CallEngine
 from tether.host_routes import ROOT, RouteTable, Target
 from tether.kinds import KindSpec, Scope
@@ -56,15 +58,20 @@ from tether.messages.control import (
     ListKeys,
     OpenRun,
 )
+from tether.metrics import Metrics
 from tether.portfile import (
+    StateDirError,
     default_state_dir,
+    ensure_private_dir,
     pick_port,
     port_listening,
     reap_stale,
     write_port_file,
 )
 from tether.processes import (
+    TOKEN_ENV,
     kill_tree,
+    name_forked_tree_processes,
     proc_create_time,
     process_info,
     processes_with_token,
@@ -75,6 +82,7 @@ from tether.processes import (
 from tether.tree_watch import TreeWatch
 
 thespian_patches.apply()  # before any thespian transport or actor process exists
+name_forked_tree_processes()  # so the next start's reaper can prove they were ours
 
 from thespian.actors import ActorSystem, InvalidActorAddress  # noqa: E402  (after the patches)
 
@@ -90,7 +98,6 @@ RESOURCE_KIND_MODULES: list[str] = [
 
 FAULTS = ("kill_process", "crash_actor", "delay", "drop_reply")
 ROOT_NAME = "tether-root"
-TOKEN_ENV = "TETHER_RUNTIME_TOKEN"
 RUNS: Target = ("", "runs", "")
 # healing: a call waits this long at most for a tree being rebuilt (and a rebuild's boot may
 # take this long); more than MAX_REBUILDS within REBUILD_PERIOD s and the host gives up
@@ -154,6 +161,8 @@ class Runtime:
         self._engine: CallEngine | None = None  # route, send, wait, retry (tether.engine)
         self._ids = itertools.count(1)
         self._token = uuid.uuid4().hex[:12]
+        # every connection into the tree must prove it (tether.transport_auth)
+        self._secret = transport_auth.new_secret()
         self._closed = True
         self._known_pids: set[tuple[int, float]] = set()
         self._children_before_boot: set[int] = set()
@@ -168,6 +177,7 @@ class Runtime:
         self._rebuild_times: list[float] = []
         self._rebuilds = 0
         self._tree_note = ""  # the last rebuild, or the one under way, in words
+        self.metrics: Metrics | None = None  # with Runtime.start(metrics_port=...)
 
     # --- lifecycle -------------------------------------------------------------------
     @classmethod
@@ -178,19 +188,27 @@ class Runtime:
         kind_modules: Sequence[str] | None = None,
         start_timeout: float = 10.0,
         state_dir: str | os.PathLike[str] | None = None,
+        metrics_port: int | None = None,
     ) -> Runtime:
         """Boot thespian multiprocTCPBase on loopback and the supervision tree.
 
         admin_port: pin the admin port (default: a free one; several runtimes on one
         machine never collide). kinds: the resource kinds (default: those declared by
-        RESOURCE_KIND_MODULES, or by `kind_modules`).
+        RESOURCE_KIND_MODULES, or by `kind_modules`). metrics_port: serve Prometheus
+        metrics on 127.0.0.1:metrics_port (0: a free one, see `rt.metrics.port`).
         """
         rt = cls(_token=_START_TOKEN)
         rt.state_dir = Path(state_dir) if state_dir else default_state_dir()
         specs = list(kinds) if kinds is not None else load_kinds(kind_modules or ())
         rt.kinds = {k.kind: k for k in specs}
+        try:
+            ensure_private_dir(rt.state_dir)
+        except (StateDirError, OSError) as exc:
+            raise RuntimeStartError(str(exc)) from exc
         cls.reap_stale(rt.state_dir)
         rt._boot_on_a_free_port(admin_port, start_timeout)
+        if metrics_port is not None:
+            rt._serve_metrics(metrics_port)
         return rt
 
     def _boot_on_a_free_port(self, admin_port: int | None, start_timeout: float) -> None:
@@ -239,11 +257,12 @@ class Runtime:
         # _BOOT_LOCK, so no other start sees it)
         os.environ[TOKEN_ENV] = self._token
         try:
-            self._asys = ActorSystem(
-                "multiprocTCPBase",
-                capabilities={"Admin Port": port},
-                transientUnique=True,
-            )
+            with transport_auth.using_secret(self._secret):  # the tree forks with it
+                self._asys = ActorSystem(
+                    "multiprocTCPBase",
+                    capabilities={"Admin Port": port},
+                    transientUnique=True,
+                )
         finally:
             os.environ.pop(TOKEN_ENV, None)
         engine = CallEngine(
@@ -347,6 +366,8 @@ class Runtime:
         # ~10 s on them (measured with 16 caller threads)
         if self._engine is not None:
             self._engine.close()
+        if self.metrics is not None:
+            self.metrics.close()
         stopper = threading.Thread(target=self._stop_system, name="tether-shutdown", daemon=True)
         stopper.start()
         stopper.join(max(deadline - time.monotonic() - 1.0, 0.5))
@@ -357,6 +378,17 @@ class Runtime:
         if self.port_file is not None:
             with contextlib.suppress(OSError):
                 self.port_file.unlink()
+
+    def _serve_metrics(self, port: int) -> None:
+        self.metrics = Metrics(lambda timeout: self.health(timeout=timeout))
+        try:
+            self.metrics.serve(port)
+        except OSError as exc:
+            self.shutdown()
+            raise RuntimeStartError(
+                f"cannot serve metrics on 127.0.0.1:{port} ({exc}); pick another port or "
+                "pass metrics_port=0 for a free one"
+            ) from exc
 
     def _stop_system(self) -> None:
         with contextlib.suppress(Exception):
@@ -399,6 +431,7 @@ class Runtime:
                 "admin_sid": self.admin_sid,
                 "root_pid": self.root_pid,
                 "token": self._token,
+                "secret": self._secret.hex(),  # for `tether status` (0600, private dir)
             },
         )
 

@@ -19,6 +19,13 @@ them. Three patches, each for a reason measured here:
 2. A fresh frame-stack chunk per actor process (speed): see `_make_stack_trampoline`.
 3. poll(2) instead of a new epoll per loop turn (speed): see `poll_instead_of_epoll`.
 tests/runtime/test_loop_patches.py covers 2 and 3 by their effect in real actor processes.
+4. Authenticated connections (security): loopback still lets every local user, and code
+   the agent runs, connect and have a pickle unpickled. `authenticate_connections` makes
+   every connection thespian opens or accepts a `tether.transport_auth.AuthSocket` (both
+   ends prove they hold the runtime's secret before a frame is read), caps connections
+   that never say hello, and `StrictReceiveBuffer` drops a connection whose length prefix
+   is not a sane number (thespian 4.0.1 died on a negative one: `recv(-n)` raised out of
+   its loop). tests/runtime/test_transport_auth.py sends pickles and fuzz to every port.
 Not a patch, but an internal relied on: `tether.contexts.post` queues a host's message with
 `systemBase._tx_to_actor` instead of `tell`, which waits on the receiver (checked below;
 tests/runtime/test_host_routes.py stops a supervisor mid-call).
@@ -40,8 +47,11 @@ import importlib.metadata
 import os
 import select
 import selectors
+import socket
 import types
 from typing import Any
+
+from tether import transport_auth
 
 LOOPBACK = "127.0.0.1"
 _applied = False
@@ -147,6 +157,41 @@ def shape_problems() -> list[str]:
         problems.append("systemBase.tell no longer sends with `_tx_to_actor`")
     elif external is None or "_systemBase" not in _names(external.__init__):
         problems.append("thespian.actors.ExternalContext no longer wraps `_systemBase`")
+    problems.extend(_auth_shape_problems(TCPTransport))
+    return problems
+
+
+# socket methods that move bytes without going through AuthSocket.send/recv
+_UNCHECKED_IO = frozenset(
+    {"sendall", "sendmsg", "sendto", "recv_into", "recvmsg", "recvfrom", "makefile"}
+)
+
+
+def _auth_shape_problems(module: Any) -> list[str]:
+    """5. authenticated connections: every connection comes from `new_socket` (opened with
+    `socket.socket`, or `accept` of the listening socket), bytes move with send/recv
+    only, and frames are parsed by the module's `ReceiveBuffer`."""
+    transport = getattr(module, "TCPTransport", None)
+    problems = []
+    for name, needs in (
+        ("new_socket", set()),
+        ("external_transport_clone", set()),
+        ("_acceptNewIncoming", {"new_socket", "accept", "_incomingSockets"}),
+        ("_next_XMIT_1", {"new_socket"}),
+    ):
+        fn = getattr(transport, name, None)
+        if fn is None or not needs <= _names(fn):
+            problems.append(f"TCPTransport.{name} is gone or no longer uses {sorted(needs)}")
+    if getattr(module, "socket", None) is not socket:
+        problems.append("TCPTransport no longer uses the socket module as `socket`")
+    for name, fn in vars(transport or object).items():
+        unchecked = _UNCHECKED_IO & _names(getattr(fn, "__func__", fn))
+        if unchecked:
+            problems.append(f"TCPTransport.{name} moves bytes with {sorted(unchecked)}")
+    buffer = getattr(module, "ReceiveBuffer", None)
+    add_more = getattr(buffer, "addMore", None)
+    if add_more is None or not {"_size", "_buf"} <= _names(add_more):
+        problems.append("TCPTransport.ReceiveBuffer.addMore no longer parses `_size` from `_buf`")
     return problems
 
 
@@ -277,6 +322,91 @@ def poll_instead_of_epoll() -> None:
     TCPTransport.selectors = patched
 
 
+MAX_FRAME = 1 << 30  # a length prefix claiming more is corrupt (from a peer with the secret)
+MAX_PREFIX_DIGITS = 10
+
+
+def length_prefix_problem(head: bytes) -> str:
+    """Why the start of a thespian frame (`<decimal length>>` then the pickle) is corrupt,
+    or "" while it is still plausible."""
+    mark = head.find(b">")
+    digits = head if mark < 0 else head[:mark]
+    if len(digits) > MAX_PREFIX_DIGITS or (digits and not digits.isdigit()):
+        return f"a frame must start with a decimal length and '>', got {head[:16]!r}"
+    if mark == 0:
+        return "a frame starts with '>', without a length"
+    if mark > 0 and int(digits) > MAX_FRAME:
+        return f"a frame claims {int(digits)} bytes, more than {MAX_FRAME}"
+    return ""
+
+
+def _strict_receive_buffer(base: type) -> type:
+    class StrictReceiveBuffer(base):  # type: ignore[valid-type,misc]
+        """thespian's ReceiveBuffer, refusing (ValueError: thespian drops the connection)
+        a length prefix that is negative, not a number, too long or absurdly large."""
+
+        def addMore(self, buf: bytes) -> None:  # noqa: N802 (thespian's name)
+            if self._size is None:
+                problem = length_prefix_problem(bytes(self._buf) + bytes(buf))
+                if problem:
+                    raise ValueError(problem)
+            super().addMore(buf)
+
+    return StrictReceiveBuffer
+
+
+def authenticate_connections() -> None:
+    """Idempotent. Every connection thespian's TCP transport opens or accepts proves the
+    runtime's secret before a frame is read (tether.transport_auth), connections without
+    a hello are capped, and frames with a corrupt length prefix drop their connection.
+
+    Each transport authenticates with the secret current when it was made
+    (`transport_auth.use_secret`); a private() context's transport (a clone) with its
+    parent's. Thespian opens connections with `new_socket(socket.socket, ...)` and
+    accepts them with `new_socket(self.socket.accept)`: both are wrapped there."""
+    from thespian.system.transport import TCPTransport as module
+
+    transport = module.TCPTransport
+    if getattr(transport.new_socket, "__wrapped__", None) is not None:
+        return
+    init, new_socket = transport.__init__, transport.new_socket
+    clone, accept_new = transport.external_transport_clone, transport._acceptNewIncoming
+    AuthSocket = transport_auth.AuthSocket  # noqa: N806
+
+    def auth_init(self: Any, *args: Any) -> None:
+        self._tether_secret = transport_auth.current_secret()
+        init(self, *args)
+
+    def auth_new_socket(self: Any, op: Any, *args: Any, **kw: Any) -> Any:
+        if op is module.socket.socket:
+            return new_socket(self, AuthSocket.connector, self._tether_secret, *args, **kw)
+        made = new_socket(self, op, *args, **kw)
+        if getattr(op, "__self__", None) is self.socket:  # accept on the listening socket
+            conn, peer = made
+            return AuthSocket.acceptor(self._tether_secret, conn), peer
+        return made
+
+    def auth_clone(self: Any) -> Any:
+        copy = clone(self)
+        copy._tether_secret = self._tether_secret
+        return copy
+
+    def accept_capped(self: Any) -> None:
+        accept_new(self)
+        for fd in transport_auth.unproven_overflow(self._incomingSockets):
+            self._incomingSockets.pop(fd).close()
+
+    for name, patched, original in (
+        ("__init__", auth_init, init),
+        ("external_transport_clone", auth_clone, clone),
+        ("_acceptNewIncoming", accept_capped, accept_new),
+        ("new_socket", auth_new_socket, new_socket),  # last: it marks the patch as applied
+    ):
+        patched.__wrapped__ = original  # type: ignore[union-attr]
+        setattr(transport, name, patched)
+    module.ReceiveBuffer = _strict_receive_buffer(module.ReceiveBuffer)
+
+
 def apply() -> None:
     """Idempotent. Apply every patch; call before any thespian transport or actor exists.
     Raises ThespianPatchError (see `check_thespian`) instead of patching an untested thespian."""
@@ -284,3 +414,4 @@ def apply() -> None:
     bind_loopback_only()
     run_actors_in_fresh_stack_chunk()
     poll_instead_of_epoll()
+    authenticate_connections()

@@ -63,7 +63,8 @@ def runs(lsp_rt, tmp_path_factory):  # noqa: F811
 
 
 @pytest.mark.parametrize(
-    "project, action, args, check", CASES, ids=[f"{c[0]}-{c[1]}-{i}" for i, c in enumerate(CASES)]
+    "project, action, args, check",
+    [pytest.param(*c, marks=NEEDS[c[0]], id=f"{c[0]}-{c[1]}-{i}") for i, c in enumerate(CASES)],
 )
 def test_action(runs, project, action, args, check):
     r = runs[project].call("lsp", {"action": action, **args})

@@ -65,6 +65,10 @@ def _loop_without_selectors(self, handler):  # type: ignore[no-untyped-def]
     return handler
 
 
+def _send_with_sendall(self, intent):  # type: ignore[no-untyped-def]
+    intent.socket.sendall(intent.serMsg)  # bytes AuthSocket.send would not see
+
+
 @pytest.mark.parametrize(
     "module, name, value, problem",
     [
@@ -73,6 +77,9 @@ def _loop_without_selectors(self, handler):  # type: ignore[no-untyped-def]
         ("thespian.system.multiprocCommon", "MultiProcManager", None, "no longer run ActorManager.run"),
         ("thespian.system.transport.TCPTransport", "selectors", None, "no longer imports `selectors`"),
         ("thespian.system.transport.TCPTransport.TCPTransport", "_runWithExpiry", _loop_without_selectors, "no longer waits with selectors.DefaultSelector()"),
+        ("thespian.system.transport.TCPTransport.TCPTransport", "_acceptNewIncoming", None, "TCPTransport._acceptNewIncoming is gone"),
+        ("thespian.system.transport.TCPTransport.TCPTransport", "_next_XMIT_2", _send_with_sendall, "moves bytes with ['sendall']"),
+        ("thespian.system.transport.TCPTransport", "ReceiveBuffer", object, "no longer parses `_size`"),
     ],
 )  # fmt: skip
 def test_a_changed_internal_is_refused_not_an_attribute_error_later(

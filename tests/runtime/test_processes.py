@@ -22,6 +22,9 @@ from tether.processes import session_processes
 from tether.runtime import KindLoadError, Runtime, RuntimeStartError, load_kinds
 
 ROOT = Path(__file__).resolve().parents[2]
+AS_ROOT = pytest.mark.skipif(
+    os.getuid() != 0, reason="making a file another user's (chown) needs the tests to run as root"
+)
 
 
 def listening(proc: psutil.Process) -> list:
@@ -224,19 +227,26 @@ def test_no_orphans_after_sigkill_of_the_host(tmp_path) -> None:
             host.kill()
 
 
+def _dead_host_record(port: int, proc: subprocess.Popen, token: str) -> dict:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    return {
+        "admin_port": port,
+        "host_pid": dead.pid,
+        "host_create_time": 1.0,
+        "admin_pid": proc.pid,
+        "admin_create_time": psutil.Process(proc.pid).create_time(),
+        "admin_sid": os.getsid(proc.pid),
+        "token": token,
+    }
+
+
 def test_reap_stale_kills_what_a_dead_host_left(tmp_path) -> None:
-    leftover = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    token = "0123456789ab"
+    env = {**os.environ, "TETHER_RUNTIME_TOKEN": token}
+    leftover = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env)
     try:
-        dead = subprocess.Popen([sys.executable, "-c", "pass"])
-        dead.wait()
-        record = {
-            "admin_port": 12345,
-            "host_pid": dead.pid,
-            "host_create_time": 1.0,
-            "admin_pid": leftover.pid,
-            "admin_create_time": psutil.Process(leftover.pid).create_time(),
-            "token": "",
-        }
+        record = _dead_host_record(12345, leftover, token)
         (tmp_path / "12345.json").write_text(json.dumps(record))
         assert Runtime.reap_stale(tmp_path) == [12345]
         assert leftover.wait(5) is not None
@@ -244,6 +254,101 @@ def test_reap_stale_kills_what_a_dead_host_left(tmp_path) -> None:
     finally:
         if leftover.poll() is None:
             leftover.kill()
+
+
+def test_reap_stale_kills_a_forked_tree_process_it_can_prove(tmp_path) -> None:
+    # thespian's processes are forked, not exec'd: their environ and cmdline are the
+    # host's, and the name they give themselves at fork is the proof
+    token = "ba9876543210"
+    os.environ["TETHER_RUNTIME_TOKEN"] = token
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: a stand-in for an admin whose host died
+            time.sleep(60)
+            os._exit(0)
+    finally:
+        os.environ.pop("TETHER_RUNTIME_TOKEN")
+    try:
+        child = psutil.Process(pid)
+        wait_until(lambda: child.name() == f"tether-{token[:8]}", timeout=5.0)
+        record = {
+            "admin_port": 12345,
+            "host_pid": 999999999,
+            "host_create_time": 1.0,
+            "admin_pid": pid,
+            "admin_create_time": child.create_time(),
+            "token": token,
+        }
+        (tmp_path / "12345.json").write_text(json.dumps(record))
+        assert Runtime.reap_stale(tmp_path) == [12345]
+        wait_until(lambda: not alive([child]), timeout=5.0)
+    finally:
+        with contextlib.suppress(ProcessLookupError, ChildProcessError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):  # (the reaper's wait may have reaped it)
+            os.waitpid(pid, 0)
+
+
+def test_a_planted_port_file_gets_no_unrelated_process_killed(tmp_path, tether_state_dir) -> None:
+    # a port file naming a process the runtime never started - right pid, right start
+    # time, even its session - must not get it killed: it carries no token of ours
+    bystander = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        for name, token in (("12345", "0123456789ab"), ("12346", ""), ("12347", None)):
+            record = _dead_host_record(int(name), bystander, token)
+            (tether_state_dir / f"{name}.json").write_text(json.dumps(record))
+        rt = Runtime.start(state_dir=tether_state_dir, kinds=[])  # reaps at start
+        rt.shutdown()
+        assert bystander.poll() is None
+        assert not list(tether_state_dir.glob("1234?.json"))  # the claims are gone
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_the_runtime_directory_is_private(tmp_path) -> None:
+    state = tmp_path / "state"
+    rt = Runtime.start(state_dir=state, kinds=[])
+    try:
+        assert state.stat().st_mode & 0o777 == 0o700
+        assert rt.port_file is not None and rt.port_file.stat().st_mode & 0o777 == 0o600
+    finally:
+        rt.shutdown()
+    state.chmod(0o755)  # left open (an older tether made it 0755): closed again
+    Runtime.start(state_dir=state, kinds=[]).shutdown()
+    assert state.stat().st_mode & 0o777 == 0o700
+    link = tmp_path / "link"
+    link.symlink_to(state)
+    with pytest.raises(RuntimeStartError, match="is a symlink"):
+        Runtime.start(state_dir=link, kinds=[])
+
+
+@AS_ROOT
+def test_a_runtime_directory_of_another_user_is_refused(tmp_path) -> None:
+    foreign = tmp_path / "foreign"
+    foreign.mkdir(mode=0o700)
+    os.chown(foreign, 65534, 65534)  # nobody's (the tests run as root)
+    with pytest.raises(RuntimeStartError, match="belongs to uid 65534"):
+        Runtime.start(state_dir=foreign, kinds=[])
+
+
+@AS_ROOT
+def test_port_files_written_by_someone_else_are_ignored(tmp_path) -> None:
+    token = "0123456789ab"
+    env = {**os.environ, "TETHER_RUNTIME_TOKEN": token}
+    leftover = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env)
+    try:
+        path = tmp_path / "12345.json"
+        path.write_text(json.dumps(_dead_host_record(12345, leftover, token)))
+        os.chown(path, 65534, 65534)
+        assert Runtime.reap_stale(tmp_path) == []
+        os.chown(path, os.getuid(), os.getgid())
+        path.chmod(0o666)
+        assert Runtime.reap_stale(tmp_path) == []
+        assert leftover.poll() is None and path.exists()
+    finally:
+        leftover.kill()
+        leftover.wait()
 
 
 def test_reap_stale_leaves_live_hosts_alone(runtime, tether_state_dir) -> None:
