@@ -603,14 +603,21 @@ class Runtime:
         last_error, pending, pids (pid, cmd, rss, cpu) and children. A subtree that does not
         answer in time is marked "unresponsive"; health() itself never waits past timeout."""
         self._check_open()
+        start = time.monotonic()
         if not self._healed.wait(timeout * 0.5):
             return self._healing_node("restarting")
         if self._heal_failed is not None:
             return self._healing_node("failed")
-        engine, left = self._engine_within(timeout)
+        engine, _ = self._engine_within(timeout)
+        left = timeout - (time.monotonic() - start)
         query = HealthQuery(self._next_id(), time.monotonic() + left * 0.9)
         what = "report the health of the actor tree"
-        report, _ = engine.ask_node(ROOT, query, query.query_id, left, what)
+        try:
+            report, _ = engine.ask_node(ROOT, query, query.query_id, left, what)
+        except ResourceError:
+            if engine.broken is None:
+                raise
+            return self._healing_node("restarting")  # (its tree died as it answered)
         assert isinstance(report, HealthReport)
         node = dict(report.node)
         node["admin_port"] = self.admin_port

@@ -86,6 +86,10 @@ def test_a_tool_works_again_after_its_supervisor_or_the_admin_dies(
     load.stop()
     again = run.call(tool, CALLS[tool])
     assert answered(again) and again.text == first.text, again.text
+    # a root nobody used before is started by the new supervisor (lsp: a new server)
+    other = rt.open_run(f"heal-{next(_ids)}", workdir=str(copy_project("python", tmp_path / "b")))
+    fresh = other.call(tool, CALLS[tool])
+    assert answered(fresh) and fresh.text == first.text, fresh.text
     if victim != "admin":
         assert health_node(rt.health(), victim)["restarts"] == 1
     else:
