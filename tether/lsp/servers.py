@@ -172,6 +172,9 @@ SERVERS: tuple[ServerRow, ...] = (
         push_quiet_window=0.4,  # tsserver publishes syntax then semantic diagnostics
         nudge_for_diagnostics=True,
         warmup_progress=("Initializing JS/TS",),
+        # every request to the semantic server, which answers after the project loaded
+        # (the syntax server answers `any` for what it cannot see while it loads)
+        init_options={"tsserver": {"useSyntaxServer": "never"}},
         symbols_need_open=True,
     ),
     ServerRow(
