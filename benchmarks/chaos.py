@@ -43,8 +43,9 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.conftest import alive, runtime_processes  # noqa: E402
+from tests.conftest import alive  # noqa: E402
 from tether.messages.calls import ResourceError  # noqa: E402
+from tether.processes import processes_with_token  # noqa: E402
 from tether.runtime import RESOURCE_KIND_MODULES, Runtime  # noqa: E402
 
 ECHO_TIMEOUT = 5.0  # s, each echo call's deadline
@@ -198,25 +199,27 @@ def roles_now(rt: Runtime) -> dict[str, list[tuple[int, int | None]]]:
     return found
 
 
-def kill_order(rng: random.Random, kills: int) -> list[str]:
+def kill_order(rng: random.Random, kills: int, roles: list[str]) -> list[str]:
     """Every role in turn (a shuffled cycle), the admin among the first `kills`."""
     order: list[str] = []
     while len(order) < max(kills, 1):
-        cycle = list(AFFECTS)
+        cycle = list(roles)
         rng.shuffle(cycle)
         order += cycle
-    if "admin" not in order[:kills]:
+    if "admin" in roles and "admin" not in order[:kills]:
         order[rng.randrange(max(kills, 1))] = "admin"
     return order
 
 
-def chaos(load: Load, rng: random.Random, interval: float, kills: list[Kill], seen: Any):
-    """What runs beside the load: a SIGKILL every `interval` s until its deadline."""
-    start = time.monotonic()
+def chaos(
+    load: Load, rng: random.Random, args: argparse.Namespace, kills: list[Kill], seen: Any
+) -> Any:
+    """What runs beside the load: a SIGKILL every `args.interval` s until its deadline."""
+    start, interval = time.monotonic(), args.interval
 
     def during(deadline: float) -> None:
         kills_to_come = max(int((deadline - start - 1e-6) // interval), 1)
-        order = iter(kill_order(rng, kills_to_come))
+        order = iter(kill_order(rng, kills_to_come, args.roles))
         next_kill = start + interval
         while True:
             load.stop.wait(max(min(next_kill, deadline) - time.monotonic(), 0))
@@ -240,27 +243,30 @@ def chaos(load: Load, rng: random.Random, interval: float, kills: list[Kill], se
     return during
 
 
-def recovery(outcomes: list[Outcome], kill: Kill, conversations: int) -> tuple[float, float]:
-    """(until the first, until every) affected conversation was answered again by what
-    the killed process served, by a call that started after the kill; inf if never."""
+def recovery(
+    outcomes: list[Outcome], kill: Kill, until: float, conversations: int
+) -> tuple[float, float]:
+    """(until the first, until every) affected conversation works again: answered by what
+    the killed process served, in a call that started after its last failed call (one that
+    ended after the kill and started before `until`, the next kill); inf if never. A call
+    answered by the dying tree right after the kill is not a recovery."""
     types, own_only = AFFECTS[kill.role]
     who = (
         [kill.conversation] if own_only and kill.conversation is not None else range(conversations)
     )
-    firsts = []
+    times = []
     for conversation in who:
         for kind in types:
-            times = [
-                o.ended
+            mine = [
+                o
                 for o in outcomes
-                if o.conversation == conversation
-                and o.type == kind
-                and not o.code
-                and not o.wrong
-                and o.started > kill.at
+                if o.conversation == conversation and o.type == kind and o.ended > kill.at
             ]
-            firsts.append(min(times) - kill.at if times else float("inf"))
-    return min(firsts), max(firsts)
+            failed = [o.ended for o in mine if (o.code or o.wrong) and o.started < until]
+            since = max(failed, default=kill.at)
+            back = [o.ended for o in mine if not (o.code or o.wrong) and o.started >= since]
+            times.append(min(back) - kill.at if back else float("inf"))
+    return min(times), max(times)
 
 
 def report(name: str, load: Load, span: float) -> dict[str, Any]:
@@ -269,7 +275,7 @@ def report(name: str, load: Load, span: float) -> dict[str, Any]:
     late = [o for o in outs if o.ended - o.started > o.deadline + SLACK]
     errors = collections.Counter(o.code for o in outs if o.code)
     durations = sorted(o.ended - o.started for o in outs)
-    result = {
+    result: dict[str, Any] = {
         "calls": len(outs),
         "calls_per_s": len(outs) / span,
         "answered_per_s": len(answered) / span,
@@ -327,8 +333,8 @@ def one_load(args: argparse.Namespace, faults: bool, rng: random.Random) -> dict
     rt = Runtime.start(kind_modules=kinds)
     seen: dict[int, psutil.Process] = {}
 
-    def remember() -> None:
-        for proc in runtime_processes(rt):
+    def remember() -> None:  # (the tree's processes: its subprocesses are descendants too)
+        for proc in rt._tree_processes():
             seen.setdefault(proc.pid, proc)
 
     try:
@@ -337,14 +343,15 @@ def one_load(args: argparse.Namespace, faults: bool, rng: random.Random) -> dict
         load = Load(rt, args.conversations, root, probe.text)
         kills: list[Kill] = []
         remember()
-        during = chaos(load, rng, args.interval, kills, remember) if faults else None
+        during = chaos(load, rng, args, kills, remember) if faults else None
         span = load.run(args.duration if faults else args.baseline_duration, during)
         remember()
         name = "with faults" if faults else "baseline (no faults)"
         result = report(name, load, span)
         result["kills"] = []
-        for kill in kills:
-            first, every = recovery(load.outcomes, kill, args.conversations)
+        for kill, after in zip(kills, [*kills[1:], None], strict=True):
+            until = after.at if after is not None else float("inf")
+            first, every = recovery(load.outcomes, kill, until, args.conversations)
             result["kills"].append(
                 {"role": kill.role, "pid": kill.pid, "first_s": first, "every_s": every}
             )
@@ -361,6 +368,7 @@ def one_load(args: argparse.Namespace, faults: bool, rng: random.Random) -> dict
     while alive(list(seen.values())) and time.monotonic() < deadline:
         psutil.wait_procs(alive(list(seen.values())), timeout=0.1)
     left = alive(list(seen.values()))
+    left += [p for p in processes_with_token(rt._token) if p.pid not in seen]  # (escaped)
     result["orphans"] = [(p.pid, " ".join(p.cmdline()[:3])) for p in left]
     print(f"processes seen {len(seen)}, left after shutdown: {len(left)} {result['orphans']}")
     for proc in left:  # (a benchmark leaves nothing either)
@@ -375,8 +383,17 @@ def main() -> int:
     parser.add_argument("--baseline-duration", type=float, default=None, help="default: same")
     parser.add_argument("--interval", type=float, default=5.0, help="s between kills")
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument(
+        "--roles",
+        default=",".join(AFFECTS),
+        help=f"comma-separated roles to kill (default: all of {', '.join(AFFECTS)})",
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
     args = parser.parse_args()
+    args.roles = [r.strip() for r in args.roles.split(",") if r.strip()]
+    unknown = sorted(set(args.roles) - set(AFFECTS))
+    if unknown or not args.roles:
+        parser.error(f"unknown roles {unknown}; roles: {', '.join(AFFECTS)}")
     if args.baseline_duration is None:
         args.baseline_duration = args.duration
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
