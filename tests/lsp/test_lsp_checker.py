@@ -170,9 +170,15 @@ def host_with_a_running_checker(
     admin = psutil.Process(json.loads(host.stdout.readline())["admin"])
 
     def find() -> psutil.Process | None:
-        for proc in admin.children(recursive=True):
-            if "basedpyright" in " ".join(proc.cmdline()[:3]) and not gone(proc):
-                return proc
+        """The checker the actor started (not the node process it runs in turn)."""
+        try:
+            tree = admin.children(recursive=True)
+            checkers = {p.pid for p in tree if "basedpyright" in " ".join(p.cmdline()[:3])}
+            for proc in tree:
+                if proc.pid in checkers and proc.ppid() not in checkers and not gone(proc):
+                    return proc
+        except psutil.NoSuchProcess:
+            pass  # (one went while we looked: look again)
         return None
 
     return host, admin, wait_until(find, timeout=20.0, interval=0.05)
