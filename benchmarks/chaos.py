@@ -245,16 +245,17 @@ def chaos(
 
 def recovery(
     outcomes: list[Outcome], kill: Kill, until: float, conversations: int
-) -> tuple[float, float]:
+) -> tuple[float, float, str]:
     """(until the first, until every) affected conversation works again: answered by what
     the killed process served, in a call that started after its last failed call (one that
-    ended after the kill and started before `until`, the next kill); inf if never. A call
-    answered by the dying tree right after the kill is not a recovery."""
+    ended after the kill and before `until`, the next kill); inf if never. A call
+    answered by the dying tree right after the kill is not a recovery. Also: which
+    conversation and call type was the last."""
     types, own_only = AFFECTS[kill.role]
     who = (
         [kill.conversation] if own_only and kill.conversation is not None else range(conversations)
     )
-    times = []
+    times: list[tuple[float, str]] = []
     for conversation in who:
         for kind in types:
             mine = [
@@ -262,11 +263,13 @@ def recovery(
                 for o in outcomes
                 if o.conversation == conversation and o.type == kind and o.ended > kill.at
             ]
-            failed = [o.ended for o in mine if (o.code or o.wrong) and o.started < until]
+            failed = [o.ended for o in mine if (o.code or o.wrong) and o.ended < until]
             since = max(failed, default=kill.at)
             back = [o.ended for o in mine if not (o.code or o.wrong) and o.started >= since]
-            times.append(min(back) - kill.at if back else float("inf"))
-    return min(times), max(times)
+            took = min(back) - kill.at if back else float("inf")
+            times.append((took, f"c{conversation} {kind}"))
+    last = max(times)
+    return min(times)[0], last[0], last[1]
 
 
 def report(name: str, load: Load, span: float) -> dict[str, Any]:
@@ -349,16 +352,25 @@ def one_load(args: argparse.Namespace, faults: bool, rng: random.Random) -> dict
         name = "with faults" if faults else "baseline (no faults)"
         result = report(name, load, span)
         result["kills"] = []
-        for kill, after in zip(kills, [*kills[1:], None], strict=True):
-            until = after.at if after is not None else float("inf")
-            first, every = recovery(load.outcomes, kill, until, args.conversations)
+        for i, kill in enumerate(kills):
+            until = kills[i + 1].at if i + 1 < len(kills) else float("inf")
+            first, every, last = recovery(load.outcomes, kill, until, args.conversations)
             result["kills"].append(
-                {"role": kill.role, "pid": kill.pid, "first_s": first, "every_s": every}
+                {
+                    "role": kill.role,
+                    "pid": kill.pid,
+                    "first_s": first,
+                    "every_s": every,
+                    "last": last,
+                }
             )
         if faults:
             print("time to recover per kill (first / every affected conversation answered again):")
             for k in result["kills"]:
-                print(f"  {k['role']:24s} {k['first_s']:6.2f} s / {k['every_s']:6.2f} s")
+                print(
+                    f"  {k['role']:24s} {k['first_s']:6.2f} s / {k['every_s']:6.2f} s"
+                    f"  (last: {k['last']})"
+                )
             print(f"tree rebuilds: {rt.health()['restarts']}")
     finally:
         remember()
