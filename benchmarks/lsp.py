@@ -358,22 +358,19 @@ def main() -> int:
             # runtime's round trip to a trivial actor, the language-server actor asked directly
             # (no tool pipeline, no rendering), and the whole lsp tool
             from tether.lsp.servers import make_key
+            from tether.messages.language_server_ops import Navigate
 
             key = make_key("basedpyright", tether_root.resolve())
             raws, floor, direct, tool = [], [], [], []
             for _ in range(2):
                 for s in sites:
-                    args = {
-                        "path": str(tether_root.resolve() / s[0]),
-                        "line0": s[1] - 1,
-                        "char": s[3],
-                    }
+                    hover = Navigate("hover", str(tether_root.resolve() / s[0]), s[1] - 1, s[3])
                     t0 = time.perf_counter()
                     raw_query(raw_client, raw_root, "hover", s)
                     t1 = time.perf_counter()
                     rt._call("bench", "echo", "floor", "echo", {}, 10)
                     t2 = time.perf_counter()
-                    rt._call("bench", "language_server", key, "hover", args, 10, idempotent=True)
+                    rt._call("bench", "language_server", key, hover, None, 10, idempotent=True)
                     t3 = time.perf_counter()
                     teth("hover", s)
                     t4 = time.perf_counter()

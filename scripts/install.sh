@@ -34,6 +34,8 @@ command -v cc >/dev/null || need_apt+=(gcc libc6-dev)
 command -v clangd >/dev/null || need_apt+=(clangd)
 command -v go >/dev/null || need_apt+=(golang-go)
 command -v gopls >/dev/null || need_apt+=(gopls)
+command -v dlv >/dev/null || need_apt+=(delve)
+compgen -c lldb-dap | grep -q . || command -v lldb-vscode >/dev/null || need_apt+=(lldb-19)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "install: apt ${need_apt[*]}"
   sudo=""

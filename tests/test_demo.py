@@ -9,9 +9,14 @@ from tether import demo
 
 @pytest.mark.slow
 def test_demo_runs_every_step_as_expected(capsys: pytest.CaptureFixture[str]) -> None:
-    assert demo.main([]) == 0
+    assert demo.main(["--yes"]) == 0
     out = capsys.readouterr().out
     assert "demo finished: 0 step(s) did not go as expected" in out
+    assert "stopped at inventory/main.py:15 (breakpoint)" in out  # the debug session
+    assert "the program exited with code 0" in out
+    assert "The user answered question #1: chose 'value'" in out  # the terminal card
+    assert "source files per language: 5 Python" in out  # the vibe worker's result
+    assert "[step 20, " in out  # the progress counter
     assert "native/checksum.c:13: if (buffer != NULL) free(buffer);" in out
     assert "native/checksum.c:17" not in out  # the guard that frees something else
     assert 'Cannot access attribute "count_of"' in out  # folded into resolve's result

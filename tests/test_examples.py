@@ -33,3 +33,13 @@ def test_health_watch_draws_the_tree_while_a_resource_is_killed(seconds) -> None
     out = run_example("health_watch.py", seconds)
     assert "supervisor:echo_process  [ready]" in out
     assert "restarts 1" in out and "was killed by signal 9" in out
+
+
+def test_agent_server_serves_three_conversations_at_once() -> None:
+    out = run_example("agent_server.py")
+    assert "[builder] 2 matches in 1 file:" in out
+    assert "[builder] `Item` at inventory/models.py:7:" in out
+    assert "[planner] read ok: True" in out and "[planner] write refused: True" in out
+    assert "[human] card #1: Ship the inventory report today?" in out
+    assert "[asker] The user answered question #1: chose 'yes'" in out
+    assert "PLAN.md written: False; NOTES.md written: True" in out

@@ -32,17 +32,26 @@ LAYERS: list[set[str]] = [
         "tether.protocol",
         "tether.processes",
         "tether.atomic_files",
+        "tether.roots",
         "tether.transport_auth",
     },
     {"tether.thespian_patches"},
     # pure libraries, and the call-channel transport actors and host share
-    {"tether.lsp", "tether.structural", "tether.kernels", "tether.channels"},
+    {
+        "tether.lsp",
+        "tether.structural",
+        "tether.debug",
+        "tether.kernels",
+        "tether.channels",
+        "tether.vibe_runner",
+    },
     # resource actors and their bases, then the supervisors that run them (also actors)
     {"tether.actors"},
     {"tether.supervisors"},
     # the host: tools and their call pipeline, per-run state, the runtime that boots it all
     {
         "tether.questions",
+        "tether.question_ports",
         "tether.tools",
         "tether.run",
         "tether.contexts",
@@ -58,11 +67,12 @@ LAYERS: list[set[str]] = [
     {"tether", "tether.demo", "tether.cli", "tether.mcp_server"},
 ]
 
-LIBRARIES = {"tether.lsp", "tether.structural", "tether.kernels"}
+LIBRARIES = {"tether.lsp", "tether.structural", "tether.debug", "tether.kernels"}
 LIBRARY_MAY_IMPORT = {
     "tether.messages",
     "tether.protocol",
     "tether.atomic_files",
+    "tether.roots",
 }  # add only leaves of layer 0
 
 # Modules counted in the unit they are moving to. When the move is done the test below

@@ -2,6 +2,8 @@
 
     tether tools [--surface S] [--json [--format anthropic|openai|mcp]] [--all]
     tether call --workdir DIR TOOL 'JSON'     exit 1 when the result is an error
+         [--approval TIER=allow|ask|deny]     questions and permission cards are asked on
+                                              the terminal (stdin; the card on stderr)
     tether status --port N                    the health tree of a running runtime
     tether top --port N [--interval S]        a live view of its actors, redrawn in place
     tether mcp --workdir DIR [--surface S]    one run's tools over MCP stdio
@@ -105,10 +107,36 @@ def _print_result(result: Any, as_json: bool) -> None:
         print(f"[{len(result.images)} image(s); use --json to get them]", file=stream)
 
 
+def _terminal_port(args: argparse.Namespace) -> Any:
+    """Cards on stderr, answers from stdin (a terminal or a plain pipe); none with
+    --no-human or when stdin is not a file (then ask_user is absent, approval fails closed)."""
+    from tether.question_ports import TerminalPort
+
+    if args.no_human:
+        return None
+    try:
+        return TerminalPort(sys.stdin, sys.stderr)
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _approval(pairs: list[str]) -> dict[str, str] | None:
+    policy = {}
+    for pair in pairs:
+        tier, sep, decision = pair.partition("=")
+        if not sep:
+            raise SystemExit(
+                f"tether call: --approval takes TIER=DECISION, e.g. write=ask; got {pair!r}"
+            )
+        policy[tier] = decision
+    return policy or None
+
+
 def _cmd_call(args: argparse.Namespace) -> int:
     from tether.run import Run
 
     arguments = _parse_arguments(args.arguments)
+    human = {"question_port": _terminal_port(args), "approval": _approval(args.approval)}
     registry = _registry()
     spec = registry.get(args.tool)
     needs_runtime = spec is not None and bool(spec.needs & RUNTIME_NEEDS)
@@ -120,6 +148,7 @@ def _cmd_call(args: argparse.Namespace) -> int:
                 workdir=args.workdir,
                 surface=args.surface,
                 registry=registry,
+                **human,
             )
         except ValueError as e:
             raise SystemExit(f"tether call: {e}") from None
@@ -134,7 +163,7 @@ def _cmd_call(args: argparse.Namespace) -> int:
             f"tether call: {args.tool} needs the tether runtime, which cannot be loaded: {e}"
         ) from None
     with Runtime.start() as rt:
-        run = rt.open_run(args.run_id, workdir=args.workdir, surface=Surface(args.surface))
+        run = rt.open_run(args.run_id, workdir=args.workdir, surface=Surface(args.surface), **human)
         try:
             result = run.call(args.tool, arguments)
         finally:
@@ -218,6 +247,14 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument("--surface", choices=SURFACES, default="default")
     call.add_argument("--run-id", default="cli", help="conversation id (default: cli)")
     call.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    call.add_argument(
+        "--approval",
+        action="append",
+        default=[],
+        metavar="TIER=DECISION",
+        help="approval policy, e.g. write=ask (a permission card on the terminal)",
+    )
+    call.add_argument("--no-human", action="store_true", help="no question port: fail closed")
     call.add_argument("tool", help="tool name, e.g. read")
     call.add_argument("arguments", nargs="?", default="{}", help="JSON object of arguments")
 

@@ -2,15 +2,21 @@
 
 It copies examples/sample_project to a temporary directory (the demo writes files), boots a
 runtime, opens a conversation on the copy and drives each tool family the way an agent
-would: structural search, a staged rewrite accepted through resolve, language-server
-queries, diagnostics folded into a write, a fault injected into a live language server and
-the supervisor's restart, then the health tree. Every step prints the model-facing text.
+would: structural search, language-server queries in four languages, a debug session to a
+breakpoint, diagnostics folded into a write, a staged rewrite accepted through resolve, a
+fault injected into a live language server and the supervisor's restart, a question card
+on the terminal port (answered by the demo with --yes), a background vibe worker, then the
+health tree and a check that no process outlives the runtime. Every step prints the
+model-facing text, with a step counter and the time since the start. A language server
+that is not installed skips its steps and is named at the end, with how to install it.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
+import sys
 import tempfile
 import textwrap
 import time
@@ -20,6 +26,8 @@ from typing import Any, NamedTuple
 import psutil
 
 from tether import Runtime, ToolResult
+from tether.question_ports import TerminalPort
+from tether.tools.vibe_workers import CallableBackend, VibeConfig
 
 SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "sample_project"
 
@@ -31,11 +39,36 @@ def _show(title: str, tool: str, args: dict[str, Any], result: ToolResult) -> No
     print(textwrap.indent(text, "    "))
 
 
+class Progress:
+    """The step counter and the time since the demo began, shown before every step."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.steps = 0
+
+    def next(self) -> str:
+        self.steps += 1
+        return f"[step {self.steps}, {time.monotonic() - self.started:.1f} s]"
+
+
+PROGRESS = Progress()
+
+
 def _step(run: Any, title: str, tool: str, args: dict[str, Any]) -> ToolResult:
+    where = PROGRESS.next()
     started = time.monotonic()
     result = run.call(tool, args)
-    _show(f"{title} ({(time.monotonic() - started) * 1000:.0f} ms)", tool, args, result)
+    _show(f"{where} {title} ({(time.monotonic() - started) * 1000:.0f} ms)", tool, args, result)
     return result
+
+
+def _expect(result: ToolResult, *parts: str, error: bool = False) -> int:
+    """1 (a surprise) unless the result is (not) an error and shows every part."""
+    missing = [p for p in parts if p not in result.text]
+    if result.is_error != error or missing:
+        print(f"    !! not as expected{': missing ' + repr(missing) if missing else ''}")
+        return 1
+    return 0
 
 
 def _tree(node: dict[str, Any], depth: int = 0) -> None:
@@ -99,22 +132,35 @@ STEPS: list[Step] = [
     Step("a write outside the workspace is refused", "write",
      {"path": "../escape.txt", "content": "x"}, True),
 ]  # fmt: skip
+FIRST_EDIT = next(i for i, step in enumerate(STEPS) if step.tool == "edit")
 
 
-def run_demo(project: Path) -> int:
+def run_demo(project: Path, auto_answer: bool = True) -> int:
+    global PROGRESS
+    PROGRESS = Progress()
     work = Path(tempfile.mkdtemp(prefix="tether-demo-"))
     shutil.copytree(project, work / "project")
     workdir = work / "project"
     print(f"tether demo on a copy of {project} at {workdir}")
     surprises = 0
     missing = [name for name in INSTALL_HINT if shutil.which(name) is None]
+    port, feed = _terminal_port(auto_answer)
     try:
         with Runtime.start() as rt:
-            run = rt.open_run("demo-conversation", workdir=str(workdir), prewarm=True)
+            run = rt.open_run(
+                "demo-conversation",
+                workdir=str(workdir),
+                prewarm=True,
+                question_port=port,
+                vibe=True,
+                vibe_config=VibeConfig({"fast": CallableBackend(census)}),
+            )
             print("\ntools on the DEFAULT surface:", ", ".join(t.name for t in run.tools()))
             plan = rt.open_run("demo-plan", workdir=str(workdir), surface="plan")
             print("tools on the PLAN surface:   ", ", ".join(t.name for t in plan.tools()))
-            for step in STEPS:
+            for i, step in enumerate(STEPS):
+                if i == FIRST_EDIT:
+                    surprises += _debug(run)  # (before the edits break the program)
                 if step.needs in missing:
                     print(f"\n=== {step.title}\n    skipped: {step.needs} is not installed")
                     continue
@@ -123,7 +169,9 @@ def run_demo(project: Path) -> int:
             surprises += _staged_rewrite(run)
             if "basedpyright-langserver" not in missing:
                 surprises += _fault(rt, run)
-            print("\n=== the actor tree (Runtime.health())")
+            surprises += _ask_user(run, auto_answer)
+            surprises += _vibe(run)
+            print(f"\n=== {PROGRESS.next()} the actor tree (Runtime.health())")
             health = rt.health()
             _tree(health)
             pids = {p["pid"] for node in _walk(health) for p in node.get("pids", [])}
@@ -134,10 +182,25 @@ def run_demo(project: Path) -> int:
         surprises += bool(alive)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        if feed is not None:
+            os.close(feed)
     for name in missing:
         print(f"missing optional component: {name} (its steps were skipped); {INSTALL_HINT[name]}")
-    print(f"\ndemo finished: {surprises} step(s) did not go as expected")
+    print(
+        f"\ndemo finished: {surprises} step(s) did not go as expected "
+        f"({PROGRESS.steps} steps, {time.monotonic() - PROGRESS.started:.1f} s)"
+    )
     return 1 if surprises else 0
+
+
+def _terminal_port(auto_answer: bool) -> tuple[TerminalPort, int | None]:
+    """The terminal question port on this process's stdout; with `auto_answer`, its input
+    is a pipe the demo has already written its answer into (the fd to close after)."""
+    if not auto_answer:
+        return TerminalPort(output=sys.stdout), None
+    answers, feed = os.pipe()
+    os.write(feed, b"1\n")
+    return TerminalPort(input=answers, output=sys.stdout), answers
 
 
 def _staged_rewrite(run: Any) -> int:
@@ -167,6 +230,70 @@ def _fault(rt: Runtime, run: Any) -> int:
     return int(after.is_error)
 
 
+def _debug(run: Any) -> int:
+    """A debug session to a breakpoint: the stop with its source line and locals, an
+    expression in that frame, one step, then the program to its end (exit code, output)."""
+    surprises = _expect(
+        _step(run, "debug: set a breakpoint before launch", "debug",
+              {"op": "breakpoints", "file": "inventory/main.py", "lines": [15]}),
+        "line 15: set",
+    )  # fmt: skip
+    stopped = _step(run, "debug: launch; it stops at the breakpoint", "debug",
+                    {"op": "launch", "program": "run_inventory.py"})  # fmt: skip
+    surprises += _expect(stopped, "main.py:15", "stock.remove")
+    if stopped.is_error:
+        return surprises + 1
+    surprises += _expect(
+        _step(run, "debug: evaluate in the stopped frame", "debug",
+              {"op": "evaluate", "expression": "stock.counts"}),
+        "'A1': 2",
+    )  # fmt: skip
+    surprises += _expect(_step(run, "debug: step over", "debug", {"op": "step_over"}), "main.py:16")
+    surprises += _expect(
+        _step(run, "debug: continue to the end", "debug", {"op": "continue"}), "total:"
+    )
+    _step(run, "debug: end the session (no process is left)", "debug", {"op": "terminate"})
+    return surprises
+
+
+def _ask_user(run: Any, auto: bool) -> int:
+    """A question card on the terminal port (answered by the demo itself with --yes)."""
+    if auto:
+        print("\n(--yes: the demo answers the card below with option 1)")
+    result = _step(run, "ask_user: a card through the terminal port", "ask_user", {
+        "question": "Which report should the inventory print first?",
+        "header": "Report",
+        "options": [
+            {"label": "value", "description": "total value of the stock"},
+            {"label": "counts", "description": "items per code"},
+        ],
+    })  # fmt: skip
+    return _expect(result, "value") if auto else int(result.is_error)
+
+
+def census(brief: str, worker: Any) -> str:
+    """The demo's vibe worker (a Python-callable backend, run in its own process): counts
+    the project's source files per language, reporting progress as it goes."""
+    counts: dict[str, int] = {}
+    for suffix, language in ((".py", "Python"), (".ts", "TypeScript"), (".c", "C"), (".go", "Go")):
+        counts[language] = sum(1 for _ in Path.cwd().rglob(f"*{suffix}"))
+        worker.progress(f"counted {language}: {counts[language]}")
+    return f"{brief}: " + ", ".join(f"{n} {lang}" for lang, n in counts.items())
+
+
+def _vibe(run: Any) -> int:
+    """A background worker: spawned at once, listed while it runs, waited for."""
+    spawned = _step(run, "vibe_spawn: a background worker", "vibe_spawn",
+                    {"brief": "source files per language", "label": "census", "tier": "fast"})  # fmt: skip
+    if spawned.is_error:
+        return 1
+    worker_id = (spawned.data or {}).get("worker_id", "w1")
+    _step(run, "vibe_list: the run's workers", "vibe_list", {})
+    waited = _step(run, "vibe_wait: its result", "vibe_wait",
+                   {"worker_id": worker_id, "timeout_seconds": 60})  # fmt: skip
+    return _expect(waited, "Python")
+
+
 def _running(pid: int) -> bool:
     """Alive and not a zombie (an exited child waiting for init to reap it is not running)."""
     try:
@@ -184,10 +311,16 @@ def _walk(node: dict[str, Any]):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tether demo", description=__doc__.splitlines()[0])
     parser.add_argument("--project", type=Path, default=SAMPLE, help="project to copy and work on")
+    parser.add_argument(
+        "--yes", action="store_true", help="answer the demo's question card automatically"
+    )
     args = parser.parse_args(argv)
     if not args.project.is_dir():
         parser.error(f"no project at {args.project}: pass --project DIR")
-    return run_demo(args.project)
+    auto = args.yes or not sys.stdin.isatty()
+    if auto and not args.yes:
+        print("(stdin is not a terminal: the question card is answered automatically, as --yes)")
+    return run_demo(args.project, auto_answer=auto)
 
 
 if __name__ == "__main__":

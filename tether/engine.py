@@ -229,6 +229,12 @@ class CallEngine:
         if self.broken is not None:
             raise self.broken
         call = flight.call
+        if call.run_scoped and self.routes.closed_since(call.run_id, flight.made):
+            raise ResourceError(
+                ErrorCode.UNAVAILABLE,
+                f"run {call.run_id!r} was closed while this call was on its way, so its "
+                f"{call.kind} {call.key!r} is gone; open the run again to use it",
+            )
         route = self.routes.get(flight.target)
         if route is not None and route.incarnation > flight.after_incarnation:
             try:
@@ -382,9 +388,15 @@ class CallEngine:
             return died
         return ResourceError(
             ErrorCode.DEADLINE,
-            f"{call.kind} {call.key!r} did not answer {call.op!r} within {timeout:g} s; it may be "
+            f"{call.kind} {call.key!r} did not answer {_what(call)!r} within {timeout:g} s; it may be "
             "stuck or overloaded — check rt.health(), or call again with a longer timeout",
         )
+
+
+def _what(call: Call) -> str:
+    """The op as the tool's caller knows it ("hover", not the wire's "navigate")."""
+    action = call.args.get("action")
+    return action if isinstance(action, str) and action else call.op
 
 
 class _Wait:

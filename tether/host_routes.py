@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass, replace
+import time
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tether.channels import HostChannel
@@ -86,6 +87,7 @@ class RouteTable:
     def __init__(self) -> None:
         self._routes: dict[Target, DirectRoute] = {}
         self._lock = threading.Lock()
+        self._closed_at: dict[str, float] = {}  # run id -> when it was closed (monotonic)
 
     def get(self, target: Target) -> DirectRoute | None:
         route = self._routes.get(target)
@@ -113,10 +115,18 @@ class RouteTable:
         if not created:
             return route  # gone already: keep routing through a supervisor
         with self._lock:
+            if target[1] == "run":  # (opened again)
+                self._closed_at.pop(target[2], None)
             known = self._routes.get(target)
             if known is None or known.incarnation <= incarnation or not known.maybe_alive():
                 self._routes[target] = route
         return route
+
+    def closed_since(self, run_id: str, made: float) -> bool:
+        """Whether `run_id` was closed after a call was made at `made`: sending (or
+        resending) that call would start the run's RunActor again, which nothing would ever
+        close. (A call made after the close opens the run again, on purpose.)"""
+        return self._closed_at.get(run_id, float("-inf")) >= made
 
     def forget(self, target: Target, incarnation: int) -> None:
         with self._lock:
@@ -125,8 +135,10 @@ class RouteTable:
                 del self._routes[target]
 
     def forget_run(self, run_id: str) -> None:
-        """A closed run: its RunActor and resources are going."""
+        """A closed run: its RunActor and resources are going. The calls made before
+        this moment are not sent (again) to it (`closed_since`)."""
         with self._lock:
+            self._closed_at[run_id] = time.monotonic()
             for target in [t for t in self._routes if t[0] == run_id or t[1:] == ("run", run_id)]:
                 del self._routes[target]
 
@@ -167,6 +179,7 @@ class Flight:
     after_incarnation: int = 0  # a retry: to be served by an incarnation newer than this
     resend_at: float = 0.0  # to be sent again then (its way went through a dead supervisor)
     resends: int = 0
+    made: float = field(default_factory=time.monotonic)
 
     @property
     def target(self) -> Target:

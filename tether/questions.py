@@ -44,11 +44,52 @@ class Card:
     kind: CardKind
     question: str
     context: str = ""
+    header: str = ""  # a short chip label (AskUserQuestion's header, <= 12 chars)
     options: tuple[Option, ...] = ()
     allow_free_text: bool = False
     multi_select: bool = False
     tool: str = ""  # permission cards: the tool that wants to run
     arguments: dict[str, Any] = field(default_factory=dict)  # permission cards: its arguments
+
+    def as_ask_user_question(self) -> dict[str, Any]:
+        """The card in the shape of Claude Code's AskUserQuestion tool input, for agent UIs
+        that already render that: {"questions": [{question, header, options: [{label,
+        description}], multiSelect}]}. Context goes in front of the question; a card that
+        allows free text says so (those UIs always offer "Other")."""
+        question = f"{self.context}\n\n{self.question}" if self.context else self.question
+        return {
+            "questions": [
+                {
+                    "question": question,
+                    "header": (self.header or _default_header(self))[:HEADER_CHARS],
+                    "options": [
+                        {"label": o.label, "description": o.description} for o in self.options
+                    ],
+                    "multiSelect": self.multi_select,
+                }
+            ]
+        }
+
+    def allows(self, answer: Answer) -> str:
+        """Why `answer` does not fit this card ("" when it does)."""
+        if answer.status is not AnswerStatus.ANSWERED:
+            return ""
+        labels = {o.label for o in self.options}
+        unknown = [c for c in answer.choices if c not in labels]
+        if unknown and not self.allow_free_text:
+            return f"{', '.join(map(repr, unknown))} is not an option of card #{self.number}"
+        if len(answer.choices) > 1 and not self.multi_select:
+            return f"card #{self.number} takes one option, got {len(answer.choices)}"
+        if answer.text and not self.allow_free_text:
+            return f"card #{self.number} takes no typed answer"
+        return ""
+
+
+HEADER_CHARS = 12
+
+
+def _default_header(card: Card) -> str:
+    return "Permission" if card.kind is CardKind.PERMISSION else "Question"
 
 
 # The options of every permission card.
@@ -77,8 +118,13 @@ class Answer:
         return cls(AnswerStatus.SKIPPED)
 
     @classmethod
-    def timed_out(cls) -> Answer:
-        return cls(AnswerStatus.TIMED_OUT)
+    def timed_out(cls, why: str = "") -> Answer:
+        return cls(AnswerStatus.TIMED_OUT, text=why)
+
+    @property
+    def empty(self) -> bool:
+        """An "answer" with no choice and no text: counted as a skip, never as ""."""
+        return self.status is AnswerStatus.ANSWERED and not self.choices and not self.text.strip()
 
 
 @runtime_checkable
@@ -112,7 +158,7 @@ def ask_bounded(port: QuestionPort, card: Card, timeout: float) -> Answer:
     thread.start()
     thread.join(timeout + 1.0)
     if box and isinstance(box[0], Answer):
-        return box[0]
+        return Answer.skipped() if box[0].empty else box[0]
     if errors:
         return Answer(AnswerStatus.TIMED_OUT, text=f"the question port failed: {errors[0]!r}")
     if box:

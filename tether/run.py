@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.messages.calls import ErrorCode, ResourceError
-from tether.questions import Answer, AnswerStatus, Card, CardKind, QuestionPort, ask_bounded
+from tether.questions import Answer, Card, CardKind, QuestionPort, ask_bounded
 from tether.tools.export import SCHEMA_FORMATS, export_schema
 from tether.tools.guardrails import (
     DEFAULT_PROTECTED,
@@ -86,8 +86,8 @@ class RunContext:
         self,
         kind: str,
         key: str,
-        op: str,
-        args: Mapping[str, Any],
+        op: Any,
+        args: Mapping[str, Any] | None,
         timeout: float,
         idempotent: bool = False,
     ) -> Mapping[str, Any]:
@@ -98,9 +98,7 @@ class RunContext:
                 ErrorCode.UNAVAILABLE,
                 f"no runtime is connected to this run, so resource {kind!r} cannot be reached",
             )
-        if idempotent:
-            return rt._call(self.run_id, kind, key, op, dict(args), timeout, idempotent=True)
-        return rt._call(self.run_id, kind, key, op, dict(args), timeout)
+        return rt._call(self.run_id, kind, key, op, args, timeout, idempotent=idempotent)
 
     def call_tool(self, name: str, args: Mapping[str, Any]) -> ToolResult:
         return self._run.call(name, args)
@@ -108,20 +106,18 @@ class RunContext:
     # -- ToolContext: what the families fan out with ---------------------------------------
     def gather(
         self,
-        calls: Iterable[tuple[str, str, str, Mapping[str, Any]]],
+        calls: Iterable[tuple[str, str, Any, Mapping[str, Any] | None]],
         timeout: float,
         idempotent: bool = False,
     ) -> list[Mapping[str, Any] | ResourceError]:
         """Concurrent fan-out (e.g. to every parser of the pool): runtime._gather. A failed
         or late call is a ResourceError in its slot."""
         rt = self._run.runtime
-        batch = [(k, key, op, dict(a)) for k, key, op, a in calls]
+        batch = list(calls)
         if rt is None:
             err = ResourceError(ErrorCode.UNAVAILABLE, "no runtime is connected to this run")
             return [err for _ in batch]
-        if idempotent:
-            return rt._gather(self.run_id, batch, timeout, idempotent=True)
-        return rt._gather(self.run_id, batch, timeout)
+        return rt._gather(self.run_id, batch, timeout, idempotent=idempotent)
 
     def kind_keys(self, kind: str) -> list[str]:
         rt = self._run.runtime
@@ -145,10 +141,12 @@ class RunContext:
     def ask_question(self, **fields: Any) -> tuple[Card, Answer]:
         """Show a question card through the run's port and wait (bounded) for the answer."""
         card = self._run.new_card(kind=CardKind.QUESTION, **fields)
-        port = self._run.question_port
-        if port is None:
-            return card, Answer(AnswerStatus.TIMED_OUT, text="this run has no question port")
-        return card, ask_bounded(port, card, self._run.question_timeout)
+        return card, self._run.ask_card(card, self._run.question_timeout)
+
+    @property
+    def run(self) -> Run:
+        """The run itself (for families that keep per-run machinery, e.g. vibe workers)."""
+        return self._run
 
 
 class Run:
@@ -170,10 +168,15 @@ class Run:
         approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT,
         serial_timeout: float = DEFAULT_SERIAL_TIMEOUT,
         prewarm: bool = False,
+        vibe_config: Any = None,
     ):
         """`prewarm`: parse the workspace in the parser pool's background right away, so the
         run's first ast_grep finds warm trees. Off by default: on a large checkout it costs
-        CPU and cache memory the host may not want to spend on every conversation."""
+        CPU and cache memory the host may not want to spend on every conversation. (After
+        the run's first ast_grep, the rest of that language's files are indexed anyway:
+        a second search is then likely.)
+        `vibe_config`: the vibe workers' backends per tier and caps
+        (tether.tools.vibe_workers.VibeConfig)."""
         self.runtime = runtime
         self.run_id = str(run_id or "")
         self.surface = _surface(surface)
@@ -188,6 +191,12 @@ class Run:
             self._confinement = None
         self.question_port = question_port
         self.vibe = bool(vibe)
+        self.vibe_config = vibe_config
+        self._on_close: list[Any] = []
+        # one question card outstanding per run: a second waits its turn (bounded by its own
+        # timeout) rather than being refused, so a worker's permission prompt that arrives
+        # while the model's question is open is asked next, not silently denied
+        self._asking = threading.Lock()
         self._policy = make_policy(approval)
         self.registry = registry if registry is not None else Registry.default()
         self.question_timeout = float(question_timeout)
@@ -227,6 +236,43 @@ class Run:
         with self._card_lock:
             number = next(self._cards)
         return Card(number=number, **fields)
+
+    def ask_card(self, card: Card, timeout: float) -> Answer:
+        """Show `card` through the question port and wait, at most `timeout` seconds in all
+        (waiting for an earlier card included), for the human's typed answer."""
+        port = self.question_port
+        if port is None:
+            return Answer.timed_out("this run has no question port")
+        started = time.monotonic()
+        if not self._asking.acquire(timeout=timeout):
+            return Answer.timed_out(
+                f"another question of this run stayed open for all of the {timeout:g} s"
+            )
+        try:
+            remaining = max(timeout - (time.monotonic() - started), 0.01)
+            return ask_bounded(port, card, remaining)
+        finally:
+            self._asking.release()
+
+    def set_vibe(self, on: bool) -> str:
+        """Turn vibe mode on or off. Off hides the vibe tools and kills nothing: running
+        workers go on (and are reaped when done); the returned text says which still run."""
+        self.vibe = bool(on)
+        if on:
+            return "vibe mode is on: vibe_spawn, vibe_send, vibe_wait, vibe_kill, vibe_list"
+        workers = self.state.get("vibe")
+        live = workers.live_ids() if workers is not None else []
+        still = (
+            f"; still running (not killed): {', '.join(live)}; turn vibe mode on again to "
+            "reach them"
+            if live
+            else ""
+        )
+        return f"vibe mode is off: the vibe tools are hidden{still}"
+
+    def on_close(self, callback: Any) -> None:
+        """Call `callback()` when the run closes (before its actors are stopped)."""
+        self._on_close.append(callback)
 
     @contextlib.contextmanager
     def serial_lock(self, name: str) -> Iterator[None]:
@@ -349,9 +395,17 @@ class Run:
         if self._closed:
             return
         self._closed = True
+        for callback in self._on_close:
+            with contextlib.suppress(Exception):
+                callback()
         rt = self.runtime
         if rt is None or not self.run_id:
             return
+        if self.state.get("structural", {}).get("warmed"):
+            from tether.tools.structural import stop_warming
+
+            with contextlib.suppress(Exception):
+                stop_warming(rt, self.run_id, self.state)
         closer = getattr(rt, "close_run", None) or getattr(rt, "_close_run_actor", None)
         if closer is not None:
             with contextlib.suppress(Exception):

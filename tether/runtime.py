@@ -92,6 +92,8 @@ RESOURCE_KIND_MODULES: list[str] = [
     "tether.actors.parser",
     "tether.actors.language_server",
     "tether.actors.checker",
+    "tether.actors.debug_session",
+    "tether.actors.vibe",
 ]
 # The echo kinds (tether.actors.echo) are for tests, benchmarks and examples, which ask for
 # them with `kind_modules`; a production tree does not carry them.

@@ -19,6 +19,7 @@ from typing import Any
 from tether.lsp.servers import BY_NAME, find_binary
 from tether.lsp.session import Session
 from tether.messages.calls import ResourceError
+from tether.messages.language_server_ops import LanguageServerOp
 
 
 class Driver:
@@ -42,7 +43,7 @@ class Driver:
         self.sel = selectors.DefaultSelector()
         self.sel.register(stdout, selectors.EVENT_READ, "out")
         self.sel.register(stderr, selectors.EVENT_READ, "err")
-        self.timers: list[tuple[float, int, str]] = []
+        self.timers: list[tuple[float, int, object]] = []
         self._seq = itertools.count()
         self.results: dict[int, tuple[bool, Any]] = {}
         self.stderr = bytearray()
@@ -59,7 +60,7 @@ class Driver:
             except BrokenPipeError:
                 pass
 
-    def after(self, seconds: float, tag: str) -> None:
+    def after(self, seconds: float, tag: object) -> None:
         heapq.heappush(self.timers, (time.monotonic() + seconds, next(self._seq), tag))
 
     def done(self, token: Any, payload: dict) -> None:
@@ -94,9 +95,9 @@ class Driver:
                     self.stderr += data
             return
 
-    def start_call(self, op: str, args: dict, timeout: float = 30.0) -> int:
+    def start_call(self, op: LanguageServerOp, timeout: float = 30.0) -> int:
         token = next(self._seq)
-        self.session.handle(op, args, token, time.monotonic() + timeout)
+        self.session.handle(op, token, time.monotonic() + timeout)
         return token
 
     def wait(self, token: int, timeout: float = 30.0) -> dict:
@@ -128,8 +129,8 @@ class Driver:
             assert time.monotonic() < end, "timed out waiting"
             self.pump(min(end, time.monotonic() + 0.05))
 
-    def call(self, op: str, args: dict, timeout: float = 30.0) -> dict:
-        return self.wait(self.start_call(op, args, timeout), timeout)
+    def call(self, op: LanguageServerOp, timeout: float = 30.0) -> dict:
+        return self.wait(self.start_call(op, timeout), timeout)
 
     def close(self) -> None:
         self.write(self.session.shutdown_bytes())

@@ -25,6 +25,7 @@ from lsp_support import need
 from tests.conftest import wait_until
 from tether.lsp.servers import make_key
 from tether.messages.calls import ErrorCode, ResourceError
+from tether.messages.checker_ops import Check
 
 pytestmark = [pytest.mark.slow, need("basedpyright-langserver", "basedpyright")]
 
@@ -111,7 +112,9 @@ def test_a_check_whose_callers_gave_up_is_stopped(runtime_factory, tmp_path):
     root = big_project(tmp_path)
     key = make_key("basedpyright", root.resolve())
     caller = threading.Thread(
-        target=lambda: pytest.raises(ResourceError, rt._call, "r", "checker", key, "check", {}, 1.5)
+        target=lambda: pytest.raises(
+            ResourceError, rt._call, "r", "checker", key, Check(), None, 1.5
+        )
     )
     caller.start()
     proc = checker_process(rt)
@@ -122,7 +125,7 @@ def test_a_check_whose_callers_gave_up_is_stopped(runtime_factory, tmp_path):
         if module.name != "m0.py":
             module.unlink()
     (root / "pkg" / "broken.py").write_text("x: int = 'no'\n")
-    reply = rt._call("r", "checker", key, "check", {}, 120)
+    reply = rt._call("r", "checker", key, Check(), None, 120)
     assert [(r["path"], r["line"]) for r in reply["records"]] == [
         (str(root.resolve() / "pkg" / "broken.py"), 1)
     ]
@@ -132,12 +135,12 @@ def test_a_bad_key_or_a_missing_checker_binary_says_so(runtime_factory, tmp_path
     rt = runtime_factory()
     root = big_project(tmp_path, modules=1)
     with pytest.raises(ResourceError) as info:
-        rt._call("r", "checker", f"nope:{root}", "check", {}, 10)
+        rt._call("r", "checker", f"nope:{root}", Check(), None, 10)
     assert info.value.code == ErrorCode.UNAVAILABLE
     assert "language_server key 'nope:" in info.value.message
     if shutil.which("dart") is None:
         with pytest.raises(ResourceError) as info:
-            rt._call("r", "checker", make_key("dart", root), "check", {}, 10)
+            rt._call("r", "checker", make_key("dart", root), Check(), None, 10)
         assert info.value.code == ErrorCode.UNAVAILABLE
         assert info.value.message == "the dart project checker needs dart, which is not on PATH"
 

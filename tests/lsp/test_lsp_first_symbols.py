@@ -14,6 +14,9 @@ import itertools
 import pytest
 from lsp_support import copy_project, lsp_rt, need  # noqa: F401 - fixtures
 
+from tether.lsp.session.core import Deadline, LoadCap, Registration, WarmWindow
+from tether.messages.language_server_ops import WorkspaceSymbols
+
 pytestmark = pytest.mark.slow
 _ids = itertools.count()
 
@@ -68,14 +71,14 @@ class _IO:
         from tether.protocol import FrameDecoder
 
         self.sent: list[dict] = []
-        self.timers: list[str] = []
+        self.timers: list[object] = []
         self.results: dict = {}
         self._dec = FrameDecoder()
 
     def write(self, data: bytes) -> None:
         self.sent += self._dec.feed(data)
 
-    def after(self, seconds: float, tag: str) -> None:
+    def after(self, seconds: float, tag: object) -> None:
         self.timers.append(tag)
 
     def done(self, token, payload) -> None:
@@ -97,14 +100,14 @@ def _ready_session(tmp_path, server: str):
     caps = {"workspaceSymbolProvider": True}
     s.feed(encode({"jsonrpc": "2.0", "id": io.sent[0]["id"], "result": {"capabilities": caps}}))
     if s.state == "registering":  # basedpyright: no pull registration comes here
-        s.on_timer("lsp:registration")
+        s.on_timer(Registration())
     assert s.state == "ready"
     return s, io, clock, encode
 
 
 def test_workspace_symbols_waits_for_the_listing_log_then_asks(tmp_path):
     s, io, clock, encode = _ready_session(tmp_path, "basedpyright")
-    s.handle("workspace_symbols", {"query": "Stock"}, "t", clock[0] + 30)
+    s.handle(WorkspaceSymbols("Stock"), "t", clock[0] + 30)
     assert not [m for m in io.sent if m.get("method") == "workspace/symbol"]
     log = {"type": 3, "message": "Found 4 source files"}
     s.feed(encode({"jsonrpc": "2.0", "method": "window/logMessage", "params": log}))
@@ -113,18 +116,18 @@ def test_workspace_symbols_waits_for_the_listing_log_then_asks(tmp_path):
 
 def test_workspace_symbols_waiting_for_the_listing_fails_at_its_deadline(tmp_path):
     s, io, clock, _ = _ready_session(tmp_path, "basedpyright")
-    s.handle("workspace_symbols", {"query": "Stock"}, "t", clock[0] + 1)
+    s.handle(WorkspaceSymbols("Stock"), "t", clock[0] + 1)
     clock[0] += 2
-    s.on_timer("lsp:deadline")
+    s.on_timer(Deadline())
     code, message = io.results["t"]
     assert code == "deadline" and "has not finished listing the workspace's files" in message
 
 
 def test_workspace_symbols_asks_anyway_when_the_listing_log_never_comes(tmp_path):
     s, io, clock, _ = _ready_session(tmp_path, "basedpyright")
-    s.handle("workspace_symbols", {"query": "Stock"}, "t", clock[0] + 30)
-    assert "lsp:load-cap" in io.timers
-    s.on_timer("lsp:load-cap")
+    s.handle(WorkspaceSymbols("Stock"), "t", clock[0] + 30)
+    assert LoadCap() in io.timers
+    s.on_timer(LoadCap())
     assert [m for m in io.sent if m.get("method") == "workspace/symbol"]
 
 
@@ -132,10 +135,10 @@ def test_workspace_symbols_opens_one_root_file_first_for_tsserver(tmp_path):
     (tmp_path / "web").mkdir()
     (tmp_path / "web" / "cart.ts").write_text("export class Cart {}\n")
     s, io, clock, _ = _ready_session(tmp_path, "typescript-language-server")
-    s.handle("workspace_symbols", {"query": "Cart"}, "t", clock[0] + 30)
+    s.handle(WorkspaceSymbols("Cart"), "t", clock[0] + 30)
     opened = [m for m in io.sent if m.get("method") == "textDocument/didOpen"]
     assert [m["params"]["textDocument"]["uri"] for m in opened] == [
         (tmp_path / "web" / "cart.ts").as_uri()
     ]
-    s.on_timer("lsp:warm-window")  # no warm-up progress began: the search goes out
+    s.on_timer(WarmWindow())  # no warm-up progress began: the search goes out
     assert [m for m in io.sent if m.get("method") == "workspace/symbol"]

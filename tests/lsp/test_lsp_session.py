@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 from tether.lsp.servers import BY_NAME
 from tether.lsp.session import Session
 from tether.messages.calls import ResourceError
+from tether.messages.language_server_ops import Diagnostics, Navigate, Rename, Sync
 from tether.protocol import FrameDecoder, encode
 
 
@@ -19,14 +21,14 @@ class FakeIO:
     def __init__(self) -> None:
         self.dec = FrameDecoder()
         self.sent: list[dict[str, Any]] = []
-        self.timers: list[tuple[float, str]] = []
+        self.timers: list[tuple[float, object]] = []
         self.results: dict[Any, tuple[bool, Any]] = {}
         self.t = 100.0
 
     def write(self, data: bytes) -> None:
         self.sent += self.dec.feed(data)
 
-    def after(self, seconds: float, tag: str) -> None:
+    def after(self, seconds: float, tag: object) -> None:
         self.timers.append((self.t + seconds, tag))
 
     def done(self, token: Any, payload: dict) -> None:
@@ -44,7 +46,7 @@ class FakeIO:
 
 def run_timers(io: FakeIO, s: Session, until: float) -> None:
     io.t = until
-    due = sorted(t for t in io.timers if t[0] <= until)
+    due = sorted((t for t in io.timers if t[0] <= until), key=lambda t: t[0])
     io.timers = [t for t in io.timers if t[0] > until]
     for _, tag in due:
         s.on_timer(tag)
@@ -82,7 +84,7 @@ def test_initialize_then_initialized_and_settings(project):
 
 def test_queries_wait_for_the_pull_registration(project):
     s, io = start(project, {"hoverProvider": True, "textDocumentSync": 1})
-    s.handle("diagnostics", {"path": str(project / "a.py")}, "t1", io.t + 10)
+    s.handle(Diagnostics(str(project / "a.py")), "t1", io.t + 10)
     assert not io.requests("textDocument/diagnostic")
     s.feed(
         encode(
@@ -116,20 +118,20 @@ def ready_pull(project):
 def test_unchanged_means_the_result_we_sent_not_a_late_one(project):
     s, io = ready_pull(project)
     a = project / "a.py"
-    s.handle("diagnostics", {"path": str(a)}, "t0", io.t + 10)
+    s.handle(Diagnostics(str(a)), "t0", io.t + 10)
     answer(
         s,
         io.requests("textDocument/diagnostic")[-1],
         {"kind": "full", "resultId": "r1", "items": []},
     )
     a.write_text("x: int = 'bad'\n")
-    s.handle("sync", {"paths": [str(a)], "cap": 2.5}, "t1", io.t + 10)
+    s.handle(Sync([str(a)], cap=2.5), "t1", io.t + 10)
     late = io.requests("textDocument/diagnostic")[-1]
     assert late["params"]["previousResultId"] == "r1"
     run_timers(io, s, io.t + 2.6)  # the cap passes: pending, never stale
     assert io.results["t1"][1]["pending"] == [str(a)]
     a.write_text("x = 1\n")
-    s.handle("sync", {"paths": [str(a)], "cap": 2.5}, "t2", io.t + 10)
+    s.handle(Sync([str(a)], cap=2.5), "t2", io.t + 10)
     fresh = io.requests("textDocument/diagnostic")[-1]
     bad = {"range": {"start": {"line": 0, "character": 9}, "end": {"line": 0, "character": 14}}, "message": "bad", "severity": 1}  # fmt: skip
     answer(s, late, {"kind": "full", "resultId": "r2", "items": [bad]})  # late, older version
@@ -140,9 +142,9 @@ def test_unchanged_means_the_result_we_sent_not_a_late_one(project):
 def test_a_write_pulls_its_open_importers_in_the_same_answer(project):
     s, io = ready_pull(project)
     a, b = project / "a.py", project / "b.py"
-    s.handle("diagnostics", {"path": str(b)}, "t0", io.t + 10)  # b.py (imports a) is open
+    s.handle(Diagnostics(str(b)), "t0", io.t + 10)  # b.py (imports a) is open
     answer(s, io.requests("textDocument/diagnostic")[-1], {"kind": "full", "resultId": "rb", "items": []})  # fmt: skip
-    s.handle("sync", {"paths": [str(a)], "created": [str(a)]}, "t1", io.t + 10)
+    s.handle(Sync([str(a)], created=[str(a)]), "t1", io.t + 10)
     assert io.notes("workspace/didChangeWatchedFiles")[-1]["params"]["changes"][0]["type"] == 1
     mine, importer = io.requests("textDocument/diagnostic")[-2:]
     assert [mine["params"]["textDocument"]["uri"], importer["params"]["textDocument"]["uri"]] == [
@@ -160,16 +162,16 @@ def test_a_write_pulls_its_open_importers_in_the_same_answer(project):
 def test_a_new_write_cancels_stale_importer_checks_and_redoes_them(project):
     s, io = ready_pull(project)
     a, b = project / "a.py", project / "b.py"
-    s.handle("diagnostics", {"path": str(b)}, "t0", io.t + 10)
+    s.handle(Diagnostics(str(b)), "t0", io.t + 10)
     answer(s, io.requests("textDocument/diagnostic")[-1], {"kind": "full", "resultId": "rb", "items": []})  # fmt: skip
-    s.handle("sync", {"paths": [str(a)]}, "t1", io.t + 10)
+    s.handle(Sync([str(a)]), "t1", io.t + 10)
     mine, importer = io.requests("textDocument/diagnostic")[-2:]
     answer(s, mine, {"kind": "full", "resultId": "ra", "items": []})
     run_timers(io, s, io.t + 1.1)  # the grace passes: answered without the importer
     assert io.results["t1"][1]["others"] == {}
     d = project / "d.py"
     d.write_text("n = 1\n")
-    s.handle("sync", {"paths": [str(d)], "created": [str(d)]}, "t2", io.t + 10)  # unrelated
+    s.handle(Sync([str(d)], created=[str(d)]), "t2", io.t + 10)  # unrelated
     assert io.notes("$/cancelRequest")[-1]["params"]["id"] == importer["id"]  # stale: cancelled
     pulled = [r["params"]["textDocument"]["uri"] for r in io.requests("textDocument/diagnostic")]
     assert pulled[-2:] == [d.as_uri(), b.as_uri()]  # a's importer is checked again, with d
@@ -180,7 +182,7 @@ def test_push_versioned_publish_is_fresh_and_stale_one_is_not(project):
     (project / "go.mod").write_text("module x\n")
     f = project / "a.go"
     f.write_text("package a\n")
-    s.handle("diagnostics", {"path": str(f)}, "t1", io.t + 10)
+    s.handle(Diagnostics(str(f)), "t1", io.t + 10)
     s.feed(
         encode(
             {
@@ -205,7 +207,7 @@ def test_push_versioned_publish_is_fresh_and_stale_one_is_not(project):
 
 def test_server_request_with_our_id_is_answered_not_taken_for_a_response(project):
     s, io = ready_pull(project)
-    s.handle("hover", {"path": str(project / "a.py"), "line0": 0, "char": 0}, "h", io.t + 10)
+    s.handle(Navigate("hover", str(project / "a.py"), 0, 0), "h", io.t + 10)
     hover = io.requests("textDocument/hover")[-1]
     s.feed(
         encode(
@@ -225,7 +227,7 @@ def test_server_request_with_our_id_is_answered_not_taken_for_a_response(project
 
 def test_unadvertised_request_is_never_sent(project):
     s, io = ready_pull(project)
-    s.handle("references", {"path": str(project / "a.py"), "line0": 0, "char": 0}, "r", io.t + 10)
+    s.handle(Navigate("references", str(project / "a.py"), 0, 0), "r", io.t + 10)
     assert not io.requests("textDocument/references")
     assert io.results["r"] == (
         False,
@@ -238,7 +240,7 @@ def test_unadvertised_request_is_never_sent(project):
 
 def test_deadline_is_a_clear_error(project):
     s, io = ready_pull(project)
-    s.handle("hover", {"path": str(project / "a.py"), "line0": 0, "char": 0}, "h", io.t + 2)
+    s.handle(Navigate("hover", str(project / "a.py"), 0, 0), "h", io.t + 2)
     run_timers(io, s, io.t + 2)
     ok, (code, msg) = io.results["h"]
     assert not ok and code == "deadline" and "did not answer textDocument/hover in time" in msg
@@ -247,7 +249,7 @@ def test_deadline_is_a_clear_error(project):
 
 def test_exit_fails_everything_in_flight(project):
     s, io = ready_pull(project)
-    s.handle("hover", {"path": str(project / "a.py"), "line0": 0, "char": 0}, "h", io.t + 10)
+    s.handle(Navigate("hover", str(project / "a.py"), 0, 0), "h", io.t + 10)
     s.on_exit(-9)
     assert io.results["h"][1][0] == "resource_died" and "exit code -9" in io.results["h"][1][1]
 
@@ -264,10 +266,10 @@ def test_plain_harness_drives_a_real_server(tmp_path):
     root = copy_project("python", tmp_path)
     d = Driver("basedpyright", root)
     try:
-        r = d.call("hover", {"path": str(root / "shapes/report.py"), "line0": 3, "char": 4})
+        r = d.call(Navigate("hover", str(root / "shapes/report.py"), 3, 4))
         assert "def total_area(shapes: list[Shape]) -> float" in r["hover"]
         (root / "shapes/report.py").write_text("x: int = 'no'\n")
-        out = d.call("sync", {"paths": [str(root / "shapes/report.py")]})
+        out = d.call(Sync([str(root / "shapes/report.py")]))
         assert (
             out["mode"] == "pull" and out["files"][str(root / "shapes/report.py")][0]["line"] == 1
         )
@@ -296,10 +298,10 @@ def serving(project: Path, write_tier: bool = True, confine: Path | None = None)
     """A ready session in the middle of a call (its textDocument/rename unanswered)."""
     s, io = start(project, {"renameProvider": True, "hoverProvider": True, "textDocumentSync": 1})
     s.feed(encode({"jsonrpc": "2.0", "id": 99, "method": "client/registerCapability", "params": PULL_REG}))  # fmt: skip
-    args = {"path": str(project / "a.py"), "line0": 0, "char": 0, "new_name": "z"}
+    rename = Rename(str(project / "a.py"), 0, 0, "z")
     if write_tier:  # what lsp_rename (tier write) sends; lsp (tier read) never does
-        args |= {"confine": [str(confine or project)], "write_tier": True}
-    s.handle("rename", args, "call", io.t + 10)
+        rename = replace(rename, confine=[str(confine or project)], write_tier=True)
+    s.handle(rename, "call", io.t + 10)
     assert io.requests("textDocument/rename") and "call" not in io.results
     return s, io
 
@@ -415,13 +417,13 @@ def test_clangd_tweak_edits_land_only_during_a_write_tier_call(tmp_path):
     tweak = {"command": "clangd.applyTweak", "arguments": [{"file": main.as_uri(), "selection": _rng(2, 16, 2, 21), "tweakID": "ExtractVariable"}]}  # fmt: skip
     d = Driver("clangd", tmp_path)
     try:
-        d.call("hover", {"path": str(main), "line0": 0, "char": 11})  # open, AST built
+        d.call(Navigate("hover", str(main), 0, 11))  # open, AST built
         box = d.send("workspace/executeCommand", tweak)  # no call open: refused
         d.pump_until(lambda: box)
         assert box[0].error["message"] == f"edits were not applied: {REFUSED_NO_CALL}"
         assert main.read_text() == before
-        rename = {"path": str(main), "line0": 0, "char": 11, "new_name": "assist"}
-        token = d.start_call("rename", {**rename, "confine": [str(tmp_path)], "write_tier": True})
+        rename = Rename(str(main), 0, 11, "assist", confine=[str(tmp_path)], write_tier=True)
+        token = d.start_call(rename)
         box = d.send("workspace/executeCommand", tweak)  # during a write-tier call: applied
         with pytest.raises(ResourceError, match=r"main\.cpp changed while clangd computed it \(clangd itself changed .*main\.cpp during the call\); call lsp_rename again"):  # fmt: skip
             d.wait(token)  # the rename was computed on the text before the tweak

@@ -445,14 +445,15 @@ def test_commit_restores_on_failure(tmp_path):
     shutil.which("basedpyright-langserver") is None, reason="not installed: basedpyright-langserver"
 )
 def test_only_lsp_rename_marks_its_call_write_tier(tmp_path):
-    """The session lets a server's workspace/applyEdit land only while a call carrying
-    write_tier is served: lsp_rename (tier write) sets it, no action of lsp (tier read) does."""
+    """The session lets a server's workspace/applyEdit land only while a Rename with
+    write_tier is served: lsp_rename (tier write) sends one, no action of lsp (tier read) does."""
     from tether.messages.calls import ResourceError
+    from tether.messages.language_server_ops import Rename
     from tether.tools.lsp.actions import NAV, lsp, lsp_rename
 
     (tmp_path / "pyproject.toml").write_text("")
     (tmp_path / "a.py").write_text("value = 1\n")
-    sent: list[tuple[str, dict]] = []
+    sent: list[object] = []
 
     class Ctx:
         run_id, workdir, state = "r", tmp_path, {}
@@ -464,7 +465,7 @@ def test_only_lsp_rename_marks_its_call_write_tier(tmp_path):
             return str(path)
 
         def call_resource(self, kind, key, op, args, timeout, idempotent=False):
-            sent.append((op, dict(args)))
+            sent.append(op)
             raise ResourceError("failed", "recorded")
 
     at = {"file": "a.py", "line": 1, "symbol": "value"}
@@ -475,7 +476,9 @@ def test_only_lsp_rename_marks_its_call_write_tier(tmp_path):
             lsp(Ctx(), args)
     lsp_rename(Ctx(), {**at, "new_name": "amount"})
     assert len(sent) == len(NAV) + 3
-    assert [op for op, args in sent if args.get("write_tier") is True] == ["rename"]
+    assert [op for op in sent if getattr(op, "write_tier", False)] == [
+        Rename(str(tmp_path / "a.py"), 0, 0, "amount", [str(tmp_path)], write_tier=True)
+    ]
 
 
 # --- rendering --------------------------------------------------------------------------------

@@ -11,25 +11,27 @@ from thespian.actors import Actor
 from tether.actors.base import ResourceActor, ResourceUnavailable
 from tether.actors.process import ProcessActor
 from tether.messages.calls import Call
+from tether.messages.echo_ops import PROBE, SLOW, STUBBORN, Hang, HangOnce, Pid, Release, StackRoom
 
 
 class SlowProcessActor(ProcessActor):
-    """Owns a `sleep` subprocess; "hang" never answers, "hang_once" answers only in an
-    actor that is not the first to see it (args["marker"]: a path it creates): an
-    idempotent call retried after a restart."""
+    """Owns a `sleep` subprocess; ops `SLOW`: "hang" never answers, "hang_once" answers
+    only in an actor that is not the first to see it (an idempotent call retried after a
+    restart)."""
 
     def on_start(self, key: str, config: dict[str, Any]) -> None:
         self.spawn([sys.executable, "-c", "import time; time.sleep(600)"], cwd="/")
 
     def on_call(self, call: Call) -> None:
-        if call.op == "pid":
-            self.reply(call, {"pid": self.proc.pid if self.proc else None})
-        elif call.op == "hang_once":  # the first actor to see it marks it and never answers
-            marker = call.args["marker"]
-            if os.path.exists(marker):
+        match SLOW.parse(call):
+            case Pid():
                 self.reply(call, {"pid": self.proc.pid if self.proc else None})
-            else:
+            case HangOnce(marker=marker) if os.path.exists(marker):
+                self.reply(call, {"pid": self.proc.pid if self.proc else None})
+            case HangOnce(marker=marker):  # the first actor to see it marks it, never answers
                 open(marker, "w").close()
+            case Hang():
+                pass
 
 
 class UnavailableActor(ResourceActor):
@@ -54,7 +56,7 @@ class Spawner(Actor):
 
 
 def marker() -> dict[str, str]:
-    """Args for "hang_once": a fresh marker path (the first actor to see the call makes it)."""
+    """Args for HangOnce: a fresh marker path (the first actor to see the call makes it)."""
     import tempfile
     import uuid
 
@@ -68,13 +70,14 @@ class ProbeActor(ResourceActor):
     def on_call(self, call: Call) -> None:
         from tests.runtime.loop_probes import data_stack_room
 
-        if call.op == "stack_room":
-            self.reply(call, {"room": data_stack_room(), "pid": os.getpid()})
-        elif call.op == "pid":
-            self.reply(call, {"pid": os.getpid()})
+        match PROBE.parse(call):
+            case StackRoom():
+                self.reply(call, {"room": data_stack_room(), "pid": os.getpid()})
+            case Pid():
+                self.reply(call, {"pid": os.getpid()})
 
 
-STUBBORN = r"""
+STUBBORN_SCRIPT = r"""
 import os, signal, subprocess, sys, time
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 child = subprocess.Popen([sys.executable, "-c",
@@ -90,7 +93,7 @@ class StubbornProcessActor(ProcessActor):
 
     def on_start(self, key: str, config: dict[str, Any]) -> None:
         self.out = b""
-        self.spawn([sys.executable, "-c", STUBBORN], cwd="/")
+        self.spawn([sys.executable, "-c", STUBBORN_SCRIPT], cwd="/")
         self.set_state("starting")
 
     def on_stdout(self, data: bytes) -> None:
@@ -101,8 +104,9 @@ class StubbornProcessActor(ProcessActor):
     def on_call(self, call: Call) -> None:
         import time
 
-        if call.op == "release":
-            pids = [self.proc.pid if self.proc else 0, int(self.out)]
-            start = time.monotonic()
-            self.release()
-            self.reply(call, {"seconds": time.monotonic() - start, "pids": pids})
+        match STUBBORN.parse(call):
+            case Release():
+                pids = [self.proc.pid if self.proc else 0, int(self.out)]
+                start = time.monotonic()
+                self.release()
+                self.reply(call, {"seconds": time.monotonic() - start, "pids": pids})

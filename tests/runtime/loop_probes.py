@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+from collections.abc import Set as AbstractSet
 
 CHUNK = 16 * 1024  # CPython's frame-stack chunk (_PY_DATA_STACK_CHUNK_SIZE, 3.11-3.13)
 _F_FRAME = 3 * ctypes.sizeof(ctypes.c_void_p)  # PyFrameObject: refcnt, type, f_back, f_frame
@@ -44,17 +45,23 @@ def data_stack_room(levels: int = 400) -> int:
     return levels * stride
 
 
-def eventpoll_fds(pid: int) -> int:
-    """How many epoll instances process `pid` holds open (0 if it is gone)."""
-    count = 0
+def eventpoll_fd_numbers(pid: int) -> set[int]:
+    """The descriptors of the epoll instances process `pid` holds open (none if it is gone)."""
+    found = set()
     try:
         fds = os.listdir(f"/proc/{pid}/fd")
     except OSError:
-        return 0
+        return found
     for fd in fds:
         try:
             if os.readlink(f"/proc/{pid}/fd/{fd}") == "anon_inode:[eventpoll]":
-                count += 1
+                found.add(int(fd))
         except OSError:
             continue
-    return count
+    return found
+
+
+def eventpoll_fds(pid: int, inherited: AbstractSet[int] = frozenset()) -> int:
+    """How many epoll instances process `pid` holds open (0 if it is gone), not counting
+    the descriptors in `inherited` (a fork keeps its parent's at the same numbers)."""
+    return len(eventpoll_fd_numbers(pid) - inherited)

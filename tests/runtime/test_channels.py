@@ -13,11 +13,21 @@ import time
 import pytest
 
 from tests.conftest import health_node, in_flight, wait_until
-from tests.runtime.test_host_routes import SLOW, call_in_thread, learn_route
+from tests.runtime.test_host_routes import (
+    SLOW,
+    SLOW_RUN,
+    call_in_thread,
+    learn_route,
+    name,
+)
 from tether import channels
 from tether.channels import ChannelGone, FrameReader, HostChannels, OutBuffer, frame
+from tether.kinds import Scope
 from tether.messages.calls import Call, ErrorCode, ResourceError
 from tether.messages.codec import encode
+
+# the fault cases run for a shared kind and for its run-scoped twin
+BOTH_SCOPES = pytest.mark.parametrize("scope", [Scope.SHARED, Scope.RUN], ids=["shared", "run"])
 
 # --- the parts ---------------------------------------------------------------------
 
@@ -222,12 +232,13 @@ def test_without_a_channel_calls_go_through_thespian(runtime, monkeypatch) -> No
     assert channel_of(runtime, "echo_process:k")["connections"] == 0
 
 
-def test_a_call_on_a_channel_hears_its_actor_die_at_once(runtime_factory) -> None:
-    rt = runtime_factory(kinds=[SLOW])
+@BOTH_SCOPES
+def test_a_call_on_a_channel_hears_its_actor_die_at_once(runtime_factory, scope) -> None:
+    rt = runtime_factory(kinds=[SLOW_RUN if scope is Scope.RUN else SLOW])
     route = learn_route(rt, "slow")
     t, out = call_in_thread(rt._call, "r", "slow", "k", "hang", {}, 20)
-    in_flight(rt, "slow:k", timeout=3.0)
-    assert channel_of(rt, "slow:k")["connections"] == 1
+    in_flight(rt, name(scope, "slow"), timeout=3.0)
+    assert channel_of(rt, name(scope, "slow"))["connections"] == 1
     os.kill(route.pid, signal.SIGKILL)
     t.join(8)
     err = out[0]
@@ -244,8 +255,13 @@ def test_a_gather_waits_on_channels_and_thespian_at_once(runtime) -> None:
     assert channel_of(runtime, "echo:known")["connections"] == 1
 
 
-def test_callers_on_channels_get_one_clear_answer_each_while_actors_are_killed(runtime) -> None:
-    learn_route(runtime, "echo_process")
+@BOTH_SCOPES
+def test_callers_on_channels_get_one_clear_answer_each_while_actors_are_killed(
+    runtime, scope
+) -> None:
+    kind = "echo_run" if scope is Scope.RUN else "echo_process"
+    target = ("r" if scope is Scope.RUN else "", kind, "k")
+    learn_route(runtime, kind)
     outcomes: list[tuple[float, object]] = []
     stop = threading.Event()
 
@@ -256,9 +272,7 @@ def test_callers_on_channels_get_one_clear_answer_each_while_actors_are_killed(r
             args = {"n": n, "i": i}
             start = time.monotonic()
             try:
-                got: object = runtime._call(
-                    "r", "echo_process", "k", "echo", args, 5, idempotent=n % 2 == 0
-                )
+                got: object = runtime._call("r", kind, "k", "echo", args, 5, idempotent=n % 2 == 0)
                 if got["echo"] != args:  # type: ignore[index]
                     got = ("another call's reply", got)
             except ResourceError as exc:
@@ -273,7 +287,7 @@ def test_callers_on_channels_get_one_clear_answer_each_while_actors_are_killed(r
         return sum(isinstance(o, dict) for _, o in list(outcomes))
 
     def route_after(incarnation: int):
-        route = runtime._routes.get(("", "echo_process", "k"))
+        route = runtime._routes.get(target)
         return route if route is not None and route.incarnation > incarnation else None
 
     killed = 0
@@ -297,4 +311,4 @@ def test_callers_on_channels_get_one_clear_answer_each_while_actors_are_killed(r
         for e in errors
     ), {str(e)[:200] for e in errors}
     assert max(elapsed for elapsed, _ in outcomes) < 5.5  # within every call's deadline
-    assert runtime._call("r", "echo_process", "k", "echo", {"after": 1}, 5)["echo"] == {"after": 1}
+    assert runtime._call("r", kind, "k", "echo", {"after": 1}, 5)["echo"] == {"after": 1}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import pytest
 
@@ -79,6 +79,23 @@ def test_only_frozen_dataclasses_with_new_names_are_ops() -> None:
         @dataclass(frozen=True)
         class Hover:  # noqa: F811
             path: str
+
+
+def test_an_op_with_a_rest_field_takes_any_arguments_and_sends_them_flat() -> None:
+    from tether.messages.echo_ops import ECHO, Echo, Sleep
+
+    assert ECHO.parse(Call("c", "", "echo", "k", "echo", {"n": 1, "data": 2})) == Echo(
+        {"n": 1, "data": 2}
+    )
+    assert op_args(Echo({"n": 1})) == {"n": 1}
+    assert op_args(Sleep(0.5)) == {"seconds": 0.5}
+    with pytest.raises(TypeError, match="rest_field names no field"):
+
+        @DEMO.op
+        @dataclass(frozen=True)
+        class Loose:
+            rest_field: ClassVar[str] = "rest"
+            x: int
 
 
 def test_the_engine_sends_an_op_instance_as_its_name_and_fields(runtime) -> None:

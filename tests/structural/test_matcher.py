@@ -117,7 +117,8 @@ def test_pattern_errors(lang, pattern, message):
 
 def test_scaffold_ladder_names_context():
     assert compile_pattern("dispose($X)", "dart").context == "expression"
-    assert compile_pattern("if ($X != null) $X.dispose()", "dart").context == "statement"
+    # without its `;` the statement rung invents one (a repair): the rung with `;` is clean
+    assert compile_pattern("if ($X != null) $X.dispose()", "dart").context == "statement + ';'"
     assert compile_pattern("public void $M() {}", "java").context == "class member"
     assert compile_pattern("foo($X)", "python").context == "statement"
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from tether.actors.parser import POOL_KEYS
+from tether.messages.parser_ops import Clear, Stats
 
 pytestmark = pytest.mark.slow
 
@@ -28,13 +29,13 @@ def test_search_spreads_over_the_pool_and_hits_the_cache(runtime: Any, project: 
     assert res.data["total"] == 12
     assert res.text.splitlines()[0] == "12 matches in 12 files:"
     assert [m["path"] for m in res.data["matches"]] == sorted(f"m{i}.py" for i in range(12))
-    stats = [runtime._call("conv-ast", "parser", key, "stats", {}, 10) for key in POOL_KEYS]
+    stats = [runtime._call("conv-ast", "parser", key, Stats(), None, 10) for key in POOL_KEYS]
     if len(POOL_KEYS) > 1:
         assert all(s["parses"] > 0 for s in stats), stats  # every slot parsed its shard
     parses = sum(s["parses"] for s in stats)
     again = run.call("ast_grep", {"pattern": "foo($A, $B)", "language": "python"})
     assert again.data == res.data
-    stats2 = [runtime._call("conv-ast", "parser", key, "stats", {}, 10) for key in POOL_KEYS]
+    stats2 = [runtime._call("conv-ast", "parser", key, Stats(), None, 10) for key in POOL_KEYS]
     assert sum(s["parses"] for s in stats2) == parses  # warm: no file parsed again
 
 
@@ -75,21 +76,21 @@ def test_background_index_warms_the_first_search(runtime: Any, project: Path) ->
 
     run = runtime.open_run("conv-index", workdir=str(project))
     for key in POOL_KEYS:
-        runtime._call("conv-index", "parser", key, "clear", {}, 10)
+        runtime._call("conv-index", "parser", key, Clear(), None, 10)
     assert warm_index(runtime, "conv-index", project) == 13
 
     def indexed() -> bool:
-        stats = [runtime._call("conv-index", "parser", k, "stats", {}, 10) for k in POOL_KEYS]
+        stats = [runtime._call("conv-index", "parser", k, Stats(), None, 10) for k in POOL_KEYS]
         return sum(s["trees"] for s in stats) == 13
 
     wait_until(indexed, timeout=20)
     before = sum(
-        runtime._call("conv-index", "parser", k, "stats", {}, 10)["parses"] for k in POOL_KEYS
+        runtime._call("conv-index", "parser", k, Stats(), None, 10)["parses"] for k in POOL_KEYS
     )
     res = run.call("ast_grep", {"pattern": "foo($A, $B)", "language": "python"})
     assert res.data["total"] == 12
     after = sum(
-        runtime._call("conv-index", "parser", k, "stats", {}, 10)["parses"] for k in POOL_KEYS
+        runtime._call("conv-index", "parser", k, Stats(), None, 10)["parses"] for k in POOL_KEYS
     )
     assert after == before  # the first search parsed nothing: the index had it
 
@@ -99,11 +100,11 @@ def test_open_run_with_prewarm_indexes_the_workspace(runtime: Any, project: Path
 
     runtime.open_run("conv-setup", workdir=str(project))
     for key in POOL_KEYS:
-        runtime._call("conv-setup", "parser", key, "clear", {}, 10)
+        runtime._call("conv-setup", "parser", key, Clear(), None, 10)
     runtime.open_run("conv-prewarm", workdir=str(project), prewarm=True)
 
     def trees() -> int:
-        stats = [runtime._call("conv-prewarm", "parser", k, "stats", {}, 10) for k in POOL_KEYS]
+        stats = [runtime._call("conv-prewarm", "parser", k, Stats(), None, 10) for k in POOL_KEYS]
         return sum(s["trees"] for s in stats)
 
     wait_until(lambda: trees() == 13, timeout=20)
@@ -164,5 +165,56 @@ def test_one_search_lists_the_files_once_on_the_host_not_once_per_slot(
         res = run.call("ast_grep", {"pattern": "foo($A, $B)", "language": "python"})
         assert not res.is_error and res.data["total"] == 12, res.text  # .gitignore honoured
         assert log.read_text().split() == [str(os.getpid()), "ls-files"]
-    slots = [rt._call("conv-git", "parser", key, "stats", {}, 10) for key in pool]
+    slots = [rt._call("conv-git", "parser", key, Stats(), None, 10) for key in pool]
     assert sum(s["files"] for s in slots) == 13  # each .py file (not ignored.py) in one slot
+
+
+def _slot_stats(runtime: Any, run_id: str) -> list[dict[str, Any]]:
+    return [runtime._call(run_id, "parser", k, "stats", {}, 10) for k in POOL_KEYS]
+
+
+def _indexing(runtime: Any) -> int:
+    """Files still queued for background indexing, over the pool (from health)."""
+    import re
+
+    return sum(int(n) for n in re.findall(r"'indexing': (\d+)", str(runtime.health())))
+
+
+def test_the_first_search_warms_the_rest_of_its_language(runtime: Any, project: Path) -> None:
+    from conftest import wait_until
+
+    for i in range(20):
+        (project / f"other{i}.py").write_text(f"def g{i}(y):\n    return bar(y)\n")
+    (project / "notes.rs").write_text("fn main() {}\n")  # another language: not indexed
+    run = runtime.open_run("conv-warm", workdir=str(project))
+    for key in POOL_KEYS:
+        runtime._call("conv-warm", "parser", key, "clear", {}, 10)
+    first = run.call("ast_grep", {"pattern": "foo($A, $B)", "language": "python"})
+    assert first.data["total"] == 12
+    # the prefilter let only the 12 files with `foo` be parsed; the rest come in the
+    # background: every python file (12 + s.py + 20), and not the Rust one
+    wait_until(lambda: sum(s["trees"] for s in _slot_stats(runtime, "conv-warm")) == 33, 20)
+    parses = sum(s["parses"] for s in _slot_stats(runtime, "conv-warm"))
+    second = run.call("ast_grep", {"pattern": "bar($Y)", "language": "python"})
+    assert second.data["total"] == 20
+    assert sum(s["parses"] for s in _slot_stats(runtime, "conv-warm")) == parses  # all warm
+
+
+def test_warming_stops_when_the_run_closes(runtime: Any, tmp_path: Path) -> None:
+    from conftest import wait_until
+
+    for i in range(4000):
+        (tmp_path / f"f{i}.py").write_text(f"def f{i}(x):\n    return [x] * {i}\n")
+    (tmp_path / "hit.py").write_text("foo(1, 2)\n")
+    keeper = runtime.open_run("conv-keeper", workdir=str(tmp_path))
+    for key in POOL_KEYS:
+        runtime._call("conv-keeper", "parser", key, "clear", {}, 10)
+    run = runtime.open_run("conv-closing", workdir=str(tmp_path))
+    assert run.call("ast_grep", {"pattern": "foo($A, $B)"}).is_error  # no language: refused
+    assert run.call("ast_grep", {"pattern": "foo($A, $B)", "language": "python"}).data["total"] == 1
+    wait_until(lambda: _indexing(runtime) > 0, 20)  # the background indexing has begun
+    run.close()
+    wait_until(lambda: _indexing(runtime) == 0, 60)
+    trees = sum(s["trees"] for s in _slot_stats(runtime, "conv-keeper"))
+    assert trees < 4001  # the queue was dropped, not worked through
+    assert not keeper.closed

@@ -81,7 +81,7 @@ def test_errors_are_specific(project):
 def test_no_match_says_so(project):
     res = call(Run(workdir=project), "ast_grep", pattern="nothing_here($A)", language="python")
     assert not res.is_error and res.text.startswith("No matches for `nothing_here($A)` (python)")
-    assert res.data == {"matches": [], "total": 0}
+    assert res.data == {"matches": [], "total": 0, "binary": 0}
 
 
 def test_edit_stages_then_accept_writes(project):
@@ -142,3 +142,38 @@ def test_specs_tiers_and_needs():
     assert by_name["ast_grep"].tier.value == "read"
     assert by_name["ast_edit"].tier.value == "write" and by_name["resolve"].tier.value == "write"
     assert "path" in by_name["ast_grep"].path_args
+
+
+# --- bad input (issue #17, problem 4) ----------------------------------------------------
+
+
+def test_a_deeply_nested_pattern_is_a_sentence_not_a_recursion_error(project):
+    deep = "foo(" * 400 + "$X" + ")" * 400
+    res = call(Run(workdir=project), "ast_grep", pattern=deep, language="python")
+    assert res.is_error
+    assert "nests too deep" in res.text and "metavariable where the inner ones" in res.text
+    assert "recursion" not in res.text.lower()
+    assert len(res.text) < 700  # the 2,400-character pattern is elided, not echoed
+
+
+def test_a_long_unparseable_pattern_is_elided_in_the_error(project):
+    long = "foo(" + "a, " * 3000 + "))"
+    res = call(Run(workdir=project), "ast_grep", pattern=long, language="python")
+    assert res.is_error and "is not valid python" in res.text
+    assert "characters] …" in res.text and len(res.text) < 1000
+
+
+def test_a_long_pattern_with_no_match_is_elided_in_the_answer(project):
+    long = "foo(" + ", ".join(f"a{i}" for i in range(2000)) + ")"
+    res = call(Run(workdir=project), "ast_grep", pattern=long, language="python")
+    assert not res.is_error and res.text.startswith("No matches for `foo(a0, a1")
+    assert len(res.text) < 600
+
+
+def test_binary_files_named_like_source_are_skipped_and_counted(project):
+    (project / "blob.py").write_bytes(b"def f(x):\n    return foo(x)\n\0\xff\xfe")
+    res = call(Run(workdir=project), "ast_grep", pattern="foo($A)", language="python")
+    assert not res.is_error, res.text
+    assert {m["path"] for m in res.data["matches"]} == {"app.py"}
+    assert res.data["binary"] == 1
+    assert res.text.endswith("1 binary file named like python source was skipped.")

@@ -45,6 +45,7 @@ import os
 import signal
 import time
 import traceback
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from thespian.actors import (
@@ -79,6 +80,38 @@ from tether.processes import (
 WATCHDOG_PERIOD = 0.25  # seconds between checks that the host and our parent are alive
 SWEEP_PERIOD = 0.5  # seconds between sweeps of open calls past their deadline
 FLUSH_RETRY = 0.005  # seconds until a write a pipe or socket did not take is tried again
+
+
+# --- timer tags: what a wakeup is for (thespian hands the payload back as it was given) ---
+# A subclass defines its own tags (frozen dataclasses), arms them with `after()` and gets
+# them back in `on_timer`, dispatched with `match`.
+
+
+@dataclass(frozen=True)
+class Watchdog:
+    """Check that the host and our parent are still alive."""
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """Fail the open calls past their deadline."""
+
+
+@dataclass(frozen=True)
+class Idle:
+    """Stop if nothing came for the kind's idle_ttl."""
+
+
+@dataclass(frozen=True)
+class ChannelFlush:
+    """Retry the replies a call channel's socket did not take."""
+
+
+@dataclass(frozen=True)
+class Delayed:
+    """An injected delay is over: deliver the call now."""
+
+    call_id: str
 
 
 class ResourceUnavailable(Exception):
@@ -177,13 +210,14 @@ class TetherActor(Actor):
         self.handle_message(obj, data, extra, sender)
 
     def _handle_wakeup(self, payload: Any) -> None:
-        if payload == ("_watchdog",):
-            self._watchdog_armed = False
-            if not self._owner_alive():
-                self._emergency_exit()
-            self._arm_watchdog()
-            return
-        self.handle_wakeup(payload)
+        match payload:
+            case Watchdog():
+                self._watchdog_armed = False
+                if not self._owner_alive():
+                    self._emergency_exit()
+                self._arm_watchdog()
+            case _:
+                self.handle_wakeup(payload)
 
     # --- watchdog --------------------------------------------------------------------
     def _arm_watchdog(self) -> None:
@@ -192,7 +226,7 @@ class TetherActor(Actor):
                 die_with_parent(0)  # the watchdog takes over, and exits cleanly
                 self._dies_with_parent = False
             self._watchdog_armed = True
-            self.wakeupAfter(WATCHDOG_PERIOD, ("_watchdog",))
+            self.wakeupAfter(WATCHDOG_PERIOD, Watchdog())
 
     def _owner_alive(self) -> bool:
         if os.getppid() != self._parent_pid:
@@ -310,8 +344,8 @@ class ResourceActor(TetherActor):
             call, ErrorCode.BAD_REQUEST, f"{self.name} does not handle calls (op {call.op!r})"
         )
 
-    def on_timer(self, tag: str) -> None:
-        """A timer set with after() fired."""
+    def on_timer(self, tag: Any) -> None:
+        """A timer set with after() fired: `tag` is the object given (match on its class)."""
 
     def on_stop(self) -> None:
         """Release what the actor owns (ProcessActor already kills its process tree)."""
@@ -340,9 +374,10 @@ class ResourceActor(TetherActor):
             for call, reply_to in queued:
                 self._deliver(call, reply_to)
 
-    def after(self, seconds: float, tag: str) -> None:
-        """One-shot timer (wakeupAfter); on_timer(tag) is called when it fires."""
-        self.wakeupAfter(seconds, ("_timer", tag))
+    def after(self, seconds: float, tag: Any) -> None:
+        """One-shot timer (wakeupAfter); on_timer(tag) is called when it fires. `tag`: a
+        frozen dataclass of the subclass's own (not one of the base's tags above)."""
+        self.wakeupAfter(seconds, tag)
 
     def defer_start(self) -> None:
         """Call in on_start when the start ends later, on an event (a probe's exit, a
@@ -493,7 +528,7 @@ class ResourceActor(TetherActor):
         if self._delay:
             seconds = self._delay.pop(0)
             self._open[call.call_id] = (call, reply_to)
-            self.wakeupAfter(seconds, ("_delayed", call.call_id))
+            self.wakeupAfter(seconds, Delayed(call.call_id))
             self._arm_sweep()
             return
         self._deliver(call, reply_to)
@@ -547,12 +582,12 @@ class ResourceActor(TetherActor):
     def _arm_channel_flush(self) -> None:
         if not self._channel_flush_armed:
             self._channel_flush_armed = True
-            self.wakeupAfter(FLUSH_RETRY, ("_channel_flush",))
+            self.wakeupAfter(FLUSH_RETRY, ChannelFlush())
 
     def _arm_sweep(self) -> None:
         if not self._sweep_armed:
             self._sweep_armed = True
-            self.wakeupAfter(SWEEP_PERIOD, ("_sweep",))
+            self.wakeupAfter(SWEEP_PERIOD, Sweep())
 
     def _sweep(self) -> None:
         self._sweep_armed = False
@@ -571,36 +606,37 @@ class ResourceActor(TetherActor):
     def _arm_idle(self) -> None:
         if self._idle_ttl and not self._idle_armed:
             self._idle_armed = True
-            self.wakeupAfter(self._idle_ttl, ("_idle",))
+            self.wakeupAfter(self._idle_ttl, Idle())
 
     def handle_wakeup(self, payload: Any) -> None:
-        if not isinstance(payload, tuple) or not payload:
-            return
-        tag = payload[0]
-        if tag == "_timer":
-            try:
-                self.on_timer(payload[1])
-            except Exception as exc:
-                self.last_error = f"on_timer({payload[1]!r}) failed: {exc!r}"
-                self._log_exception(exc)
-        elif tag == "_sweep":
-            self._sweep()
-        elif tag == "_channel_flush":
-            self._channel_flush_armed = False
-            if self._channel is not None and not self._channel.flush():
-                self._arm_channel_flush()
-        elif tag == "_delayed":
-            entry = self._open.pop(payload[1], None)
-            if entry is not None:
-                self._deliver(*entry)
-        elif tag == "_idle":
-            self._idle_armed = False
-            idle_for = time.monotonic() - self._last_activity
-            if self._idle_ttl and idle_for >= self._idle_ttl and not self._open:
-                self.stop("shutdown", f"idle for {idle_for:.1f} s (idle_ttl {self._idle_ttl:g} s)")
-            elif self._idle_ttl:
-                self._idle_armed = True
-                self.wakeupAfter(max(self._idle_ttl - idle_for, 0.05), ("_idle",))
+        match payload:
+            case Sweep():
+                self._sweep()
+            case ChannelFlush():
+                self._channel_flush_armed = False
+                if self._channel is not None and not self._channel.flush():
+                    self._arm_channel_flush()
+            case Delayed(call_id=call_id):
+                entry = self._open.pop(call_id, None)
+                if entry is not None:
+                    self._deliver(*entry)
+            case Idle():
+                self._idle()
+            case _:  # a subclass's own tag, armed with after()
+                try:
+                    self.on_timer(payload)
+                except Exception as exc:
+                    self.last_error = f"on_timer({payload!r}) failed: {exc!r}"
+                    self._log_exception(exc)
+
+    def _idle(self) -> None:
+        self._idle_armed = False
+        idle_for = time.monotonic() - self._last_activity
+        if self._idle_ttl and idle_for >= self._idle_ttl and not self._open:
+            self.stop("shutdown", f"idle for {idle_for:.1f} s (idle_ttl {self._idle_ttl:g} s)")
+        elif self._idle_ttl:
+            self._idle_armed = True
+            self.wakeupAfter(max(self._idle_ttl - idle_for, 0.05), Idle())
 
     def _inject(self, inject: Inject, reply_to: Any) -> None:
         fault, args = inject.fault, inject.args

@@ -8,14 +8,15 @@ with the host (the watchdog), and the next start reaps it by the runtime's token
 
 Key: "<server>:<absolute root>" as for language servers (`servers.make_key`): the row names
 the checker, its argv and the parser of its output (`servers.checker_argv`,
-`checkers.parse_checker_output`). op "check" (no args) answers {"records": [...],
-"returncode": n}. One check runs at a time per key: calls that arrive meanwhile are served
+`checkers.parse_checker_output`). Its one op, `Check` (tether.messages.checker_ops), answers
+{"records": [...], "returncode": n}. One check runs at a time per key: calls that arrive meanwhile are served
 together by the next run (which sees their writes), and a run whose callers all gave up is
 killed rather than left to burn a core.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +26,24 @@ from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.lsp.checkers import CHECKER_TIMEOUT, parse_checker_output
 from tether.lsp.servers import BY_NAME, CheckerUnavailable, checker_argv, split_key
 from tether.messages.calls import Call, ErrorCode
+from tether.messages.checker_ops import CHECKER, Check
 
 MAX_OUTPUT = 64 << 20  # bytes of output a run may print before it is stopped
 GAVE_UP_CHECK = 1.0  # s between checks that a run still has a caller waiting
+
+
+@dataclass(frozen=True)
+class RunDeadline:
+    """Timer tag: run `run_no` has had CHECKER_TIMEOUT s."""
+
+    run_no: int
+
+
+@dataclass(frozen=True)
+class CallersCheck:
+    """Timer tag: does run `run_no` still have a caller waiting?"""
+
+    run_no: int
 
 
 class CheckerActor(ProcessActor):
@@ -50,12 +66,11 @@ class CheckerActor(ProcessActor):
         self.failure = ""  # why the current run was stopped, if it was
 
     def on_call(self, call: Call) -> None:
-        if call.op != "check":
-            self.fail(call, ErrorCode.BAD_REQUEST, f"checker has no op {call.op!r}; ops: check")
-            return
-        self.next.append(call)
-        if not self.running:
-            self._run_next()
+        match CHECKER.parse(call):
+            case Check():
+                self.next.append(call)
+                if not self.running:
+                    self._run_next()
 
     def _run_next(self) -> None:
         self.running, self.next = self.next, []
@@ -76,8 +91,8 @@ class CheckerActor(ProcessActor):
         except OSError as exc:
             self._settle_running(None, ErrorCode.UNAVAILABLE, f"could not run {argv[0]}: {exc}")
             return
-        self.after(CHECKER_TIMEOUT, f"deadline:{self.run_no}")
-        self.after(GAVE_UP_CHECK, f"callers:{self.run_no}")
+        self.after(CHECKER_TIMEOUT, RunDeadline(self.run_no))
+        self.after(GAVE_UP_CHECK, CallersCheck(self.run_no))
 
     def on_stdout(self, data: bytes) -> None:
         self._keep(self.out, data)
@@ -97,16 +112,23 @@ class CheckerActor(ProcessActor):
             self.failure = why
             self.kill_process()  # (its exit settles the calls)
 
-    def on_timer(self, tag: str) -> None:
-        what, _, run_no = tag.partition(":")
-        if int(run_no) != self.run_no or self.proc is None or self.proc.poll() is not None:
-            return
-        if what == "deadline":
-            self._stop_run(f"did not finish within {CHECKER_TIMEOUT:.0f} s")
-        elif not [c for c in self.running if c.call_id in {o.call_id for o in self.open_calls()}]:
-            self._stop_run("every caller gave up")
-        else:
-            self.after(GAVE_UP_CHECK, tag)
+    def on_timer(self, tag: Any) -> None:
+        if getattr(tag, "run_no", None) != self.run_no or not self._running():
+            return  # (about an earlier run)
+        match tag:
+            case RunDeadline():
+                self._stop_run(f"did not finish within {CHECKER_TIMEOUT:.0f} s")
+            case CallersCheck() if not self._callers_left():
+                self._stop_run("every caller gave up")
+            case CallersCheck():
+                self.after(GAVE_UP_CHECK, tag)
+
+    def _running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def _callers_left(self) -> bool:
+        waiting = {call.call_id for call in self.open_calls()}
+        return any(call.call_id in waiting for call in self.running)
 
     def on_exit(self, returncode: int | None) -> None:
         """The run ended (the checker's exit code says what it found, not whether it ran)."""
@@ -138,10 +160,9 @@ class CheckerActor(ProcessActor):
                 self.fail(call, code, message)
 
     def health_extra(self) -> dict[str, Any]:
-        running = self.proc is not None and self.proc.poll() is None
         return {
             "root": str(getattr(self, "root", "")),
-            "running": running,
+            "running": self._running(),
             "waiting": len(getattr(self, "next", [])),
             "runs": getattr(self, "run_no", 0),
         }

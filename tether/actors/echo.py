@@ -1,14 +1,10 @@
 """Echo resources for tests, benchmarks and fault injection: one in-process, one owning a process.
 
-- kind "echo" (SHARED, `EchoActor`): answers in its own message loop. ops: "echo" (returns
-  the args), "sleep" (answers after args["seconds"] via a timer: a slow resource that does
-  not block its loop), "fail" (answers with an error), "raise" (on_call raises),
-  "pid" (the actor process's pid), "stop" (stops normally), "crash" (stops as a crash).
+- kind "echo" (SHARED, `EchoActor`): answers in its own message loop (ops: `ECHO`, in
+  `tether.messages.echo_ops`: echo, sleep on a timer, fail, raise, pid, stop, crash).
 - kind "echo_process" (SHARED, `EchoProcessActor`): a real subprocess, a tiny python
   line echo, so kill_process / restart / no-orphan behaviour can be tested on a real
-  process. ops: "echo" (round trip through the subprocess; args["delay"] makes the
-  subprocess answer that many seconds later, like a slow server), "pid" (the
-  subprocess's pid), "stderr" (make the subprocess write a line to stderr).
+  process (ops: `ECHO_PROCESS`: echo through the subprocess, pid, stderr).
 - kind "echo_run" (RUN scope, `EchoProcessActor`): the same, one per run and key.
 
 A key is free text; the config may set "ttl"/"idle_ttl" through the ChildSpec only.
@@ -19,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from thespian.actors import Actor
@@ -27,6 +24,18 @@ from tether.actors.base import ResourceActor
 from tether.actors.process import ProcessActor
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import Call, ErrorCode
+from tether.messages.echo_ops import (
+    ECHO,
+    ECHO_PROCESS,
+    Crash,
+    Echo,
+    Fail,
+    Pid,
+    Raise,
+    Sleep,
+    Stderr,
+    Stop,
+)
 
 ECHO_SCRIPT = r"""
 import json, sys, time
@@ -40,40 +49,42 @@ for line in sys.stdin:
 """
 
 
+@dataclass(frozen=True)
+class Slept:
+    """Timer tag: the sleep of call `call_id` is over."""
+
+    call_id: str
+
+
 class EchoActor(ResourceActor):
     def on_start(self, key: str, config: dict[str, Any]) -> None:
-        self.timers: dict[str, Call] = {}
+        self.sleeping: dict[str, tuple[Call, float]] = {}
 
     def on_call(self, call: Call) -> None:
-        op = call.op
-        if op == "echo":
-            self.reply(call, {"echo": call.args, "key": self.key})
-        elif op == "sleep":
-            self.timers[call.call_id] = call
-            self.after(float(call.args.get("seconds", 0.1)), call.call_id)
-        elif op == "fail":
-            self.fail(call, ErrorCode.FAILED, str(call.args.get("message", "echo failed as asked")))
-        elif op == "raise":
-            raise RuntimeError(str(call.args.get("message", "echo raised as asked")))
-        elif op == "pid":
-            self.reply(call, {"pid": os.getpid()})
-        elif op == "stop":
-            self.reply(call, {"stopping": True})
-            self.stop("normal")
-        elif op == "crash":
-            self.reply(call, {"crashing": True})
-            self.stop("crash", "crashed as asked")
-        else:
-            self.fail(
-                call,
-                ErrorCode.BAD_REQUEST,
-                f"echo has no op {op!r}; ops: echo, sleep, fail, raise, pid, stop, crash",
-            )
+        match ECHO.parse(call):
+            case Echo(data=data):
+                self.reply(call, {"echo": data, "key": self.key})
+            case Sleep(seconds=seconds):
+                self.sleeping[call.call_id] = (call, seconds)
+                self.after(seconds, Slept(call.call_id))
+            case Fail(message=message):
+                self.fail(call, ErrorCode.FAILED, message)
+            case Raise(message=message):
+                raise RuntimeError(message)
+            case Pid():
+                self.reply(call, {"pid": os.getpid()})
+            case Stop():
+                self.reply(call, {"stopping": True})
+                self.stop("normal")
+            case Crash():
+                self.reply(call, {"crashing": True})
+                self.stop("crash", "crashed as asked")
 
-    def on_timer(self, tag: str) -> None:
-        call = self.timers.pop(tag, None)
-        if call is not None:
-            self.reply(call, {"slept": call.args.get("seconds", 0.1)})
+    def on_timer(self, tag: Any) -> None:
+        match tag:
+            case Slept(call_id=call_id) if call_id in self.sleeping:
+                call, seconds = self.sleeping.pop(call_id)
+                self.reply(call, {"slept": seconds})
 
 
 class EchoProcessActor(ProcessActor):
@@ -83,21 +94,19 @@ class EchoProcessActor(ProcessActor):
         self.spawn([sys.executable, "-u", "-c", ECHO_SCRIPT], cwd=os.getcwd())
 
     def on_call(self, call: Call) -> None:
-        if call.op == "pid":
-            self.reply(
-                call, {"pid": self.proc.pid if self.proc else None, "actor_pid": os.getpid()}
-            )
-        elif call.op in ("echo", "stderr"):
-            self.waiting.append(call)
-            self.write(
-                (json.dumps({"op": call.op, "args": call.args, **call.args}) + "\n").encode()
-            )
-        else:
-            self.fail(
-                call,
-                ErrorCode.BAD_REQUEST,
-                f"echo_process has no op {call.op!r}; ops: echo, pid, stderr",
-            )
+        match ECHO_PROCESS.parse(call):
+            case Pid():
+                self.reply(
+                    call, {"pid": self.proc.pid if self.proc else None, "actor_pid": os.getpid()}
+                )
+            case Echo(data=data):
+                self._through_process(call, {"op": "echo", "args": data, **data})
+            case Stderr(text=text):
+                self._through_process(call, {"op": "stderr", "args": {"text": text}, "text": text})
+
+    def _through_process(self, call: Call, line: dict[str, Any]) -> None:
+        self.waiting.append(call)
+        self.write((json.dumps(line) + "\n").encode())
 
     def on_stdout(self, data: bytes) -> None:
         self.buffer += data

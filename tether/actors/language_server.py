@@ -26,6 +26,7 @@ one has initialized.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +35,22 @@ from tether.actors.process import ProcessActor
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.lsp.servers import BY_NAME, find_binary, split_key
 from tether.lsp.session import Session
+from tether.lsp.session.core import Deadline
 from tether.messages.calls import Call, ErrorCode
+from tether.messages.language_server_ops import LANGUAGE_SERVER, Reload, Status
 
 PROBE_TIMEOUT = 10.0  # s a binary's probe (`rust-analyzer --version`) may take to answer
 PROBE_OUTPUT = 4096  # bytes of the probe's stdout kept for the message when it fails
+
+
+@dataclass(frozen=True)
+class ProbeDeadline:
+    """Timer tag: the binary's probe took too long."""
+
+
+@dataclass(frozen=True)
+class StartupCheck:
+    """Timer tag: the server should have initialized by now."""
 
 
 class LanguageServerActor(ProcessActor):
@@ -80,7 +93,7 @@ class LanguageServerActor(ProcessActor):
         self._probe_timed_out = False
         self._probe_stdout = b""
         self.spawn([self.binary, *self.row.probe_argv], cwd=str(self.root))
-        self.after(PROBE_TIMEOUT, "probe-deadline")
+        self.after(PROBE_TIMEOUT, ProbeDeadline())
 
     def _probe_exited(self, returncode: int | None) -> None:
         self._probing = False
@@ -106,7 +119,7 @@ class LanguageServerActor(ProcessActor):
         pid = self.spawn([self.binary, *self.row.args], cwd=str(self.root))
         self.session.start(pid)
         self._check_started()
-        self.after(self.row.startup_timeout + 0.5, "startup-check")
+        self.after(self.row.startup_timeout + 0.5, StartupCheck())
 
     def _check_started(self) -> None:
         s = self.session.state
@@ -146,7 +159,7 @@ class LanguageServerActor(ProcessActor):
             self.reloads += 1
             self._launch()
             for op in moved:
-                self.session.handle(op.op, op.args, op.token, op.deadline + 0.05)
+                self.session.handle(op.request, op.token, op.deadline + 0.05)
             return
         # The server died: the base fails every open call (leaving idempotent ones for the
         # runtime to retry once on the next incarnation) and stops us as a crash.
@@ -170,34 +183,35 @@ class LanguageServerActor(ProcessActor):
         if self.state == "starting" or self.session.state == "failed":
             self._check_started()
 
-    def on_timer(self, tag: str) -> None:
-        if tag == "probe-deadline":
-            if self._probing:
+    def on_timer(self, tag: Any) -> None:
+        match tag:
+            case ProbeDeadline() if self._probing:
                 self._probe_timed_out = True
                 self.kill_process()  # its exit, seen through the pidfd, ends the probe
-            return
-        if tag == "startup-check":
-            if self.session.state == "starting":
-                self.session.on_timer("lsp:deadline")
-            self._check_started()
-            return
-        self.session.on_timer(tag)
-        if self.session.state == "failed":
-            self._check_started()
+            case ProbeDeadline():
+                pass
+            case StartupCheck():
+                if self.session.state == "starting":
+                    self.session.on_timer(Deadline())
+                self._check_started()
+            case _:  # the session's own
+                self.session.on_timer(tag)
+                if self.session.state == "failed":
+                    self._check_started()
 
     def on_call(self, call: Call) -> None:
-        if call.op == "reload":
-            self.reload_waiters.append(call)
-            if not self._reloading:
-                self._reloading = True
-                self.set_state("starting")  # the base queues calls until the new one is ready
-                self.kill_process()
-            return
-        if call.op == "status":
-            self.reply(call, self.status_payload())
-            return
-        deadline = call.deadline or (time.monotonic() + 30.0)
-        self.session.handle(call.op, dict(call.args), call, deadline)
+        match LANGUAGE_SERVER.parse(call):
+            case Reload():
+                self.reload_waiters.append(call)
+                if not self._reloading:
+                    self._reloading = True
+                    self.set_state("starting")  # the base queues calls until the new one is ready
+                    self.kill_process()
+            case Status():
+                self.reply(call, self.status_payload())
+            case request:  # the session serves the rest
+                deadline = call.deadline or (time.monotonic() + 30.0)
+                self.session.handle(request, call, deadline)
 
     # --- health / status --------------------------------------------------------------------
     def status_payload(self) -> dict[str, Any]:
@@ -225,10 +239,6 @@ class LanguageServerActor(ProcessActor):
             "pending_requests": st.get("pending_requests", 0),
             "reloads": getattr(self, "reloads", 0),
         }
-
-
-def key_root(key: str) -> Path:
-    return split_key(key)[1]
 
 
 KINDS: list[KindSpec] = [

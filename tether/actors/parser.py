@@ -5,36 +5,68 @@ each with its own parse cache. The tool handler fans a search out to every slot 
 shard index; files are assigned by a stable hash of their path, so a file always lands
 in the same slot and hits that slot's cache on the next search, by any run.
 
-ops: "search", "edit", "stats", "clear" (see `tether.structural.ops`) and "index" (parse a
-workspace in the background, a chunk per timer tick, so searches interleave). A bad pattern or language is a
-`bad_request` with the compiler's message.
+ops: `PARSER` (`tether.messages.parser_ops`): search, edit, stats, clear (run by
+`tether.structural.ops`), index (parse a workspace in the background, a chunk per timer
+tick, so searches interleave) and unindex (a run closed: drop what is still queued for
+it). A bad pattern or language is a `bad_request` with the compiler's message.
+
+Searches and edits are jobs (generators that yield between candidate nodes), run a slice
+at a time in turn, so one run's pathological search does not hold up another run's trivial
+one: a new call gets its first slice at once, and the rest of the work goes round-robin on
+timer ticks, between which the actor reads its mailbox. A job ends with its reply, with a
+budget error naming what to narrow (`tether.structural.budget`), or silently when its
+caller has gone (the call was swept past its deadline): the slot is never left busy.
 """
 
 from __future__ import annotations
 
 import os
+import time
+from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 from tether.actors.base import ResourceActor
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import Call, ErrorCode
+from tether.messages.parser_ops import PARSER, Clear, Edit, Index, Search, Stats, Unindex
+from tether.structural.budget import Budget, BudgetExceeded
 from tether.structural.cache import DEFAULT_MAX_BYTES, ParseCache
 from tether.structural.languages import LanguageError
 from tether.structural.ops import (
+    Job,
+    budget_of,
+    edit_job,
     index_some,
     op_clear,
-    op_edit,
-    op_search,
-    op_stats,
     plan_index,
+    search_job,
 )
 from tether.structural.pattern import PatternError
 from tether.structural.rewrite import RewriteError
 
-OPS = {"search": op_search, "edit": op_edit, "stats": op_stats, "clear": op_clear}
-
-
 INDEX_CHUNK = 16  # files parsed per timer tick while indexing (calls interleave)
+SLICE = 0.02  # seconds a job runs before the actor reads its mailbox and the next job runs
+# Delay of the next slice's timer. Not 0: thespian delivers an already expired wakeup
+# without polling its sockets and watched channels, so new calls would wait for every job.
+TICK = 0.002
+
+
+@dataclass(frozen=True)
+class IndexTick:
+    """Timer tag: parse the next chunk of the index queue."""
+
+
+@dataclass(frozen=True)
+class WorkTick:
+    """Timer tag: run a slice of the next search or edit job."""
+
+
+@dataclass
+class _Running:
+    call: Call
+    steps: Job
+    budget: Budget
 
 
 class ParserActor(ResourceActor):
@@ -42,50 +74,103 @@ class ParserActor(ResourceActor):
         self.cache = ParseCache(int(config.get("cache_bytes", DEFAULT_MAX_BYTES)))
         self.calls = 0
         self.index_queue: list[tuple[str, str]] = []
+        self.index_owner: dict[str, str] = {}  # queued path -> the run that asked for it
+        self.closed_runs: deque[str] = deque(maxlen=256)  # their late index calls: refused
         self.indexed = 0
+        self.jobs: deque[_Running] = deque()
+        self.work_armed = False
 
-    def on_timer(self, tag: str) -> None:
-        if tag != "index":
-            return
-        self.indexed += index_some(self.cache, self.index_queue, INDEX_CHUNK)
-        if self.index_queue:
-            self.after(0.001, "index")
+    def on_timer(self, tag: Any) -> None:
+        match tag:
+            case WorkTick():
+                self.work_armed = False
+                if self.jobs:
+                    job = self.jobs.popleft()
+                    if not self._slice(job):
+                        self.jobs.append(job)
+                self._arm_work()
+            case IndexTick() if self.jobs:  # indexing is low priority: searches first
+                self.after(0.05, IndexTick())
+            case IndexTick():
+                self.indexed += index_some(self.cache, self.index_queue, INDEX_CHUNK)
+                if self.index_queue:
+                    self.after(0.001, IndexTick())
+                else:
+                    self.index_owner.clear()
 
-    def _index(self, call: Call) -> None:
+    def _index(self, run_id: str, op: Index) -> dict[str, Any]:
         """Parse this shard of a workspace in the background, a chunk per timer tick, so
         the first search of a run finds warm trees; searches are served in between."""
-        try:
-            planned = plan_index(dict(call.args))
-        except (KeyError, TypeError, ValueError) as exc:
-            self.fail(call, ErrorCode.BAD_REQUEST, f"parser 'index': bad arguments: {exc}")
-            return
+        if run_id and run_id in self.closed_runs:
+            return {"queued": 0}  # the run closed before its index call came
+        planned = plan_index(op)
+        for path, _ in planned:
+            self.index_owner[path] = run_id
         idle = not self.index_queue
         self.index_queue = planned[::-1] + self.index_queue
         if idle and self.index_queue:
-            self.after(0.001, "index")
-        self.reply(call, {"queued": len(planned)})
+            self.after(0.001, IndexTick())
+        return {"queued": len(planned)}
+
+    def _unindex(self, run_id: str) -> dict[str, Any]:
+        """A run closed: drop what is still queued for it (and refuse its late index calls)."""
+        self.closed_runs.append(run_id)
+        before = len(self.index_queue)
+        self.index_queue = [q for q in self.index_queue if self.index_owner.get(q[0]) != run_id]
+        self.index_owner = {p: r for p, r in self.index_owner.items() if r != run_id}
+        return {"dropped": before - len(self.index_queue)}
+
+    def _arm_work(self) -> None:
+        if self.jobs and not self.work_armed:
+            self.work_armed = True
+            self.after(TICK, WorkTick())
+
+    def _start_job(self, call: Call, steps: Job, budget: Budget) -> None:
+        job = _Running(call, steps, budget)
+        if not self._slice(job):  # a small search is answered right here
+            self.jobs.append(job)
+            self._arm_work()
+
+    def _slice(self, job: _Running) -> bool:
+        """Run `job` for up to SLICE seconds; True when it is settled (or abandoned)."""
+        call = job.call
+        if call.call_id not in self._open:
+            job.steps.close()  # its caller has gone (swept past the deadline): stop
+            return True
+        if call.deadline and time.monotonic() > call.deadline:
+            job.budget.cancel("its caller's deadline passed")
+        until = time.monotonic() + SLICE
+        try:
+            while time.monotonic() < until:
+                next(job.steps)
+        except StopIteration as done:
+            self.reply(call, done.value)
+            return True
+        except (PatternError, LanguageError, RewriteError, BudgetExceeded) as exc:
+            self.fail(call, ErrorCode.BAD_REQUEST, str(exc))
+            return True
+        return False
 
     def on_call(self, call: Call) -> None:
-        if call.op == "index":
-            self._index(call)
-            return
-        op = OPS.get(call.op)
-        if op is None:
-            self.fail(
-                call,
-                ErrorCode.BAD_REQUEST,
-                f"parser has no op {call.op!r}; ops: {', '.join(OPS)}, index",
-            )
-            return
+        op = PARSER.parse(call)
         self.calls += 1
-        try:
-            payload = op(self.cache, dict(call.args))
-        except (PatternError, LanguageError, RewriteError) as exc:
-            self.fail(call, ErrorCode.BAD_REQUEST, str(exc))
-            return
-        except (KeyError, TypeError, ValueError) as exc:
-            self.fail(call, ErrorCode.BAD_REQUEST, f"parser {call.op!r}: bad arguments: {exc}")
-            return
+        match op:
+            case Search():
+                budget = budget_of(op)
+                self._start_job(call, search_job(self.cache, op, budget), budget)
+                return
+            case Edit():
+                budget = budget_of(op)
+                self._start_job(call, edit_job(self.cache, op, budget), budget)
+                return
+            case Index():
+                payload = self._index(call.run_id, op)
+            case Unindex(run=run):
+                payload = self._unindex(run or call.run_id)
+            case Stats():
+                payload = self.cache.stats()
+            case Clear():
+                payload = op_clear(self.cache)
         self.reply(call, payload)
 
     def health_extra(self) -> dict[str, Any]:
@@ -94,6 +179,7 @@ class ParserActor(ResourceActor):
             "cache": self.cache.stats(),
             "indexing": len(getattr(self, "index_queue", ())),
             "indexed": getattr(self, "indexed", 0),
+            "jobs": len(getattr(self, "jobs", ())),
         }
 
 

@@ -18,6 +18,7 @@ import ctypes
 import os
 import signal
 import subprocess
+from dataclasses import dataclass
 from typing import Any
 
 import psutil
@@ -31,6 +32,11 @@ READ_CHUNK = 65536
 # s release gives the kernel to end a SIGKILLed subprocess so that it is reaped here (an init
 # that reaps nothing may adopt it otherwise); never a wait on the process's cooperation
 REAP_WAIT = 0.05
+
+
+@dataclass(frozen=True)
+class StdinFlush:
+    """Timer tag: retry the writes the subprocess's stdin did not take."""
 
 
 def _set_parent_death_signal() -> None:
@@ -247,15 +253,16 @@ class ProcessActor(ResourceActor):
         # is noticed through the pidfd)
         if not self._flush_armed:
             self._flush_armed = True
-            self.wakeupAfter(FLUSH_RETRY, ("_flush",))
+            self.wakeupAfter(FLUSH_RETRY, StdinFlush())
 
     def handle_wakeup(self, payload: Any) -> None:
-        if payload == ("_flush",):
-            self._flush_armed = False
-            if self._stdin is not None and not self._stdin.flush():
-                self._arm_flush()
-            return
-        super().handle_wakeup(payload)
+        match payload:
+            case StdinFlush():
+                self._flush_armed = False
+                if self._stdin is not None and not self._stdin.flush():
+                    self._arm_flush()
+            case _:
+                super().handle_wakeup(payload)
 
     def release(self) -> None:
         super().release()

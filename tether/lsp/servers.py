@@ -23,6 +23,7 @@ from types import MappingProxyType
 from typing import Any
 
 from tether.lsp.checkers import PARSERS
+from tether.roots import find_root
 
 
 def _frozen(d: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
@@ -369,19 +370,6 @@ def _project_files(root: Path, exts: tuple[str, ...]) -> list[str]:
             os.path.relpath(os.path.join(d, f), root) for f in sorted(files) if f.endswith(exts)
         ]
     return out
-
-
-def find_root(start: Path, workspace: Path, markers: tuple[str, ...]) -> tuple[Path, str] | None:
-    """Nearest directory from `start` up to `workspace` (inclusive) that holds a marker."""
-    start, workspace = start.resolve(), workspace.resolve()
-    d = start if start.is_dir() else start.parent
-    while True:
-        for m in markers:
-            if (d / m).exists():
-                return d, m
-        if d == workspace or workspace not in d.parents:
-            return None
-        d = d.parent
 
 
 _probe_cache: dict[tuple[str, tuple[str, ...]], str] = {}

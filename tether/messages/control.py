@@ -28,6 +28,9 @@ class Start:
     kinds: list[dict[str, Any]] = field(default_factory=list)
     channel: bool = False  # open a call channel for the host (shared kinds; tether.channels)
     restarts: int = 0  # how often the supervisor restarted this child before (for status)
+    # why the previous actor of this (kind, key) ended, when it was stopped and forgotten
+    # (a TTL, a stop of its own): its successor can tell the next caller
+    previous_end: str = ""
 
 
 @dataclass(frozen=True)

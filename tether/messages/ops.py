@@ -21,7 +21,9 @@ instance in place of a name); the actor turns the call back into its op with
 
 `parse` refuses an op the kind does not have, a missing or unexpected argument and an
 argument of the wrong type with `OpError`, whose message says what was expected (the actor
-answers it as BAD_REQUEST), so no handler sees a malformed call.
+answers it as BAD_REQUEST), so no handler sees a malformed call. An op that takes any
+arguments (an echo) names a dict field as its `rest_field`: arguments that are no other
+field land there, and go back onto the wire flat.
 """
 
 from __future__ import annotations
@@ -30,8 +32,8 @@ import dataclasses
 import re
 import types
 import typing
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
 
 from tether.messages.calls import Call, ErrorCode, ResourceError
 
@@ -55,12 +57,27 @@ def op_name(op: Any) -> str:
 
 
 def op_args(op: Any) -> dict[str, Any]:
-    """An op instance's fields, as the call's args (shallow: values must be msgpack-able)."""
-    return {f.name: getattr(op, f.name) for f in dataclasses.fields(op)}
+    """An op instance's fields, as the call's args (shallow: values must be msgpack-able);
+    its `rest_field`, if it has one, spread flat."""
+    rest = _rest_field(type(op))
+    args = {f.name: getattr(op, f.name) for f in dataclasses.fields(op) if f.name != rest}
+    if rest:
+        args.update(getattr(op, rest))
+    return args
+
+
+def _rest_field(cls: type) -> str:
+    return str(getattr(cls, "rest_field", "") or "")
 
 
 def is_op(value: Any) -> bool:
     return dataclasses.is_dataclass(value) and not isinstance(value, type)
+
+
+class _Field(NamedTuple):
+    type: Any
+    required: bool
+    fits: Callable[[Any], bool]  # does a value (as msgpack gives it back) fit the type?
 
 
 class Vocabulary:
@@ -69,7 +86,7 @@ class Vocabulary:
     def __init__(self, kind: str):
         self.kind = kind
         self.ops: dict[str, type] = {}
-        self._fields: dict[type, dict[str, tuple[Any, bool]]] = {}  # name -> (type, required)
+        self._fields: dict[type, dict[str, _Field]] = {}
 
     def op(self, cls: type) -> type:
         """Class decorator: register a frozen dataclass as an op of this kind."""
@@ -77,13 +94,17 @@ class Vocabulary:
         if params is None or not params.frozen:
             raise TypeError(f"{cls.__name__} must be a frozen dataclass to be an op")
         name = op_name(cls)
+        rest = _rest_field(cls)
+        if rest and rest not in {f.name for f in dataclasses.fields(cls)}:
+            raise TypeError(f"{cls.__name__}.rest_field names no field: {rest!r}")
         if name in self.ops:
             raise TypeError(f"{self.kind} already has an op named {name!r}")
         hints = typing.get_type_hints(cls)
         self._fields[cls] = {
-            f.name: (
+            f.name: _Field(
                 hints[f.name],
                 f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+                _checker(hints[f.name]),
             )
             for f in dataclasses.fields(cls)
         }
@@ -101,32 +122,34 @@ class Vocabulary:
 
     def build(self, cls: type, args: Mapping[str, Any]) -> Any:
         fields = self._fields[cls]
-        unexpected = sorted(set(args) - set(fields))
+        rest = _rest_field(cls)
+        if rest:  # the arguments that are no other field are the rest
+            named = {n: v for n, v in args.items() if n in fields and n != rest}
+            args = {**named, rest: {n: v for n, v in args.items() if n not in named}}
+        unexpected = sorted(n for n in args if n not in fields)
         if unexpected:
             raise OpError(
                 f"{self.kind}.{op_name(cls)} takes no argument {', '.join(map(repr, unexpected))}"
                 f"; its arguments: {_signature(fields)}"
             )
-        missing = [n for n, (_, required) in fields.items() if required and n not in args]
+        missing = [n for n, f in fields.items() if f.required and n not in args]
         if missing:
             raise OpError(
                 f"{self.kind}.{op_name(cls)} needs {', '.join(map(repr, missing))}; "
                 f"its arguments: {_signature(fields)}"
             )
         for name, value in args.items():
-            expected = fields[name][0]
-            if not _fits(value, expected):
+            if not fields[name].fits(value):
                 raise OpError(
-                    f"{self.kind}.{op_name(cls)}: {name} must be {_type_name(expected)}, "
+                    f"{self.kind}.{op_name(cls)}: {name} must be {_type_name(fields[name].type)}, "
                     f"got {type(value).__name__} {value!r:.80}"
                 )
         return cls(**args)
 
 
-def _signature(fields: Mapping[str, tuple[Any, bool]]) -> str:
+def _signature(fields: Mapping[str, _Field]) -> str:
     return ", ".join(
-        f"{n}: {_type_name(t)}{'' if required else ' (optional)'}"
-        for n, (t, required) in fields.items()
+        f"{n}: {_type_name(f.type)}{'' if f.required else ' (optional)'}" for n, f in fields.items()
     )
 
 
@@ -136,25 +159,28 @@ def _type_name(tp: Any) -> str:
     return str(tp).replace("typing.", "")
 
 
-def _fits(value: Any, tp: Any) -> bool:
-    """Does `value` (as msgpack gives it back) fit the annotation `tp`? Checks the outer
-    type only (a list is a list; its items are the handler's business)."""
+def _checker(tp: Any) -> Callable[[Any], bool]:
+    """Whether a value (as msgpack gives it back) fits the annotation `tp`, as a function
+    made once per field. Checks the outer type only (a list is a list; its items are the
+    handler's business)."""
     if tp is Any:
-        return True
+        return lambda value: True
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
-        return any(_fits(value, arg) for arg in typing.get_args(tp))
+        options = [_checker(arg) for arg in typing.get_args(tp)]
+        return lambda value: any(fits(value) for fits in options)
     if tp is type(None):
-        return value is None
+        return lambda value: value is None
     if origin is typing.Literal:
-        return value in typing.get_args(tp)
+        allowed = typing.get_args(tp)
+        return lambda value: value in allowed
     outer = origin or tp
     if outer in (list, tuple):  # msgpack gives lists back for tuples
-        return isinstance(value, list | tuple)
+        return lambda value: isinstance(value, list | tuple)
     if outer is float:
-        return isinstance(value, int | float) and not isinstance(value, bool)
+        return lambda value: isinstance(value, int | float) and not isinstance(value, bool)
     if outer is int:
-        return isinstance(value, int) and not isinstance(value, bool)
+        return lambda value: isinstance(value, int) and not isinstance(value, bool)
     if isinstance(outer, type):
-        return isinstance(value, outer)
-    return True
+        return lambda value: isinstance(value, outer)
+    return lambda value: True

@@ -10,15 +10,19 @@ bound is on that estimate, least recently used first out.
 from __future__ import annotations
 
 import os
+import time
 from collections import OrderedDict
+from collections.abc import Generator
 from dataclasses import dataclass
 
-from tree_sitter import Tree
+from tree_sitter import Parser, Tree
 
-from tether.structural.languages import get_parser
+from tether.structural.languages import get_language, get_parser
 
 TREE_BYTES_PER_SOURCE_BYTE = 28
 DEFAULT_MAX_BYTES = 768 * 2**20
+SLICED_PARSE_BYTES = 256 * 1024  # files above this are parsed in slices (tree_in_slices)
+PARSE_SLICE = 0.02  # seconds of parsing between yields
 
 
 @dataclass
@@ -32,6 +36,18 @@ class Entry:
     def cost(self) -> int:
         tree = self.size * TREE_BYTES_PER_SOURCE_BYTE if self.tree is not None else 0
         return self.size + tree + 256
+
+
+class _Halt:
+    """A tree-sitter progress callback that halts the parse once `until` is past."""
+
+    def __init__(self) -> None:
+        self.until = 0.0
+        self.halted = False
+
+    def __call__(self, *_state: object) -> bool:
+        self.halted = time.monotonic() > self.until
+        return self.halted
 
 
 class ParseCache:
@@ -76,7 +92,39 @@ class ParseCache:
     def tree(self, path: str, lang: str, entry: Entry) -> Tree:
         """The entry's parse tree, parsing (and accounting for it) on first need."""
         if entry.tree is None:
-            entry.tree = get_parser(lang).parse(entry.source)
+            self._store(path, lang, entry, get_parser(lang).parse(entry.source))
+        assert entry.tree is not None
+        return entry.tree
+
+    def tree_in_slices(self, path: str, lang: str, entry: Entry) -> Generator[None, None, Tree]:
+        """`tree`, yielding every PARSE_SLICE seconds while a big file is parsed, so the
+        parser slot serves other searches in between (one parse of a 2 MB line is seconds
+        of C that nothing could interrupt). A halted tree-sitter parse resumes where it
+        stopped on the next call with the same parser, so each big parse gets its own."""
+        if entry.tree is None and entry.size > SLICED_PARSE_BYTES:
+            parser = Parser(get_language(lang))
+            source = entry.source
+
+            def read(offset: int, _point: object) -> bytes:
+                return source[offset : offset + 65536]
+
+            halt = _Halt()
+            tree: Tree | None = None
+            while tree is None:
+                halt.until = time.monotonic() + PARSE_SLICE
+                try:
+                    tree = parser.parse(read, progress_callback=halt)
+                except ValueError:  # "Parsing failed": halted by us, or a real failure
+                    if not halt.halted:
+                        raise
+                    yield
+            if entry.tree is None:
+                self._store(path, lang, entry, tree)
+        return self.tree(path, lang, entry)
+
+    def _store(self, path: str, lang: str, entry: Entry, tree: Tree) -> None:
+        if entry.tree is None:
+            entry.tree = tree
             self.parses += 1
             key = (path, lang)
             if key in self._entries:
@@ -89,7 +137,6 @@ class ParseCache:
                         self._entries[k] = dropped
                         self.used += dropped.cost
                         break
-        return entry.tree
 
     def clear(self) -> None:
         self._entries.clear()

@@ -223,6 +223,7 @@ CONTEXTS: dict[str, tuple[Context, ...]] = {
         Context("statement", "fn __tether_f() {\n", "\n}"),
         Context("expression", "fn __tether_f() {\nlet __tether_x = ", ";\n}"),
         Context("class member", "impl __tether_C {\n", "\n}"),
+        Context("match arm", "fn __tether_f() {\nmatch __tether_x {\n", "\n}\n}"),
         RAW_DECLARATION,
     ),
     "java": (
@@ -261,8 +262,33 @@ CONTEXTS: dict[str, tuple[Context, ...]] = {
 CLOSERS: tuple[str, ...] = ("", ";")
 
 
-def contexts_for(lang: str) -> tuple[Context, ...]:
-    return CONTEXTS.get(lang, (RAW_STATEMENT,))
+# Words that begin a class member and never a statement: a fragment starting with one is
+# tried as a class member first (`private final int $F = $V;` is also a well-formed local
+# declaration to the Java grammar, which then never matches a field).
+MEMBER_KEYWORDS: dict[str, frozenset[str]] = {
+    "java": frozenset({"public", "private", "protected", "abstract", "static", "synchronized"}),
+    "kotlin": frozenset(
+        {"override", "public", "private", "protected", "internal", "open", "abstract"}
+    ),
+    "csharp": frozenset(
+        {"public", "private", "protected", "internal", "override", "virtual", "abstract"}
+    ),
+    "typescript": frozenset({"public", "private", "protected", "readonly", "static"}),
+    "tsx": frozenset({"public", "private", "protected", "readonly", "static"}),
+    "javascript": frozenset({"static"}),
+    "dart": frozenset({"static", "@override"}),
+}
+
+
+def contexts_for(lang: str, fragment: str = "") -> tuple[Context, ...]:
+    """The scaffold ladder for `lang`; class members first when `fragment` starts with a
+    word only a member starts with."""
+    ladder = CONTEXTS.get(lang, (RAW_STATEMENT,))
+    words = fragment.split(None, 1)
+    if words and words[0] in MEMBER_KEYWORDS.get(lang, ()):
+        members = tuple(c for c in ladder if c.name == "class member")
+        ladder = members + tuple(c for c in ladder if c.name != "class member")
+    return ladder
 
 
 # Candidate metavariable characters, tried in order. ast-grep uses `$` where the grammar

@@ -15,15 +15,18 @@ Where we differ from ast-grep, SPEC.md decides:
   smart mode refuses that match;
 - `$$$` is lazy *with backtracking* (the issue asks for it); ast-grep commits to the first
   candidate the next pattern node accepts. Both agree whenever ast-grep finds a match.
+  Failed states are remembered (see `Matcher`), so backtracking stays polynomial.
 - a repeated `$$$NAME` must capture the same run of nodes, like a single one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from tree_sitter import Node
 
+from tether.structural.budget import Budget, unlimited
 from tether.structural.pattern import Internal, MetaVar, Pattern, PNode, Terminal
 
 Env = dict[str, Any]  # name -> Node | list[Node]
@@ -76,36 +79,6 @@ def _bind_multi(p: MetaVar, nodes: list[Node], env: Env, src: bytes) -> Env | No
     return new
 
 
-def match_node(p: PNode, c: Node, env: Env, src: bytes) -> Env | None:
-    """Match one pattern node against one candidate node; the extended env, or None."""
-    if isinstance(p, Internal):
-        if p.kind_id != c.kind_id and p.kind_id != _ERROR_KIND:
-            return None
-        if c.child_count == 0:
-            return None
-        r = match_seq(p.children, 0, c.children, 0, env, src)
-        return None if r is None else r[0]
-    if isinstance(p, Terminal):
-        if p.kind_id != c.kind_id and p.kind_id != _ERROR_KIND:
-            return None
-        if p.named and src[c.start_byte : c.end_byte] != p.text:
-            return None
-        return env
-    # single metavariable ($$$ is handled by match_seq)
-    if p.named and not c.is_named:
-        return None
-    if p.name is None:
-        return env
-    prev = env.get(p.name)
-    if prev is None:
-        new = dict(env)
-        new[p.name] = c
-        return new
-    if isinstance(prev, list) or not same_code(prev, c, src):
-        return None
-    return env
-
-
 def _is_trivial(p: PNode) -> bool:
     return isinstance(p, Terminal) and not p.named
 
@@ -122,95 +95,202 @@ def _run(cs: list[Node], j: int, k: int, drop_trailing_unnamed: int) -> list[Nod
     return nodes
 
 
-def match_seq(
-    ps: tuple[PNode, ...], i: int, cs: list[Node], j: int, env: Env, src: bytes
-) -> tuple[Env, int] | None:
-    """Match pattern children ps[i:] against candidate children cs[j:].
+class Matcher:
+    """Matches one pattern in one file, within a budget.
 
-    Returns the env and the index just past the last candidate consumed, or None.
+    `$$$` backtracks, so a naive matcher is exponential in the number of ellipses (`f($$$,
+    a, $$$, b, $$$)` against a long argument list). A state (pattern index, candidate index,
+    the bindings the rest of the pattern can still see) that failed once fails again, so
+    failed states are remembered per sibling list: each is explored once.
     """
-    n_ps = len(ps)
-    n_cs = len(cs)
-    while True:
-        if i == n_ps:
-            return env, j
-        p = ps[i]
-        if isinstance(p, MetaVar) and p.multi:
-            k = i + 1
-            skipped = 0
-            while k < n_ps and _is_trivial(ps[k]):
-                k += 1
-                skipped += 1
-            if k == n_ps:  # the ellipsis (and trailing punctuation) takes the rest
-                bound = _bind_multi(p, _run(cs, j, n_cs, skipped), env, src)
-                return None if bound is None else (bound, n_cs)
-            if _is_multi(ps[k]):  # `$$$A, $$$B`: the first takes exactly one node
-                while j < n_cs and cs[j].is_extra:
-                    j += 1
-                if j >= n_cs:
-                    return None
-                bound = _bind_multi(p, [cs[j]], env, src)
-                if bound is None:
-                    return None
-                env, i, j = bound, k, j + 1
-                continue
-            for m in range(j, n_cs + 1):  # lazy, with backtracking
-                if m < n_cs and cs[m].is_extra:
-                    continue
-                bound = _bind_multi(p, _run(cs, j, m, skipped), env, src)
-                if bound is None:
-                    continue
-                r = match_seq(ps, k, cs, m, bound, src)
-                if r is not None:
-                    return r
+
+    def __init__(self, src: bytes, budget: Budget | None = None):
+        self.src = src
+        self.budget = budget if budget is not None else unlimited()
+        self._later: dict[tuple[int, int], frozenset[str]] = {}
+
+    def _names_after(self, ps: tuple[PNode, ...], i: int) -> frozenset[str]:
+        key = (id(ps), i)
+        got = self._later.get(key)
+        if got is None:
+            got = frozenset(n for p in ps[i:] for n in _names(p))
+            self._later[key] = got
+        return got
+
+    def _state(self, ps: tuple[PNode, ...], i: int, j: int, env: Env) -> tuple[Any, ...]:
+        seen = self._names_after(ps, i)
+        bound = tuple(sorted((k, _span_key(v)) for k, v in env.items() if k in seen))
+        return (i, j, bound)
+
+    def node(self, p: PNode, c: Node, env: Env) -> Env | None:
+        """Match one pattern node against one candidate node; the extended env, or None."""
+        self.budget.step()
+        src = self.src
+        if isinstance(p, Internal):
+            if p.kind_id != c.kind_id and p.kind_id != _ERROR_KIND:
+                return None
+            if c.child_count == 0:
+                return None
+            r = self.seq(p.children, 0, c.children, 0, env)
+            return None if r is None else r[0]
+        if isinstance(p, Terminal):
+            if p.kind_id != c.kind_id and p.kind_id != _ERROR_KIND:
+                return None
+            if p.named and src[c.start_byte : c.end_byte] != p.text:
+                return None
+            return env
+        # single metavariable ($$$ is handled by seq)
+        if p.named and not c.is_named:
             return None
-        if j >= n_cs:
-            # candidates ran out: only ellipses may remain (they bind nothing)
-            for q in ps[i:]:
-                if not _is_multi(q):
+        if p.name is None:
+            return env
+        prev = env.get(p.name)
+        if prev is None:
+            new = dict(env)
+            new[p.name] = c
+            return new
+        if isinstance(prev, list) or not same_code(prev, c, src):
+            return None
+        return env
+
+    def seq(
+        self, ps: tuple[PNode, ...], i: int, cs: list[Node], j: int, env: Env
+    ) -> tuple[Env, int] | None:
+        """Match pattern children ps[i:] against candidate children cs[j:].
+
+        Returns the env and the index just past the last candidate consumed, or None.
+        """
+        return self._seq(ps, i, cs, j, env, set())
+
+    def _seq(
+        self,
+        ps: tuple[PNode, ...],
+        i: int,
+        cs: list[Node],
+        j: int,
+        env: Env,
+        failed: set[tuple[Any, ...]],
+    ) -> tuple[Env, int] | None:
+        src = self.src
+        n_ps = len(ps)
+        n_cs = len(cs)
+        while True:
+            self.budget.step()
+            if i == n_ps:
+                return env, j
+            p = ps[i]
+            if isinstance(p, MetaVar) and p.multi:
+                k = i + 1
+                skipped = 0
+                while k < n_ps and _is_trivial(ps[k]):
+                    k += 1
+                    skipped += 1
+                if k == n_ps:  # the ellipsis (and trailing punctuation) takes the rest
+                    bound = _bind_multi(p, _run(cs, j, n_cs, skipped), env, src)
+                    return None if bound is None else (bound, n_cs)
+                if _is_multi(ps[k]):  # `$$$A, $$$B`: the first takes exactly one node
+                    while j < n_cs and cs[j].is_extra:
+                        j += 1
+                    if j >= n_cs:
+                        return None
+                    bound = _bind_multi(p, [cs[j]], env, src)
+                    if bound is None:
+                        return None
+                    env, i, j = bound, k, j + 1
+                    continue
+                state = self._state(ps, i, j, env)
+                if state in failed:
                     return None
-                env2 = _bind_multi(q, [], env, src)  # type: ignore[arg-type]
-                if env2 is None:
-                    return None
-                env = env2
-            return env, j
-        c = cs[j]
-        if c.is_extra:  # comments never take part (SPEC.md: "however it is ... commented")
-            j += 1
-            continue
-        matched = match_node(p, c, env, src)
-        if matched is not None:
-            env = matched
-            i += 1
-            j += 1
-            continue
-        if isinstance(p, Terminal) and not c.is_named:
-            j += 1  # smart strictness: skip an unnamed token the pattern does not mention
-            continue
-        return None
+                for m in range(j, n_cs + 1):  # lazy, with backtracking
+                    if m < n_cs and cs[m].is_extra:
+                        continue
+                    if p.name is None:
+                        bound = env  # binds nothing: no run to build
+                    else:
+                        self.budget.step(1 + (m - j) // 32)  # the run's copy is work too
+                        bound = _bind_multi(p, _run(cs, j, m, skipped), env, src)
+                    if bound is None:
+                        continue
+                    r = self._seq(ps, k, cs, m, bound, failed)
+                    if r is not None:
+                        return r
+                failed.add(state)
+                return None
+            if j >= n_cs:
+                # candidates ran out: only ellipses may remain (they bind nothing)
+                for q in ps[i:]:
+                    if not _is_multi(q):
+                        return None
+                    env2 = _bind_multi(q, [], env, src)  # type: ignore[arg-type]
+                    if env2 is None:
+                        return None
+                    env = env2
+                return env, j
+            c = cs[j]
+            if c.is_extra:  # comments never take part (SPEC.md: "however it is ... commented")
+                j += 1
+                continue
+            matched = self.node(p, c, env)
+            if matched is not None:
+                env = matched
+                i += 1
+                j += 1
+                continue
+            if isinstance(p, Terminal) and not c.is_named:
+                j += 1  # smart strictness: skip an unnamed token the pattern does not mention
+                continue
+            return None
+
+    def at(self, pattern: Pattern, node: Node) -> tuple[Env, Node, Node] | None:
+        """Match the pattern with its (first) root at `node`: env, first and last matched
+        node."""
+        self.budget.begin_node(node.start_point[0] + 1)
+        roots = pattern.roots
+        if len(roots) == 1:
+            env = self.node(roots[0], node, {})
+            return None if env is None else (env, node, node)
+        parent = node.parent
+        if parent is None:
+            return None
+        cs = parent.children
+        j = next((idx for idx, c in enumerate(cs) if c.id == node.id), -1)
+        if j < 0:
+            return None
+        r = self.seq(roots, 0, cs, j, {})
+        if r is None:
+            return None
+        env, end = r
+        last = end - 1
+        while last > j and (cs[last].is_extra or cs[last].start_byte == cs[last].end_byte):
+            last -= 1
+        return env, node, cs[last]
 
 
-def match_at(pattern: Pattern, node: Node, src: bytes) -> tuple[Env, Node, Node] | None:
+def _names(p: PNode) -> Iterator[str]:
+    if isinstance(p, MetaVar):
+        if p.name is not None:
+            yield p.name
+    elif isinstance(p, Internal):
+        for c in p.children:
+            yield from _names(c)
+
+
+def _span_key(v: Node | list[Node]) -> Any:
+    if isinstance(v, list):
+        return tuple((n.start_byte, n.end_byte) for n in v)
+    return (v.start_byte, v.end_byte, v.kind_id)
+
+
+def match_node(p: PNode, c: Node, env: Env, src: bytes) -> Env | None:
+    """Match one pattern node against one candidate node (no budget)."""
+    return Matcher(src).node(p, c, env)
+
+
+def match_at(
+    pattern: Pattern, node: Node, src: bytes, budget: Budget | None = None
+) -> tuple[Env, Node, Node] | None:
     """Match the pattern with its (first) root at `node`: env, first and last matched node."""
-    roots = pattern.roots
-    if len(roots) == 1:
-        env = match_node(roots[0], node, {}, src)
-        return None if env is None else (env, node, node)
-    parent = node.parent
-    if parent is None:
-        return None
-    cs = parent.children
-    j = next((idx for idx, c in enumerate(cs) if c.id == node.id), -1)
-    if j < 0:
-        return None
-    r = match_seq(roots, 0, cs, j, {}, src)
-    if r is None:
-        return None
-    env, end = r
-    last = end - 1
-    while last > j and (cs[last].is_extra or cs[last].start_byte == cs[last].end_byte):
-        last -= 1
-    return env, node, cs[last]
+    return Matcher(src, budget).at(pattern, node)
 
 
 def iter_named(root: Node):

@@ -1,26 +1,41 @@
 """The parser pool's operations as plain functions: search and edit one shard of a tree.
 
-`ParserActor` calls these with its own parse cache; tests, the benchmark and the tool's
-in-process fallback call them directly. Arguments and results are msgpack-able dicts.
+`ParserActor` calls these with its own parse cache and the op it was sent
+(`tether.messages.parser_ops`); tests, the benchmark and the tool's in-process fallback
+call them directly. Results are msgpack-able dicts.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from typing import Any
+import time
+from collections.abc import Generator
+from typing import Any, TypeVar
 
+from tether.messages.parser_ops import Edit, Index, Search, Sharded
+from tether.structural.budget import DEFAULT_SECONDS, DEFAULT_STEPS, Budget
 from tether.structural.cache import ParseCache
 from tether.structural.languages import EXTENSIONS, extensions_of, get_parser, normalize
 from tether.structural.pattern import compile_pattern
 from tether.structural.query import CandidateQuery
 from tether.structural.rewrite import apply
 from tether.structural.scan import iter_files, list_files, shard_of
-from tether.structural.search import find_in_tree, match_record, search_paths
+from tether.structural.search import (
+    FileResult,
+    Positions,
+    find_in_tree,
+    is_binary,
+    iter_search,
+    match_record,
+)
 from tether.structural.staging import digest
 
+S = TypeVar("S", bound=Sharded)
 
-def split_work(args: dict[str, Any], nshards: int) -> list[dict[str, Any]]:
-    """The args of each pool slot's share of one search, edit or index over `args["root"]`.
+
+def split_work(op: S, nshards: int) -> list[S]:
+    """Each pool slot's share of one search, edit or index over `op.root`.
 
     The file listing (`scan.list_files`: one `git ls-files` in a work tree) is made here,
     once, by the caller that fans the work out - the host, where waiting on a subprocess
@@ -28,63 +43,86 @@ def split_work(args: dict[str, Any], nshards: int) -> list[dict[str, Any]]:
     instead of every slot listing the whole tree again in its message handler. A root that
     is one file needs no listing: each slot checks whether it is its own.
     """
-    root = str(args["root"])
-    shares: list[dict[str, Any]] = [
-        {**args, "shard": i, "nshards": nshards} for i in range(nshards)
-    ]
-    if not os.path.isdir(root):
+    shares = [dataclasses.replace(op, shard=i, nshards=nshards) for i in range(nshards)]
+    if not os.path.isdir(op.root):
         return shares
-    if "lang" in args:
-        exts = extensions_of(args["lang"])
-    else:  # index: every language a grammar claims, or only `languages`
-        wanted = {normalize(lg) for lg in args.get("languages") or ()}
-        exts = frozenset(ext for ext, lg in EXTENSIONS.items() if not wanted or lg in wanted)
-    prefix = os.path.join(root, "")
+    match op:
+        case Index():  # every language a grammar claims, or only `languages`
+            exts = _index_extensions(op)
+        case Search(lang=lang) | Edit(lang=lang):
+            exts = extensions_of(lang)
+        case _:
+            raise TypeError(f"no files to split for {type(op).__name__}")
+    prefix = os.path.join(op.root, "")
     files: list[list[str]] = [[] for _ in range(nshards)]
-    for path in list_files(root, exts, frozenset(args.get("exclude") or ())):
+    for path in list_files(op.root, exts, frozenset(op.exclude)):
         files[shard_of(path, nshards)].append(path[len(prefix) :])
-    for share, mine in zip(shares, files, strict=True):
-        share["files"] = mine
-    return shares
+    return [
+        dataclasses.replace(share, files=mine) for share, mine in zip(shares, files, strict=True)
+    ]
 
 
-def _files(args: dict[str, Any]) -> list[str] | None:
+def _index_extensions(op: Index) -> frozenset[str]:
+    wanted = {normalize(lg) for lg in op.languages}
+    return frozenset(ext for ext, lg in EXTENSIONS.items() if not wanted or lg in wanted)
+
+
+def _files(op: Sharded) -> list[str] | None:
     """This slot's share of the listing (see `split_work`) as paths, if it was given one."""
-    rel = args.get("files")
-    if rel is None:
+    if op.files is None:
         return None
-    root = str(args["root"])
-    return [os.path.join(root, f) for f in rel]
+    return [os.path.join(op.root, f) for f in op.files]
 
 
-def _common(args: dict[str, Any]) -> dict[str, Any]:
+def _common(op: Sharded) -> dict[str, Any]:
     return {
-        "shard": int(args.get("shard", 0)),
-        "nshards": int(args.get("nshards", 1)),
-        "exclude": frozenset(args.get("exclude") or ()),
-        "files": _files(args),
+        "shard": op.shard,
+        "nshards": op.nshards,
+        "exclude": frozenset(op.exclude),
+        "files": _files(op),
     }
 
 
-def op_search(cache: ParseCache, args: dict[str, Any]) -> dict[str, Any]:
-    """args: root, lang, pattern, limit, shard, nshards, exclude.
+Job = Generator[None, None, dict[str, Any]]
 
-    Returns the first `limit` match records of this shard in path order, and the total.
-    """
-    pattern = compile_pattern(args["pattern"], args["lang"])
-    results, stats = search_paths(pattern, args["root"], cache, **_common(args))
-    limit = int(args.get("limit", 50))
+
+def budget_of(op: Search | Edit) -> Budget:
+    """The budget a search or edit runs under: `budget_s` seconds and `budget_steps`
+    matcher steps when the caller set them, else the defaults."""
+    return Budget(op.budget_s or DEFAULT_SECONDS, op.budget_steps or DEFAULT_STEPS)
+
+
+def finish(job: Job) -> dict[str, Any]:
+    """Run a job to its end in one go (callers without a scheduler)."""
+    while True:
+        try:
+            next(job)
+        except StopIteration as done:
+            return done.value
+
+
+def search_job(cache: ParseCache, op: Search, budget: Budget) -> Job:
+    """A generator (it yields between candidates; see `iter_search`) returning the first
+    `limit` match records of this shard in path order, the total and the file counts."""
+    pattern = compile_pattern(op.pattern, op.lang)
+    results: list[FileResult] = []
+    stats: dict[str, int] = {}
+    yield from iter_search(pattern, op.root, cache, results, stats, budget, **_common(op))
+    limit = op.limit
     results.sort(key=lambda r: r.path)
     total = sum(len(r.matches) for r in results)
     records: list[dict[str, Any]] = []
     for r in results:
-        for m in r.matches:
-            if len(records) >= limit:
-                break
-            records.append(match_record(r.path, r.source, m))
+        pos = Positions(r.source)
+        for m in r.matches[: limit - len(records)]:
+            records.append(match_record(r.path, r.source, m, pos))
         if len(records) >= limit:
             break
     return {"matches": records, "total": total, "files": len(results), "stats": stats}
+
+
+def op_search(cache: ParseCache, op: Search) -> dict[str, Any]:
+    return finish(search_job(cache, op, budget_of(op)))
 
 
 def _error_count(node: Any) -> int:
@@ -122,14 +160,13 @@ def syntax_flag(lang: str, old_tree: Any, new: bytes) -> str:
     return f"the rewritten file does not parse as {lang} (first error at line {line})"
 
 
-def op_edit(cache: ParseCache, args: dict[str, Any]) -> dict[str, Any]:
-    """args: root, lang, pattern, rewrite, shard, nshards, exclude.
-
-    Returns, per file with matches: path, old_hash, new content, replacements, syntax.
-    """
-    lang = args["lang"]
-    pattern = compile_pattern(args["pattern"], lang)
-    results, _ = search_paths(pattern, args["root"], cache, **_common(args))
+def edit_job(cache: ParseCache, op: Edit, budget: Budget) -> Job:
+    """A generator returning, per file of this shard with matches: path, old_hash, new
+    content, replacements, syntax (what broke, if the rewrite does not parse)."""
+    lang = op.lang
+    pattern = compile_pattern(op.pattern, lang)
+    results: list[FileResult] = []
+    yield from iter_search(pattern, op.root, cache, results, {}, budget, **_common(op))
     files: list[dict[str, Any]] = []
     for r in sorted(results, key=lambda r: r.path):
         source = r.source
@@ -140,10 +177,10 @@ def op_edit(cache: ParseCache, args: dict[str, Any]) -> dict[str, Any]:
         if fresh != source:  # changed under the cache within one mtime tick: redo it fresh
             source = fresh
             tree = get_parser(lang).parse(source)
-            matches = find_in_tree(pattern, CandidateQuery(pattern), tree.root_node, source)
+            matches = find_in_tree(pattern, CandidateQuery(pattern), tree.root_node, source, budget)
             if not matches:
                 continue
-        new, count = apply(args["rewrite"], source, matches)
+        new, count = apply(op.rewrite, source, matches)
         if new == source:
             continue
         files.append(
@@ -155,30 +192,28 @@ def op_edit(cache: ParseCache, args: dict[str, Any]) -> dict[str, Any]:
                 "syntax": syntax_flag(lang, tree, new),
             }
         )
+        yield
     return {"files": files, "total": sum(f["replacements"] for f in files)}
 
 
-def op_stats(cache: ParseCache, args: dict[str, Any]) -> dict[str, Any]:
-    return cache.stats()
+def op_edit(cache: ParseCache, op: Edit) -> dict[str, Any]:
+    return finish(edit_job(cache, op, budget_of(op)))
 
 
-def plan_index(args: dict[str, Any]) -> list[tuple[str, str]]:
+def plan_index(op: Index) -> list[tuple[str, str]]:
     """(path, language) of every file of this shard under `root` that a grammar claims
     (optionally only `languages`), capped at `max_files`; given `files` (see `split_work`),
     of those."""
-    wanted = {normalize(lg) for lg in args.get("languages") or ()}
-    exts = frozenset(ext for ext, lg in EXTENSIONS.items() if not wanted or lg in wanted)
-    shard, nshards = int(args.get("shard", 0)), int(args.get("nshards", 1))
-    cap = int(args.get("max_files", 20000))
+    cap = op.max_files
     out: list[tuple[str, str]] = []
-    given = _files(args)
+    given = _files(op)
     listed = (
         given
         if given is not None
-        else (p for p, _ in iter_files(args["root"], exts, frozenset(args.get("exclude") or ())))
+        else (p for p, _ in iter_files(op.root, _index_extensions(op), frozenset(op.exclude)))
     )
     for path in listed:
-        if given is None and nshards > 1 and shard_of(path, nshards) != shard:
+        if given is None and op.nshards > 1 and shard_of(path, op.nshards) != op.shard:
             continue
         dot = path.rfind(".")
         lang = EXTENSIONS.get(path[dot + 1 :].lower())
@@ -189,24 +224,37 @@ def plan_index(args: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def index_some(cache: ParseCache, queue: list[tuple[str, str]], budget: int) -> int:
-    """Parse up to `budget` queued files into the cache (stops early when it is full)."""
+INDEX_MAX_FILE_BYTES = 512 * 1024  # bigger files are parsed when a search needs them
+
+
+def index_some(
+    cache: ParseCache, queue: list[tuple[str, str]], budget: int, seconds: float = 0.05
+) -> int:
+    """Parse up to `budget` queued files into the cache, for at most about `seconds`
+    (stops early when the cache is full). Background work must not hold a slot: a file
+    over INDEX_MAX_FILE_BYTES (one parse of a 2 MB file is a second of uninterruptible C)
+    is left for the search that needs it."""
     done = 0
-    while queue and done < budget:
+    until = time.monotonic() + seconds
+    while queue and done < budget and time.monotonic() < until:
         path, lang = queue.pop()
         if cache.used >= cache.max_bytes * 0.9:
             queue.clear()  # the cache is full: indexing more would only evict
             break
         try:
+            if os.stat(path).st_size > INDEX_MAX_FILE_BYTES:
+                continue
             entry = cache.source(path, lang)
         except OSError:
+            continue
+        if is_binary(entry.source):
             continue
         cache.tree(path, lang, entry)
         done += 1
     return done
 
 
-def op_clear(cache: ParseCache, args: dict[str, Any]) -> dict[str, Any]:
+def op_clear(cache: ParseCache) -> dict[str, Any]:
     """Drop every cached file and tree (benchmarks measure cold searches with it)."""
     dropped = len(cache)
     cache.clear()

@@ -3,7 +3,10 @@
 A fragment is parsed by the same grammar as the code, inside a scaffold (SPEC.md
 "ast_grep"): the ladder of contexts in `languages.CONTEXTS` is tried in order (statement,
 expression, class member, declaration; then again with a closing `;`) and the first
-context that parses the fragment without an ERROR node wins. A fragment that covers
+context that parses the fragment *as written* wins: no ERROR or MISSING (invented) node
+inside the fragment, every metavariable a whole node (`_repairs`). Only when no context
+does is the one with the fewest repairs taken (an ERROR node outside a metavariable, or a
+missing closing bracket, still refuses a context outright). A fragment that covers
 several sibling nodes (two statements) becomes a *sequence* pattern, matched against
 consecutive siblings. A zero-width node left by error recovery (the empty body of
 `def $F($$$A):`) becomes an implicit `$$$`.
@@ -30,6 +33,33 @@ from tether.structural.languages import CLOSERS, Context, contexts_for, get_pars
 
 class PatternError(ValueError):
     """A pattern we refuse to search; the message names the problem and the fix."""
+
+
+SHOWN_CHARS = 160  # a pattern quoted in a message is cut to about this many characters
+MAX_DEPTH = 120  # pattern nesting levels (the compiler and matcher recurse per level)
+
+
+def shown(source: str, limit: int = SHOWN_CHARS) -> str:
+    """`source` as quoted in a message: whole when short, else its head and tail around
+    an ellipsis that says how much was left out (a 10,000-character pattern echoed back
+    whole buries the sentence that says what is wrong)."""
+    if len(source) <= limit:
+        return source
+    head = source[: limit * 2 // 3]
+    tail = source[-(limit // 4) :]
+    return f"{head} … [{len(source) - len(head) - len(tail):,} characters] … {tail}"
+
+
+def _depth(node: Node) -> int:
+    """Nesting depth below `node` (iterative: a deep pattern is the case being checked)."""
+    deepest = 0
+    stack = [(node, 1)]
+    while stack:
+        n, d = stack.pop()
+        deepest = max(deepest, d)
+        if d <= MAX_DEPTH + 1:
+            stack.extend((c, d + 1) for c in n.children)
+    return deepest
 
 
 # --- pattern nodes -----------------------------------------------------------------------
@@ -84,6 +114,7 @@ class Pattern:
     context: str  # the scaffold that accepted it
     metavars: frozenset[str] = field(default_factory=frozenset)
     literals: tuple[bytes, ...] = ()  # texts every match contains verbatim (prefilter)
+    repairs: int = 0  # error recovery the accepting parse needed (0: parsed as written)
 
     @property
     def is_sequence(self) -> bool:
@@ -175,7 +206,7 @@ def check_habits(source: str, lang: str) -> None:
     alt = re.fullmatch(r"\s*([\w.$]+)(\|[\w.$]+)+\s*", source)
     if alt:
         raise PatternError(
-            f"`{source.strip()}` looks like a regex alternation; a pattern is one piece of "
+            f"`{shown(source.strip())}` looks like a regex alternation; a pattern is one piece of "
             f"code, not a choice. Search each alternative separately (one ast_grep call per "
             f"pattern). To search the bitwise-or expression itself, write it with spaces: "
             f"`{' | '.join(source.strip().split('|'))}`."
@@ -221,8 +252,12 @@ def _first_error(node: Node, src: bytes = b"", ch: str | None = None) -> Node | 
     return None
 
 
-def _locate(root: Node, start: int, end: int) -> list[Node] | None:
-    """The node (or run of sibling nodes) that spans exactly [start, end) of the scaffold."""
+def _locate(root: Node, start: int, end: int, src: bytes = b"") -> list[Node] | None:
+    """The node (or run of sibling nodes) that spans exactly [start, end) of the scaffold.
+
+    A node that also takes the line break after the fragment counts as spanning it: a C
+    `#define` or `#include` line ends with its newline, and without this the pattern would
+    fall apart into a sequence of its pieces (matching function-like macros too)."""
     node = root
     while True:
         inner = None
@@ -233,14 +268,53 @@ def _locate(root: Node, start: int, end: int) -> list[Node] | None:
         if inner is None:
             break
         node = inner
-    if node.start_byte == start and node.end_byte == end and node != root:
-        return [node]
+    if node.start_byte == start and node != root:
+        if node.end_byte == end or (src and not src[end : node.end_byte].strip(b" \t\r\n")):
+            return [node]
     kids = [
         c for c in node.children if c.end_byte > start and c.start_byte < end and not c.is_missing
     ]
     if kids and kids[0].start_byte == start and kids[-1].end_byte == end:
         return kids
     return None
+
+
+def _repairs(root: Node, start: int, end: int, src: bytes, ch: str | None) -> int:
+    """How much error recovery the parse of the fragment [start, end) needed: ERROR and
+    MISSING (invented) nodes inside it, and metavariables that are not a whole node. A
+    rung with repairs parsed something else than what was written (`async $M() {}` as a
+    call then a block): the ladder goes on to the next rung."""
+    count = 0
+    stack = [root]
+    while stack:
+        n = stack.pop()
+        if n.end_byte < start or n.start_byte > end:
+            continue
+        if n.is_missing:
+            count += 1
+        elif n.is_error and n.start_byte >= start and n.end_byte <= end:
+            # `$$$P` where the grammar wants one parameter or statement is an ERROR node
+            # in ast-grep too, and still the whole run; a single `$M` in ERROR is not
+            mv = extract_metavar(src[n.start_byte : n.end_byte].decode(errors="replace"), ch or "")
+            count += 0 if mv is not None and mv.multi else 1
+        if n.has_error:
+            stack.extend(n.children)
+    if ch is not None:
+        multi, single = _metavar_regexes(ch)
+        text = src[start:end].decode(errors="replace")
+        spans = [m.span() for m in multi.finditer(text)]
+        spans += [m.span() for m in single.finditer(text) if not _inside(m.span(), spans)]
+        for s, e in spans:
+            bs = start + len(text[:s].encode())
+            be = bs + len(text[s:e].encode())
+            node = root.descendant_for_byte_range(bs, be)
+            if node is None or node.start_byte != bs or node.end_byte != be:
+                count += 1
+    return count
+
+
+def _inside(span: tuple[int, int], spans: list[tuple[int, int]]) -> bool:
+    return any(s <= span[0] and span[1] <= e for s, e in spans)
 
 
 # Grammars whose keyword tokens are spelled exactly as their kind (no case-insensitive
@@ -334,16 +408,22 @@ def _try_context(
     err = _first_error(tree.root_node, src, ch)
     if err is not None:
         return None, err, src
-    nodes = _locate(tree.root_node, start, end)
+    nodes = _locate(tree.root_node, start, end, src)
     if nodes is None:
         return None, None, src
+    if max(_depth(n) for n in nodes) > MAX_DEPTH:
+        raise PatternError(
+            f"pattern `{shown(original or frag)}` nests too deep (its syntax tree has "
+            f"more than {MAX_DEPTH} levels, the most a pattern may have); match the outer levels and put a metavariable where "
+            f"the inner ones are (e.g. `f(g($X))` instead of spelling every level out)."
+        )
     conv = _Converter(src, ch)
     roots = tuple(conv.convert(n) for n in nodes if not n.is_extra)
     if not roots:
         return None, None, src
     if len(roots) == 1 and isinstance(roots[0], MetaVar) and not roots[0].multi:
         raise PatternError(
-            f"a pattern that is only a metavariable (`{original or frag}`) matches every node of every "
+            f"a pattern that is only a metavariable (`{shown(original or frag)}`) matches every node of every "
             f"file; give it some code around the metavariable, e.g. `$X.close()` or "
             f"`return $X`."
         )
@@ -359,6 +439,7 @@ def _try_context(
         context=ctx.name + (f" + '{closer}'" if closer else ""),
         metavars=frozenset(conv.names),
         literals=_literals(roots, lang),
+        repairs=_repairs(tree.root_node, start, end, src, ch),
     )
     return pattern, None, src
 
@@ -383,15 +464,22 @@ def compile_pattern(source: str, lang: str) -> Pattern:
     processed = preprocess(frag, ch) if ch else frag
     tried: list[str] = []
     first_err: tuple[Node, bytes, int] | None = None
+    best: Pattern | None = None
     for closer in CLOSERS:
-        for ctx in contexts_for(lang):
+        for ctx in contexts_for(lang, frag):
             pattern, err, src = _try_context(lang, processed, ctx, closer, ch, frag)
             if pattern is not None:
                 pattern.source = frag
-                return pattern
+                if pattern.repairs == 0:
+                    return pattern
+                if best is None or pattern.repairs < best.repairs:
+                    best = pattern  # the first rung with the fewest repairs, if none is clean
+                continue
             tried.append(ctx.name + (f" + '{closer}'" if closer else ""))
             if err is not None and first_err is None:
                 first_err = (err, src, len(ctx.prefix.encode()))
+    if best is not None:
+        return best
     where = ""
     if first_err is not None:
         node, src, offset = first_err
@@ -401,7 +489,7 @@ def compile_pattern(source: str, lang: str) -> Pattern:
         what = f"missing `{node.type}`" if node.is_missing else f"near `{near}`"
         where = f" The parser stopped at pattern line {line} ({what})."
     raise PatternError(
-        f"pattern `{frag}` is not valid {lang} in any context tried "
+        f"pattern `{shown(frag)}` is not valid {lang} in any context tried "
         f"({', '.join(dict.fromkeys(tried))}), so it was not searched.{where}"
         f"{_unparseable_hints(frag)}"
     )

@@ -23,9 +23,10 @@ trees, about what parsing them costs). Two ways, in order:
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from tree_sitter import Node, Query, QueryCursor, QueryError
+from tree_sitter import Node, Query, QueryCursor, QueryError, TreeCursor
 
 from tether.structural.languages import get_language
 from tether.structural.pattern import (
@@ -125,7 +126,10 @@ def choose_anchor(pattern: Pattern) -> Anchor | None:
     usable = [
         (t, d)
         for t, d in found
-        if t.text and (t.named or t.text == t.kind.encode()) and not t.text.isspace()
+        if t.text
+        and (t.named or t.text == t.kind.encode())
+        and not t.text.isspace()
+        and not _spaced_directive(t)
     ]
     if not usable:
         return None
@@ -133,32 +137,57 @@ def choose_anchor(pattern: Pattern) -> Anchor | None:
     return Anchor(t.text, t.kind_id, d, root.kind_id)
 
 
-def anchored_candidates(anchor: Anchor, root: Node, src: bytes) -> list[Node]:
+def _spaced_directive(t: Terminal) -> bool:
+    """A preprocessor token (`#define`): the grammar also reads `# define`, so its text is
+    no anchor (nor a prefilter literal)."""
+    return not t.named and len(t.text) > 1 and t.text.startswith(b"#")
+
+
+def anchored_candidates(anchor: Anchor, root: Node, src: bytes) -> Iterator[Node]:
     """Roots found from every occurrence of the anchor's text: the node of the anchor's
-    kind spanning exactly that text, then `depth` parents up, of the root's kind. Exact
-    for the structure above the anchor, so a superset of the matches; all in C but the
-    loop over occurrences."""
+    kind spanning exactly that text, then `depth` levels up, of the root's kind. Exact
+    for the structure above the anchor, so a superset of the matches.
+
+    One cursor walks down to the occurrences in file order, keeping the path from the root:
+    the root `depth` up is read off the path, and the next occurrence only climbs as far
+    as the common ancestor. (`Node.parent` walks down from the tree's root each time, so
+    climbing per occurrence costs pattern depth x code depth; thousands of nesting levels
+    made that the whole search.) Lazily, in the order found (not file order): a file with
+    300k occurrences yields its first candidates before the walk is over."""
     needle = anchor.needle
     size = len(needle)
     kid = anchor.kind_id
-    out: list[Node] = []
+    depth = anchor.depth
     seen: set[int] = set()
+    cursor = root.walk()
+    path = [root]
     i = src.find(needle)
     while i >= 0:
         end = i + size
-        n = root.descendant_for_byte_range(i, end)
-        while n is not None and n.start_byte == i and n.end_byte == end:
-            if n.kind_id == kid:
-                c: Node | None = n
-                for _ in range(anchor.depth):
-                    c = c.parent if c is not None else None
-                if c is not None and c.kind_id == anchor.root_kind_id and c.id not in seen:
+        while len(path) > 1 and not (path[-1].start_byte <= i and path[-1].end_byte >= end):
+            cursor.goto_parent()
+            path.pop()
+        _descend(cursor, path, i, end)
+        t = len(path) - 1
+        while t >= 0 and path[t].start_byte == i and path[t].end_byte == end:
+            if path[t].kind_id == kid and t >= depth:
+                c = path[t - depth]
+                if c.kind_id == anchor.root_kind_id and c.id not in seen:
                     seen.add(c.id)
-                    out.append(c)
-            n = n.parent
+                    yield c
+            t -= 1
         i = src.find(needle, i + 1)
-    out.sort(key=lambda n: (n.start_byte, -n.end_byte))
-    return out
+
+
+def _descend(cursor: TreeCursor, path: list[Node], start: int, end: int) -> None:
+    """Move the cursor (whose node is path[-1]) down to the smallest node containing
+    [start, end), extending `path`."""
+    while cursor.goto_first_child_for_byte(start) is not None:
+        c = cursor.node
+        if c is None or c.start_byte > start or c.end_byte < end:
+            cursor.goto_parent()
+            return
+        path.append(c)
 
 
 class CandidateQuery:
@@ -176,8 +205,9 @@ class CandidateQuery:
             self.full = _compile(self.lang, self.source)
             self.fallback = _compile(self.lang, self.fallback_source)
 
-    def candidates(self, root: Node, src: bytes = b"") -> list[Node]:
-        """Candidate roots in file order (deduplicated); a superset of the true matches."""
+    def candidates(self, root: Node, src: bytes = b"") -> Iterable[Node]:
+        """Candidate roots, deduplicated, a superset of the true matches (in file order
+        from a query; as found from an anchor)."""
         if self.anchor is not None:
             return anchored_candidates(self.anchor, root, src)
         for q in (self.full, self.fallback):

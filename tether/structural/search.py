@@ -6,15 +6,18 @@ benchmark call them directly.
 
 from __future__ import annotations
 
+import bisect
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from tree_sitter import Node
 
+from tether.structural.budget import Budget
 from tether.structural.cache import ParseCache
 from tether.structural.languages import extensions_of
-from tether.structural.matcher import Env, match_at
+from tether.structural.matcher import Env, Matcher
 from tether.structural.pattern import Pattern, compile_pattern
 from tether.structural.query import CandidateQuery
 from tether.structural.scan import iter_files, passes_prefilter, shard_of, stat_files
@@ -40,25 +43,72 @@ def _captures(env: Env) -> dict[str, Span | list[Span]]:
     return out
 
 
-def find_in_tree(pattern: Pattern, cq: CandidateQuery, root: Node, src: bytes) -> list[RawMatch]:
+def iter_tree(
+    pattern: Pattern,
+    cq: CandidateQuery,
+    root: Node,
+    src: bytes,
+    out: list[RawMatch],
+    budget: Budget | None = None,
+) -> Iterator[None]:
+    """Append every match in one parsed file to `out` (nested ones included, in file
+    order), yielding after each candidate so a scheduler can serve other work between."""
+    matcher = Matcher(src, budget)
+    found: list[RawMatch] = []
+    for node in cq.candidates(root, src):
+        r = matcher.at(pattern, node)
+        if r is not None:
+            env, first, last = r
+            found.append(RawMatch(first.start_byte, last.end_byte, _captures(env)))
+        yield
+    found.sort(key=lambda m: (m.start, -m.end))
+    out.extend(found)
+
+
+def find_in_tree(
+    pattern: Pattern, cq: CandidateQuery, root: Node, src: bytes, budget: Budget | None = None
+) -> list[RawMatch]:
     """Every match in one parsed file, nested ones included, in file order."""
     out: list[RawMatch] = []
-    for node in cq.candidates(root, src):
-        r = match_at(pattern, node, src)
-        if r is None:
-            continue
-        env, first, last = r
-        out.append(RawMatch(first.start_byte, last.end_byte, _captures(env)))
-    out.sort(key=lambda m: (m.start, -m.end))
+    for _ in iter_tree(pattern, cq, root, src, out, budget):
+        pass
     return out
 
 
-def _position(src: bytes, offset: int) -> tuple[int, int]:
-    """1-based line and 1-based column in characters."""
-    line_start = src.rfind(b"\n", 0, offset) + 1
-    line = src.count(b"\n", 0, offset) + 1
-    col = len(src[line_start:offset].decode("utf-8", "replace")) + 1
-    return line, col
+class Positions:
+    """1-based line and column (in characters) of byte offsets of one file.
+
+    Lines come from a table of line starts made once per file; a column is decoded from
+    the previous offset asked on the same line, so the matches of a multi-megabyte line,
+    asked in file order, cost one pass over it instead of one pass each."""
+
+    def __init__(self, src: bytes):
+        self.src = src
+        self._starts: list[int] | None = None
+        self._last = (-1, 0, 0)  # offset, line, column of the last answer
+
+    def _line_starts(self) -> list[int]:
+        if self._starts is None:
+            starts = [0]
+            src = self.src
+            i = src.find(b"\n")
+            while i >= 0:
+                starts.append(i + 1)
+                i = src.find(b"\n", i + 1)
+            self._starts = starts
+        return self._starts
+
+    def __call__(self, offset: int) -> tuple[int, int]:
+        starts = self._line_starts()
+        line = bisect.bisect_right(starts, offset)
+        line_start = starts[line - 1]
+        last_off, last_line, last_col = self._last
+        if last_line == line and last_off <= offset:
+            col = last_col + len(self.src[last_off:offset].decode("utf-8", "replace"))
+        else:
+            col = len(self.src[line_start:offset].decode("utf-8", "replace")) + 1
+        self._last = (offset, line, col)
+        return line, col
 
 
 def capture_text(src: bytes, span: Span | list[Span]) -> str:
@@ -69,10 +119,14 @@ def capture_text(src: bytes, span: Span | list[Span]) -> str:
     return src[span[0] : span[1]].decode("utf-8", "replace")
 
 
-def match_record(path: str, src: bytes, m: RawMatch) -> dict[str, Any]:
-    """The public record of a match (ToolResult.data["matches"] items)."""
-    sl, sc = _position(src, m.start)
-    el, ec = _position(src, m.end)
+def match_record(
+    path: str, src: bytes, m: RawMatch, positions: Positions | None = None
+) -> dict[str, Any]:
+    """The public record of a match (ToolResult.data["matches"] items); pass one
+    `positions` for all the records of a file."""
+    pos = positions if positions is not None else Positions(src)
+    sl, sc = pos(m.start)
+    el, ec = pos(m.end)
     return {
         "path": path,
         "start_line": sl,
@@ -94,7 +148,8 @@ def search_source(pattern: Pattern | str, src: bytes | str, lang: str | None = N
 
     tree = get_parser(pattern.lang).parse(data)
     raw = find_in_tree(pattern, CandidateQuery(pattern), tree.root_node, data)
-    return [match_record("<source>", data, m) for m in raw]
+    pos = Positions(data)
+    return [match_record("<source>", data, m, pos) for m in raw]
 
 
 @dataclass
@@ -102,6 +157,62 @@ class FileResult:
     path: str
     source: bytes
     matches: list[RawMatch]
+
+
+BINARY_SNIFF = 8192  # bytes looked at for a NUL: text in any grammar has none
+
+
+def is_binary(source: bytes) -> bool:
+    return b"\0" in source[:BINARY_SNIFF]
+
+
+def iter_search(
+    pattern: Pattern,
+    root: str,
+    cache: ParseCache,
+    results: list[FileResult],
+    stats: dict[str, int],
+    budget: Budget | None = None,
+    *,
+    shard: int = 0,
+    nshards: int = 1,
+    exclude: frozenset[str] = frozenset(),
+    files: list[str] | None = None,
+) -> Iterator[None]:
+    """Search every file of the pattern's language under `root` that falls in this shard,
+    or, given `files` (this shard's share of a listing made once by the caller), those;
+    append to `results` and count in `stats`, yielding between candidates and files (a
+    scheduler interleaves other searches there). BudgetExceeded when `budget` runs out."""
+    cq = CandidateQuery(pattern)
+    exts = extensions_of(pattern.lang)
+    stats.update({"files": 0, "prefiltered": 0, "parsed": 0, "unreadable": 0, "binary": 0})
+    parses = cache.parses
+    listed = stat_files(files) if files is not None else iter_files(root, exts, exclude)
+    for path, st in listed:
+        if files is None and nshards > 1 and shard_of(path, nshards) != shard:
+            continue
+        stats["files"] += 1
+        try:
+            entry = cache.source(path, pattern.lang, st)
+        except OSError:
+            stats["unreadable"] += 1
+            continue
+        if is_binary(entry.source):
+            stats["binary"] += 1
+            continue
+        if not passes_prefilter(entry.source, pattern.literals):
+            continue
+        stats["prefiltered"] += 1
+        if budget is not None:
+            budget.where = path
+            budget.check()
+        tree = yield from cache.tree_in_slices(path, pattern.lang, entry)
+        stats["parsed"] = cache.parses - parses
+        yield
+        found: list[RawMatch] = []
+        yield from iter_tree(pattern, cq, tree.root_node, entry.source, found, budget)
+        if found:
+            results.append(FileResult(path, entry.source, found))
 
 
 def search_paths(
@@ -114,30 +225,15 @@ def search_paths(
     exclude: frozenset[str] = frozenset(),
     files: list[str] | None = None,
 ) -> tuple[list[FileResult], dict[str, int]]:
-    """Search every file of the pattern's language under `root` that falls in this shard,
-    or, given `files` (this shard's share of a listing made once by the caller), those."""
-    cq = CandidateQuery(pattern)
-    exts = extensions_of(pattern.lang)
+    """`iter_search` run to the end, without a budget."""
     results: list[FileResult] = []
-    stats = {"files": 0, "prefiltered": 0, "parsed": 0, "unreadable": 0}
-    listed = stat_files(files) if files is not None else iter_files(root, exts, exclude)
-    for path, st in listed:
-        if files is None and nshards > 1 and shard_of(path, nshards) != shard:
-            continue
-        stats["files"] += 1
-        try:
-            entry = cache.source(path, pattern.lang, st)
-        except OSError:
-            stats["unreadable"] += 1
-            continue
-        if not passes_prefilter(entry.source, pattern.literals):
-            continue
-        stats["prefiltered"] += 1
-        tree = cache.tree(path, pattern.lang, entry)
-        found = find_in_tree(pattern, cq, tree.root_node, entry.source)
-        if found:
-            results.append(FileResult(path, entry.source, found))
-    stats["parsed"] = cache.parses
+    stats: dict[str, int] = {}
+    steps = iter_search(
+        pattern, root, cache, results, stats,
+        shard=shard, nshards=nshards, exclude=exclude, files=files,
+    )  # fmt: skip
+    for _ in steps:
+        pass
     return results, stats
 
 
@@ -149,6 +245,11 @@ def search_dir(
     results, _ = search_paths(
         p, os.fspath(root), cache if cache is not None else ParseCache(), **kw
     )
-    out = [match_record(r.path, r.source, m) for r in results for m in r.matches]
+    out = [
+        match_record(r.path, r.source, m, pos)
+        for r in results
+        for pos in [Positions(r.source)]
+        for m in r.matches
+    ]
     out.sort(key=lambda d: (d["path"], d["start_line"], d["start_col"]))
     return out

@@ -145,6 +145,8 @@ class Supervisor(TetherActor):
         # the last incarnation per (kind, key), kept when a record is forgotten: numbers
         # only grow, so "newer than N" (a host's retry) stays true of a fresh record too
         self._incarnations: dict[tuple[str, str], int] = {}
+        # why a forgotten child ended (TTL, a stop of its own), for its successor's Start
+        self._ended: dict[tuple[str, str], str] = {}
         self._gathers: dict[str, _Gather] = {}
         self._query_seq = 0
         self.state = "ready"
@@ -208,6 +210,7 @@ class Supervisor(TetherActor):
                 host_create_time=self._host_create_time,
                 incarnation=rec.incarnation,
                 restarts=rec.restarts,
+                previous_end=self._ended.pop((rec.kind, rec.key), ""),
                 name=rec.name,
                 kinds=rec.kinds,
                 channel=self.children_called_by_host,
@@ -318,6 +321,8 @@ class Supervisor(TetherActor):
         elif rec.waiting and self.state != "stopped":
             # calls raced its stop (idle, TTL) and wait for it: they get a fresh one
             self.children.pop((rec.kind, rec.key), None)
+            if rec.last_error:
+                self._ended[(rec.kind, rec.key)] = rec.last_error
             fresh = self.ensure_child(
                 rec.kind, rec.key, rec.name, rec.spec, rec.actor_class, rec.config, rec.kinds
             )
@@ -325,6 +330,8 @@ class Supervisor(TetherActor):
             self._flush_waiting(fresh)
         else:
             self.children.pop((rec.kind, rec.key), None)
+            if rec.last_error:
+                self._ended[(rec.kind, rec.key)] = rec.last_error
             self._fail_waiting(
                 rec, ErrorCode.RESOURCE_DIED, f"{rec.name} stopped: {rec.last_error}"
             )
@@ -349,12 +356,12 @@ class Supervisor(TetherActor):
                 kill_tree(pid, grace=0.0, wait=False)
         rec.owned = []
 
-    def handle_supervisor_wakeup(self, payload: Any) -> bool:
+    def handle_wakeup(self, payload: Any) -> None:
         match payload:
             case ChildTimer(what=what, kind=kind, key=key, incarnation=incarnation):
                 rec = self.children.get((kind, key))
                 if rec is None or rec.incarnation != incarnation:
-                    return True
+                    return
                 if what == ChildTimer.RESTART and rec.state == "restarting":
                     self._start_child(rec)
                 elif what == ChildTimer.TTL and rec.state in ("ready", "starting"):
@@ -363,11 +370,8 @@ class Supervisor(TetherActor):
                     what == ChildTimer.KILL and rec.address is not None and rec.state == "stopping"
                 ):
                     self._kill_child(rec)
-                return True
             case GatherDue(gather_id=gather_id):
                 self._finish_gather(gather_id)
-                return True
-        return False
 
     def _kill_child(self, rec: ChildRecord) -> None:
         """SIGKILL the child's actor process and what it owns (shutdown timeout, crash_actor)."""
@@ -495,18 +499,7 @@ class Supervisor(TetherActor):
 
     # --- health ----------------------------------------------------------------------
     def supervisor_node(self) -> dict[str, Any]:
-        return {
-            "name": self.name or "root",
-            "kind": self.kind or "root",
-            "key": self.key,
-            "state": self.state,
-            "uptime": round(time.monotonic() - self.started_at, 3),
-            "restarts": 0,
-            "last_error": self.last_error,
-            "pending": 0,
-            "pids": [process_info(os.getpid())],
-            "children": [],
-        }
+        return {**self.health_node(), "name": self.name or "root", "kind": self.kind or "root"}
 
     def record_node(self, rec: ChildRecord) -> dict[str, Any]:
         """What the supervisor knows of a child that cannot (or did not) answer itself."""

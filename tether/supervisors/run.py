@@ -51,9 +51,6 @@ class RunActor(Supervisor):
         else:
             self.handle_supervisor_message(obj, data, extra, sender)
 
-    def handle_wakeup(self, payload: Any) -> None:
-        self.handle_supervisor_wakeup(payload)
-
     def _route(self, route: Route, reply_to: Any) -> None:
         self.calls_routed += 1
         call = decode(route.call)

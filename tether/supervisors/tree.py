@@ -69,9 +69,6 @@ class KindSupervisor(Supervisor):
         else:
             self.handle_supervisor_message(obj, data, extra, sender)
 
-    def handle_wakeup(self, payload: Any) -> None:
-        self.handle_supervisor_wakeup(payload)
-
 
 class RunSupervisor(Supervisor):
     """Supervises one RunActor per conversation."""
@@ -107,9 +104,6 @@ class RunSupervisor(Supervisor):
             )
         else:
             self.handle_supervisor_message(obj, data, extra, sender)
-
-    def handle_wakeup(self, payload: Any) -> None:
-        self.handle_supervisor_wakeup(payload)
 
     def _run(self, run_id: str) -> ChildRecord:
         return self.ensure_child(
@@ -171,9 +165,6 @@ class RootSupervisor(Supervisor):
             self._route_inject(obj, data, extra if extra is not None else sender)
         else:
             self.handle_supervisor_message(obj, data, extra, sender)
-
-    def handle_wakeup(self, payload: Any) -> None:
-        self.handle_supervisor_wakeup(payload)
 
     def _hello(self, hello: Hello, sender: Any) -> None:
         close_inherited_fds(self)

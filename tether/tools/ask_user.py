@@ -52,6 +52,7 @@ def _ask_user(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     card, answer = ask(
         question=args["question"],
         context=args.get("context", ""),
+        header=args.get("header", ""),
         options=options,
         allow_free_text=allow_free_text,
         multi_select=multi_select,
@@ -118,6 +119,11 @@ def specs() -> list[ToolSpec]:
                     "context": {
                         "type": "string",
                         "description": "why you ask and what depends on the answer",
+                    },
+                    "header": {
+                        "type": "string",
+                        "maxLength": 12,
+                        "description": "a very short label for the card, e.g. 'Database'",
                     },
                     "options": {
                         "type": "array",

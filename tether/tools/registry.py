@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from tether.messages.calls import ResourceError
-from tether.questions import ALLOW, DENY, AnswerStatus, Card, CardKind, Option, ask_bounded
+from tether.questions import ALLOW, DENY, Answer, AnswerStatus, Card, CardKind, Option
 from tether.tools.guardrails import Approval, Confinement, GuardrailError, decide
 from tether.tools.results import ToolResult
 from tether.tools.schema import ArgumentError, describe, format_errors, validate
@@ -43,6 +43,8 @@ FAMILY_MODULES: tuple[str, ...] = (
     "tether.tools.ask_user",
     "tether.tools.structural",
     "tether.tools.lsp",
+    "tether.tools.debug",
+    "tether.tools.vibe",
 )
 
 Wrapper = Callable[[ToolContext, dict[str, Any], Callable[[], ToolResult]], ToolResult]
@@ -154,6 +156,8 @@ class CallSite(Protocol):
     def context(self) -> ToolContext: ...
 
     def new_card(self, **fields: Any) -> Card: ...
+
+    def ask_card(self, card: Card, timeout: float) -> Answer: ...
 
     def serial_lock(self, name: str) -> contextlib.AbstractContextManager[Any]: ...
 
@@ -323,58 +327,33 @@ class Registry:
                     confinement.resolve(v, arg)
 
     def _approve(self, site: CallSite, spec: ToolSpec, args: dict[str, Any]) -> ToolResult | None:
-        decision = decide(site.policy, spec.tier)
-        if decision is Approval.ALLOW:
+        verdict = permission(site, spec.name, spec.tier, args)
+        if verdict.allowed:
             return None
-        if decision is Approval.DENY:
+        name, tier = spec.name, spec.tier.value
+        if verdict.refused == "policy":
             return ToolResult.error(
-                f"refused by the host's policy: {spec.tier.value}-tier tools such as "
-                f"{spec.name} are denied on this run. Do not retry; find a way without it.",
+                f"refused by the host's policy: {tier}-tier tools such as "
+                f"{name} are denied on this run. Do not retry; find a way without it.",
                 data={"refused": "policy"},
             )
-        port = site.question_port
-        if port is None:
+        if verdict.refused == "no_port":
             return ToolResult.error(
-                f"refused: {spec.name} needs approval ({spec.tier.value} tier) and no approver "
+                f"refused: {name} needs approval ({tier} tier) and no approver "
                 "is connected (this run has no question port). Do not retry; ask the user to "
                 "allow it or find a way without it.",
                 data={"refused": "no_approver"},
             )
-        try:
-            human = bool(port.human_connected())
-        except Exception:  # noqa: BLE001 - a broken port counts as "nobody there"
-            human = False
-        if not human:
+        if verdict.refused == "no_human":
             return ToolResult.error(
-                f"refused: {spec.name} needs approval ({spec.tier.value} tier) and no human is "
+                f"refused: {name} needs approval ({tier} tier) and no human is "
                 "connected to approve it. Do not retry until someone is.",
                 data={"refused": "no_approver"},
             )
-        card = site.new_card(
-            kind=CardKind.PERMISSION,
-            question=f"May I run {spec.name}?",
-            context=f"{spec.tier.value}-tier tool; arguments: {_short_args(args)}",
-            options=(Option(ALLOW, "run it this time"), Option(DENY, "refuse it")),
-            tool=spec.name,
-            arguments=args,
-        )
-        answer = ask_bounded(port, card, site.approval_timeout)
-        if answer.status is AnswerStatus.ANSWERED and ALLOW in answer.choices:
-            return None
-        how = {
-            AnswerStatus.ANSWERED: "the user denied it",
-            AnswerStatus.SKIPPED: "the user skipped the permission card",
-            AnswerStatus.TIMED_OUT: "nobody answered the permission card in time",
-        }[answer.status]
-        extra = (
-            f" ({answer.text})"
-            if answer.text and answer.status is not AnswerStatus.ANSWERED
-            else ""
-        )
         return ToolResult.error(
-            f"refused: {spec.name} was not approved: {how}{extra}. Do not retry the same call; "
+            f"refused: {name} was not approved: {verdict.how}. Do not retry the same call; "
             "continue without it or ask the user what they want instead.",
-            data={"refused": "not_approved", "card": card.number},
+            data={"refused": "not_approved", "card": verdict.card},
         )
 
     def _run_wrapped(self, ctx: ToolContext, spec: ToolSpec, args: dict[str, Any]) -> ToolResult:
@@ -386,6 +365,62 @@ class Registry:
         for wrapper in reversed(self.wrappers_for(spec.name)):
             call_next = _wrap(spec.name, wrapper, ctx, args, call_next)
         return call_next()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The run's answer to "may `tool` run?": allowed, or refused and why.
+    refused: "policy" (the host denies the tier), "no_port" / "no_human" (nobody can
+    approve: fail closed), "not_approved" (the permission card was denied, skipped or timed
+    out; `how` says which, `card` is its number)."""
+
+    allowed: bool
+    refused: str = ""
+    how: str = ""
+    card: int = 0
+
+
+def permission(
+    site: CallSite, tool: str, tier: Tier, args: Mapping[str, Any], asker: str = ""
+) -> Verdict:
+    """Apply the run's approval policy to a `tier` action; when it says ask, show a
+    permission card through the run's question port (`asker`: who asks, e.g. a worker).
+    The one gate for the model's own calls and for its vibe workers' prompts."""
+    decision = decide(site.policy, tier)
+    if decision is Approval.ALLOW:
+        return Verdict(True, how="allowed by the run's approval policy")
+    if decision is Approval.DENY:
+        return Verdict(False, "policy", f"{tier.value}-tier actions are denied on this run")
+    port = site.question_port
+    if port is None:
+        return Verdict(False, "no_port", "no approver is connected (no question port)")
+    try:
+        human = bool(port.human_connected())
+    except Exception:  # noqa: BLE001 - a broken port counts as "nobody there"
+        human = False
+    if not human:
+        return Verdict(False, "no_human", "no human is connected to approve it")
+    who = f"{asker} " if asker else ""
+    card = site.new_card(
+        kind=CardKind.PERMISSION,
+        header="Permission",
+        question=f"May {who}run {tool}?" if asker else f"May I run {tool}?",
+        context=f"{tier.value}-tier tool; arguments: {_short_args(args)}",
+        options=(Option(ALLOW, "run it this time"), Option(DENY, "refuse it")),
+        tool=tool,
+        arguments=dict(args),
+    )
+    answer = site.ask_card(card, site.approval_timeout)
+    if answer.status is AnswerStatus.ANSWERED and ALLOW in answer.choices:
+        return Verdict(True, how=f"allowed by the user (card #{card.number})", card=card.number)
+    how = {
+        AnswerStatus.ANSWERED: "the user denied it",
+        AnswerStatus.SKIPPED: "the user skipped the permission card",
+        AnswerStatus.TIMED_OUT: "nobody answered the permission card in time",
+    }[answer.status]
+    if answer.text and answer.status is not AnswerStatus.ANSWERED:
+        how += f" ({answer.text})"
+    return Verdict(False, "not_approved", how, card.number)
 
 
 def _wrap(

@@ -66,17 +66,19 @@ class ToolContext(Protocol):
         self,
         kind: str,
         key: str,
-        op: str,
-        args: Mapping[str, Any],
+        op: Any,
+        args: Mapping[str, Any] | None,
         timeout: float,
         idempotent: bool = False,
     ) -> Mapping[str, Any]:
-        """Ask the resource actor (kind, key) to do `op`; raises `ResourceError` on failure.
-        `idempotent=True` lets the runtime retry it once if the actor dies under it."""
+        """Ask the resource actor (kind, key) to do `op`: an op of the kind's vocabulary
+        (`tether.messages.*_ops`, args None), or its name with `args`. Raises
+        `ResourceError` on failure. `idempotent=True` lets the runtime retry it once if the
+        actor dies under it."""
 
     def gather(
         self,
-        calls: Iterable[tuple[str, str, str, Mapping[str, Any]]],
+        calls: Iterable[tuple[str, str, Any, Mapping[str, Any] | None]],
         timeout: float,
         idempotent: bool = False,
     ) -> list[Mapping[str, Any] | ResourceError]:

@@ -13,6 +13,7 @@ that staged it. `resolve accept` writes all files or none (see `staging.py`) and
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import threading
 from collections.abc import Mapping
@@ -20,10 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from tether.messages.calls import ErrorCode, ResourceError
+from tether.messages.parser_ops import Edit, Index, Search, Unindex
 from tether.structural import ops
 from tether.structural.cache import ParseCache
 from tether.structural.languages import LanguageError, infer
-from tether.structural.pattern import PatternError, compile_pattern
+from tether.structural.pattern import PatternError, compile_pattern, shown
 from tether.structural.rewrite import RewriteError, check_template
 from tether.structural.staging import ResolveError, StagedFile, Staging, commit, digest
 from tether.tools.results import ToolResult
@@ -57,7 +59,7 @@ def _target(ctx: ToolContext, args: dict[str, Any]) -> tuple[Path, str | None]:
     return path, rel if path.is_file() else None
 
 
-def _fan_out(ctx: ToolContext, op: str, args: dict[str, Any]) -> list[Mapping[str, Any]]:
+def _fan_out(ctx: ToolContext, op: Search | Edit) -> list[Mapping[str, Any]]:
     """Run `op` on every pool slot (one shard each); in-process when there is no pool."""
     try:
         keys = list(ctx.kind_keys(KIND))
@@ -65,10 +67,16 @@ def _fan_out(ctx: ToolContext, op: str, args: dict[str, Any]) -> list[Mapping[st
         keys = []
     if not keys:
         with _LOCAL_LOCK:
-            fn = ops.op_search if op == "search" else ops.op_edit
-            return [fn(_LOCAL_CACHE, {**args, "shard": 0, "nshards": 1})]
-    shares = ops.split_work(args, len(keys))  # one listing here, not one per slot
-    calls = [(KIND, key, op, share) for key, share in zip(keys, shares, strict=True)]
+            if isinstance(op, Search):
+                return [ops.op_search(_LOCAL_CACHE, op)]
+            return [ops.op_edit(_LOCAL_CACHE, op)]
+    shares = ops.split_work(op, len(keys))  # one listing here, not one per slot
+    fam = ctx.state.setdefault(FAMILY, {})
+    if isinstance(op, Search) and op.root == str(ctx.workdir):
+        if op.lang not in fam.get("warmed", ()):
+            # the workspace's files of this language: what warming indexes (no relisting)
+            fam["listed"] = (op.lang, [s.files for s in shares])
+    calls = [(KIND, key, share, None) for key, share in zip(keys, shares, strict=True)]
     replies = ctx.gather(calls, SEARCH_TIMEOUT, idempotent=True)
     out: list[Mapping[str, Any]] = []
     for key, reply in zip(keys, replies, strict=True):
@@ -113,15 +121,13 @@ def _error(exc: Exception) -> ToolResult:
 # --- ast_grep ----------------------------------------------------------------------------
 
 
-def _ast_grep(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+def _search(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     try:
         path, lang, pattern = _prepare(ctx, args)
         limit = int(args.get("max_results") or DEFAULT_MAX_RESULTS)
         limit = max(1, min(limit, MAX_MAX_RESULTS))
         replies = _fan_out(
-            ctx,
-            "search",
-            {"root": str(path), "lang": lang, "pattern": pattern.source, "limit": limit},
+            ctx, Search(root=str(path), lang=lang, pattern=pattern.source, limit=limit)
         )
     except (PatternError, LanguageError, ValueError) as exc:
         return _error(exc)
@@ -133,24 +139,40 @@ def _ast_grep(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     for m in matches:
         m["path"] = ctx.relative(Path(m["path"]))
     matches.sort(key=lambda m: (m["path"], m["start_line"], m["start_col"]))
-    shown = matches[:limit]
+    listed = matches[:limit]
     where = ctx.relative(path) if path != Path(ctx.workdir) else "the workspace"
+    binary = sum(int(r.get("stats", {}).get("binary", 0)) for r in replies)
+    skipped = (
+        f"\n{binary} binary file{'s' if binary != 1 else ''} named like {lang} source "
+        f"{'were' if binary != 1 else 'was'} skipped."
+        if binary
+        else ""
+    )
     if total == 0:
         text = (
-            f"No matches for `{pattern.source}` ({lang}) in {where}. The pattern was "
+            f"No matches for `{shown(pattern.source)}` ({lang}) in {where}. The pattern was "
             f"parsed as a {pattern.context}; loosen it with metavariables ($X, $$$ARGS) "
             f"if you expected matches."
         )
-        return ToolResult.ok(text, data={"matches": [], "total": 0})
+        return ToolResult.ok(text + skipped, data={"matches": [], "total": 0, "binary": binary})
     head = f"{total} match{'es' if total != 1 else ''} in {nfiles} file{'s' if nfiles != 1 else ''}"
-    if total > len(shown):
-        head += f" (showing the first {len(shown)}; raise max_results or narrow `path` for more)"
+    if total > len(listed):
+        head += f" (showing the first {len(listed)}; raise max_results or narrow `path` for more)"
     lines = [head + ":"]
-    for m in shown:
+    for m in listed:
         lines.append(f"{m['path']}:{m['start_line']}: {_code_line(m['text'])}")
         if m["captures"]:
             lines.append(f"    {_captures_text(m['captures'])}")
-    return ToolResult.ok("\n".join(lines), data={"matches": shown, "total": total})
+    return ToolResult.ok(
+        "\n".join(lines) + skipped, data={"matches": listed, "total": total, "binary": binary}
+    )
+
+
+def _ast_grep(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    result = _search(ctx, args)
+    if not result.is_error:
+        _warm_after_first_search(ctx, str(args.get("language") or ""), args.get("path"))
+    return result
 
 
 # --- ast_edit ----------------------------------------------------------------------------
@@ -175,9 +197,7 @@ def _ast_edit(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         rewrite = str(args["rewrite"])
         check_template(rewrite, pattern.metavars)
         replies = _fan_out(
-            ctx,
-            "edit",
-            {"root": str(path), "lang": lang, "pattern": pattern.source, "rewrite": rewrite},
+            ctx, Edit(root=str(path), lang=lang, pattern=pattern.source, rewrite=rewrite)
         )
     except (PatternError, LanguageError, RewriteError, ValueError) as exc:
         return _error(exc)
@@ -186,7 +206,7 @@ def _ast_edit(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     proposed = sorted((f for r in replies for f in r["files"]), key=lambda f: f["path"])
     if not proposed:
         return ToolResult.ok(
-            f"No matches for `{pattern.source}` ({lang}); nothing was staged.",
+            f"No matches for `{shown(pattern.source)}` ({lang}); nothing was staged.",
             data={"edit_id": None, "replacements": 0, "files": []},
         )
     staged: list[StagedFile] = []
@@ -222,12 +242,12 @@ def _ast_edit(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     ]
     for f, flag in flags:
         lines.append(f"⚠ syntax: {f.rel}: {flag}")
-    shown = diff[:DIFF_PREVIEW_LINES]
+    preview = diff[:DIFF_PREVIEW_LINES]
     lines.append("")
-    lines.extend(shown)
-    if len(diff) > len(shown):
+    lines.extend(preview)
+    if len(diff) > len(preview):
         lines.append(
-            f"… diff truncated ({len(diff) - len(shown)} more lines); accept applies the "
+            f"… diff truncated ({len(diff) - len(preview)} more lines); accept applies the "
             f"whole change"
         )
     data = {
@@ -276,6 +296,50 @@ def _resolve(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
 # --- background indexing -----------------------------------------------------------------
 
 
+def _warm_after_first_search(ctx: ToolContext, language: str, path: Any) -> None:
+    """After a run's first search in a language, have the pool parse the rest of the
+    workspace's files of that language in the background (a chunk per timer tick, after
+    any search; up to the cache's bound), so the model's next pattern, seconds later, finds
+    parsed trees. Once per run and language; the listing is made off the caller's thread;
+    `stop_warming` drops what is left when the run closes."""
+    try:
+        lang = infer(language or None, path if isinstance(path, str) else None)
+        keys = list(ctx.kind_keys(KIND))
+    except (LanguageError, ResourceError):
+        return
+    fam = ctx.state.setdefault(FAMILY, {})
+    warmed: set[str] = fam.setdefault("warmed", set())
+    if not keys or lang in warmed or fam.get("closed") or ctx.workdir is None:
+        return
+    warmed.add(lang)
+    root = str(ctx.workdir)
+    listed_lang, listed = fam.pop("listed", ("", None))
+
+    def work() -> None:
+        with contextlib.suppress(Exception):  # best effort: the run or runtime may be gone
+            if listed_lang == lang and listed is not None and len(listed) == len(keys):
+                shares = [
+                    Index(root=root, files=files, languages=[lang]) for files in listed
+                ]  # the search's own listing of the workspace: no second `git ls-files`
+            else:
+                shares = ops.split_work(Index(root=root, languages=[lang]), len(keys))
+            calls = [(KIND, key, s, None) for key, s in zip(keys, shares, strict=True)]
+            ctx.gather(calls, 30.0)
+
+    threading.Thread(target=work, name=f"tether-warm-{lang}", daemon=True).start()
+
+
+def stop_warming(runtime: Any, run_id: str, state: dict[str, Any]) -> None:
+    """The run is closing: every slot drops the files still queued for it."""
+    fam = state.get(FAMILY) or {}
+    fam["closed"] = True
+    if not fam.get("warmed"):
+        return
+    keys = list(runtime.kind_keys(KIND))
+    calls = [(KIND, key, Unindex(run=run_id), None) for key in keys]
+    runtime._gather(run_id, calls, 5.0)
+
+
 def warm_index(
     runtime: Any, run_id: str, workdir: str | Path, languages: list[str] | None = None
 ) -> int:
@@ -283,9 +347,9 @@ def warm_index(
     the number of files queued). Call it when a run opens: the run's first ast_grep then
     finds warm trees. Returns at once; the slots keep serving searches meanwhile."""
     keys = list(runtime.kind_keys(KIND))
-    args = {"root": str(workdir), "languages": list(languages or [])}
-    shares = ops.split_work(args, len(keys)) if keys else []  # one listing, made here
-    calls = [(KIND, key, "index", share) for key, share in zip(keys, shares, strict=True)]
+    op = Index(root=str(workdir), languages=list(languages or []))
+    shares = ops.split_work(op, len(keys)) if keys else []  # one listing, made here
+    calls = [(KIND, key, share, None) for key, share in zip(keys, shares, strict=True)]
     replies = runtime._gather(run_id, calls, 30.0)
     return sum(int(r.get("queued", 0)) for r in replies if isinstance(r, dict))
 
@@ -407,4 +471,4 @@ def local_cache() -> ParseCache:
     return _LOCAL_CACHE
 
 
-__all__ = ["FAMILY", "local_cache", "specs", "warm_index"]
+__all__ = ["FAMILY", "local_cache", "specs", "stop_warming", "warm_index"]

@@ -3,6 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define LIST_MAX 64
+#define SQUARE(x) ((x) * (x))
+# define LIST_MIN 0
+
 struct node {
     int value;
     struct node *next;

@@ -100,3 +100,25 @@ fn main() {
     let doubled: Vec<i32> = vec![1, 2, 3].iter().map(|x| x * 2).collect();
     println!("{:?} {} {}", doubled, total, x);
 }
+
+pub struct Meters(f64);
+
+impl Default for Meters {
+    fn default() -> Self {
+        Meters(0.0)
+    }
+}
+
+impl Meters {
+    pub fn value(&self) -> f64 {
+        self.0
+    }
+}
+
+pub fn describe(n: Option<i32>) -> String {
+    match n {
+        Some(0) => "zero".to_string(),
+        Some(v) => format!("{}", v),
+        None => String::new(),
+    }
+}

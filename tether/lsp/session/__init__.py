@@ -7,14 +7,11 @@ small `SessionIO` (write bytes, arm a timer, settle a call). So the message loop
 actor never blocks: a call either settles at once or waits in a table keyed by our own
 operation id, settled by a later response, publish, or timer (its deadline).
 
-Operations (the `op` of a Call; paths are absolute, positions are code-point indexes
-already resolved host-side from `line` + `symbol`):
-    definition / type_definition / implementation / references / hover / code_actions
-        {path, line0, char[, end_char]}
-    document_symbols {path}          workspace_symbols {query}
-    diagnostics {path[, cap]}        sync {paths[, cap]}  (after a write: sync+save+diagnose)
-    rename {path, line0, char, new_name}
-    status {}
+Operations: the ops of `tether.messages.language_server_ops` (paths are absolute, positions
+code-point indexes already resolved host-side from `line` + `symbol`): Navigate (definition,
+type_definition, implementation, references, hover, code_actions), DocumentSymbols,
+WorkspaceSymbols, Diagnostics, Sync (after a write: sync+save+diagnose), Rename, Status;
+`Session.serve` dispatches them with one `match`.
 
 Layout: `core` (SessionCore: lifecycle, the op table, deadlines, the server's input),
 `freshness` (DiagnosingSession: diagnostics and sync, and when they are fresh), `queries`

@@ -8,9 +8,10 @@ table (`ops`, and the calls `queued` before ready, `held` before warm, `awaiting
 before the workspace is listed), one timer re-armed for the earliest deadline, and the
 server's requests and notifications. A server's own `workspace/applyEdit` is applied only
 while a write-tier call is served, and only inside the root and that call's workspace
-(`_apply_edit_from_server`): this actor is shared by every run on its root. The operations themselves are added by the
-subclasses (`freshness.DiagnosingSession`, `queries.Session`); `handle` finds them by name
-(`_op_<op>`).
+(`_apply_edit_from_server`): this actor is shared by every run on its root. A call is one
+op of `tether.messages.language_server_ops`; the subclasses implement them
+(`freshness.DiagnosingSession`, `queries.Session`), and `Session.serve` dispatches them
+with one `match`. The session's timers are tags of its own (`Deadline`, `WarmWindow`, ...).
 """
 
 from __future__ import annotations
@@ -41,12 +42,45 @@ from tether.lsp.positions import to_character
 from tether.lsp.servers import ServerRow, sample_file
 from tether.lsp.session.capabilities import client_capabilities
 from tether.messages.calls import ErrorCode
+from tether.messages.language_server_ops import (
+    Diagnostics,
+    DocumentSymbols,
+    LanguageServerOp,
+    Navigate,
+    Rename,
+    Status,
+    WorkspaceSymbols,
+)
+from tether.messages.ops import op_name
 from tether.protocol import FrameDecoder, FramingError
 
 REPLY_MARGIN = 0.05  # s: settle a call this long before its deadline so the reply arrives
-# In a call's args: the call was made by a write-tier tool (lsp_rename), so the server may
-# change files while it is served (`workspace/applyEdit`). Read-tier calls never carry it.
-WRITE_TIER = "write_tier"
+
+
+# --- timer tags (SessionIO.after hands them back to on_timer) -----------------------------
+@dataclass(frozen=True)
+class Deadline:
+    """The earliest deadline of a request or a call has come."""
+
+
+@dataclass(frozen=True)
+class Registration:
+    """No pull-diagnostics registration came in time: diagnostics come by publish."""
+
+
+@dataclass(frozen=True)
+class WarmWindow:
+    """No warm-up progress began within the row's window: nothing to wait for."""
+
+
+@dataclass(frozen=True)
+class WarmCap:
+    """The warm-up took as long as it may: go on."""
+
+
+@dataclass(frozen=True)
+class LoadCap:
+    """The server never said it listed the workspace: ask it anyway."""
 
 
 def _inside_both(a: list[Path], b: list[Path]) -> list[Path]:
@@ -64,21 +98,31 @@ def _inside_both(a: list[Path], b: list[Path]) -> list[Path]:
 
 class SessionIO(Protocol):
     def write(self, data: bytes) -> None: ...
-    def after(self, seconds: float, tag: str) -> None: ...
+    def after(self, seconds: float, tag: Any) -> None: ...
     def done(self, token: Any, payload: dict[str, Any]) -> None: ...
     def error(self, token: Any, code: str, message: str) -> None: ...
 
 
 @dataclass
 class Op:
+    """One call being served: its op (`request`) and what serving it has learnt."""
+
     oid: int
     token: Any
-    op: str
-    args: dict[str, Any]
+    request: LanguageServerOp
     deadline: float
     retried: bool = False
     server_s: float = 0.0  # time its requests spent with the server (write to parsed answer)
     server_edits: list[str] = field(default_factory=list)  # files the server changed meanwhile
+    prepared: bool = False  # a rename: prepareRename said yes
+    epoch: int = 0  # a rename: the edit_epoch the server computed it against
+    deleted: list[str] = field(default_factory=list)  # a sync: written paths that are gone
+
+    @property
+    def op(self) -> str:
+        """The op's name, for messages (a navigation: its action)."""
+        req = self.request
+        return req.action if isinstance(req, Navigate) else op_name(req)
 
 
 class SessionCore:
@@ -97,7 +141,6 @@ class SessionCore:
         self.state = "starting"  # starting | registering | ready | failed | exited
         self.error_text = ""
         self.started_at = now()
-        self.ready_at: float | None = None
         self.progress: dict[Any, str] = {}  # active $/progress token -> title
         self.messages: deque[str] = deque(maxlen=5)  # last showMessage/logMessage errors
         self.changed_at: dict[str, float] = {}  # uri -> when we last sent a change/open
@@ -150,13 +193,12 @@ class SessionCore:
             )
         if self.row.await_pull_registration and not self._pull_supported():
             self.state = "registering"
-            self.io.after(self.row.await_pull_registration, "lsp:registration")
+            self.io.after(self.row.await_pull_registration, Registration())
             return
         self._become_ready()
 
     def _become_ready(self) -> None:
         self.state = "ready"
-        self.ready_at = self.now()
         queued, self.queued = self.queued, []
         for op in queued:
             self._dispatch(op)
@@ -206,7 +248,7 @@ class SessionCore:
                     op, cont, sent = ctx
                     if op is not None:
                         op.server_s += self.now() - sent
-                    if op is None or op.oid in self.ops or op.op == "initialize":
+                    if op is None or op.oid in self.ops:
                         cont(op, ev)
             elif isinstance(ev, ServerRequest):
                 self._on_server_request(ev)
@@ -262,7 +304,7 @@ class SessionCore:
             return False
         if not self._load_capped:  # a server that never logs it is asked anyway, later
             self._load_capped = True
-            self.io.after(self.row.startup_timeout, "lsp:load-cap")
+            self.io.after(self.row.startup_timeout, LoadCap())
         if op not in self.awaiting_load:
             self.awaiting_load.append(op)
             if self._armed is None or op.deadline < self._armed:
@@ -272,11 +314,14 @@ class SessionCore:
     def _warm_path(self, op: Op) -> str | None:
         """The file whose opening warms the server up for `op`: its own, or for a workspace
         search on a server that needs an open document, one file of the root."""
-        if "path" in op.args:
-            return str(op.args["path"])
-        if op.op == "workspace_symbols" and self.row.symbols_need_open and not self.docs.open:
-            sample = sample_file(self.row, self.root)
-            return str(sample) if sample else None
+        match op.request:
+            case Navigate(path=path) | DocumentSymbols(path=path) | Diagnostics(path=path):
+                return path
+            case Rename(path=path):
+                return path
+            case WorkspaceSymbols() if self.row.symbols_need_open and not self.docs.open:
+                sample = sample_file(self.row, self.root)
+                return str(sample) if sample else None
         return None
 
     def _warmed(self) -> None:
@@ -292,48 +337,43 @@ class SessionCore:
             if op.oid in self.ops:
                 self._dispatch(op)
 
-    def on_timer(self, tag: str) -> None:
-        if tag == "lsp:warm-window":
-            if self._warm_token is None:
+    def on_timer(self, tag: Any) -> None:
+        match tag:
+            case WarmWindow() if self._warm_token is None:
                 self._warmed()  # no initial progress began: nothing to wait for
-            return
-        if tag == "lsp:warm-cap":
-            self._warmed()
-            return
-        if tag == "lsp:load-cap":
-            if not self.workspace_loaded:
+            case WarmCap():
+                self._warmed()
+            case LoadCap() if not self.workspace_loaded:
                 self._workspace_loaded()
-            return
-        if tag == "lsp:registration":
-            if self.state == "registering":
+            case Registration() if self.state == "registering":
                 self._become_ready()  # no pull registration came: diagnostics by publish
-            return
-        if tag == "lsp:deadline":
-            self._armed = None
-            now = self.now()
-            for p in self.rpc.expired(now):
-                self.io.write(self.rpc.notify("$/cancelRequest", {"id": p.id}))
-                ctx = p.context
-                op = ctx[0] if ctx else None
-                if p.method == "initialize":
-                    self._fail_start(
-                        f"no answer to initialize within {self.row.startup_timeout:.0f} s"
-                    )
-                elif op is not None and op.oid in self.ops:
-                    self._fail(
-                        op,
-                        ErrorCode.DEADLINE,
-                        f"{self.row.name} did not answer {p.method} in time "
-                        f"({self._indexing_hint()}); retry, or call lsp status",
-                    )
-            for op in [o for o in self.ops.values() if o.deadline <= now]:
-                why = (
-                    f"{self.row.name} is still starting ({self._indexing_hint()})"
-                    if op in self.held or op in self.queued or op in self.awaiting_load
-                    else "it did not finish"
+            case Deadline():
+                self._deadline()
+
+    def _deadline(self) -> None:
+        self._armed = None
+        now = self.now()
+        for p in self.rpc.expired(now):
+            self.io.write(self.rpc.notify("$/cancelRequest", {"id": p.id}))
+            ctx = p.context
+            op = ctx[0] if ctx else None
+            if p.method == "initialize":
+                self._fail_start(f"no answer to initialize within {self.row.startup_timeout:.0f} s")
+            elif op is not None and op.oid in self.ops:
+                self._fail(
+                    op,
+                    ErrorCode.DEADLINE,
+                    f"{self.row.name} did not answer {p.method} in time "
+                    f"({self._indexing_hint()}); retry, or call lsp status",
                 )
-                self._fail(op, ErrorCode.DEADLINE, f"{op.op} timed out: {why}; retry shortly")
-            self._arm()
+        for op in [o for o in self.ops.values() if o.deadline <= now]:
+            why = (
+                f"{self.row.name} is still starting ({self._indexing_hint()})"
+                if op in self.held or op in self.queued or op in self.awaiting_load
+                else "it did not finish"
+            )
+            self._fail(op, ErrorCode.DEADLINE, f"{op.op} timed out: {why}; retry shortly")
+        self._arm()
 
     def _indexing_hint(self) -> str:
         if not self.workspace_loaded:
@@ -343,23 +383,25 @@ class SessionCore:
         return "it may be busy or stuck"
 
     # --- calls ----------------------------------------------------------------------------
-    def handle(self, op_name: str, args: dict[str, Any], token: Any, deadline: float) -> None:
-        op = Op(self._next_oid, token, op_name, dict(args), deadline - REPLY_MARGIN)
+    def handle(self, request: LanguageServerOp, token: Any, deadline: float) -> None:
+        """Serve one call (`request`, settled through io with `token`) before `deadline`."""
+        op = Op(self._next_oid, token, request, deadline - REPLY_MARGIN)
         self._next_oid += 1
         self.ops[op.oid] = op
+        status = isinstance(request, Status)  # answered in any state
         if op.deadline <= self.now():
-            self._fail(op, ErrorCode.DEADLINE, f"{op_name} arrived after its deadline")
-        elif self.state in ("starting", "registering") and op_name != "status":
+            self._fail(op, ErrorCode.DEADLINE, f"{op.op} arrived after its deadline")
+        elif self.state in ("starting", "registering") and not status:
             self.queued.append(op)
             if self._armed is None or op.deadline < self._armed:
                 self._arm_at(op.deadline)
-        elif self.state in ("failed", "exited") and op_name != "status":
+        elif self.state in ("failed", "exited") and not status:
             self._fail(op, ErrorCode.FAILED, f"{self.row.name} is not usable: {self.error_text}")
         else:
             self._dispatch(op)
 
     def _dispatch(self, op: Op) -> None:
-        if not self.warm and op.op != "status":
+        if not self.warm and not isinstance(op.request, Status):
             self.held.append(op)
             if self._armed is None or op.deadline < self._armed:
                 self._arm_at(op.deadline)
@@ -369,20 +411,20 @@ class SessionCore:
                 doc, msgs = self.docs.ensure_open(Path(warm_path))
                 for m in msgs:
                     self.io.write(m)
-                self.io.after(self.row.warmup_window, "lsp:warm-window")
-                self.io.after(self.row.startup_timeout, "lsp:warm-cap")
+                self.io.after(self.row.warmup_window, WarmWindow())
+                self.io.after(self.row.startup_timeout, WarmCap())
             elif not self._warming:
-                self.io.after(self.row.warmup_window, "lsp:warm-window")
+                self.io.after(self.row.warmup_window, WarmWindow())
                 self._warming = True
             return
         try:
-            getattr(self, f"_op_{op.op}", self._op_unknown)(op)
+            self.serve(op)
         except (KeyError, TypeError, ValueError) as e:
             self._fail(op, ErrorCode.BAD_REQUEST, f"bad arguments for {op.op}: {e}")
 
-    def _op_unknown(self, op: Op) -> None:
-        known = sorted(m[4:] for m in dir(self) if m.startswith("_op_") and m != "_op_unknown")
-        self._fail(op, ErrorCode.BAD_REQUEST, f"unknown op {op.op!r}; known: {', '.join(known)}")
+    def serve(self, op: Op) -> None:
+        """Send `op` on its way (the session is ready and warm): `queries.Session`."""
+        raise NotImplementedError
 
     def _done(self, op: Op, payload: dict[str, Any]) -> None:
         if self.ops.pop(op.oid, None) is not None:
@@ -418,7 +460,7 @@ class SessionCore:
 
     def _arm_at(self, when: float) -> None:
         self._armed = when
-        self.io.after(max(0.0, when - self.now()) + 0.001, "lsp:deadline")
+        self.io.after(max(0.0, when - self.now()) + 0.001, Deadline())
 
     def _arm(self) -> None:
         nxt = [d for d in [self.rpc.next_deadline()] if d is not None]
@@ -426,8 +468,9 @@ class SessionCore:
         if nxt:
             self._arm_at(min(nxt))
 
-    def _open(self, op: Op) -> Document | None:
-        path = Path(op.args["path"])
+    def _open(self, op: Op, file: str) -> Document | None:
+        """`file` open in the server (the op fails, saying why, if it cannot be read)."""
+        path = Path(file)
         doc, msgs = self.docs.ensure_open(path)
         for m in msgs:
             self.io.write(m)
@@ -506,12 +549,14 @@ class SessionCore:
     def _apply_edit_from_server(self, edit: Any) -> tuple[bool, str]:
         """A server-initiated `workspace/applyEdit`. This actor is shared by every run on its
         root, so an edit is applied only while a call a run made at write tier is being
-        served (its args carry WRITE_TIER, set by lsp_rename alone), and only inside the
+        served (a `Rename` with `write_tier`, sent by lsp_rename alone), and only inside the
         server's root and the workspace of every such call; otherwise it is refused whole
         and the server told why (`applied: false`)."""
         waiting = {o.oid for o in (*self.queued, *self.held, *self.awaiting_load)}
         writers = [
-            o for o in self.ops.values() if o.args.get(WRITE_TIER) is True and o.oid not in waiting
+            (o, o.request)
+            for o in self.ops.values()
+            if isinstance(o.request, Rename) and o.request.write_tier and o.oid not in waiting
         ]
         if not writers:
             return self._refused(
@@ -519,8 +564,8 @@ class SessionCore:
                 "(lsp_rename), and none is in progress; nothing was written",
             )
         within = [Path(os.path.realpath(self.root))]
-        for o in writers:
-            within = _inside_both(within, [Path(c) for c in o.args.get("confine") or [self.root]])
+        for _, rename in writers:
+            within = _inside_both(within, [Path(c) for c in rename.confine] or [self.root])
         if not within:
             return self._refused(
                 f"the workspace of the write-tier call is outside {self.root}; nothing was written"
@@ -533,7 +578,7 @@ class SessionCore:
             return self._refused(f"{e}; nothing was written")
         except (KeyError, TypeError, AttributeError, ValueError) as e:
             return self._refused(f"malformed WorkspaceEdit ({type(e).__name__}: {e})")
-        for o in writers:  # their answers say what the server changed on their watch
+        for o, _ in writers:  # their answers say what the server changed on their watch
             o.server_edits += [str(p) for p in plan.final]
         return True, ""
 
@@ -542,9 +587,6 @@ class SessionCore:
         return False, why
 
     # status -------------------------------------------------------------------------------
-    def _op_status(self, op: Op) -> None:
-        self._done(op, self.status())
-
     def status(self) -> dict[str, Any]:
         state = "starting" if self.state == "registering" else self.state
         if state == "ready" and self.progress:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +28,31 @@ from tether.lsp.jsonrpc import (
     ServerRequest,
 )
 from tether.lsp.session.core import Op, SessionCore
+from tether.messages.language_server_ops import Diagnostics, Sync
 
 MAX_OTHER_PULLS = 4  # open importers pulled with a write (the files it may have broken)
+
+
+# --- timer tags about one waiting call (its op id) ----------------------------------------
+@dataclass(frozen=True)
+class Quiet:
+    """The push quiet window after a publish has passed."""
+
+    oid: int
+
+
+@dataclass(frozen=True)
+class Cap:
+    """The wait's hard cap: answer, with the files still waiting marked pending."""
+
+    oid: int
+
+
+@dataclass(frozen=True)
+class Grace:
+    """The written files are fresh and the grace for other files is over."""
+
+    oid: int
 
 
 def importers(paths: Iterable[Path], open_texts: Mapping[str, str]) -> list[str]:
@@ -82,32 +106,30 @@ class DiagnosingSession(SessionCore):
             self._carry(uri, prev.items if prev else None, items)
         for op, w in list(self.waits.values()):
             if w.on_publish(uri, version, items, now):
-                self.io.after(self.row.push_quiet_window, f"lsp:quiet:{op.oid}")
+                self.io.after(self.row.push_quiet_window, Quiet(op.oid))
             self._maybe_finish(op, w)
 
-    def on_timer(self, tag: str) -> None:
-        if tag.startswith(("lsp:quiet:", "lsp:cap:", "lsp:grace:")):
-            oid = int(tag.rsplit(":", 1)[1])
-            entry = self.waits.get(oid)
-            if entry is None:
-                return
-            op, w = entry
-            if tag.startswith("lsp:quiet:"):
+    def on_timer(self, tag: Any) -> None:
+        match tag:
+            case Quiet(oid=oid) if oid in self.waits:
+                op, w = self.waits[oid]
                 w.on_quiet(self.now(), self.row.push_quiet_window)
                 self._maybe_finish(op, w)
-            else:  # the hard cap, or the grace for other files after the written ones
-                self._finish_wait(op, w)
-            return
-        super().on_timer(tag)
+            case Cap(oid=oid) | Grace(oid=oid) if oid in self.waits:
+                self._finish_wait(*self.waits[oid])
+            case Quiet() | Cap() | Grace():
+                pass  # the call was answered meanwhile
+            case _:
+                super().on_timer(tag)
 
     # --- ops ------------------------------------------------------------------------------
-    def _op_diagnostics(self, op: Op) -> None:
-        doc = self._open(op)
+    def _diagnostics(self, op: Op, req: Diagnostics) -> None:
+        doc = self._open(op, req.path)
         if doc is None:
             return
-        self._diagnose(op, [doc], float(op.args.get("cap") or 10.0), others=False)
+        self._diagnose(op, [doc], req.cap or 10.0, others=False)
 
-    def _op_sync(self, op: Op) -> None:
+    def _sync(self, op: Op, req: Sync) -> None:
         # importer checks still running for an earlier write are about stale text, and a
         # single-threaded server would answer this write only after them: cancel them, and
         # check those importers again with this write's
@@ -117,17 +139,16 @@ class DiagnosingSession(SessionCore):
             self.other_pulls.clear()
         else:
             self.unchecked_writes = []
-        paths = [Path(p) for p in op.args["paths"]]
-        docs, msgs = self.docs.sync(paths, {Path(p) for p in op.args.get("created") or []})
+        paths = [Path(p) for p in req.paths]
+        docs, msgs = self.docs.sync(paths, {Path(p) for p in req.created})
         now = self.now()
         for m in msgs:
             self.io.write(m)
         for d in docs:
             self.changed_at[d.uri] = now
-        deleted = [str(p) for p in paths if uri_of(p) not in {d.uri for d in docs}]
-        op.args["deleted"] = deleted
+        op.deleted = [str(p) for p in paths if uri_of(p) not in {d.uri for d in docs}]
         self.unchecked_writes.extend(p for p in paths if p not in self.unchecked_writes)
-        self._diagnose(op, docs, float(op.args.get("cap") or DEFAULT_CAP), others=True)
+        self._diagnose(op, docs, req.cap or DEFAULT_CAP, others=True)
 
     def _diagnose(self, op: Op, docs: list[Document], cap: float, others: bool) -> None:
         now = self.now()
@@ -162,14 +183,14 @@ class DiagnosingSession(SessionCore):
                     and now - pub.at >= self.row.push_quiet_window
                 ):
                     w.fresh[d.uri] = pub.items
-            if op.op == "diagnostics" and self.row.nudge_for_diagnostics:
+            if isinstance(op.request, Diagnostics) and self.row.nudge_for_diagnostics:
                 for d in docs:
                     if d.uri not in w.fresh:
                         self.io.write(self.docs.touch(d))
                         self.changed_at[d.uri] = now
                         w.targets[d.uri] = d.version
         if not self._maybe_finish(op, w):
-            self.io.after(max(0.0, w.cap_at - now), f"lsp:cap:{op.oid}")
+            self.io.after(max(0.0, w.cap_at - now), Cap(op.oid))
 
     def _pull_identifier(self) -> str | None:
         ident = None
@@ -282,7 +303,7 @@ class DiagnosingSession(SessionCore):
         if w.targets_done and not w.grace_armed:
             # the written files are fresh; other files get a short grace, then are carried
             w.grace_armed = True
-            self.io.after(self.row.others_grace, f"lsp:grace:{op.oid}")
+            self.io.after(self.row.others_grace, Grace(op.oid))
         return False
 
     def _finish_wait(self, op: Op, w: FreshWait) -> None:
@@ -295,7 +316,7 @@ class DiagnosingSession(SessionCore):
 
         files = {str(path_of(u)): norm(u, items) for u, items in w.fresh.items()}
         changed: dict[str, tuple[list | None, list]] = {}
-        if op.op == "sync":
+        if isinstance(op.request, Sync):
             changed.update(self.carry)
             self.carry.clear()
         for u, items in w.others.items():
@@ -313,7 +334,7 @@ class DiagnosingSession(SessionCore):
                 "files": files,
                 "others": others,
                 "pending": [str(path_of(u)) for u in w.pending],
-                "deleted": op.args.get("deleted", []),
+                "deleted": op.deleted,
                 "waited": round(self.now() - w.started, 4),
                 "mode": "pull" if w.pull else "push",
             },

@@ -20,6 +20,15 @@ from tether.lsp.session import records
 from tether.lsp.session.core import Op
 from tether.lsp.session.freshness import DiagnosingSession
 from tether.messages.calls import ErrorCode
+from tether.messages.language_server_ops import (
+    Diagnostics,
+    DocumentSymbols,
+    Navigate,
+    Rename,
+    Status,
+    Sync,
+    WorkspaceSymbols,
+)
 
 NAV_METHODS = {
     "definition": "textDocument/definition",
@@ -34,47 +43,62 @@ NAV_METHODS = {
 class Session(DiagnosingSession):
     """One client session with one language server process (see the package docstring)."""
 
-    def _open_for(self, op: Op, method: str) -> Document | None:
-        """The op's document, open in the server, if the server offers `method`; else None
-        (and the op has failed, saying why)."""
+    def serve(self, op: Op) -> None:
+        match op.request:
+            case Navigate() as nav:
+                self._nav(op, nav)
+            case DocumentSymbols() as ds:
+                self._document_symbols(op, ds)
+            case WorkspaceSymbols() as ws:
+                self._workspace_symbols(op, ws)
+            case Diagnostics() as diag:
+                self._diagnostics(op, diag)
+            case Sync() as sync:
+                self._sync(op, sync)
+            case Rename() as rename:
+                self._rename(op, rename)
+            case Status():
+                self._done(op, self.status())
+            case _:
+                self._fail(op, ErrorCode.BAD_REQUEST, f"{self.row.name} does not serve {op.op}")
+
+    def _open_for(self, op: Op, method: str, path: str) -> Document | None:
+        """`path`, open in the server, if the server offers `method`; else None (and the op
+        has failed, saying why)."""
         if not self._supports(op, method):
             return None
-        return self._open(op)
+        return self._open(op, path)
 
     # navigation ---------------------------------------------------------------------------
-    def _nav(self, op: Op) -> None:
-        method = NAV_METHODS[op.op]
-        doc = self._open_for(op, method)
+    def _nav(self, op: Op, nav: Navigate) -> None:
+        method = NAV_METHODS[nav.action]
+        doc = self._open_for(op, method, nav.path)
         if doc is None:
             return
-        pos = self._position(doc, int(op.args["line0"]), int(op.args["char"]))
+        pos = self._position(doc, nav.line0, nav.char)
         params: dict[str, Any] = {"textDocument": {"uri": doc.uri}, "position": pos}
-        if op.op == "references":
+        if nav.action == "references":
             params["context"] = {"includeDeclaration": True}
-        if op.op == "code_actions":
-            end = self._position(doc, int(op.args["line0"]), int(op.args.get("end_char", 0)))
-            line0 = int(op.args["line0"])
+        if nav.action == "code_actions":
+            end = self._position(doc, nav.line0, nav.end_char)
             params = {
                 "textDocument": {"uri": doc.uri},
                 "range": {"start": pos, "end": end},
-                "context": {"diagnostics": self._raw_diagnostics_on(doc.uri, line0)},
+                "context": {"diagnostics": self._raw_diagnostics_on(doc.uri, nav.line0)},
             }
-        self._request(method, params, op.deadline, op, self._on_nav)
+        self._request(method, params, op.deadline, op, lambda op, resp: self._on_nav(op, nav, resp))
 
-    _op_definition = _op_type_definition = _op_implementation = _nav
-    _op_references = _op_hover = _op_code_actions = _nav
-
-    def _on_nav(self, op: Op, resp: Response) -> None:
-        if self._response_error(op, resp, lambda: self._nav(op)):
+    def _on_nav(self, op: Op, nav: Navigate, resp: Response) -> None:
+        if self._response_error(op, resp, lambda: self._nav(op, nav)):
             return
         r = resp.result
-        if op.op == "hover":
+        if nav.action == "hover":
             self._done(op, {"hover": records.hover_text(r)})
-        elif op.op == "code_actions":
+        elif nav.action == "code_actions":
             self._done(op, {"actions": [records.code_action(a) for a in r or []]})
         else:  # only what the host will show crosses (a references answer can be huge)
             locs = records.locations(r)
-            limit = int(op.args.get("limit") or 0) or len(locs)
+            limit = nav.limit or len(locs)
             self._done(
                 op,
                 {
@@ -85,19 +109,24 @@ class Session(DiagnosingSession):
             )
 
     # symbols ------------------------------------------------------------------------------
-    def _op_document_symbols(self, op: Op) -> None:
-        doc = self._open_for(op, "textDocument/documentSymbol")
+    def _document_symbols(self, op: Op, ds: DocumentSymbols) -> None:
+        doc = self._open_for(op, "textDocument/documentSymbol", ds.path)
         if doc is None:
             return
+
+        def on_symbols(op: Op, resp: Response) -> None:
+            if not self._response_error(op, resp, lambda: self._document_symbols(op, ds)):
+                self._symbols_done(op, resp, uri_of(ds.path))
+
         self._request(
             "textDocument/documentSymbol",
             {"textDocument": {"uri": doc.uri}},
             op.deadline,
             op,
-            self._on_symbols,
+            on_symbols,
         )
 
-    def _op_workspace_symbols(self, op: Op) -> None:
+    def _workspace_symbols(self, op: Op, ws: WorkspaceSymbols) -> None:
         if not self._supports(op, "workspace/symbol") or self._await_load(op):
             return
         if self.row.symbols_need_open and not self.docs.open:
@@ -106,33 +135,28 @@ class Session(DiagnosingSession):
                 _doc, msgs = self.docs.ensure_open(sample)
                 for m in msgs:
                     self.io.write(m)
-        self._request(
-            "workspace/symbol", {"query": str(op.args["query"])}, op.deadline, op, self._on_symbols
-        )
 
-    def _on_symbols(self, op: Op, resp: Response) -> None:
-        retry = (
-            (lambda: self._op_document_symbols(op))
-            if op.op == "document_symbols"
-            else (lambda: self._op_workspace_symbols(op))
-        )
-        if self._response_error(op, resp, retry):
-            return
-        doc_uri = uri_of(op.args["path"]) if op.op == "document_symbols" else None
+        def on_symbols(op: Op, resp: Response) -> None:
+            if not self._response_error(op, resp, lambda: self._workspace_symbols(op, ws)):
+                self._symbols_done(op, resp, None)
+
+        self._request("workspace/symbol", {"query": ws.query}, op.deadline, op, on_symbols)
+
+    def _symbols_done(self, op: Op, resp: Response, doc_uri: str | None) -> None:
         syms = records.symbols(resp.result or [], doc_uri)
         self._done(op, {"symbols": syms, "encoding": self.caps.position_encoding})
 
     # rename -------------------------------------------------------------------------------
-    def _op_rename(self, op: Op) -> None:
-        doc = self._open_for(op, "textDocument/rename")
+    def _rename(self, op: Op, rename: Rename) -> None:
+        doc = self._open_for(op, "textDocument/rename", rename.path)
         if doc is None:
             return
-        pos = self._position(doc, int(op.args["line0"]), int(op.args["char"]))
+        pos = self._position(doc, rename.line0, rename.char)
         td = {"uri": doc.uri}
-        if self.caps.supports("textDocument/prepareRename") and not op.args.get("_prepared"):
+        if self.caps.supports("textDocument/prepareRename") and not op.prepared:
 
             def on_prepare(op: Op, resp: Response) -> None:
-                if self._response_error(op, resp, lambda: self._op_rename(op)):
+                if self._response_error(op, resp, lambda: self._rename(op, rename)):
                     return
                 if resp.result is None:
                     self._fail(
@@ -142,8 +166,8 @@ class Session(DiagnosingSession):
                         "renamed (prepareRename returned nothing): point at a name you own",
                     )
                     return
-                op.args["_prepared"] = True
-                self._op_rename(op)
+                op.prepared = True
+                self._rename(op, rename)
 
             self._request(
                 "textDocument/prepareRename",
@@ -153,17 +177,17 @@ class Session(DiagnosingSession):
                 on_prepare,
             )
             return
-        op.args["_epoch"] = self.edit_epoch  # what the server computes the rename against
+        op.epoch = self.edit_epoch  # what the server computes the rename against
         self._request(
             "textDocument/rename",
-            {"textDocument": td, "position": pos, "newName": str(op.args["new_name"])},
+            {"textDocument": td, "position": pos, "newName": rename.new_name},
             op.deadline,
             op,
-            self._on_rename,
+            lambda op, resp: self._on_rename(op, rename, resp),
         )
 
-    def _on_rename(self, op: Op, resp: Response) -> None:
-        if self._response_error(op, resp, lambda: self._op_rename(op)):
+    def _on_rename(self, op: Op, rename: Rename, resp: Response) -> None:
+        if self._response_error(op, resp, lambda: self._rename(op, rename)):
             return
         if not resp.result:
             self._fail(op, ErrorCode.FAILED, f"{self.row.name} returned no edit for the rename")
@@ -176,7 +200,7 @@ class Session(DiagnosingSession):
         # An unversioned edit computed before a server edit landed in one of its files would
         # be applied to text it was not computed for (seen with clangd: an applyTweak during
         # a rename turned `placeholder` into `placeassist`).
-        since = int(op.args.get("_epoch", self.edit_epoch))
+        since = op.epoch
         try:
             stale = sorted(
                 str(p)
@@ -195,7 +219,7 @@ class Session(DiagnosingSession):
             )
             return
         try:
-            plan = self.apply_edit(resp.result, op.args.get("confine"))
+            plan = self.apply_edit(resp.result, rename.confine or None)
         except workspace_edit.EditError as e:
             self._fail(op, ErrorCode.FAILED, f"rename not applied, nothing was written: {e}{also}")
             return

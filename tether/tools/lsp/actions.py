@@ -8,12 +8,21 @@ renders the reply for a model, with the same content as records in `ToolResult.d
 from __future__ import annotations
 
 import os
+import typing
 from collections.abc import Mapping
 from typing import Any
 
 from tether.lsp import render
 from tether.lsp.servers import SERVERS, resolve
 from tether.messages.calls import ResourceError
+from tether.messages.language_server_ops import (
+    Diagnostics,
+    DocumentSymbols,
+    NavAction,
+    Navigate,
+    Rename,
+    WorkspaceSymbols,
+)
 from tether.tools.lsp.checker import project_check
 from tether.tools.lsp.records import Lines, model_records, relative, severe
 from tether.tools.lsp.status import reload, status
@@ -22,7 +31,7 @@ from tether.tools.results import ToolResult
 from tether.tools.spec import ToolContext
 
 QUERY_TIMEOUT = 30.0
-NAV = ("definition", "type_definition", "implementation", "references", "hover", "code_actions")
+NAV: tuple[NavAction, ...] = typing.get_args(NavAction)
 ACTIONS = ("diagnostics", *NAV, "symbols", "status", "reload")
 
 
@@ -54,7 +63,7 @@ def _unexpected(action: str, args: dict[str, Any], allowed: set[str]) -> ToolRes
     return None
 
 
-def _nav(ctx: ToolContext, action: str, args: dict[str, Any]) -> ToolResult:
+def _nav(ctx: ToolContext, action: NavAction, args: dict[str, Any]) -> ToolResult:
     bad = _unexpected(action, args, {"file", "line", "symbol"})
     if bad:
         return bad
@@ -71,14 +80,7 @@ def _nav(ctx: ToolContext, action: str, args: dict[str, Any]) -> ToolResult:
     payload = ask(
         ctx,
         target.key,
-        action,
-        {
-            "path": str(path),
-            "line0": span.line,
-            "char": span.start,
-            "end_char": span.end,
-            "limit": render.CAPS.get(action, 0),
-        },
+        Navigate(action, str(path), span.line, span.start, span.end, render.CAPS.get(action, 0)),
         QUERY_TIMEOUT,
     )
     name = symbol if symbol is not None else ""
@@ -118,7 +120,7 @@ def _file_diagnostics(ctx: ToolContext, file: str) -> ToolResult:
     if isinstance(found, ToolResult):
         return found
     path, target = found
-    payload = ask(ctx, target.key, "diagnostics", {"path": str(path), "cap": 10.0}, QUERY_TIMEOUT)
+    payload = ask(ctx, target.key, Diagnostics(str(path), 10.0), QUERY_TIMEOUT)
     if payload.get("pending"):
         return ToolResult.error(
             f"diagnostics pending for {file}: {target.row.name} did not finish checking it in "
@@ -150,7 +152,7 @@ def _symbols(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         if isinstance(found, ToolResult):
             return found
         path, target = found
-        payload = ask(ctx, target.key, "document_symbols", {"path": str(path)}, QUERY_TIMEOUT)
+        payload = ask(ctx, target.key, DocumentSymbols(str(path)), QUERY_TIMEOUT)
         recs = model_records(
             ctx, list(payload.get("symbols") or []), lines, payload.get("encoding", "")
         )
@@ -178,7 +180,7 @@ def _symbols(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     recs, errors = [], []
     for t in targets:
         try:
-            payload = ask(ctx, t.key, "workspace_symbols", {"query": query}, QUERY_TIMEOUT)
+            payload = ask(ctx, t.key, WorkspaceSymbols(str(query)), QUERY_TIMEOUT)
         except ResourceError as e:
             # servers answer with stack traces (tsserver's "No Project"): the first line says it
             first = e.message.strip().splitlines()[0]
@@ -233,17 +235,16 @@ def lsp_rename(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         payload = ask(
             ctx,
             target.key,
-            "rename",
-            {
-                "path": str(path),
-                "line0": span.line,
-                "char": span.start,
-                "new_name": new_name,
-                "confine": [str(ctx.workdir)],
+            Rename(
+                str(path),
+                span.line,
+                span.start,
+                str(new_name),
+                confine=[str(ctx.workdir)],
                 # a write-tier call: while it is served, the server's own edits
-                # (workspace/applyEdit) may land inside `confine` (session WRITE_TIER)
-                "write_tier": True,
-            },
+                # (workspace/applyEdit) may land inside `confine`
+                write_tier=True,
+            ),
             QUERY_TIMEOUT,
             idem=False,
         )

@@ -12,6 +12,7 @@ from tether.lsp import render
 from tether.lsp.checkers import CHECKER_TIMEOUT
 from tether.lsp.servers import SERVERS, make_key, resolve
 from tether.messages.calls import ResourceError
+from tether.messages.checker_ops import Check
 from tether.tools.lsp.records import Lines, model_records, severe
 from tether.tools.results import ToolResult
 from tether.tools.spec import ToolContext
@@ -37,8 +38,8 @@ def project_check(ctx: ToolContext) -> ToolResult:
             found = ctx.call_resource(
                 "checker",
                 make_key(row.name, t.root or ctx.workdir),
-                "check",
-                {},
+                Check(),
+                None,
                 timeout=CHECKER_TIMEOUT + CALL_SLACK,
             )["records"]
         except ResourceError as e:

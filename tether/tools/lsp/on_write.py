@@ -19,6 +19,7 @@ from tether.lsp import render
 from tether.lsp.ledger import Ledger
 from tether.lsp.servers import Resolution, rows_for
 from tether.messages.calls import ErrorCode, ResourceError
+from tether.messages.language_server_ops import Diagnostics, Sync
 from tether.tools.lsp.records import Lines, relative, severe
 from tether.tools.lsp.targets import ask, resolve_cached
 from tether.tools.results import ToolResult
@@ -87,8 +88,7 @@ def _baseline(ctx: ToolContext, rels: list[str]) -> None:
     for key, (_res, paths) in _group(ctx, fresh).items():
         for p in paths:
             try:
-                payload = ask(ctx, key, "diagnostics", {"path": str(p), "cap": WRITE_CAP},
-                               WRITE_CAP + 20.0)  # fmt: skip
+                payload = ask(ctx, key, Diagnostics(str(p), WRITE_CAP), WRITE_CAP + 20.0)
             except ResourceError:
                 continue
             if payload.get("pending"):
@@ -113,12 +113,11 @@ def _diagnose_written(
             payload = ask(
                 ctx,
                 key,
-                "sync",
-                {
-                    "paths": [str(p) for p in paths],
-                    "created": [str(p) for p in paths if relative(ctx, p) in created],
-                    "cap": WRITE_CAP,
-                },
+                Sync(
+                    paths=[str(p) for p in paths],
+                    created=[str(p) for p in paths if relative(ctx, p) in created],
+                    cap=WRITE_CAP,
+                ),
                 WRITE_CAP + res.row.startup_timeout + 2.0,
                 idem=False,
             )

@@ -7,6 +7,7 @@ from typing import Any
 
 from tether.lsp.servers import SERVERS, resolve, rows_for, split_key
 from tether.messages.calls import ErrorCode, ResourceError
+from tether.messages.language_server_ops import Reload, Status
 from tether.tools.lsp.records import relative
 from tether.tools.lsp.targets import KIND, ask, file_server, read_file
 from tether.tools.results import ToolResult
@@ -51,7 +52,7 @@ def status(ctx: ToolContext, file: str | None) -> ToolResult:
         name, root = split_key(key)
         rec: dict[str, Any] = {"server": name, "root": relative(ctx, root) or "."}
         try:
-            st = dict(ask(ctx, key, "status", {}, STATUS_TIMEOUT, idem=False))
+            st = dict(ask(ctx, key, Status(), STATUS_TIMEOUT, idem=False))
             rec.update(
                 state=st.get("state"),
                 indexing=st.get("indexing", []),
@@ -128,7 +129,7 @@ def reload(ctx: ToolContext, file: str | None) -> ToolResult:
     for key in keys:
         name, root = split_key(key)
         try:
-            st = ask(ctx, key, "reload", {}, RELOAD_TIMEOUT, idem=False)
+            st = ask(ctx, key, Reload(), RELOAD_TIMEOUT, idem=False)
             out.append(f"restarted {name} for {relative(ctx, root) or '.'} (pid {st.get('pid')})")
             data.append({"server": name, "root": relative(ctx, root), "pid": st.get("pid")})
         except ResourceError as e:

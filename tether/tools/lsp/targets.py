@@ -13,6 +13,7 @@ from typing import Any
 
 from tether.lsp.positions import PositionError, SymbolSpan, find_symbol
 from tether.lsp.servers import SERVERS, Resolution, ServerRow, resolve, rows_for
+from tether.messages.language_server_ops import LanguageServerOp
 from tether.tools.results import ToolResult
 from tether.tools.spec import ToolContext
 
@@ -20,11 +21,11 @@ KIND = "language_server"
 
 
 def ask(
-    ctx: ToolContext, key: str, op: str, args: Mapping[str, Any], timeout: float, idem: bool = True
+    ctx: ToolContext, key: str, op: LanguageServerOp, timeout: float, idem: bool = True
 ) -> Mapping[str, Any]:
     """One call to the actor for `key`. Queries are idempotent: if the server dies under
     them the runtime retries them once on the restarted server."""
-    return ctx.call_resource(KIND, key, op, args, timeout, idempotent=idem)
+    return ctx.call_resource(KIND, key, op, None, timeout, idempotent=idem)
 
 
 _RESOLVED: dict[tuple[str, str], tuple[float, Resolution]] = {}

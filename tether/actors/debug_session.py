@@ -1,0 +1,497 @@
+"""DebugSessionActor: one conversation's debug session, driving a real debug adapter (DAP).
+
+A thin shell around `tether.debug.session.Session` (the sans-io client and the ops as DAP
+exchanges): the actor owns the adapter process (ProcessActor: own session and process
+group, pipes watched with ThespianWatch, tree killed on exit), feeds the session what
+arrives, turns its timer requests into `after()` and its settlements into replies.
+Nothing here waits: a launch that needs delve's port first waits for delve's first line
+of stdout (a message), a response or an event is a message, a deadline is a timer.
+
+Session rules (SPEC.md "debug"):
+- one session per conversation: the key is fixed, and a second `launch` while a program
+  is being debugged is refused with how to end the first;
+- calls are served one at a time, in order (a `continue` racing a `stack` would read
+  frames that already moved): the others queue behind the one in flight;
+- the hard TTL is the kind's ChildSpec ttl: the supervisor stops this actor, which kills
+  the adapter and the debuggee, and tells the next incarnation why (`Start.previous_end`),
+  whose next call says so;
+- an adapter that dies ends the session (the debuggee is killed with it), the call in
+  flight gets the reason, later calls too, and a new `launch` starts afresh;
+- `terminate` disconnects, kills everything the session started and ends this actor
+  (the next call starts a fresh session, with a fresh TTL).
+
+Processes: the adapter leads its own session (start_new_session), and the debuggee and
+its children stay in it even where they lead their own process group (debugpy's launcher
+gives the program its own): a stop kills the adapter's tree and every process of that
+session. The pids are reported to the supervisor when the program starts (its `process`
+event) and after a launch, so a SIGKILLed actor's debuggee is reaped by the supervisor too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from tether.actors.process import ProcessActor
+from tether.channels import OutBuffer
+from tether.debug import adapters
+from tether.debug.adapters import BY_NAME, AdapterRow
+from tether.debug.driver import DebugError
+from tether.debug.session import Session
+from tether.kinds import ChildSpec, KindSpec, Restart, Scope
+from tether.messages.calls import Call, ErrorCode, ResourceError
+from tether.messages.control import Start
+from tether.messages.debug_ops import (
+    DEBUG,
+    KIND,
+    Attach,
+    Continue,
+    Evaluate,
+    Launch,
+    Output,
+    Pause,
+    Scopes,
+    SetBreakpoints,
+    Stack,
+    Status,
+    StepIn,
+    StepOut,
+    StepOver,
+    Terminate,
+    Threads,
+    Variables,
+)
+from tether.processes import kill_tree, session_processes
+from tether.protocol import FramingError
+
+SESSION_TTL = 1800.0  # s: SPEC.md "debug", a hard TTL
+LISTEN_LINE = re.compile(rb"listening at:?\s*\[?([0-9.:a-fA-F]+?)\]?:(\d+)\s*$", re.M)
+SOCKET_CHUNK = 65536
+
+
+class DebugSessionActor(ProcessActor):
+    kind_name = KIND
+
+    def on_start(self, key: str, config: dict[str, Any]) -> None:
+        self.session = Session(self)
+        self.queue: list[Call] = []
+        self.busy: Call | None = None
+        self.sock: socket.socket | None = None
+        self.row: AdapterRow | None = None
+        self._listen_buf = b""
+        self._waiting_port: tuple[Any, Call] | None = None  # (op, call) until delve listens
+        self._adapter_created = 0.0
+        self._adapter_pid = 0
+        self._ending = False  # we are ending the adapter ourselves (terminate, relaunch)
+        self._program_reported = False  # the supervisor knows the program's pids
+
+    def handle_message(self, obj: Any, data: bytes, extra: Any, sender: Any) -> None:
+        if isinstance(obj, Start):
+            self.ttl = obj.child.get("ttl")
+            self.previous_end = obj.previous_end
+        super().handle_message(obj, data, extra, sender)
+
+    # --- calls, one at a time ---------------------------------------------------------------
+    def on_call(self, call: Call) -> None:
+        if self.busy is not None:
+            self.queue.append(call)
+            return
+        self._serve_or_fail(call)
+
+    def _serve_or_fail(self, call: Call) -> None:
+        try:
+            self._serve(call)
+        except DebugError as e:
+            self.error(call, e.code, e.message)
+        except ResourceError as e:  # an OpError: the call does not fit the vocabulary
+            self.fail(call, e.code, f"{self.name}: {e.message}")
+            self._next()
+        except Exception as e:  # noqa: BLE001 - an op that cannot start fails its call
+            self._log_exception(e)
+            self.error(call, ErrorCode.FAILED, f"{type(e).__name__}: {e}")
+
+    def _next(self) -> None:
+        self.busy = None
+        while self.queue and self.busy is None:
+            call = self.queue.pop(0)
+            if call.call_id not in self._open:
+                continue  # its deadline passed while it queued (the base failed it)
+            self._serve_or_fail(call)
+
+    def _serve(self, call: Call) -> None:
+        self.busy = call
+        op = DEBUG.parse(call)
+        s = self.session
+        match op:
+            case Status():
+                self.done(call, self._status())
+            case SetBreakpoints(file=file, lines=lines):
+                s.run(s.set_breakpoints(file, [int(n) for n in lines]), call)
+            case Launch() | Attach():
+                self._start_session(op, call)
+            case Continue(thread_id=t, wait=w):
+                self._run(s.resume("continue", t, w), call)
+            case StepOver(thread_id=t, wait=w):
+                self._run(s.resume("next", t, w), call)
+            case StepIn(thread_id=t, wait=w):
+                self._run(s.resume("stepIn", t, w), call)
+            case StepOut(thread_id=t, wait=w):
+                self._run(s.resume("stepOut", t, w), call)
+            case Pause(thread_id=t, wait=w):
+                self._run(s.pause(t, w), call)
+            case Threads():
+                self._run(s.threads(), call)
+            case Stack(thread_id=t):
+                self._run(s.stack(t), call)
+            case Scopes(frame_id=f):
+                self._run(s.scopes(f), call)
+            case Variables(reference=r):
+                self._run(s.variables(r), call)
+            case Evaluate(expression=e, frame_id=f):
+                self._run(s.evaluate(e, f), call)
+            case Output():
+                self.done(call, self._output())
+            case Terminate():
+                self._ending = True  # the adapter may exit before it answers disconnect
+                s.run(s.disconnect(), call)
+
+    def _run(self, op: Any, call: Call) -> None:
+        """An op that needs a session: say why there is none, or run it."""
+        if self.session.state in ("none", "ended") and self.previous_end:
+            self.error(call, ErrorCode.BAD_REQUEST, self._no_session())
+            return
+        self.session.run(op, call)
+
+    def _no_session(self) -> str:
+        return (
+            f"no debug session: the previous one ended ({self.previous_end}); its adapter and "
+            "program were killed. Call launch to start a new one"
+        )
+
+    # --- SessionIO ------------------------------------------------------------------------
+    def send_dap(self, data: bytes) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            if self._stdin is not None and not self._stdin.write(data):
+                self._arm_flush()  # a connection without a process of ours (debugpy attach)
+            return
+        self.write(data)
+
+    def done(self, token: Any, payload: dict[str, Any]) -> None:
+        if token.op == "terminate":
+            self._end_everything()
+            payload = {**payload, "processes_left": self._processes_left()}
+            self.reply(token, payload)
+            self.stop("normal", "terminated by the terminate op")
+            return
+        if self.session.state == "exited" and self.proc is not None:
+            self._end_adapter()  # the program is gone: so is its adapter (output stays)
+        elif token.op in ("launch", "attach") and not self._program_reported:
+            self._report_pids()  # (a walk over every process: only when they change)
+        self.reply(token, payload)
+        self._next()
+
+    def error(self, token: Any, code: str, message: str) -> None:
+        self.fail(token, code, f"{token.op}: {message}")
+        if token.op in ("launch", "attach") and self.session.state == "starting":
+            self.session.state = "ended"
+            self.session.end_reason = f"{token.op} failed: {message}"
+            self._end_adapter()
+        self._next()
+
+    # write(bytes) and after(seconds, tag) are ProcessActor's own.
+
+    # --- starting a session -----------------------------------------------------------------
+    def _start_session(self, op: Launch | Attach, call: Call) -> None:
+        s = self.session
+        if s.live:
+            raise DebugError(
+                ErrorCode.BAD_REQUEST,
+                f"a debug session is already running ({s.row.name if s.row else '?'} on "
+                f"{s.program or 'an attached process'}, {s.state}); call debug terminate to "
+                "end it, then launch again",
+            )
+        row = BY_NAME.get(op.adapter)
+        if row is None:
+            raise DebugError(
+                ErrorCode.BAD_REQUEST,
+                f"no debug adapter {op.adapter!r}; adapters: {', '.join(BY_NAME)}",
+            )
+        binary = adapters.find_binary(row)
+        if not binary:
+            raise DebugError(ErrorCode.UNAVAILABLE, f"{row.name}: adapter not found; {row.install}")
+        self._end_adapter()  # an exited program's adapter, if still there
+        self.previous_end = ""
+        root = Path(op.root)
+        if isinstance(op, Launch):
+            config = adapters.launch_config(row, Path(op.program), list(op.args), root)
+            request, program, wait = "launch", op.program, op.wait
+        else:
+            try:
+                config = adapters.attach_config(row, op.port, op.pid)
+            except ValueError as e:
+                raise DebugError(ErrorCode.BAD_REQUEST, str(e)) from e
+            request, program, wait = (
+                "attach",
+                f"pid {op.pid}" if op.pid else f"port {op.port}",
+                op.wait,
+            )
+        fresh = Session(self)
+        fresh.breakpoints = self.session.breakpoints
+        self.session = fresh
+        self.row = row
+        self._ending = False
+        self._program_reported = False
+        if isinstance(op, Attach) and row.name == "debugpy":
+            # `python -m debugpy --listen N` runs its own adapter on that port: connect to it
+            self._adapter_pid = 0
+            try:
+                self._connect("127.0.0.1", int(op.port or 0))
+            except OSError as e:
+                raise DebugError(
+                    ErrorCode.FAILED, f"nothing accepts on 127.0.0.1:{op.port} ({e})"
+                ) from e
+            config = {"justMyCode": True}
+            fresh.run(fresh.launch(row, program, config, request, wait), call)
+            return
+        self._adapter_pid = self.spawn(adapters.adapter_argv(row, binary), cwd=str(root))
+        with contextlib.suppress(psutil.Error):
+            self._adapter_created = psutil.Process(self._adapter_pid).create_time()
+        gen = fresh.launch(row, program, config, request, wait)
+        if row.transport == "tcp":
+            self._listen_buf = b""
+            self._waiting_port = (gen, call)
+            fresh.state = "starting"
+            self.after(row.startup_timeout, "listen-deadline")
+        else:
+            fresh.run(gen, call)
+
+    def _connect(self, host: str, port: int) -> None:
+        """delve listens: connect (loopback only), and the socket becomes our write end;
+        the adapter's stdin pipe is closed so that the program reads end-of-file."""
+        if host not in ("127.0.0.1", "::1", "localhost"):
+            raise DebugError(ErrorCode.FAILED, f"delve listens on {host}, not on loopback")
+        sock = socket.create_connection((host, port), timeout=2.0)
+        sock.setblocking(False)
+        self.sock = sock
+        if self.proc is not None and self.proc.poll() is None and self.proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
+        self._stdin = OutBuffer(sock.fileno())
+
+    # --- what arrives -----------------------------------------------------------------------
+    def on_stdout(self, data: bytes) -> None:
+        row = self.row
+        if row is not None and row.transport == "tcp":
+            if self._waiting_port is not None:
+                self._listen_buf += data
+                m = LISTEN_LINE.search(self._listen_buf)
+                if m:
+                    rest = self._listen_buf[m.end() :].lstrip(b"\r\n")
+                    self._listened(m.group(1).decode(), int(m.group(2)))
+                    if rest:
+                        self.session.add_output(rest.decode("utf-8", "replace"))
+                return
+            self.session.add_output(data.decode("utf-8", "replace"))  # the program's output
+            return
+        self._feed(data)
+
+    def _listened(self, host: str, port: int) -> None:
+        assert self._waiting_port is not None
+        gen, call = self._waiting_port
+        self._waiting_port = None
+        try:
+            self._connect(host, port)
+        except (OSError, DebugError) as e:
+            self.error(call, ErrorCode.FAILED, f"cannot connect to delve on {host}:{port}: {e}")
+            return
+        self.session.run(gen, call)
+
+    def _feed(self, data: bytes) -> None:
+        try:
+            self.session.feed(data)
+        except FramingError as e:
+            self._adapter_broke(f"the adapter's output is not DAP ({e})")
+        if self.session.process_started:
+            self.session.process_started = False
+            self._program_reported = True
+            self._report_pids()  # the program runs: a crashed actor's supervisor reaps it
+
+    def watch_fds(self) -> list[int]:
+        fds = super().watch_fds()
+        if self.sock is not None:
+            fds.append(self.sock.fileno())
+        return fds
+
+    def handle_watch(self, ready: list[int]) -> None:
+        # the program's output (delve's stdout) first: an exit read from the socket in the
+        # same wake-up settles the call with the output tail
+        sock = self.sock
+        sock_ready = sock is not None and sock.fileno() in ready
+        super().handle_watch(ready)
+        if sock_ready and sock is self.sock and sock is not None:
+            self._read_socket(sock)
+
+    def _read_socket(self, sock: socket.socket) -> None:
+        while self.sock is sock:
+            try:
+                data = sock.recv(SOCKET_CHUNK)
+            except BlockingIOError:
+                return
+            except OSError:
+                data = b""
+            if not data:
+                self._close_socket()
+                self._adapter_ended("the adapter closed its connection")
+                return
+            self._feed(data)
+
+    def _close_socket(self) -> None:
+        if self.sock is not None:
+            with contextlib.suppress(OSError):
+                self.sock.close()
+            self.sock = None
+
+    def on_timer(self, tag: str) -> None:
+        if tag == "listen-deadline":
+            if self._waiting_port is not None:
+                _, call = self._waiting_port
+                self._waiting_port = None
+                tail = self.stderr_tail().strip()[-300:]
+                self.error(
+                    call,
+                    ErrorCode.DEADLINE,
+                    f"{self.row.name if self.row else 'the adapter'} did not say which port it "
+                    f"listens on within {self.row.startup_timeout if self.row else 0:g} s"
+                    + (f" (stderr: {tail})" if tail else ""),
+                )
+            return
+        self.session.on_timer(tag)
+
+    # --- the adapter's end ------------------------------------------------------------------
+    def on_exit(self, returncode: int | None) -> None:
+        why = self.exit_message(returncode)
+        self._kill_session_processes()
+        if self.sock is not None:
+            self._read_socket(self.sock)  # what it said last (delve: the exit code)
+        self._close_socket()
+        if self._waiting_port is not None:
+            _, call = self._waiting_port
+            self._waiting_port = None
+            self.error(call, ErrorCode.RESOURCE_DIED, why)
+            return
+        self._adapter_ended(why)
+
+    def _adapter_ended(self, why: str) -> None:
+        """The adapter went away (its process, or its connection). Expected while we end
+        it or after the program exited: an op waiting on it (disconnect) hears it and may
+        carry on. Otherwise the session broke."""
+        if self._ending or not self.session.live:
+            self.session.interrupt(DebugError(ErrorCode.RESOURCE_DIED, why))
+            return
+        self._adapter_broke(why)
+
+    def _adapter_broke(self, why: str) -> None:
+        """The adapter died or broke the protocol: the session is over, and says why."""
+        message = (
+            f"the debug session ended: {why}; its program was killed with it. "
+            "Call launch to start a new session"
+        )
+        self._end_adapter()
+        self.session.adapter_gone(message)
+        self.previous_end = why
+
+    def _end_adapter(self) -> None:
+        """Kill the adapter, the program and whatever they started (no waiting on them)."""
+        self._ending = True
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            kill_tree(proc.pid, grace=0.0, wait=False)
+        self._kill_session_processes()
+        self._close_socket()
+
+    def _kill_session_processes(self) -> None:
+        for p in self._session_members():
+            with contextlib.suppress(Exception):
+                kill_tree(p.pid, grace=0.0, wait=False)
+
+    def _session_members(self) -> list[psutil.Process]:
+        """Every process of the adapter's session (the adapter started it with setsid): the
+        program and its children, even those that left the adapter's process tree."""
+        if not self._adapter_pid:
+            return []
+        return session_processes(self._adapter_pid, self._adapter_created)
+
+    def _end_everything(self) -> None:
+        self._end_adapter()
+        if self.proc is not None:
+            with contextlib.suppress(Exception):
+                self.proc.wait(timeout=0.2)
+
+    def _processes_left(self) -> list[int]:
+        deadline = time.monotonic() + 1.0
+        left = self._session_members()
+        while left and time.monotonic() < deadline:
+            psutil.wait_procs(left, timeout=0.05)
+            left = [p for p in self._session_members() if p.status() != psutil.STATUS_ZOMBIE]
+        return [p.pid for p in left]
+
+    def owned_pids(self) -> list[int]:
+        pids = dict.fromkeys(super().owned_pids())
+        for p in self._session_members():
+            pids[p.pid] = None
+        return list(pids)
+
+    def release(self) -> None:
+        self._kill_session_processes()
+        self._close_socket()
+        super().release()
+
+    def handle_exit_request(self) -> None:
+        uptime = time.monotonic() - self.started_at
+        if self.ttl and uptime >= self.ttl * 0.99 and not self.last_error:
+            self.last_error = f"its hard TTL of {self.ttl:g} s expired"
+        super().handle_exit_request()
+
+    # --- replies without the adapter --------------------------------------------------------
+    def _status(self) -> dict[str, Any]:
+        st = self.session.status()
+        if st["state"] in ("none", "ended") and self.previous_end:
+            st["end_reason"] = st["end_reason"] or self.previous_end
+            st["previous_end"] = self.previous_end
+        st["pids"] = self.owned_pids()
+        st["ttl"] = self.ttl
+        st["uptime"] = round(time.monotonic() - self.started_at, 1)
+        return st
+
+    def _output(self) -> dict[str, Any]:
+        s = self.session
+        return {"output": s.output_text(), "dropped": s.output_dropped, "state": s.state}
+
+    def health_extra(self) -> dict[str, Any]:
+        s = getattr(self, "session", None)
+        if s is None:
+            return {}
+        return {
+            "adapter": s.row.name if s.row else "",
+            "state": s.state,
+            "program": s.program,
+            "queued": len(getattr(self, "queue", [])),
+        }
+
+
+KINDS: list[KindSpec] = [
+    KindSpec(
+        kind=KIND,
+        actor_class="tether.actors.debug_session:DebugSessionActor",
+        scope=Scope.RUN,
+        # never restarted: a debug session is state the agent built step by step, a fresh
+        # one would silently be another; the next call starts a new one and says why
+        child=ChildSpec(restart=Restart.TEMPORARY, shutdown_timeout=2.0, ttl=SESSION_TTL),
+    )
+]

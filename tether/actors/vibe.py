@@ -1,0 +1,300 @@
+"""`VibeWorkerActor`: one vibe worker (SPEC.md "vibe_*"), a RUN-scoped, temporary child.
+
+The actor owns the worker's process (an agent CLI, or tether.vibe_runner for a Python
+callable) through `ProcessActor`: own process group, killed with its actor. It keeps
+what the host shows: status, elapsed time, the output so far (a bounded tail), the last
+result, and the permission prompts the worker printed (see tether.messages.worker_ops).
+
+Nothing here blocks: a `Wait`/`Poll` call is held open and answered when the run ends, a
+prompt arrives, or its own timer fires; a `Kill` is answered once the pidfd says the
+process is gone. A finished worker stays for `reap_after` seconds, then stops itself.
+Temporary: a crashed worker actor is reported to the host (its calls fail), never
+restarted; its process dies with it (parent-death signal, owned pids reported).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+from tether.actors.process import ProcessActor
+from tether.kinds import ChildSpec, KindSpec, Restart, Scope
+from tether.messages.calls import Call, ErrorCode
+from tether.messages.worker_ops import (
+    PROTOCOL_PREFIX,
+    WORKER,
+    Kill,
+    Permit,
+    Poll,
+    Prepare,
+    Send,
+    Spawn,
+    Status,
+    Wait,
+)
+from tether.processes import kill_tree
+
+OUTPUT_KEEP = 64 * 1024  # chars of output a worker keeps at least (the tail)
+LONG_LINE = 8192  # chars of an unfinished line held back before it is shown anyway
+SNAPSHOT_CHARS = 4000  # chars of output/result a snapshot carries (the host caps further)
+RUNNING = ("running", "waiting")  # statuses of a live process
+
+KINDS = [
+    KindSpec(
+        "vibe_worker",
+        "tether.actors.vibe:VibeWorkerActor",
+        Scope.RUN,
+        ChildSpec(Restart.TEMPORARY, shutdown_timeout=2.0),
+    )
+]
+
+
+class VibeWorkerActor(ProcessActor):
+    def on_start(self, key: str, config: dict[str, Any]) -> None:
+        self.spec: Spawn | None = None
+        self.brief = ""
+        self.status = "new"
+        self.run_no = 0
+        self.run_started = self.run_ended = 0.0
+        self.output = ""
+        self.partial = ""  # an incomplete last line of stdout
+        self.result = ""
+        self.exit_code: int | None = None
+        self.error = ""
+        self.prompts: dict[int, dict[str, Any]] = {}  # pending, by sequence number
+        self.prompt_seq = 0
+        self.held: dict[str, tuple[Call, str]] = {}  # call id -> (call, "wait" | "poll")
+        self.kills: list[Call] = []
+        self.rerun = False
+        self.killed = False
+
+    # --- calls -----------------------------------------------------------------------
+    def on_call(self, call: Call) -> None:
+        op = WORKER.parse(call)
+        if isinstance(op, Prepare):
+            self.reply(call, {"prepared": True, "spawned": self.spec is not None})
+            return
+        if self.spec is None and not isinstance(op, Spawn):
+            self.fail(call, ErrorCode.UNAVAILABLE, f"{self.key}: no such worker (gone)")
+            self.stop("normal", "asked about a worker it never ran")
+            return
+        match op:
+            case Spawn():
+                self._spawn(call, op)
+            case Send(message=message):
+                self._send(call, message)
+            case Status():
+                self.reply(call, self.snapshot())
+            case Wait(seconds=seconds):
+                self._hold(call, "wait", seconds, ready=self.status not in RUNNING)
+            case Poll(since=since, seconds=seconds):
+                ready = self.status not in RUNNING or any(s > since for s in self.prompts)
+                self._hold(call, "poll", seconds, ready=ready)
+            case Permit(prompt=seq, allow=allow, reason=reason):
+                self._permit(call, seq, allow, reason)
+            case Kill():
+                self._kill(call)
+
+    def _spawn(self, call: Call, spec: Spawn) -> None:
+        if self.spec is not None:
+            self.fail(call, ErrorCode.BAD_REQUEST, f"worker {self.key} was spawned already")
+            return
+        self.spec, self.brief = spec, spec.brief
+        self._start_run()
+        self.reply(call, self.snapshot())
+
+    def _send(self, call: Call, message: str) -> None:
+        self.brief = f"{self.brief}\n\n{message}"
+        if self.status in RUNNING:
+            self.rerun = True  # the exit of this run starts the next (on_exit)
+            self._kill_process_tree()
+            self.reply(call, {**self.snapshot(), "run": self.run_no + 1, "stopped_previous": True})
+            return
+        self._start_run()
+        self.reply(call, {**self.snapshot(), "stopped_previous": False})
+
+    def _hold(self, call: Call, what: str, seconds: float, ready: bool) -> None:
+        if ready:
+            self.reply(call, self.snapshot())
+            return
+        self.held[call.call_id] = (call, what)
+        self.after(max(float(seconds), 0.0), f"held:{call.call_id}")
+
+    def _permit(self, call: Call, seq: int, allow: bool, reason: str) -> None:
+        prompt = self.prompts.pop(seq, None)
+        if prompt is None:
+            self.reply(call, {"delivered": False, **self.snapshot()})
+            return
+        self._answer_prompt(prompt, allow, reason)
+        self.reply(call, {"delivered": True, **self.snapshot()})
+
+    def _kill(self, call: Call) -> None:
+        self.rerun = False
+        if self.status not in RUNNING:
+            self.reply(call, {"was": self.status, **self.snapshot()})
+            return
+        self.killed = True
+        self.kills.append(call)
+        self._kill_process_tree()
+
+    # --- the process -----------------------------------------------------------------
+    def _start_run(self) -> None:
+        spec = self.spec
+        assert spec is not None
+        argv = [*spec.argv, self.brief] if spec.brief_mode == "arg" else list(spec.argv)
+        self.run_no += 1
+        self.output, self.partial, self.result, self.error = "", "", "", ""
+        self.exit_code, self.killed = None, False
+        self.prompts.clear()
+        self.run_started, self.run_ended = time.monotonic(), 0.0
+        env = {**os.environ, **spec.env, "TETHER_WORKER_ID": spec.worker_id}
+        try:
+            self.spawn(argv, cwd=spec.cwd, env=env)
+        except OSError as exc:
+            self._finish("failed", None, f"cannot start {argv[0]!r}: {exc}")
+            return
+        self.status = "running"
+        if spec.brief_mode == "stdin":
+            self.write(self.brief.encode())
+            self._close_stdin_when_flushed()
+
+    def _close_stdin_when_flushed(self) -> None:
+        if self._stdin is None or self.proc is None or self.proc.stdin is None:
+            return
+        if self._stdin.flush():
+            self._stdin.close()
+            self.proc.stdin.close()
+        else:
+            self.after(0.01, "close_stdin")
+
+    def _kill_process_tree(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            kill_tree(self.proc.pid, grace=0.0, wait=False)
+
+    def on_stdout(self, data: bytes) -> None:
+        text = self.partial + data.decode("utf-8", "replace")
+        *lines, self.partial = text.split("\n")
+        plain: list[str] = []
+        for line in lines:
+            if line.startswith(PROTOCOL_PREFIX):
+                self._add_output("".join(plain))
+                plain = []
+                self._protocol(line[len(PROTOCOL_PREFIX) :])
+            else:
+                plain.append(line + "\n")
+        if len(self.partial) > LONG_LINE:  # a line that never ends (a progress bar): show it
+            plain.append(self.partial)
+            self.partial = ""
+        self._add_output("".join(plain))
+
+    def _add_output(self, text: str) -> None:
+        # trimmed in steps, not per line: a chatty worker must not cost a copy per line
+        self.output += text
+        if len(self.output) > 2 * OUTPUT_KEEP:
+            self.output = self.output[-OUTPUT_KEEP:]
+
+    def _protocol(self, payload: str) -> None:
+        try:
+            message = json.loads(payload)
+            ask = message["permission"]
+            prompt = {
+                "id": ask.get("id", 0),
+                "tool": str(ask["tool"]),
+                "tier": str(ask.get("tier", "")),
+                "arguments": ask.get("arguments", {}),
+            }
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            self._add_output(f"[tether] unreadable protocol line ({exc!r}): {payload[:200]}\n")
+            return
+        self.prompt_seq += 1
+        prompt["seq"] = self.prompt_seq
+        if self.spec is not None and self.spec.brief_mode == "stdin":
+            self._answer_prompt(
+                prompt, False, "this worker reads its brief from stdin, so it cannot get answers"
+            )
+            return
+        self.prompts[self.prompt_seq] = prompt
+        self.status = "waiting"
+        self._settle_held("poll")
+
+    def _answer_prompt(self, prompt: dict[str, Any], allow: bool, reason: str) -> None:
+        verdict = "allowed" if allow else "denied"
+        self._add_output(f"[tether] permission for {prompt['tool']} {verdict}: {reason}\n")
+        if self._stdin is not None and not self._stdin.broken:
+            line = {"permission": prompt["id"], "allow": allow, "reason": reason}
+            self.write((json.dumps(line) + "\n").encode())
+        if not self.prompts and self.status == "waiting":
+            self.status = "running"
+
+    def on_exit(self, returncode: int | None) -> None:
+        if self.partial and not self.partial.startswith(PROTOCOL_PREFIX):
+            self._add_output(self.partial)
+        self.partial = ""
+        if self.rerun:
+            self.rerun = False
+            self._add_output("[tether] stopped to rerun with the new message\n")
+            self._start_run()
+            return
+        if self.killed:
+            self._finish("killed", returncode, "killed by vibe_kill")
+        elif returncode == 0:
+            self._finish("done", returncode, "")
+        else:
+            self._finish("failed", returncode, self.exit_message(returncode))
+
+    def _finish(self, status: str, returncode: int | None, error: str) -> None:
+        self.status, self.exit_code, self.error = status, returncode, error
+        self.run_ended = time.monotonic()
+        self.result = self.output[-OUTPUT_KEEP:]
+        self.prompts.clear()
+        for call in self.kills:
+            self.reply(call, {"was": "running", **self.snapshot()})
+        self.kills = []
+        self._settle_held("wait", "poll")
+        assert self.spec is not None
+        self.after(self.spec.reap_after, f"reap:{self.run_no}")
+
+    def _settle_held(self, *kinds: str) -> None:
+        for call_id, (call, what) in list(self.held.items()):
+            if what in kinds:
+                del self.held[call_id]
+                self.reply(call, self.snapshot())
+
+    def on_timer(self, tag: str) -> None:
+        what, _, arg = tag.partition(":")
+        if what == "held":
+            entry = self.held.pop(arg, None)
+            if entry is not None:
+                self.reply(entry[0], self.snapshot())
+        elif what == "close_stdin":
+            self._close_stdin_when_flushed()
+        elif what == "reap" and int(arg) == self.run_no and self.status not in RUNNING:
+            self.stop(
+                "normal", f"reaped {self.spec.reap_after if self.spec else 0:g} s after it ended"
+            )
+
+    # --- what the host sees ----------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        spec = self.spec
+        end = self.run_ended or time.monotonic()
+        shown = self.output + ("" if self.partial.startswith(PROTOCOL_PREFIX) else self.partial)
+        return {
+            "worker_id": self.key,
+            "label": spec.label if spec else "",
+            "tier": spec.tier if spec else "",
+            "status": self.status,
+            "run": self.run_no,
+            "elapsed": round(end - self.run_started, 3) if self.run_started else 0.0,
+            "output": shown[-SNAPSHOT_CHARS:],
+            "output_chars": len(shown),
+            "result": self.result[-SNAPSHOT_CHARS:],
+            "exit_code": self.exit_code,
+            "error": self.error,
+            "prompts": sorted(self.prompts.values(), key=lambda p: p["seq"]),
+            "pid": self.proc.pid if self.proc is not None and self.status in RUNNING else None,
+        }
+
+    def health_extra(self) -> dict[str, Any]:
+        return {"worker": {k: v for k, v in self.snapshot().items() if k != "output"}}

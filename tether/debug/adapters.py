@@ -1,0 +1,298 @@
+"""The debug-adapter table: which adapter debugs which program, found how, started how.
+
+Data, not code paths (STYLE.md habit 3), like the language-server table
+(`tether.lsp.servers`): one frozen `AdapterRow` per adapter; a quirk of one adapter is a
+field of its row. Whether an adapter can start for a program is the intersection rule of
+SPEC.md "debug": one of its root markers in the program's directory or above it (up to
+the workspace root) AND its binary resolves. `why_not` names whichever half is missing and
+`install` says how to get the binary.
+
+Rows:
+- debugpy: `python -m debugpy.adapter` over stdio, run by tether's own Python (which has
+  debugpy); the *debuggee* runs on the project's `.venv/bin/python` or `venv/bin/python`
+  when there is one (launch configuration `python`), else on `python3` from PATH.
+- lldb: `lldb-dap`, `lldb-dap-NN`, `lldb-vscode`, `lldb-vscode-NN` (the name depends on
+  the LLVM release) over stdio; stdin of the program is /dev/null (`target.input-path`).
+- delve: `dlv dap --listen=127.0.0.1:0` (it has no stdio mode): the port it picked is read
+  from its first line of stdout, the program's own output arrives on dlv's stdout after it;
+  `mode` is "debug" for a source package (a directory or a .go file) and "exec" for a
+  binary. Its exit code arrives as console text, not as an `exited` event.
+- dart: `dart debug_adapter` over stdio.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from tether.roots import find_root
+
+LLDB_VERSIONS = tuple(range(25, 10, -1))  # lldb-dap-NN / lldb-vscode-NN, newest first
+
+
+@dataclass(frozen=True)
+class AdapterRow:
+    name: str
+    root_markers: tuple[str, ...]
+    binaries: tuple[str, ...]  # candidates, first on PATH wins ("" = tether's own Python)
+    args: tuple[str, ...]
+    extensions: tuple[str, ...]  # program files it debugs (a binary: "" = executable file)
+    install: str  # how to get the binary, for `adapters`
+    transport: str = "stdio"  # stdio | tcp (the adapter listens on a loopback port)
+    adapter_id: str = ""
+    exception_filters: tuple[str, ...] = ()  # setExceptionBreakpoints: stop on these
+    # launch-configuration fields every launch carries (stopOnEntry, console, ...)
+    launch_extra: Any = None
+    # regex over console output that gives the exit code when no `exited` event comes
+    exit_console: str = ""
+    startup_timeout: float = 10.0  # initialize must answer within this
+    launch_timeout: float = 60.0  # launch may build first (delve: go build)
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[a-z][a-z0-9_-]*", self.name):
+            raise ValueError(f"AdapterRow.name {self.name!r} must be lowercase [a-z0-9_-]")
+        if not self.root_markers or not self.binaries or not self.install:
+            raise ValueError(f"{self.name}: root_markers, binaries and install must be set")
+        if self.transport not in ("stdio", "tcp"):
+            raise ValueError(f"{self.name}: transport {self.transport!r} is not stdio or tcp")
+        object.__setattr__(self, "launch_extra", MappingProxyType(dict(self.launch_extra or {})))
+
+
+ADAPTERS: tuple[AdapterRow, ...] = (
+    AdapterRow(
+        name="debugpy",
+        root_markers=("pyproject.toml", "setup.py", "requirements.txt"),
+        binaries=("",),
+        args=("-m", "debugpy.adapter"),
+        extensions=(".py",),
+        install="pip install debugpy (into the Python that runs tether)",
+        adapter_id="debugpy",
+        exception_filters=("uncaught",),
+        launch_extra={"console": "internalConsole", "justMyCode": True, "stopOnEntry": False},
+    ),
+    AdapterRow(
+        name="lldb",
+        root_markers=("Cargo.toml", "CMakeLists.txt"),
+        binaries=(
+            "lldb-dap",
+            *(f"lldb-dap-{v}" for v in LLDB_VERSIONS),
+            "lldb-vscode",
+            *(f"lldb-vscode-{v}" for v in LLDB_VERSIONS),
+        ),
+        args=(),
+        extensions=("",),
+        install="apt-get install lldb-19 (gives lldb-dap-19), or any LLVM's lldb-dap",
+        adapter_id="lldb",
+        # the program's stdin is /dev/null: lldb gives it a terminal otherwise, and a read
+        # from it would wait forever
+        launch_extra={
+            "stopOnEntry": False,
+            "preRunCommands": ["settings set target.input-path /dev/null"],
+        },
+    ),
+    AdapterRow(
+        name="delve",
+        root_markers=("go.mod",),
+        binaries=("dlv",),
+        args=("dap", "--listen=127.0.0.1:0"),
+        extensions=(".go",),
+        install="apt-get install delve, or go install github.com/go-delve/delve/cmd/dlv@latest",
+        transport="tcp",
+        adapter_id="go",
+        launch_extra={"stopOnEntry": False},
+        exit_console=r"Process \d+ has exited with status (-?\d+)",
+    ),
+    AdapterRow(
+        name="dart",
+        root_markers=("pubspec.yaml",),
+        binaries=("dart",),
+        args=("debug_adapter",),
+        extensions=(".dart",),
+        install="install the Dart SDK (https://dart.dev/get-dart) and put dart on PATH",
+        adapter_id="dart",
+        launch_extra={"console": "debugConsole"},
+    ),
+)
+
+BY_NAME = MappingProxyType({a.name: a for a in ADAPTERS})
+
+_VENV_PYTHONS = (".venv/bin/python", "venv/bin/python")
+
+
+def find_binary(row: AdapterRow) -> str:
+    """The adapter's executable ("" when none resolves). debugpy runs on tether's own
+    Python when that Python has debugpy."""
+    for name in row.binaries:
+        if name == "":
+            if _has_debugpy():
+                return sys.executable
+            continue
+        found = shutil.which(name)
+        if found:
+            return found
+    return ""
+
+
+def _has_debugpy() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("debugpy") is not None
+
+
+def adapter_argv(row: AdapterRow, binary: str) -> list[str]:
+    return [binary, *row.args]
+
+
+def project_python(root: Path) -> str:
+    """The debuggee's Python for debugpy: the project's virtualenv first (the Python on
+    PATH is another environment, and attaching from the wrong one fails in a way that reads
+    as broken code), else python3 from PATH."""
+    for rel in _VENV_PYTHONS:
+        candidate = root / rel
+        if os.access(candidate, os.X_OK):
+            return str(candidate)
+    return shutil.which("python3") or sys.executable
+
+
+@dataclass(frozen=True)
+class Resolution:
+    row: AdapterRow
+    root: Path | None
+    marker: str
+    binary: str
+
+    @property
+    def usable(self) -> bool:
+        return self.root is not None and bool(self.binary)
+
+    def why_not(self) -> str:
+        parts = []
+        if self.root is None:
+            parts.append(
+                f"no root marker ({', '.join(self.row.root_markers)}) from there up to the "
+                "workspace root"
+            )
+        if not self.binary:
+            shown = [b or "debugpy module" for b in self.row.binaries[:3]]
+            parts.append(f"{' / '.join(shown)} not found: {self.row.install}")
+        return "; ".join(parts)
+
+
+def resolve(row: AdapterRow, path: Path, workspace: Path) -> Resolution:
+    hit = find_root(path, workspace, row.root_markers)
+    root, marker = hit if hit else (None, "")
+    return Resolution(row, root, marker, find_binary(row))
+
+
+def adapter_for(program: Path) -> AdapterRow | None:
+    """The adapter that debugs `program`: by extension, a Go package directory for delve,
+    an executable file for lldb."""
+    if program.is_dir():
+        return BY_NAME["delve"] if any(program.glob("*.go")) else None
+    suffix = program.suffix.lower()
+    for row in ADAPTERS:
+        if suffix and suffix in row.extensions:
+            return row
+    if os.access(program, os.X_OK) and program.is_file():
+        return BY_NAME["lldb"]
+    return None
+
+
+def delve_mode(program: Path) -> str:
+    """delve's launch mode: a source package (directory or .go file) is built first."""
+    return "debug" if program.is_dir() or program.suffix == ".go" else "exec"
+
+
+def adapters_report(workspace: Path) -> list[dict[str, Any]]:
+    """`debug adapters`: per adapter, whether it can be used in this workspace and why not."""
+    out = []
+    for row in ADAPTERS:
+        res = resolve(row, workspace, workspace)
+        binary = res.binary
+        marker_anywhere = res.marker or _marker_below(workspace, row.root_markers)
+        out.append(
+            {
+                "adapter": row.name,
+                "binary": binary,
+                "marker": marker_anywhere,
+                "usable": bool(binary and marker_anywhere),
+                "why_not": ""
+                if binary and marker_anywhere
+                else Resolution(row, workspace if marker_anywhere else None, "", binary).why_not(),
+                "install": "" if binary else row.install,
+            }
+        )
+    return out
+
+
+def _marker_below(workspace: Path, markers: tuple[str, ...], limit: int = 2000) -> str:
+    """A root marker anywhere in the workspace (shallowest first, bounded walk), as a
+    workspace-relative path ("" when none)."""
+    seen = 0
+    level = [workspace]
+    while level:
+        nxt = []
+        for d in level:
+            try:
+                entries = sorted(os.scandir(d), key=lambda e: e.name)
+            except OSError:
+                continue
+            for e in entries:
+                seen += 1
+                if seen > limit:
+                    return ""
+                if e.name in markers and e.is_file():
+                    return os.path.relpath(e.path, workspace)
+                if e.is_dir(follow_symlinks=False) and not e.name.startswith("."):
+                    if e.name not in ("node_modules", "vendor", "__pycache__", "target"):
+                        nxt.append(Path(e.path))
+        level = nxt
+    return ""
+
+
+def launch_config(row: AdapterRow, program: Path, args: list[str], cwd: Path) -> dict[str, Any]:
+    """The `launch` request's arguments for `program` under `row`."""
+    config: dict[str, Any] = {**row.launch_extra, "program": str(program), "args": list(args)}
+    config["cwd"] = str(cwd)
+    if row.name == "debugpy":
+        config["python"] = project_python(cwd)
+    elif row.name == "delve":
+        config["mode"] = delve_mode(program)
+        if config["mode"] == "debug":
+            # the built binary stays inside the workspace, beside the package
+            base = program if program.is_dir() else program.parent
+            config["output"] = str(base / f"__debug_bin_tether_{os.getpid()}")
+    return config
+
+
+def attach_config(row: AdapterRow, port: int | None, pid: int | None) -> dict[str, Any]:
+    """The `attach` request's arguments: debugpy connects to a port, lldb attaches to a pid
+    or a gdb-remote port, delve attaches to a local pid."""
+    if row.name == "debugpy":
+        if port is None:
+            raise ValueError("debugpy attaches to a port: pass port (python -m debugpy --listen N)")
+        return {"connect": {"host": "127.0.0.1", "port": port}, "justMyCode": True}
+    if row.name == "lldb":
+        if pid is not None:
+            return {"pid": pid}
+        if port is not None:
+            return {"gdb-remote-port": port, "gdb-remote-hostname": "127.0.0.1"}
+    if row.name == "delve":
+        if pid is not None:
+            return {"mode": "local", "processId": pid}
+        if port is not None:
+            raise ValueError(
+                "delve attaches to a pid here (pass pid); a headless dlv on a port is a "
+                "remote server, not supported"
+            )
+    if row.name == "dart" and port is not None:
+        return {"vmServiceUri": f"http://127.0.0.1:{port}/"}
+    raise ValueError(
+        f"{row.name} attach needs {'pid or port' if row.name != 'debugpy' else 'port'}"
+    )

@@ -1,0 +1,106 @@
+"""The ops of the echo kinds (`tether.actors.echo`) and of the runtime tests' own kinds
+(`tests/runtime/actors.py`): resources that exist to be called, slowed, failed and killed.
+
+`Echo` takes any arguments and answers with them, so its class collects every argument
+into `data` (`rest_field`); the other ops have typed fields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from tether.messages.ops import Vocabulary
+
+ECHO = Vocabulary("echo")  # EchoActor: answers in its own message loop
+ECHO_PROCESS = Vocabulary("echo_process")  # EchoProcessActor: through a real subprocess
+SLOW = Vocabulary("slow")  # SlowProcessActor: calls that never answer
+PROBE = Vocabulary("probe")  # ProbeActor: what the thespian loop patches are for
+STUBBORN = Vocabulary("stubborn")  # StubbornProcessActor: a subprocess ignoring SIGTERM
+
+
+@dataclass(frozen=True)
+class Echo:
+    """Answer with the arguments (echo_process: through the subprocess; a `delay` argument
+    makes it answer that many seconds later, like a slow server)."""
+
+    rest_field: ClassVar[str] = "data"
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Pid:
+    """The pid of the actor process (of the subprocess, for process actors)."""
+
+
+@dataclass(frozen=True)
+class Sleep:
+    """Answer after `seconds`, on a timer: a slow resource that does not block its loop."""
+
+    seconds: float = 0.1
+
+
+@dataclass(frozen=True)
+class Fail:
+    """Answer with an error (`failed`) saying `message`."""
+
+    message: str = "echo failed as asked"
+
+
+@dataclass(frozen=True)
+class Raise:
+    """on_call raises: the call fails, the actor serves on."""
+
+    message: str = "echo raised as asked"
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Answer, then stop normally."""
+
+
+@dataclass(frozen=True)
+class Crash:
+    """Answer, then stop as a crash (the restart policy applies)."""
+
+
+@dataclass(frozen=True)
+class Stderr:
+    """Make the subprocess write `text` to its stderr, then answer like echo."""
+
+    text: str = "stderr line"
+
+
+@dataclass(frozen=True)
+class Hang:
+    """Never answered."""
+
+
+@dataclass(frozen=True)
+class HangOnce:
+    """Never answered by the first actor to see it (it creates the file `marker`), answered
+    by any later one: an idempotent call retried after a restart."""
+
+    marker: str
+
+
+@dataclass(frozen=True)
+class StackRoom:
+    """Bytes of frame stack left in the chunk the handler runs in."""
+
+
+@dataclass(frozen=True)
+class Release:
+    """Run the actor's release (what its exit runs) and answer how long it took."""
+
+
+def _serve(vocabulary: Vocabulary, *ops: type) -> None:
+    for op in ops:
+        vocabulary.op(op)
+
+
+_serve(ECHO, Echo, Sleep, Fail, Raise, Pid, Stop, Crash)
+_serve(ECHO_PROCESS, Echo, Pid, Stderr)
+_serve(SLOW, Pid, Hang, HangOnce)
+_serve(PROBE, StackRoom, Pid)
+_serve(STUBBORN, Release)

@@ -1,0 +1,254 @@
+"""debug: drive a debugger (SPEC.md "debug", tier exec).
+
+Host side: validates the op, resolves paths (already confined by the guardrails) and the
+adapter (the intersection rule of `tether.debug.adapters`: a root marker from the
+program's directory up to the workspace AND the adapter's binary), then sends a typed op
+(`tether.messages.debug_ops`) to the run's one DebugSessionActor and renders its answer.
+`adapters` needs no session: it is answered here.
+
+Every call is sent as idempotent: a call whose actor went away (its TTL, `terminate`, a
+crash) is retried once on the run's next session actor, which has no program of the old
+one to act on - it answers with why the previous session ended.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tether.debug import adapters
+from tether.debug.render import (
+    frame_line,
+    rel,
+    render_adapters,
+    render_breakpoints,
+    render_launch,
+    render_outcome,
+    render_status,
+    variables_lines,
+)
+from tether.messages.calls import ResourceError
+from tether.messages.debug_ops import (
+    KEY,
+    KIND,
+    Attach,
+    Continue,
+    Evaluate,
+    Launch,
+    Output,
+    Pause,
+    Scopes,
+    SetBreakpoints,
+    Stack,
+    Status,
+    StepIn,
+    StepOut,
+    StepOver,
+    Terminate,
+    Threads,
+    Variables,
+)
+from tether.messages.ops import op_args, op_name
+from tether.tools.results import ToolResult
+from tether.tools.spec import Needs, Tier, ToolContext, ToolSpec
+
+FAMILY = "debug"
+OPS = (
+    "adapters",
+    "status",
+    "breakpoints",
+    "launch",
+    "attach",
+    "continue",
+    "pause",
+    "step_over",
+    "step_in",
+    "step_out",
+    "threads",
+    "stack",
+    "scopes",
+    "variables",
+    "evaluate",
+    "output",
+    "terminate",
+)
+DEFAULT_WAIT = 10.0  # s a run-control op waits for a stop or the exit
+MAX_WAIT = 120.0
+INSPECT_TIMEOUT = 20.0  # s for an op that only asks the adapter something
+STEPS = {"continue": Continue, "step_over": StepOver, "step_in": StepIn, "step_out": StepOut}
+
+
+def _send(ctx: ToolContext, op: Any, timeout: float) -> dict[str, Any]:
+    return dict(ctx.call_resource(KIND, KEY, op_name(op), op_args(op), timeout, idempotent=True))
+
+
+def _need(args: dict[str, Any], name: str, op: str) -> Any:
+    if args.get(name) is None:
+        raise ResourceError("bad_request", f"debug {op} needs {name}")
+    return args[name]
+
+
+def _debug(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    op = args["op"]
+    ws = ctx.workdir
+    wait = float(args.get("wait", DEFAULT_WAIT))
+    if op == "adapters":
+        rows = adapters.adapters_report(ws)
+        return ToolResult.ok(render_adapters(rows), data={"adapters": rows})
+    if op == "status":
+        p = _send(ctx, Status(), INSPECT_TIMEOUT)
+        return ToolResult.ok(render_status(p, ws), data=p)
+    if op == "breakpoints":
+        path = ctx.resolve_path(_need(args, "file", op))
+        lines = [int(n) for n in args.get("lines") or []]
+        p = _send(ctx, SetBreakpoints(str(path), lines), INSPECT_TIMEOUT)
+        return ToolResult.ok(
+            render_breakpoints(rel(str(path), ws), p["breakpoints"], p["sent"]), data=p
+        )
+    if op in ("launch", "attach"):
+        return _start(ctx, args, op, wait)
+    if op in STEPS:
+        p = _send(ctx, STEPS[op](args.get("thread_id"), wait), wait + INSPECT_TIMEOUT)
+        return ToolResult.ok(render_outcome(p, ws), data=p)
+    if op == "pause":
+        p = _send(ctx, Pause(args.get("thread_id"), min(wait, 5.0)), wait + INSPECT_TIMEOUT)
+        return ToolResult.ok(render_outcome(p, ws), data=p)
+    if op == "threads":
+        p = _send(ctx, Threads(), INSPECT_TIMEOUT)
+        text = "\n".join(f"  {t['id']}: {t['name']}" for t in p["threads"]) or "  (none)"
+        return ToolResult.ok("threads:\n" + text, data=p)
+    if op == "stack":
+        p = _send(ctx, Stack(args.get("thread_id")), INSPECT_TIMEOUT)
+        head = f"thread {p['thread_id']}: {len(p['frames'])} of {p['total_frames']} frames (cap {p['cap']})"
+        return ToolResult.ok("\n".join([head, *(frame_line(f, ws) for f in p["frames"])]), data=p)
+    if op == "scopes":
+        p = _send(ctx, Scopes(int(_need(args, "frame_id", op))), INSPECT_TIMEOUT)
+        scope_rows = [
+            f"  {s['name']}: reference {s['reference']}"
+            + (" (expensive)" if s["expensive"] else "")
+            for s in p["scopes"]
+        ]
+        text = f"scopes of frame {p['frame_id']}:\n" + "\n".join(scope_rows)
+        return ToolResult.ok(text, data=p)
+    if op == "variables":
+        p = _send(ctx, Variables(int(_need(args, "reference", op))), INSPECT_TIMEOUT)
+        body = variables_lines(p) or ["  (no children)"]
+        return ToolResult.ok(f"reference {p['reference']}:\n" + "\n".join(body), data=p)
+    if op == "evaluate":
+        expr = str(_need(args, "expression", op))
+        p = _send(ctx, Evaluate(expr, args.get("frame_id")), INSPECT_TIMEOUT)
+        kind = f" ({p['type']})" if p.get("type") else ""
+        more = f" [reference {p['reference']}]" if p.get("reference") else ""
+        return ToolResult.ok(f"{expr}{kind} = {p['value']}{more}", data=p)
+    if op == "output":
+        p = _send(ctx, Output(), INSPECT_TIMEOUT)
+        dropped = f"(the first {p['dropped']} characters were dropped)\n" if p["dropped"] else ""
+        return ToolResult.ok(dropped + (p["output"] or "(no output yet)"), data=p)
+    if op == "terminate":
+        p = _send(ctx, Terminate(), INSPECT_TIMEOUT)
+        left = p.get("processes_left") or []
+        text = "debug session ended; adapter and program killed, breakpoints cleared" + (
+            f" (still alive: {left})" if left else ""
+        )
+        tail = p.get("output_tail") or ""
+        return ToolResult.ok(text + (f"\noutput tail:\n{tail}" if tail else ""), data=p)
+    return ToolResult.error(f"debug: unknown op {op!r}; ops: {', '.join(OPS)}")
+
+
+def _start(ctx: ToolContext, args: dict[str, Any], op: str, wait: float) -> ToolResult:
+    ws = ctx.workdir
+    name = args.get("adapter")
+    if op == "launch":
+        program = ctx.resolve_path(_need(args, "program", op))
+        if not program.exists():
+            return ToolResult.error(f"debug launch: {rel(str(program), ws)} does not exist")
+        row = adapters.BY_NAME.get(name) if name else adapters.adapter_for(program)
+        where = program
+    else:
+        row = adapters.BY_NAME.get(name) if name else None
+        where = ws
+        if args.get("port") is None and args.get("pid") is None:
+            return ToolResult.error("debug attach needs port (or pid, for lldb and delve)")
+    if row is None:
+        known = ", ".join(adapters.BY_NAME)
+        what = (
+            f"adapter {name!r} is not one of {known}"
+            if name
+            else (
+                f"no adapter debugs {rel(str(where), ws)} (by its extension, or as an executable); "
+                f"pass adapter ({known})"
+                if op == "launch"
+                else f"debug attach needs adapter ({known})"
+            )
+        )
+        return ToolResult.error(f"debug {op}: {what}")
+    res = adapters.resolve(row, where, ws)
+    if not res.usable:
+        return ToolResult.error(
+            f"debug {op}: {row.name} cannot start for {rel(str(where), ws)}: {res.why_not()}. "
+            "Call debug adapters for what is usable here."
+        )
+    root = str(res.root)
+    timeout = wait + row.startup_timeout + row.launch_timeout + 10.0
+    if op == "launch":
+        extra = [str(a) for a in args.get("args") or []]
+        p = _send(ctx, Launch(row.name, str(where), root, extra, wait), timeout)
+    else:
+        p = _send(
+            ctx, Attach(row.name, root, args.get("port"), args.get("pid"), min(wait, 2.0)), timeout
+        )
+    return ToolResult.ok(render_launch(p, ws), data=p)
+
+
+_DESCRIPTION = """Drive a debugger (Python: debugpy, C/C++/Rust binaries: lldb-dap, Go: delve, Dart). \
+One session per conversation (hard TTL 30 min); calls run one at a time.
+Ops:
+- adapters: which adapters can be used here, and why not
+- status: whether a session runs, and where it is stopped
+- breakpoints: file, lines[] (empty clears the file); may be set before launch
+- launch: program (a .py file, a Go package dir or .go file, an executable built with -g), args[]; \
+stops at your breakpoints, or says it exited (code, output tail) or still runs
+- attach: adapter + port (debugpy --listen, lldb gdb-remote) or pid (lldb, delve)
+- continue / step_over / step_in / step_out / pause: thread_id? ; wait? seconds
+- threads; stack: thread_id? (30 frames); scopes: frame_id; variables: reference (50 children)
+- evaluate: expression, frame_id? ; output: the program's output (bounded) ; terminate
+Frame ids and references go stale when the program moves: call stack again after a step.
+Example: {"op": "breakpoints", "file": "app.py", "lines": [12]} then {"op": "launch", "program": "app.py"}"""
+
+
+def specs() -> list[ToolSpec]:
+    return [
+        ToolSpec(
+            name="debug",
+            tier=Tier.EXEC,
+            description=_DESCRIPTION,
+            schema={
+                "type": "object",
+                "properties": {
+                    "op": {"type": "string", "enum": list(OPS)},
+                    "file": {"type": "string", "description": "workspace-relative source file"},
+                    "lines": {"type": "array", "items": {"type": "integer", "minimum": 1}},
+                    "program": {"type": "string", "description": "workspace-relative program"},
+                    "args": {"type": "array", "items": {"type": "string"}},
+                    "adapter": {"type": "string", "enum": list(adapters.BY_NAME)},
+                    "port": {"type": "integer", "minimum": 1, "maximum": 65535},
+                    "pid": {"type": "integer", "minimum": 1},
+                    "thread_id": {"type": "integer"},
+                    "frame_id": {"type": "integer"},
+                    "reference": {"type": "integer", "minimum": 1},
+                    "expression": {"type": "string", "minLength": 1},
+                    "wait": {
+                        "type": "number",
+                        "exclusiveMinimum": 0,
+                        "maximum": MAX_WAIT,
+                        "description": "seconds a run-control op waits for a stop (default 10)",
+                    },
+                },
+                "required": ["op"],
+                "additionalProperties": False,
+            },
+            handler=_debug,
+            needs=frozenset({Needs.WORKDIR, Needs.CONVERSATION, Needs.DEBUG_SESSIONS}),
+            path_args=("file", "program"),
+            parallel_safe=False,
+        )
+    ]

@@ -1,0 +1,216 @@
+"""vibe_spawn, vibe_send, vibe_wait, vibe_kill, vibe_list: direct background workers
+(SPEC.md "vibe_*"). Registered only while vibe mode is on; all tier read (the gate sits on
+the workers' own actions, which reach the run's approval policy and question port).
+The machinery is tether.tools.vibe_workers; this module is what the model sees.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tether.messages.calls import ResourceError
+from tether.tools.results import ToolResult
+from tether.tools.spec import Needs, Tier, ToolContext, ToolSpec
+from tether.tools.vibe_workers import LIVE, TIERS, VibeError, Worker, workers_of
+
+FAMILY = "vibe"
+DEFAULT_WAIT = 30.0
+MAX_WAIT = 300.0
+LIST_CHARS = 300  # chars of output / result per worker in vibe_list
+WAIT_CHARS = 3000  # chars of output / result in vibe_wait
+NEEDS = frozenset({Needs.VIBE, Needs.CONVERSATION, Needs.WORKDIR})
+
+
+def _tail(text: str, limit: int) -> str:
+    text = text.rstrip("\n")
+    return text if len(text) <= limit else f"[... {len(text) - limit} chars before]" + text[-limit:]
+
+
+def _line(w: Worker) -> str:
+    s = w.snapshot
+    status = w.status if not w.gone else w.gone
+    exit_code = f", exit {s['exit_code']}" if s.get("exit_code") not in (None, 0) else ""
+    head = f"{w.worker_id} [{w.tier}] {w.label!r}: {status}{exit_code}, {s.get('elapsed', 0):.1f} s"
+    if s.get("prompts"):
+        head += f", waiting for permission to run {s['prompts'][0]['tool']}"
+    body = s.get("output" if w.status in LIVE else "result", "")
+    what = "output so far" if w.status in LIVE else "last result"
+    return head + (f"\n  {what}: {_tail(body, LIST_CHARS)}" if body.strip() else "")
+
+
+def _data(w: Worker, **extra: Any) -> dict[str, Any]:
+    s = w.snapshot
+    keys = ("label", "tier", "elapsed", "exit_code", "error", "run", "prompts")
+    return {"worker_id": w.worker_id, "status": w.status, **{k: s.get(k) for k in keys}, **extra}
+
+
+def _guarded(fn: Any) -> Any:
+    def handler(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+        try:
+            return fn(ctx, args)  # type: ignore[no-any-return]
+        except VibeError as exc:
+            return ToolResult.error(str(exc))
+        except ResourceError as exc:
+            return ToolResult.error(f"the worker could not be reached: {exc.message}")
+
+    return handler
+
+
+def _spawn(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    table = workers_of(ctx)
+    tier = args.get("tier") or table.config.default_tier
+    w = table.spawn(args["brief"], args["label"], tier)
+    return ToolResult.ok(
+        f"Started worker {w.worker_id} ({w.label!r}, tier {tier}); it runs in the background. "
+        f'Collect its result with vibe_wait {{"worker_id": "{w.worker_id}"}}; vibe_list shows '
+        "its progress.",
+        data=_data(w),
+    )
+
+
+def _send(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    w, stopped = workers_of(ctx).send(args["worker_id"], args["message"])
+    how = "stopped its current run and started" if stopped else "started"
+    return ToolResult.ok(
+        f"Appended the message to {w.worker_id}'s brief and {how} run {w.snapshot.get('run')}.",
+        data=_data(w, stopped_previous=stopped),
+    )
+
+
+def _wait(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    asked = float(args.get("timeout_seconds", DEFAULT_WAIT))
+    seconds = min(asked, MAX_WAIT)
+    capped = f" (timeout_seconds is capped at {MAX_WAIT:g})" if asked > MAX_WAIT else ""
+    w, finished = workers_of(ctx).wait(args["worker_id"], seconds)
+    s = w.snapshot
+    if not finished:
+        return ToolResult.ok(
+            f"Worker {w.worker_id} is still running after waiting {seconds:g} s{capped} "
+            f"(running for {s.get('elapsed', 0):.1f} s). Output so far:\n"
+            f"{_tail(s.get('output', ''), WAIT_CHARS) or '(none yet)'}\n"
+            "Wait again, send it a message with vibe_send, or stop it with vibe_kill.",
+            data=_data(w, finished=False, timed_out=True),
+        )
+    if w.gone:
+        return ToolResult.error(
+            f"Worker {w.worker_id} is {w.gone}; its last output:\n"
+            f"{_tail(s.get('output', ''), WAIT_CHARS) or '(none)'}",
+            data=_data(w, finished=True, timed_out=False),
+        )
+    ending = {"done": "finished", "failed": "failed", "killed": "was killed"}.get(
+        w.status, w.status
+    )
+    error = f" ({s['error']})" if s.get("error") and w.status != "killed" else ""
+    text = (
+        f"Worker {w.worker_id} ({w.label!r}) {ending}{error} after {s.get('elapsed', 0):.1f} s. "
+        f"Result:\n{_tail(s.get('result', ''), WAIT_CHARS) or '(no output)'}"
+    )
+    data = _data(w, finished=True, timed_out=False)
+    return (
+        ToolResult.error(text, data=data)
+        if w.status == "failed"
+        else ToolResult.ok(text, data=data)
+    )
+
+
+def _kill(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    w, was = workers_of(ctx).kill(args["worker_id"])
+    if was in LIVE:
+        text = f"Killed worker {w.worker_id} ({w.label!r}): its process group is gone."
+    else:
+        text = f"Worker {w.worker_id} had already ended ({w.gone or was}); nothing to stop."
+    return ToolResult.ok(text, data=_data(w, killed_now=was in LIVE))
+
+
+def _list(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    workers = workers_of(ctx).refresh()
+    if not workers:
+        return ToolResult.ok(
+            "No workers on this run; start one with vibe_spawn.", data={"workers": []}
+        )
+    return ToolResult.ok(
+        "\n".join(_line(w) for w in workers), data={"workers": [_data(w) for w in workers]}
+    )
+
+
+WORKER_ID = {"type": "string", "minLength": 1, "description": "the id vibe_spawn returned, e.g. w1"}
+
+
+def _spec(
+    name: str, description: str, properties: dict[str, Any], required: list[str], fn: Any
+) -> ToolSpec:
+    schema = {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+    return ToolSpec(name, Tier.READ, description, schema, _guarded(fn), NEEDS)
+
+
+def specs() -> list[ToolSpec]:
+    return [
+        _spec(
+            "vibe_spawn",
+            "Start a background worker on a task and return at once with its id. tier 'fast' "
+            "is for mechanical work with a clear spec, 'good' for design, judgement or "
+            'reviewing a fast worker\'s output. Example: vibe_spawn {"brief": "Add type hints '
+            'to src/util.py", "label": "hints", "tier": "fast"}',
+            {
+                "brief": {"type": "string", "minLength": 1, "description": "the task, in full"},
+                "label": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 60,
+                    "description": "a short name",
+                },
+                "tier": {
+                    "type": "string",
+                    "enum": list(TIERS),
+                    "description": "fast (default) or good",
+                },
+            },
+            ["brief", "label"],
+            _spawn,
+        ),
+        _spec(
+            "vibe_send",
+            "Append a message to a worker's brief and run it again (a running worker is "
+            'stopped first). Example: vibe_send {"worker_id": "w1", "message": "also cover '
+            'the tests"}',
+            {"worker_id": WORKER_ID, "message": {"type": "string", "minLength": 1}},
+            ["worker_id", "message"],
+            _send,
+        ),
+        _spec(
+            "vibe_wait",
+            "Wait until a worker finishes, at most timeout_seconds (default 30, at most 300), "
+            "and say which happened; a worker still running shows its output so far. "
+            'Example: vibe_wait {"worker_id": "w1", "timeout_seconds": 60}',
+            {
+                "worker_id": WORKER_ID,
+                "timeout_seconds": {
+                    "type": "number",
+                    "minimum": 0,
+                    "description": "default 30, cap 300",
+                },
+            },
+            ["worker_id"],
+            _wait,
+        ),
+        _spec(
+            "vibe_kill",
+            'Stop a worker (its whole process group). Safe to repeat. Example: vibe_kill {"worker_id": "w1"}',
+            {"worker_id": WORKER_ID},
+            ["worker_id"],
+            _kill,
+        ),
+        _spec(
+            "vibe_list",
+            "The run's workers: id, label, tier, status, elapsed time, and the output so far "
+            "or the last result (both capped). Example: vibe_list {}",
+            {},
+            [],
+            _list,
+        ),
+    ]

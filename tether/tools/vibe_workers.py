@@ -1,0 +1,439 @@
+"""The host side of vibe workers: backends per tier, caps, and one run's worker table.
+
+    config = VibeConfig(backends={
+        "fast": CommandBackend(["my-agent", "--print"]),          # brief as last argument
+        "good": CommandBackend(["claude", "-p"], brief="stdin"),  # brief on stdin
+    })                                  # or CallableBackend("mypkg.workers:review")
+    run = rt.open_run("conv", workdir=..., vibe=True, vibe_config=config)
+
+Each worker is a `vibe_worker` actor of the run (tether.actors.vibe). `VibeWorkers` keeps,
+per run, which workers exist and a watcher thread per running worker: it long-polls the
+actor (`Poll`, answered when a permission prompt arrives or the run ends) and answers the
+worker's permission prompts through the run's own gate (tether.tools.registry.permission:
+the run's approval policy, a permission card through its question port, fail closed when
+nobody can approve; every decision is written into the worker's output).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tether.messages.calls import ErrorCode, ResourceError
+from tether.messages.worker_ops import (
+    BRIEF_MODES,
+    Kill,
+    Permit,
+    Poll,
+    Prepare,
+    Send,
+    Spawn,
+    Status,
+    Wait,
+)
+from tether.tools.registry import permission
+from tether.tools.spec import Tier
+
+KIND = "vibe_worker"
+TIERS = ("fast", "good")
+LIVE = ("new", "running", "waiting")
+POLL_SECONDS = 2.0  # how long one watcher Poll may stay open on the actor
+CALL_SLACK = 5.0  # s a held call's engine deadline exceeds its own wait
+CALL_TIMEOUT = 10.0
+PREPARE_TIMEOUT = 2.0
+
+
+@dataclass(frozen=True)
+class CommandBackend:
+    """A worker is a command (an agent CLI): the brief as its last argument ("arg") or on
+    its stdin ("stdin", then end of input)."""
+
+    argv: Sequence[str]
+    brief: str = "arg"
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.argv or not all(isinstance(a, str) for a in self.argv):
+            raise ValueError(
+                f"CommandBackend.argv must be a non-empty list of str, got {self.argv!r}"
+            )
+        if self.brief not in BRIEF_MODES:
+            raise ValueError(
+                f"CommandBackend.brief must be one of {', '.join(BRIEF_MODES)}, got {self.brief!r}"
+            )
+
+    def command(self) -> tuple[list[str], str, dict[str, str]]:
+        return list(self.argv), self.brief, dict(self.env)
+
+
+@dataclass(frozen=True)
+class CallableBackend:
+    """A worker is a Python function `f(brief, worker) -> str`, run in its own process by
+    tether.vibe_runner (so it can be killed like any worker). `target` is the function or
+    "module:function"; it must be importable by that name (no lambdas, no closures)."""
+
+    target: str | Callable[..., Any]
+    python: str = sys.executable
+
+    def __post_init__(self) -> None:
+        name = _import_name(self.target)
+        module, sep, attr = name.partition(":")
+        if not sep or not module or not attr:
+            raise ValueError(
+                f"CallableBackend.target must be 'module:function' or a module-level function, "
+                f"got {self.target!r}"
+            )
+
+    def command(self) -> tuple[list[str], str, dict[str, str]]:
+        package_root = str(Path(__file__).resolve().parents[2])  # so the runner imports this tether
+        path = os.pathsep.join(p for p in (package_root, *sys.path) if p)
+        argv = [self.python, "-m", "tether.vibe_runner", _import_name(self.target)]
+        return argv, "arg", {"PYTHONPATH": path}
+
+
+def _import_name(target: str | Callable[..., Any]) -> str:
+    if isinstance(target, str):
+        return target
+    module, qualname = getattr(target, "__module__", ""), getattr(target, "__qualname__", "")
+    if not module or not qualname or "<" in qualname or not inspect.isfunction(target):
+        raise ValueError(
+            f"CallableBackend needs a module-level function, got {target!r}; pass "
+            "'module:function' for anything else"
+        )
+    return f"{module}:{qualname}"
+
+
+Backend = CommandBackend | CallableBackend
+
+
+@dataclass(frozen=True)
+class VibeConfig:
+    """Backends per tier ("fast", "good"), caps and reaping. max_per_runtime counts the
+    live workers of every run of the runtime."""
+
+    backends: Mapping[str, Backend]
+    max_per_run: int = 4
+    max_per_runtime: int = 8
+    reap_after: float = 600.0  # s a finished worker stays listed, then its actor is reaped
+    default_tier: str = "fast"
+
+    def __post_init__(self) -> None:
+        for tier, backend in self.backends.items():
+            if tier not in TIERS:
+                raise ValueError(f"VibeConfig: unknown tier {tier!r}; tiers: {', '.join(TIERS)}")
+            if not isinstance(backend, CommandBackend | CallableBackend):
+                raise ValueError(f"VibeConfig: tier {tier!r} has no backend: {backend!r}")
+        if self.max_per_run < 1 or self.max_per_runtime < 1:
+            raise ValueError("VibeConfig: max_per_run and max_per_runtime must be >= 1")
+        if self.reap_after <= 0:
+            raise ValueError(f"VibeConfig.reap_after must be > 0 seconds, got {self.reap_after!r}")
+
+
+class VibeError(Exception):
+    """A vibe call that cannot be done; the message says what to do instead."""
+
+
+# the worker tables of each runtime, for the per-runtime cap
+_TABLES: weakref.WeakKeyDictionary[Any, weakref.WeakSet[VibeWorkers]] = weakref.WeakKeyDictionary()
+_TABLES_LOCK = threading.Lock()
+
+
+@dataclass
+class Worker:
+    worker_id: str
+    label: str
+    tier: str
+    snapshot: dict[str, Any]
+    watching: bool = False
+    gone: str = ""  # why the actor is gone (crashed, reaped); "" while it is there
+    ended_at: float = 0.0  # host clock: when the watcher saw the run end
+
+    @property
+    def status(self) -> str:
+        return "crashed" if self.gone.startswith("crashed") else str(self.snapshot["status"])
+
+
+class VibeWorkers:
+    """One run's vibe workers (kept in `run.state["vibe"]`)."""
+
+    def __init__(self, run: Any, config: VibeConfig):
+        self.run = run
+        self.config = config
+        self._lock = threading.RLock()  # (the caps check lists workers under it)
+        self._workers: dict[str, Worker] = {}
+        self._next = 1  # the number of the next worker id
+        self._closed = False
+        self._preparing: threading.Thread | None = None
+        with _TABLES_LOCK:
+            _TABLES.setdefault(run.runtime, weakref.WeakSet()).add(self)
+        run.on_close(self.close)
+        self._prepare_next()
+
+    # --- the five tools --------------------------------------------------------------
+    def spawn(self, brief: str, label: str, tier: str) -> Worker:
+        backend = self.config.backends.get(tier)
+        if backend is None:
+            have = ", ".join(sorted(self.config.backends)) or "none"
+            raise VibeError(
+                f"no worker backend is configured for tier {tier!r} on this run (configured: "
+                f"{have}); use another tier"
+            )
+        argv, mode, env = backend.command()
+        with self._lock:
+            self._check_caps()
+            worker_id = f"w{self._next}"
+            self._next += 1
+            op = Spawn(
+                worker_id,
+                label,
+                tier,
+                brief,
+                argv,
+                mode,
+                str(self.run.workdir),
+                {**env, **self._env()},
+                float(self.config.reap_after),
+            )
+            worker = Worker(worker_id, label, tier, {"status": "new"})
+            self._workers[worker_id] = worker
+        try:
+            worker.snapshot = self._call(worker_id, op)
+        except ResourceError:
+            with self._lock:
+                del self._workers[worker_id]
+            raise
+        self._watch(worker)
+        self._prepare_next()
+        return worker
+
+    def send(self, worker_id: str, message: str) -> tuple[Worker, bool]:
+        worker = self.get(worker_id)
+        if worker.gone:
+            raise VibeError(f"worker {worker_id} is {worker.gone}; spawn a new one with vibe_spawn")
+        if worker.status not in LIVE:
+            with self._lock:
+                self._check_caps()
+        reply = self._call(worker_id, Send(message))
+        worker.snapshot, worker.ended_at = reply, 0.0
+        self._watch(worker)
+        return worker, bool(reply.get("stopped_previous"))
+
+    def wait(self, worker_id: str, seconds: float) -> tuple[Worker, bool]:
+        worker = self.get(worker_id)
+        if worker.gone or worker.status not in LIVE:
+            return worker, True
+        worker.snapshot = self._call(worker_id, Wait(seconds), seconds + CALL_SLACK)
+        return worker, worker.status not in LIVE
+
+    def kill(self, worker_id: str) -> tuple[Worker, str]:
+        """Kill the worker's process tree; returns it and what it was ("running" if killed now)."""
+        worker = self.get(worker_id)
+        if worker.gone:
+            return worker, worker.status
+        reply = self._call(worker_id, Kill())
+        worker.snapshot = reply
+        self._ended(worker)
+        return worker, str(reply.get("was", ""))
+
+    def refresh(self) -> list[Worker]:
+        """Every worker not reaped, refreshed from its actor."""
+        self._drop_reaped()
+        workers = self.workers()
+        fresh = [w for w in workers if not w.gone]
+        rt = self.run.runtime
+        answers = rt._gather(
+            self.run.run_id, [(KIND, w.worker_id, Status(), None) for w in fresh], CALL_TIMEOUT
+        )
+        for worker, answer in zip(fresh, answers, strict=True):
+            if isinstance(answer, ResourceError):
+                self._lost(worker, answer)
+            else:
+                worker.snapshot = answer
+        self._drop_reaped()
+        return self.workers()
+
+    # --- the table -------------------------------------------------------------------
+    def workers(self) -> list[Worker]:
+        with self._lock:
+            return list(self._workers.values())
+
+    def get(self, worker_id: str) -> Worker:
+        self._drop_reaped()
+        with self._lock:
+            worker = self._workers.get(worker_id)
+            known = ", ".join(self._workers) or "none"
+        if worker is None:
+            raise VibeError(
+                f"no worker {worker_id!r} on this run (workers: {known}); finished workers are "
+                f"reaped {self.config.reap_after:g} s after they end"
+            )
+        return worker
+
+    def live_ids(self) -> list[str]:
+        if self._closed:  # the run's actors, and so its workers, are gone
+            return []
+        return [w.worker_id for w in self.workers() if not w.gone and w.status in LIVE]
+
+    def close(self) -> None:
+        """The run is closing: no call from here on (a call to a closed run's actor would
+        open the run again), and none left in flight but the watchers' (they end when the
+        run's actors do)."""
+        self._closed = True
+        preparing = self._preparing
+        if preparing is not None:
+            preparing.join(PREPARE_TIMEOUT)
+
+    def _check_caps(self) -> None:
+        live = len(self.live_ids())
+        if live >= self.config.max_per_run:
+            raise VibeError(
+                f"this run already has {live} running workers (cap {self.config.max_per_run}); "
+                "wait for one with vibe_wait or stop one with vibe_kill, then spawn again"
+            )
+        with _TABLES_LOCK:
+            tables = list(_TABLES.get(self.run.runtime, ()))
+        total = sum(len(t.live_ids()) for t in tables)
+        if total >= self.config.max_per_runtime:
+            raise VibeError(
+                f"the runtime already runs {total} workers across its runs (cap "
+                f"{self.config.max_per_runtime}); wait for one to finish, then spawn again"
+            )
+
+    def _env(self) -> dict[str, str]:
+        import json
+
+        policy = self.run.policy
+        decided = {t.value: d.value for t, d in policy.items()} if policy else {}
+        return {"TETHER_APPROVAL": json.dumps(decided), "TETHER_RUN_ID": self.run.run_id}
+
+    def _call(self, worker_id: str, op: Any, timeout: float = CALL_TIMEOUT) -> dict[str, Any]:
+        if self._closed:
+            raise VibeError("this run is closed; its workers are gone")
+        return dict(self.run.runtime._call(self.run.run_id, KIND, worker_id, op, None, timeout))
+
+    def _lost(self, worker: Worker, error: ResourceError) -> None:
+        if worker.gone:
+            return
+        if worker.status in LIVE:
+            worker.gone = f"crashed: its actor died ({error.message})"
+        else:
+            worker.gone = "reaped"
+
+    def _ended(self, worker: Worker) -> None:
+        if worker.status not in LIVE and not worker.ended_at:
+            worker.ended_at = time.monotonic()
+
+    def _drop_reaped(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            for worker_id, w in list(self._workers.items()):
+                reaped = w.gone == "reaped" or (
+                    w.ended_at and not w.gone and now - w.ended_at >= self.config.reap_after
+                )
+                if reaped:
+                    del self._workers[worker_id]
+
+    def _prepare_next(self) -> None:
+        """Start the next worker's actor now, in the background: making an actor process
+        costs ~15 ms, which vibe_spawn would otherwise add to every spawn."""
+        worker_id = f"w{self._next}"
+
+        def prepare() -> None:
+            with contextlib.suppress(Exception):  # a failure here only costs that time later
+                self._call(worker_id, Prepare(), PREPARE_TIMEOUT)
+
+        name = f"tether-vibe-prepare-{worker_id}"
+        self._preparing = threading.Thread(target=prepare, name=name, daemon=True)
+        self._preparing.start()
+
+    # --- the watcher: permission prompts and the end of a run ------------------------
+    def _watch(self, worker: Worker) -> None:
+        with self._lock:
+            if worker.watching:
+                return
+            worker.watching = True
+        name = f"tether-vibe-{self.run.run_id}-{worker.worker_id}"
+        threading.Thread(target=self._watcher, args=(worker,), name=name, daemon=True).start()
+
+    def _watcher(self, worker: Worker) -> None:
+        since = 0
+        try:
+            while not self._closed and not worker.gone:
+                try:
+                    snap = self._call(
+                        worker.worker_id, Poll(since, POLL_SECONDS), POLL_SECONDS + CALL_SLACK
+                    )
+                except ResourceError as exc:
+                    if exc.code != ErrorCode.DEADLINE and not self._closed:
+                        self._lost(worker, exc)
+                        self._ended(worker)
+                        return
+                    continue
+                worker.snapshot = snap
+                for prompt in snap.get("prompts", []):
+                    since = max(since, int(prompt["seq"]))
+                    self._answer(worker, prompt)
+                if worker.status not in LIVE:
+                    self._ended(worker)
+                    return
+        except Exception:  # noqa: BLE001 - the runtime went away under us: nothing to watch
+            return
+        finally:
+            with self._lock:
+                worker.watching = False
+
+    def _answer(self, worker: Worker, prompt: Mapping[str, Any]) -> None:
+        tier = _tier_of(self.run, str(prompt["tool"]), str(prompt.get("tier", "")))
+        asker = f"worker {worker.worker_id} ({worker.label})"
+        verdict = permission(
+            self.run, str(prompt["tool"]), tier, prompt.get("arguments", {}), asker
+        )
+        reason = verdict.how or verdict.refused
+        with_who = f"{reason} [{tier.value} tier]"
+        worker.snapshot = self._call(
+            worker.worker_id, Permit(int(prompt["seq"]), verdict.allowed, with_who)
+        )
+
+
+def _tier_of(run: Any, tool: str, declared: str) -> Tier:
+    """The tier a worker's tool counts as: as declared, else as the registry has it, else
+    exec (the strictest: an unknown tool is gated like starting a process)."""
+    try:
+        return Tier(declared)
+    except ValueError:
+        pass
+    spec = run.registry.get(tool)
+    return spec.tier if spec is not None else Tier.EXEC
+
+
+def workers_of(ctx: Any) -> VibeWorkers:
+    """The run's worker table, made on first use; VibeError when vibe cannot run here."""
+    run = ctx.run
+    table = run.state.get("vibe")
+    if table is not None:
+        return table  # type: ignore[no-any-return]
+    if run.runtime is None or KIND not in run.runtime.connected_kinds():
+        raise VibeError(
+            "vibe workers need a runtime with the vibe_worker kind; open the run with "
+            "Runtime.open_run(..., vibe=True)"
+        )
+    config = run.vibe_config
+    if config is None:
+        raise VibeError(
+            "vibe mode is on but no worker backend is configured; the host opens the run with "
+            "vibe_config=VibeConfig(backends={'fast': CommandBackend([...])})"
+        )
+    with run._serial_guard:
+        table = run.state.get("vibe")
+        if table is None:
+            table = run.state["vibe"] = VibeWorkers(run, config)
+    return table  # type: ignore[no-any-return]
