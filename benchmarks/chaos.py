@@ -218,16 +218,11 @@ def chaos(
     start, interval = time.monotonic(), args.interval
 
     def during(deadline: float) -> None:
-        kills_to_come = max(int((deadline - start - 1e-6) // interval), 1)
-        order = iter(kill_order(rng, kills_to_come, args.roles))
-        next_kill = start + interval
-        while True:
-            load.stop.wait(max(min(next_kill, deadline) - time.monotonic(), 0))
+        # kills at start + k * interval, each with at least half an interval left after it
+        planned = max(int((deadline - start) / interval - 0.5), 1)
+        for k, role in enumerate(kill_order(rng, planned, args.roles)[:planned]):
+            load.stop.wait(max(start + (k + 1) * interval - time.monotonic(), 0))
             seen()
-            if time.monotonic() >= deadline:
-                return
-            next_kill += interval
-            role = next(order)
             choices = roles_now(load.rt).get(role, [])
             if not choices:
                 print(f"  (no live process for {role}; skipped)", flush=True)
@@ -239,6 +234,8 @@ def chaos(
                 continue
             kills.append(Kill(time.monotonic(), role, pid, conversation))
             print(f"  t={kills[-1].at - start:5.1f}s SIGKILL {role} (pid {pid})", flush=True)
+        load.stop.wait(max(deadline - time.monotonic(), 0))
+        seen()
 
     return during
 
