@@ -2,21 +2,22 @@
 seconds, chosen among every process of the runtime (thespian's admin and logger included).
 
     python benchmarks/chaos.py [--conversations 30] [--duration 60] [--interval 5]
-                               [--baseline-duration 60] [--seed N] [--json out.json]
+                               [--tail 10] [--baseline-duration 60] [--seed N]
+                               [--roles admin,root,...] [--json out.json]
 
 Each conversation is a thread with its own run, calling in turn: the shared "echo" actor
 (in-process), the shared "echo_process" actor (a subprocess behind it), its own run-scoped
 "echo_run" actor, and the `ast_grep` tool (the parser pool) on a copy of some of tether's
-sources.
-Every echo carries a token the answer must carry back, every ast_grep must answer what it
-answered before the faults: anything else is a wrong reply.
+sources. Every echo carries a token the answer must carry back, every ast_grep must answer
+what it answered before the faults: anything else is a wrong reply.
 
-The same load runs first without faults (the baseline), then with them. Reported: calls/s
-of both, errors by code, calls that ended past their deadline (target 0), wrong replies
-(target 0), per kill the time until every affected conversation was answered again by
-what the killed process served (and until the first one was), and the processes left
-after shutdown (target 0). Roles are taken in a shuffled cycle so a short run still kills
-a bit of everything; the admin is always among them.
+The same load runs first without faults (the baseline), then with them: the kills within
+--duration, the load going on --tail s more so the last kill's recovery is seen.
+Reported: calls/s of both, errors by code, calls that ended past their deadline (target
+0), wrong replies (target 0), per kill the time until every affected conversation was
+answered again by what the killed process served (and until the first one was), and the
+processes left after shutdown (target 0). Roles are taken in a shuffled cycle so a short
+run still kills a bit of everything; the admin is always among them.
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ class Outcome:
     deadline: float  # s
     code: str = ""  # "" when answered
     wrong: bool = False
+    text: str = ""  # an error the tool gave without a code
 
 
 @dataclass
@@ -157,7 +159,8 @@ class Load:
         if result.is_error:
             found = re.search(r"failed \((\w+)\)", result.text)
             code = found.group(1) if found else "tool_error"
-            return Outcome(n, "ast_grep", start, ended, AST_GREP_DEADLINE, code)
+            text = "" if found else result.text[:300]
+            return Outcome(n, "ast_grep", start, ended, AST_GREP_DEADLINE, code, text=text)
         wrong = result.text != self.expected
         return Outcome(n, "ast_grep", start, ended, AST_GREP_DEADLINE, wrong=wrong)
 
@@ -218,8 +221,10 @@ def chaos(
     start, interval = time.monotonic(), args.interval
 
     def during(deadline: float) -> None:
-        # kills at start + k * interval, each with at least half an interval left after it
-        planned = max(int((deadline - start) / interval - 0.5), 1)
+        # kills at start + k * interval within --duration, each with half an interval left
+        # after it; the load goes on to `deadline` (--tail s more) so every kill's recovery
+        # is seen
+        planned = max(int(args.duration / interval - 0.5), 1)
         for k, role in enumerate(kill_order(rng, planned, args.roles)[:planned]):
             load.stop.wait(max(start + (k + 1) * interval - time.monotonic(), 0))
             seen()
@@ -306,6 +311,8 @@ def report(name: str, load: Load, span: float) -> dict[str, Any]:
         f"slowest {result['max_s']:.2f} s; errors {dict(errors) or 'none'}; "
         f"past deadline {result['late']}; wrong replies {result['wrong']}"
     )
+    for text in sorted({o.text for o in outs if o.text})[:3]:
+        print(f"  a tool error without a code: {text!r}")
     per_type = ", ".join(
         f"{k} {v['calls']} ({v['p50_ms']:.1f} ms)" for k, v in result["per_type"].items()
     )
@@ -344,7 +351,8 @@ def one_load(args: argparse.Namespace, faults: bool, rng: random.Random) -> dict
         kills: list[Kill] = []
         remember()
         during = chaos(load, rng, args, kills, remember) if faults else None
-        span = load.run(args.duration if faults else args.baseline_duration, during)
+        seconds = args.duration + args.tail if faults else args.baseline_duration
+        span = load.run(seconds, during)
         remember()
         name = "with faults" if faults else "baseline (no faults)"
         result = report(name, load, span)
@@ -391,6 +399,9 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=60.0, help="s of load with faults")
     parser.add_argument("--baseline-duration", type=float, default=None, help="default: same")
     parser.add_argument("--interval", type=float, default=5.0, help="s between kills")
+    parser.add_argument(
+        "--tail", type=float, default=10.0, help="s of load after the kills, to see them heal"
+    )
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument(
         "--roles",
