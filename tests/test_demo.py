@@ -16,6 +16,8 @@ def test_demo_runs_every_step_as_expected(capsys: pytest.CaptureFixture[str]) ->
     assert "the program exited with code 0" in out
     assert "The user answered question #1: chose 'value'" in out  # the terminal card
     assert "source files per language: 5 Python" in out  # the vibe worker's result
+    assert "bytes of PNG, is saved as" in out  # the eval cell's figure
+    assert "| 0 | anvil | 49.99 |" in out  # its DataFrame, as a table
     assert "[step 20, " in out  # the progress counter
     assert "native/checksum.c:13: if (buffer != NULL) free(buffer);" in out
     assert "native/checksum.c:17" not in out  # the guard that frees something else

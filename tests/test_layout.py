@@ -34,6 +34,7 @@ LAYERS: list[set[str]] = [
         "tether.atomic_files",
         "tether.roots",
         "tether.transport_auth",
+        "tether.private_dirs",
     },
     {"tether.thespian_patches"},
     # pure libraries, and the call-channel transport actors and host share
@@ -70,6 +71,8 @@ LAYERS: list[set[str]] = [
 LIBRARIES = {"tether.lsp", "tether.structural", "tether.debug", "tether.kernels"}
 LIBRARY_MAY_IMPORT = {
     "tether.messages",
+    "tether.processes",
+    "tether.private_dirs",
     "tether.protocol",
     "tether.atomic_files",
     "tether.roots",

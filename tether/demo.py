@@ -27,6 +27,7 @@ import psutil
 
 from tether import Runtime, ToolResult
 from tether.question_ports import TerminalPort
+from tether.tools.eval import configure as configure_eval
 from tether.tools.vibe_workers import CallableBackend, VibeConfig
 
 SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "sample_project"
@@ -135,7 +136,7 @@ STEPS: list[Step] = [
 FIRST_EDIT = next(i for i, step in enumerate(STEPS) if step.tool == "edit")
 
 
-def run_demo(project: Path, auto_answer: bool = True) -> int:
+def run_demo(project: Path, auto_answer: bool = True, saved_plot: Path | None = None) -> int:
     global PROGRESS
     PROGRESS = Progress()
     work = Path(tempfile.mkdtemp(prefix="tether-demo-"))
@@ -144,7 +145,8 @@ def run_demo(project: Path, auto_answer: bool = True) -> int:
     print(f"tether demo on a copy of {project} at {workdir}")
     surprises = 0
     missing = [name for name in INSTALL_HINT if shutil.which(name) is None]
-    port, feed = _terminal_port(auto_answer)
+    port, answers = _terminal_port(auto_answer)
+    saved_plot = saved_plot or Path(tempfile.gettempdir()) / "tether-demo-plot.png"
     try:
         with Runtime.start() as rt:
             run = rt.open_run(
@@ -155,6 +157,7 @@ def run_demo(project: Path, auto_answer: bool = True) -> int:
                 vibe=True,
                 vibe_config=VibeConfig({"fast": CallableBackend(census)}),
             )
+            configure_eval(run, inactivity=60.0, wall=120.0)  # (a demo never waits minutes)
             print("\ntools on the DEFAULT surface:", ", ".join(t.name for t in run.tools()))
             plan = rt.open_run("demo-plan", workdir=str(workdir), surface="plan")
             print("tools on the PLAN surface:   ", ", ".join(t.name for t in plan.tools()))
@@ -169,6 +172,7 @@ def run_demo(project: Path, auto_answer: bool = True) -> int:
             surprises += _staged_rewrite(run)
             if "basedpyright-langserver" not in missing:
                 surprises += _fault(rt, run)
+            surprises += _eval(run, saved_plot)
             surprises += _ask_user(run, auto_answer)
             surprises += _vibe(run)
             print(f"\n=== {PROGRESS.next()} the actor tree (Runtime.health())")
@@ -182,8 +186,8 @@ def run_demo(project: Path, auto_answer: bool = True) -> int:
         surprises += bool(alive)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-        if feed is not None:
-            os.close(feed)
+        if answers is not None:
+            os.close(answers)
     for name in missing:
         print(f"missing optional component: {name} (its steps were skipped); {INSTALL_HINT[name]}")
     print(
@@ -195,11 +199,12 @@ def run_demo(project: Path, auto_answer: bool = True) -> int:
 
 def _terminal_port(auto_answer: bool) -> tuple[TerminalPort, int | None]:
     """The terminal question port on this process's stdout; with `auto_answer`, its input
-    is a pipe the demo has already written its answer into (the fd to close after)."""
+    is a pipe holding the demo's one answer (the fd to close after)."""
     if not auto_answer:
         return TerminalPort(output=sys.stdout), None
     answers, feed = os.pipe()
     os.write(feed, b"1\n")
+    os.close(feed)  # (after that one answer: end of input, nobody there)
     return TerminalPort(input=answers, output=sys.stdout), answers
 
 
@@ -269,6 +274,51 @@ def _ask_user(run: Any, auto: bool) -> int:
         ],
     })  # fmt: skip
     return _expect(result, "value") if auto else int(result.is_error)
+
+
+EVAL_READ = """\
+source = tool("read", {"path": "inventory/main.py", "end_line": 3})
+print(source)
+len(source.splitlines())"""
+
+EVAL_PLOT = """\
+import matplotlib.pyplot as plt
+import pandas as pd
+from inventory.models import Item
+items = [Item("A1", "anvil", 4999), Item("B2", "bucket", 350), Item("C3", "crate", 1200)]
+prices = pd.DataFrame({"name": [i.name for i in items], "euros": [i.price_cents / 100 for i in items]})
+display(prices)
+prices.plot.bar(x="name", y="euros", legend=False, title="price per item")
+plt.show()"""
+
+EVAL_JS = """\
+const text = await tool("read", {path: "web/checkout.ts", end_line: 2});
+text.split("\\n").length"""
+
+
+def _eval(run: Any, saved: Path) -> int:
+    """Persistent interpreter cells: one calling the run's own read tool, one drawing a
+    table and a plot (the figure saved beside the demo's output), one in JavaScript."""
+    read = _step(run, "eval: a Python cell calls the run's own read tool", "eval",
+                 {"code": EVAL_READ, "description": "Read the inventory entry point through tools"})  # fmt: skip
+    surprises = _expect(read, "Build a tiny stock")  # (the edit step renamed it)
+    plot = _step(run, "eval: a table and a plot (the figure comes back as an image)", "eval",
+                 {"code": EVAL_PLOT, "description": "Tabulate and plot the catalogue prices"})  # fmt: skip
+    surprises += _expect(plot, "anvil")
+    if plot.images:
+        saved.write_bytes(plot.images[0].data)
+        print(f"    (the figure, {len(plot.images[0].data)} bytes of PNG, is saved as {saved})")
+    else:
+        surprises += 1
+        print("    !! no image came back")
+    if shutil.which("deno") is not None:
+        surprises += _expect(
+            _step(run, "eval: JavaScript on Deno calls a tool too", "eval",
+                  {"code": EVAL_JS, "language": "javascript",
+                   "description": "Count the checkout module's first lines"}),
+            "2",
+        )  # fmt: skip
+    return surprises
 
 
 def census(brief: str, worker: Any) -> str:

@@ -94,6 +94,7 @@ RESOURCE_KIND_MODULES: list[str] = [
     "tether.actors.checker",
     "tether.actors.debug_session",
     "tether.actors.vibe",
+    "tether.actors.kernel",
 ]
 # The echo kinds (tether.actors.echo) are for tests, benchmarks and examples, which ask for
 # them with `kind_modules`; a production tree does not carry them.

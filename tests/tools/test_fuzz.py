@@ -23,10 +23,13 @@ from .conftest import ScriptedPort
 
 CALL_DEADLINE = 10.0  # seconds; a call that takes longer counts as a hang
 
+# integers past what any schema allows: 2**63 once reached a handler and overflowed there
+extreme_ints = st.sampled_from([2**31, 2**53, 2**63, -(2**63), 2**64, 10**30, -(10**30)])
 leaf = st.one_of(
     st.none(),
     st.booleans(),
     st.integers(min_value=-(10**12), max_value=10**12),
+    extreme_ints,
     st.floats(allow_nan=True, allow_infinity=True),
     st.text(max_size=30),
 )
@@ -98,7 +101,7 @@ def _typed(prop: dict[str, Any], name: str) -> st.SearchStrategy[Any]:
     if t == "string":
         return st.sampled_from(["retries = 3", "import os", "\n", "x"]) | st.text(max_size=30)
     if t == "integer":
-        return st.integers(min_value=-5, max_value=10**9)
+        return st.integers(min_value=-5, max_value=10**9) | extreme_ints
     if t == "boolean":
         return st.booleans()
     if t == "array":
@@ -178,6 +181,7 @@ def _call_bounded(run: Run, name: str, args: Any, deadline: float = CALL_DEADLIN
     assert not isinstance(result, BaseException), f"{name}({args!r}) raised {result!r}"
     assert isinstance(result, ToolResult), f"{name}({args!r}) returned {result!r}"
     assert isinstance(result.text, str) and result.text, f"{name}({args!r}) gave no text"
+    assert "bug in the tool" not in result.text, f"{name}({args!r}): {result.text}"
     return result
 
 

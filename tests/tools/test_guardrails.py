@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import socket
+import stat
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,7 +22,7 @@ from tether.tools.guardrails import (
 )
 from tether.tools.spec import Tier
 
-from .conftest import ScriptedPort
+from .conftest import KindsRuntime, ScriptedPort
 
 # ---- confinement, directly ----------------------------------------------------------------
 
@@ -267,3 +270,88 @@ def test_read_tier_not_asked(workdir: Path) -> None:
     with Run(workdir=workdir, approval={"write": "ask", "exec": "ask"}, question_port=port) as r:
         assert not r.call("read", {"path": "README.md"}).is_error
     assert port.cards == []
+
+
+# ---- FIFOs, sockets and devices: refused by every tool, before any open --------------------
+
+
+def _special(kind: str, path: Path) -> str:
+    """Make a special file of `kind` at `path`; returns how the refusal names it."""
+    if kind == "fifo":
+        os.mkfifo(path)
+        return "a FIFO (named pipe)"
+    if kind == "socket":
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(path))
+        sock.close()  # the socket file stays
+        return "a socket"
+    try:  # /dev/zero's numbers: a read that never ends
+        os.mknod(path, stat.S_IFCHR | 0o600, os.makedev(1, 5))
+    except PermissionError:
+        pytest.skip("creating a device node needs CAP_MKNOD")
+    return "a character device"
+
+
+SPECIAL_CALLS = [
+    ("read", {"path": "odd.py"}),
+    ("write", {"path": "odd.py", "content": "x = 1\n"}),
+    ("edit", {"path": "odd.py", "old_string": "a", "new_string": "b"}),
+    ("apply_patch", {"patch": "--- a/odd.py\n+++ b/odd.py\n@@ -1 +1 @@\n-a\n+b\n"}),
+    ("lsp", {"action": "hover", "file": "odd.py", "line": 1, "symbol": "x"}),
+    ("lsp", {"action": "diagnostics", "file": "odd.py"}),
+    ("lsp", {"action": "symbols", "file": "odd.py"}),
+    ("lsp_rename", {"file": "odd.py", "line": 1, "symbol": "x", "new_name": "y"}),
+    ("ast_grep", {"pattern": "x", "path": "odd.py"}),
+    ("ast_edit", {"pattern": "x", "rewrite": "y", "path": "odd.py"}),
+]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "socket", "device"])
+@pytest.mark.parametrize("tool,args", SPECIAL_CALLS, ids=lambda v: v if isinstance(v, str) else "")
+def test_special_files_refused_by_every_tool(
+    workdir: Path, kind: str, tool: str, args: dict
+) -> None:
+    """The guardrail refuses by a stat, so nothing opens the file: a FIFO with no writer
+    would block the open forever (the call returning at all shows it was not opened), and
+    a write would replace the FIFO with a regular file."""
+    what = _special(kind, workdir / "odd.py")
+    # the language-server and parser tools are on the surface; nothing may reach them
+    with Run(runtime=KindsRuntime({"language_server", "parser"}), workdir=workdir) as run:
+        box: list = []
+        t = threading.Thread(target=lambda: box.append(run.call(tool, args)), daemon=True)
+        t.start()
+        t.join(10)
+        if not box and kind == "fifo":
+            with open(workdir / "odd.py", "w"):  # unblock the reader before failing
+                pass
+        assert box, f"{tool} blocked on {what}"
+    res = box[0]
+    assert res.is_error, res.text
+    arg = "path" if "path" in args else "file" if "file" in args else "path"
+    assert f"`{arg}` 'odd.py' is {what}, not a regular file" in res.text, res.text
+    mode = os.lstat(workdir / "odd.py").st_mode
+    assert not stat.S_ISREG(mode), "the special file was replaced"
+
+
+def test_confinement_refuses_special_files_not_directories_or_missing(workdir: Path) -> None:
+    os.mkfifo(workdir / "src" / "pipe.py")
+    conf = Confinement.build(workdir)
+    assert conf.resolve("src") == workdir.resolve() / "src"  # a directory is fine
+    assert "is a FIFO" in _refusal(conf, "src/pipe.py")
+    assert conf.resolve("src/new.py") == workdir.resolve() / "src/new.py"  # missing is fine
+
+
+def test_a_search_skips_a_fifo_in_its_directory(runtime: Any, workdir: Path) -> None:
+    os.mkfifo(workdir / "src" / "pipe.py")
+    run = runtime.open_run("fifo-dir", workdir=str(workdir))
+    box: list = []
+    t = threading.Thread(
+        target=lambda: box.append(
+            run.call("ast_grep", {"pattern": "retries = $X", "language": "python"})
+        ),
+        daemon=True,
+    )
+    t.start()
+    t.join(30)
+    assert box, "ast_grep blocked on a FIFO in the searched directory"
+    assert not box[0].is_error and "src/app.py:3" in box[0].text, box[0].text

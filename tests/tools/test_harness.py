@@ -434,3 +434,55 @@ def test_edit_refuses_huge_files(run: Run, workdir: Path, monkeypatch: pytest.Mo
     monkeypatch.setattr(harness_edit, "MAX_EDIT_BYTES", 10)
     res = run.call("edit", {"path": "src/app.py", "old_string": "os", "new_string": "sys"})
     assert res.is_error and "Use write to replace it whole" in res.text
+
+
+def test_read_of_a_very_large_file_asks_for_a_range(run: Run, workdir: Path) -> None:
+    line = "0123456789" * 9 + "\n"
+    (workdir / "dump.csv").write_text(line * (harness_read.MAX_WHOLE_READ_BYTES // len(line) + 10))
+    size = (workdir / "dump.csv").stat().st_size
+    res = run.call("read", {"path": "dump.csv"})
+    assert res.is_error and f"'dump.csv' is {size / 2**20:.1f} MiB, over the 8 MiB" in res.text
+    assert 'read {"path": "dump.csv", "start_line": 1, "end_line": 200}' in res.text, res.text
+    assert res.data == {
+        "path": "dump.csv",
+        "size": size,
+        "limit": harness_read.MAX_WHOLE_READ_BYTES,
+    }
+    ranged = run.call("read", {"path": "dump.csv", "start_line": 90000, "end_line": 90001})
+    assert not ranged.is_error and ranged.text.startswith(" 90000\t0123456789"), ranged.text
+    assert not run.call("read", {"path": "dump.csv", "start_line": 1}).is_error
+
+
+@pytest.mark.parametrize(
+    "hunk",
+    [
+        "@@ -1,2 +1,2 @@\n",  # a header with its body lost
+        "@@ -1 +1 @@\n # demo\n",  # context only
+        "@@\n",
+        "@@ -1,1 +1,1 @@ def main():\n",
+    ],
+)
+def test_patch_hunk_that_changes_nothing_is_an_error(run: Run, workdir: Path, hunk: str) -> None:
+    res = run.call("apply_patch", {"patch": "--- a/README.md\n+++ b/README.md\n" + hunk})
+    assert res.is_error and "has no '-' or '+' line, so it changes nothing" in res.text, res.text
+    assert "Nothing was changed" in res.text
+    assert (workdir / "README.md").read_text() == "# demo\n"
+
+
+def test_patch_that_leaves_every_file_as_it_was_is_an_error(run: Run, workdir: Path) -> None:
+    patch = "--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-# demo\n+# demo\n"
+    res = run.call("apply_patch", {"patch": patch})
+    assert res.is_error and res.text.startswith("the patch changes nothing"), res.text
+    assert "README.md" in res.text and res.data is None
+
+
+def test_patch_hunk_without_changes_among_good_ones_applies_nothing(
+    run: Run, workdir: Path
+) -> None:
+    patch = (
+        "--- a/src/app.py\n+++ b/src/app.py\n@@ -3 +3 @@\n-retries = 3\n+retries = 5\n"
+        "--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n"
+    )
+    res = run.call("apply_patch", {"patch": patch})
+    assert res.is_error and "hunk 1 for 'README.md'" in res.text, res.text
+    assert "retries = 3" in (workdir / "src/app.py").read_text()

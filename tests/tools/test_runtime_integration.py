@@ -43,7 +43,7 @@ ECHO_TOOLS = Registry(
         ToolSpec("fan_out", Tier.READ, "fan", OBJ, _fan_out),
         ToolSpec("fail", Tier.READ, "fail", OBJ, _fail),
         ToolSpec("slow", Tier.READ, "slow", OBJ, _slow),
-        ToolSpec("needs_kernel", Tier.EXEC, "k", OBJ, _echo, frozenset({Needs.KERNELS})),
+        ToolSpec("needs_vibe", Tier.EXEC, "k", OBJ, _echo, frozenset({Needs.VIBE})),
     ]
 )
 
@@ -54,7 +54,7 @@ def test_run_on_a_real_runtime(runtime: Any, tmp_path: Path) -> None:
     assert isinstance(run, Run) and run.runtime is runtime
     assert Needs.CONVERSATION in run.connected() and Needs.WORKDIR in run.connected()
     names = [t.name for t in run.tools()]
-    assert "read" in names and "echo" in names and "needs_kernel" not in names
+    assert "read" in names and "echo" in names and "needs_vibe" not in names
 
     # harness tool through the runtime-backed run
     assert run.call("read", {"path": "a.txt"}).text == "     1\thello"

@@ -165,3 +165,62 @@ def test_error_shows_the_repaired_call() -> None:
         "lsp", S, validate(S, {"path": "a.py", "line": "3"}), {"path": "a.py", "line": "3"}
     )
     assert text.endswith('A correct call looks like: lsp {"path": "a.py", "line": 3}')
+
+
+# ---- numbers are bounded ------------------------------------------------------------------
+
+
+def test_check_schema_wants_bounds_on_every_number() -> None:
+    for prop in ({"type": "integer", "minimum": 1}, {"type": "number", "maximum": 2}):
+        with pytest.raises(SchemaError, match=r"schema.properties.n: a numeric argument needs"):
+            check_schema({"type": "object", "properties": {"n": prop}})
+    check_schema(
+        {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 9}}}
+    )
+
+
+@pytest.mark.parametrize(
+    "value,problem",
+    [
+        (float("nan"), "must be a finite number; got nan"),
+        (float("inf"), "must be a finite number; got inf"),
+        (2**63, "must be between -9007199254740991 and 9007199254740991; got 9223372036854775808"),
+        (-(10**400), "9007199254740991; got an integer of 1329 bits"),
+        (10**5000, "9007199254740991; got an integer of 16610 bits"),
+        (1e300, "must be between -9007199254740991 and 9007199254740991"),
+    ],
+    ids=["nan", "inf", "2**63", "-10**400", "10**5000", "1e300"],
+)
+def test_numbers_beyond_json_are_refused_whatever_the_schema(value: Any, problem: str) -> None:
+    errors = validate(S, {"path": "a.py", "ratio": value})
+    assert [e.where for e in errors] == ["`ratio`"] and problem in errors[0].problem, errors
+
+
+@pytest.mark.parametrize(
+    "tool,args,where",
+    [
+        ("lsp", {"action": "hover", "file": "src/app.py", "line": 2**63, "symbol": "x"}, "line"),
+        (
+            "lsp_rename",
+            {"file": "src/app.py", "line": 2**64, "symbol": "x", "new_name": "y"},
+            "line",
+        ),
+        ("read", {"path": "src/app.py", "start_line": 2**63}, "start_line"),
+        ("read", {"path": "src/app.py", "end_line": 10**30}, "end_line"),
+        ("ast_grep", {"pattern": "x", "language": "python", "max_results": 2**63}, "max_results"),
+    ],
+)
+def test_huge_integers_are_a_validation_error(
+    tmp_path: Any, tool: str, args: dict, where: str
+) -> None:
+    from tether.run import Run
+
+    from .conftest import KindsRuntime
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "app.py").write_text("x = 1\n")
+    with Run(runtime=KindsRuntime({"language_server", "parser"}), workdir=tmp_path) as run:
+        res = run.call(tool, args)
+    assert res.is_error and res.data == {"refused": "arguments"}, res.text
+    assert f"`{where}`: must be <=" in res.text, res.text
+    assert "bug in the tool" not in res.text, res.text

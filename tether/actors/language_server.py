@@ -16,6 +16,12 @@ answering health meanwhile and the supervisor holds the calls; a probe that fail
 start as unavailable, in the probe's own words. (The host probes too, before routing a call
 here, but in its own process: nothing is shared.)
 
+Sharing: one actor serves every run on its root, so no run may hold the server up for the
+others (`tether.lsp.limits`, the kind's config): each request has a budget and is cancelled
+past it (for basedpyright also by file: `tether.lsp.cancellation`), a file over the size
+limit is never opened, and a server that answers nobody for the stall timeout is treated as
+dead: its calls fail with resource_died and the actor stops as a crash, to be restarted.
+
 Faults: the server dying mid-request fails every open call with `resource_died` (an
 idempotent query is retried once by the runtime on the next incarnation) and stops the
 actor as a crash, so the supervisor restarts it within its intensity, or gives up and
@@ -33,6 +39,8 @@ from typing import Any
 from tether.actors.base import ResourceUnavailable
 from tether.actors.process import ProcessActor
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
+from tether.lsp.cancellation import FileCancellation
+from tether.lsp.limits import LspLimits
 from tether.lsp.servers import BY_NAME, find_binary, split_key
 from tether.lsp.session import Session
 from tether.lsp.session.core import Deadline
@@ -64,6 +72,11 @@ class LanguageServerActor(ProcessActor):
             raise ResourceUnavailable(str(e)) from e
         self.row = BY_NAME[name]
         self.root = root
+        try:
+            self.limits = LspLimits.from_config(config)
+        except (TypeError, ValueError) as e:
+            raise ResourceUnavailable(f"{name}: bad limits in the kind's config: {e}") from e
+        self.cancels: FileCancellation | None = None
         if not root.is_dir():
             raise ResourceUnavailable(f"{name}: root {root} is not a directory")
         if not any((root / m).exists() for m in self.row.root_markers):
@@ -114,9 +127,17 @@ class LanguageServerActor(ProcessActor):
         )
 
     def _launch(self) -> None:
-        self.session = Session(self.row, self.root, self)
+        argv, env = [self.binary, *self.row.args], None
+        self._close_cancels()  # a new server numbers its requests from 1 again
+        if self.row.file_cancellation:
+            self.cancels = FileCancellation(self.row.file_cancellation)
+            argv.append(self.cancels.arg)
+            env = self.cancels.env()
+        self.session = Session(
+            self.row, self.root, self, limits=self.limits, canceller=self.cancels
+        )
         self.set_state("starting")
-        pid = self.spawn([self.binary, *self.row.args], cwd=str(self.root))
+        pid = self.spawn(argv, cwd=str(self.root), env=env)
         self.session.start(pid)
         self._check_started()
         self.after(self.row.startup_timeout + 0.5, StartupCheck())
@@ -142,6 +163,12 @@ class LanguageServerActor(ProcessActor):
                 self.write(session.shutdown_bytes())
             except Exception:  # noqa: BLE001 - the process tree is killed right after anyway
                 pass
+        self._close_cancels()
+
+    def _close_cancels(self) -> None:
+        cancels, self.cancels = getattr(self, "cancels", None), None
+        if cancels is not None:
+            cancels.close()
 
     def on_exit(self, returncode: int | None) -> None:
         if self._probing:
@@ -170,7 +197,10 @@ class LanguageServerActor(ProcessActor):
         self.reply(token, payload)
 
     def error(self, token: Any, code: str, message: str) -> None:
-        self.fail(token, code, message)
+        if code == ErrorCode.RESOURCE_DIED:  # the server is going (stuck): an idempotent
+            self.fail_dying(token, message)  # call is sent on to the restarted one, once
+        else:
+            self.fail(token, code, message)
 
     # write(bytes) and after(seconds, tag) are ProcessActor's own.
 
@@ -237,6 +267,7 @@ class LanguageServerActor(ProcessActor):
             "indexing": st.get("indexing", []),
             "open_documents": st.get("open_documents", 0),
             "pending_requests": st.get("pending_requests", 0),
+            "cancelled_requests": st.get("cancelled_requests", 0),
             "reloads": getattr(self, "reloads", 0),
         }
 
@@ -257,5 +288,6 @@ KINDS: list[KindSpec] = [
             backoff_max=2.0,
             idle_ttl=1800.0,
         ),
+        config={"limits": LspLimits().to_config()},
     )
 ]

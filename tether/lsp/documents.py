@@ -8,6 +8,10 @@ files go through `sync()`: full-text `didChange` with a new version, `didSave`, 
 `workspace/didChangeWatchedFiles` (created / changed / deleted), so servers that watch the
 disk (gopls, tsserver project files) see it too.
 
+Only regular files within the size limit are read (`file_problem`): a FIFO would block the
+actor's message loop on open, and a file of many MB stalls the server for every run on its
+root. A refused file that was open is closed.
+
 Sans-io: every method returns the notifications to write, encoded.
 """
 
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import os
+import stat
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +27,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from tether.lsp.jsonrpc import Capabilities, JsonRpcClient
+from tether.lsp.limits import too_large
 
 MAX_OPEN = 200  # least recently used documents beyond this are closed
 
@@ -67,17 +73,48 @@ def _stamp(path: Path) -> tuple[int, int] | None:
     return st.st_mtime_ns, st.st_size
 
 
-def read_text(path: Path) -> str | None:
+def file_problem(path: Path, max_bytes: int | None = None) -> str | None:
+    """Why `path` is not read: not a regular file, or over `max_bytes` (None: it is fine, or
+    missing - the caller tells that apart)."""
     try:
-        return path.read_bytes().decode("utf-8", errors="replace")
+        st = os.stat(path)
     except OSError:
         return None
+    if not stat.S_ISREG(st.st_mode):
+        return f"'{path}' is not a regular file (a FIFO, socket or device); it is not read"
+    if max_bytes is not None and st.st_size > max_bytes:
+        return too_large(str(path), st.st_size, max_bytes)
+    return None
+
+
+def read_text(path: Path, max_bytes: int | None = None) -> str | None:
+    """The file's text; None when it is missing, unreadable, not a regular file or larger
+    than `max_bytes`. Opened without blocking and checked on the open file, so a path that
+    became a FIFO after any earlier check cannot hang the caller."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with open(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or (max_bytes is not None and st.st_size > max_bytes):
+            return None
+        try:
+            return f.read().decode("utf-8", errors="replace")
+        except OSError:
+            return None
 
 
 class Documents:
-    def __init__(self, caps: Capabilities, language_of: Callable[[Path], str | None]) -> None:
+    def __init__(
+        self,
+        caps: Capabilities,
+        language_of: Callable[[Path], str | None],
+        max_bytes: int | None = None,
+    ) -> None:
         self.caps = caps
         self.language_of = language_of
+        self.max_bytes = max_bytes
         self.open: OrderedDict[str, Document] = OrderedDict()  # by uri, LRU order
         self._disk_lines: dict[Path, tuple[tuple[int, int], list[str]]] = {}
 
@@ -85,22 +122,28 @@ class Documents:
         return self.open.get(uri_of(path))
 
     def ensure_open(self, path: Path) -> tuple[Document | None, list[bytes]]:
-        """Open `path` or bring it up to date with the disk. (None, []) when unreadable."""
+        """Open `path` or bring it up to date with the disk. (None, []) when unreadable;
+        (None, [didClose]) when it was open and is now refused (`problem` says why)."""
         uri = uri_of(path)
         doc = self.open.get(uri)
+        if self.problem(path) is not None:
+            if doc is None:
+                return None, []
+            del self.open[uri]
+            return None, [self._close_msg(doc)]
         stamp = _stamp(path)
         if doc is not None:
             self.open.move_to_end(uri)
             if stamp is None or stamp == doc.stamp:
                 return doc, []
-            text = read_text(path)
+            text = read_text(path, self.max_bytes)
             if text is None:
                 return doc, []
             doc.stamp = stamp
             if text == doc.text:
                 return doc, []
             return doc, [self._change(doc, text)]
-        text = read_text(path) if stamp is not None else None
+        text = read_text(path, self.max_bytes) if stamp is not None else None
         if text is None:
             return None, []
         doc = Document(path, uri, self.language_of(path) or "plaintext", 1, text, stamp or (0, 0))
@@ -122,6 +165,10 @@ class Documents:
             _, old = self.open.popitem(last=False)
             out.append(self._close_msg(old))
         return doc, out
+
+    def problem(self, path: Path) -> str | None:
+        """Why `path` is not given to the server (see `file_problem`); None: it may be."""
+        return file_problem(path, self.max_bytes)
 
     def _change(self, doc: Document, text: str) -> bytes:
         doc.version += 1
@@ -172,9 +219,9 @@ class Documents:
                 continue
             was_open = doc is not None
             doc, msgs = self.ensure_open(path)
+            out.extend(msgs)  # a refused file is closed, and is neither synced nor deleted
             if doc is None:
                 continue
-            out.extend(msgs)
             if msgs or was_open:
                 out.append(self._save_msg(doc))
             if path in created:
@@ -198,7 +245,7 @@ class Documents:
             stamp = _stamp(path)
             cached = self._disk_lines.get(path)
             if cached is None or cached[0] != stamp:
-                text = read_text(path) or ""
+                text = read_text(path, self.max_bytes) or ""
                 lines = text.split("\n")
                 if len(self._disk_lines) > 256:
                     self._disk_lines.clear()

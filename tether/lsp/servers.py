@@ -93,6 +93,10 @@ class ServerRow:
     # (basedpyright answers [] until it logs "Found N source files"): workspace/symbol waits
     # (under its deadline) for a window/logMessage matching this regex
     workspace_loaded_log: str = ""
+    # servers that poll a file to learn a request was cancelled (pyright's family reads
+    # `$/cancelRequest` only between requests, too late to stop a slow one): the argument
+    # naming the folder, "{folder}" in it (`tether.lsp.cancellation`)
+    file_cancellation: str = ""
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", self.name):
@@ -107,6 +111,8 @@ class ServerRow:
             re.compile(self.workspace_loaded_log)
         except re.error as e:
             raise ValueError(f"{self.name}: workspace_loaded_log is not a regex: {e}") from e
+        if self.file_cancellation and "{folder}" not in self.file_cancellation:
+            raise ValueError(f"{self.name}: file_cancellation must contain {{folder}}")
         object.__setattr__(self, "extensions", _frozen(self.extensions))
         object.__setattr__(self, "init_options", _frozen(self.init_options))
         object.__setattr__(self, "settings", _frozen(self.settings))
@@ -151,6 +157,7 @@ SERVERS: tuple[ServerRow, ...] = (
         checker=Checker(("basedpyright", "--outputjson"), "pyright-json"),
         checker_name="basedpyright --outputjson",
         local_bin_dirs=(".venv/bin", "venv/bin"),
+        file_cancellation="--cancellationReceive=file:{folder}",
     ),
     ServerRow(
         name="typescript-language-server",

@@ -49,6 +49,7 @@ from tether.messages.debug_ops import (
 )
 from tether.messages.ops import op_args, op_name
 from tether.tools.results import ToolResult
+from tether.tools.schema import JSON_SAFE_INTEGER, MAX_LINE
 from tether.tools.spec import Needs, Tier, ToolContext, ToolSpec
 
 FAMILY = "debug"
@@ -226,15 +227,18 @@ def specs() -> list[ToolSpec]:
                 "properties": {
                     "op": {"type": "string", "enum": list(OPS)},
                     "file": {"type": "string", "description": "workspace-relative source file"},
-                    "lines": {"type": "array", "items": {"type": "integer", "minimum": 1}},
+                    "lines": {
+                        "type": "array",
+                        "items": {"type": "integer", "minimum": 1, "maximum": MAX_LINE},
+                    },
                     "program": {"type": "string", "description": "workspace-relative program"},
                     "args": {"type": "array", "items": {"type": "string"}},
                     "adapter": {"type": "string", "enum": list(adapters.BY_NAME)},
                     "port": {"type": "integer", "minimum": 1, "maximum": 65535},
-                    "pid": {"type": "integer", "minimum": 1},
-                    "thread_id": {"type": "integer"},
-                    "frame_id": {"type": "integer"},
-                    "reference": {"type": "integer", "minimum": 1},
+                    "pid": {"type": "integer", "minimum": 1, "maximum": 2**22},  # Linux pid_max
+                    "thread_id": {"type": "integer", "minimum": 0, "maximum": JSON_SAFE_INTEGER},
+                    "frame_id": {"type": "integer", "minimum": 0, "maximum": JSON_SAFE_INTEGER},
+                    "reference": {"type": "integer", "minimum": 1, "maximum": JSON_SAFE_INTEGER},
                     "expression": {"type": "string", "minLength": 1},
                     "wait": {
                         "type": "number",

@@ -5,7 +5,9 @@ directory unless the host allowed an extra root. A path argument is refused when
 absolute and outside the allowed roots, when `..` climbs out, or when a symlink on the
 way points out (the check is made on the fully resolved path, so all three are one rule).
 Protected paths (`.git` by default) are refused even inside the workspace: a model that
-edits `.git/config` or rewrites refs can do damage no diff review shows.
+edits `.git/config` or rewrites refs can do damage no diff review shows. A path that names
+a FIFO, socket or device is refused here too, by a stat and before any tool opens it:
+opening a FIFO with no writer blocks its caller forever, and a device reads without end.
 
 Approval: the host picks, per tier, `allow`, `ask` (a permission card through the
 question port) or `deny`. With no policy every tier is allowed: the host opts into
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import enum
 import os
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,6 +88,7 @@ class Confinement:
         lexical = Path(os.path.normpath(candidate))
         if lexical != resolved and (lexical == root or root in lexical.parents):
             self._check_protected(rel, lexical, root, argument)
+        _check_file_type(rel, resolved, argument)
         return resolved
 
     def relative(self, path: Path) -> str:
@@ -124,6 +128,37 @@ class Confinement:
                     "which tools may not read or change. Work on the files of the project "
                     "instead; the host decides what is protected."
                 )
+
+
+SPECIAL_FILES = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def special_file(mode: int) -> str | None:
+    """What a file of this st_mode is when it is neither a regular file nor a directory."""
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return next((what for test, what in SPECIAL_FILES if test(mode)), "not a regular file")
+
+
+def _check_file_type(rel: str, resolved: Path, argument: str) -> None:
+    """Refuse an existing path that is neither a regular file nor a directory (a stat, which
+    never blocks, unlike the open that would follow)."""
+    try:
+        mode = os.stat(resolved).st_mode
+    except OSError:
+        return  # missing (a write may create it) or unreadable: the tool says which
+    what = special_file(mode)
+    if what is not None:
+        raise GuardrailError(
+            f"refused: `{argument}` {rel!r} is {what}, not a regular file. Tools read and "
+            "change regular files only (opening this one could block or never end); "
+            "give the path of a regular file."
+        )
 
 
 def _is_inside(path: Path, confinement: Confinement) -> bool:

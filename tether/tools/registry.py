@@ -45,6 +45,7 @@ FAMILY_MODULES: tuple[str, ...] = (
     "tether.tools.lsp",
     "tether.tools.debug",
     "tether.tools.vibe",
+    "tether.tools.eval",
 )
 
 Wrapper = Callable[[ToolContext, dict[str, Any], Callable[[], ToolResult]], ToolResult]

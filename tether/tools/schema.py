@@ -12,6 +12,11 @@ type 'integer'") name neither the argument path in a model's terms nor a fix. Wr
 would cost a dependency (plus attrs, referencing, rpds-py) and still need the example
 synthesis below. `check_schema` rejects keywords outside the subset, so a family that
 reaches for one finds out in tests, not from a model.
+
+Numbers are bounded: `check_schema` wants a minimum and a maximum on every integer or
+number argument (a line of 2**63 once reached a handler and overflowed there), and the
+validator refuses NaN, infinities and integers beyond what a JSON number holds exactly,
+whatever the schema says.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -54,6 +60,10 @@ SUPPORTED = frozenset(
         "maxProperties",
     }
 )
+
+# |integer| above this is not exact in a JSON number (an IEEE double), whatever the schema
+JSON_SAFE_INTEGER = 2**53 - 1
+MAX_LINE = 100_000_000  # the largest line number a tool accepts (far beyond any real file)
 
 _TYPE_NAMES = {
     "object": "an object",
@@ -104,6 +114,21 @@ def check_schema(schema: Mapping[str, Any], where: str = "schema") -> None:
                 re.compile(value)
             except re.error as e:
                 raise SchemaError(f"{where}: pattern {value!r} does not compile: {e}") from e
+    _check_bounded(schema, where)
+
+
+def _check_bounded(schema: Mapping[str, Any], where: str) -> None:
+    t = schema.get("type")
+    types = t if isinstance(t, list) else [t]
+    if not {"integer", "number"} & set(types):
+        return
+    low = "minimum" in schema or "exclusiveMinimum" in schema
+    high = "maximum" in schema or "exclusiveMaximum" in schema
+    if not (low and high):
+        raise SchemaError(
+            f"{where}: a numeric argument needs both a minimum and a maximum (a model will "
+            "send 2**63 one day); give the range that makes sense for it"
+        )
 
 
 def _type_matches(value: Any, name: str) -> bool:
@@ -148,7 +173,10 @@ def describe(value: Any) -> str:
     try:
         text = json.dumps(value, ensure_ascii=False, default=repr)
     except (TypeError, ValueError):
-        text = repr(value)
+        try:
+            text = repr(value)
+        except ValueError:  # an int beyond str()'s digit limit, maybe inside a list
+            text = _number_text(value) if isinstance(value, int) else f"a {type(value).__name__}"
     if len(text) > 60:
         text = text[:57] + "..."
     return f"{text} ({kind})"
@@ -235,15 +263,34 @@ def _check_string(schema: Mapping[str, Any], value: str, where: str, out: list) 
         )
 
 
+def _number_text(value: float) -> str:
+    """A number as the error shows it (a 10**5000 has no str() in Python 3.11)."""
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"an integer of {value.bit_length()} bits"
+    return str(value)
+
+
 def _check_number(schema: Mapping[str, Any], value: float, where: str, out: list) -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        out.append(ArgumentError(where, f"must be a finite number; got {value}"))
+        return
+    got = _number_text(value)
+    before = len(out)
     if "minimum" in schema and value < schema["minimum"]:
-        out.append(ArgumentError(where, f"must be >= {schema['minimum']}; got {value}"))
+        out.append(ArgumentError(where, f"must be >= {schema['minimum']}; got {got}"))
     if "maximum" in schema and value > schema["maximum"]:
-        out.append(ArgumentError(where, f"must be <= {schema['maximum']}; got {value}"))
+        out.append(ArgumentError(where, f"must be <= {schema['maximum']}; got {got}"))
     if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
-        out.append(ArgumentError(where, f"must be > {schema['exclusiveMinimum']}; got {value}"))
+        out.append(ArgumentError(where, f"must be > {schema['exclusiveMinimum']}; got {got}"))
     if "exclusiveMaximum" in schema and value >= schema["exclusiveMaximum"]:
-        out.append(ArgumentError(where, f"must be < {schema['exclusiveMaximum']}; got {value}"))
+        out.append(ArgumentError(where, f"must be < {schema['exclusiveMaximum']}; got {got}"))
+    if len(out) == before and abs(value) > JSON_SAFE_INTEGER:
+        out.append(
+            ArgumentError(
+                where,
+                f"must be between -{JSON_SAFE_INTEGER} and {JSON_SAFE_INTEGER}; got {got}",
+            )
+        )
 
 
 def _check_array(schema: Mapping[str, Any], value: list | tuple, path: str, out: list) -> None:
@@ -408,7 +455,8 @@ def _mend(schema: Mapping[str, Any], value: Any, name: str) -> Any:
             candidates.append(low)
         if high is not None and value > high:
             candidates.append(high)
-        candidates.append(str(value))
+        with contextlib.suppress(ValueError):  # no str() for a 10**5000
+            candidates.append(str(value))
     for candidate in candidates:
         if not validate(schema, candidate):
             return candidate

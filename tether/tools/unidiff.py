@@ -7,7 +7,8 @@ Lenient where models are sloppy, strict where guessing would be wrong: hunk line
 are a hint (the context is searched nearest-first, exact then ignoring trailing
 whitespace), `@@` without numbers is accepted, padded empty lines at a hunk's end are
 dropped when the header counts say so, and git's a/ b/ prefixes are stripped. A hunk whose
-context is not in the file is an error that shows what was expected and the closest line.
+context is not in the file is an error that shows what was expected and the closest line;
+so is a hunk with no '-' or '+' line (a header with a body lost or unmarked).
 """
 
 from __future__ import annotations
@@ -167,8 +168,14 @@ def parse_patch(text: str) -> list[FilePatch]:
             "'+++ b/path' lines, then '@@ -l,n +l,n @@' hunks"
         )
     for p in patches:
-        for h in p.hunks:
+        for number, h in enumerate(p.hunks, 1):
             _trim_bare_tail(h)
+            if not any(tag in "-+" for tag, _ in h.lines):
+                raise PatchError(
+                    f"hunk {number} for '{p.target}' ({h.header.strip()}) has no '-' or '+' "
+                    "line, so it changes nothing; a hunk is its header followed by lines "
+                    "starting with ' ' (context), '-' (removed) or '+' (added)"
+                )
     return patches
 
 

@@ -192,6 +192,7 @@ def specs() -> list[ToolSpec]:
                 "timeout_seconds": {
                     "type": "number",
                     "minimum": 0,
+                    "maximum": 86400,  # beyond a day is a mistake; up to it is capped at 300
                     "description": "default 30, cap 300",
                 },
             },

@@ -38,8 +38,10 @@ from tether.lsp.jsonrpc import (
     ServerRequest,
     answer_server_request,
 )
+from tether.lsp.limits import LspLimits
 from tether.lsp.positions import to_character
 from tether.lsp.servers import ServerRow, sample_file
+from tether.lsp.session.budgets import Canceller, RequestWatch
 from tether.lsp.session.capabilities import client_capabilities
 from tether.messages.calls import ErrorCode
 from tether.messages.language_server_ops import (
@@ -83,6 +85,11 @@ class LoadCap:
     """The server never said it listed the workspace: ask it anyway."""
 
 
+@dataclass(frozen=True)
+class Stall:
+    """Time to see whether the server still answers anyone (`budgets.RequestWatch`)."""
+
+
 def _inside_both(a: list[Path], b: list[Path]) -> list[Path]:
     """The directories inside some directory of `a` and some of `b` (of two nested trees,
     the deeper one), symlinks and `..` resolved."""
@@ -117,6 +124,7 @@ class Op:
     prepared: bool = False  # a rename: prepareRename said yes
     epoch: int = 0  # a rename: the edit_epoch the server computed it against
     deleted: list[str] = field(default_factory=list)  # a sync: written paths that are gone
+    skipped: dict[str, str] = field(default_factory=dict)  # a sync: files refused, and why
 
     @property
     def op(self) -> str:
@@ -132,12 +140,17 @@ class SessionCore:
         root: Path,
         io: SessionIO,
         now: Callable[[], float] = time.monotonic,
+        limits: LspLimits | None = None,
+        canceller: Canceller | None = None,
     ) -> None:
         self.row, self.root, self.io, self.now = row, root, io, now
+        self.limits = limits or LspLimits()
         self.rpc = JsonRpcClient()
         self.decoder = FrameDecoder()
         self.caps = Capabilities()
-        self.docs = Documents(self.caps, lambda p: row.language_of(p))
+        self.docs = Documents(self.caps, lambda p: row.language_of(p), self.limits.max_file_bytes)
+        self.watch = RequestWatch(self.limits, now(), canceller)  # budgets, stalls
+        self._stall_armed = False
         self.state = "starting"  # starting | registering | ready | failed | exited
         self.error_text = ""
         self.started_at = now()
@@ -241,6 +254,8 @@ class SessionCore:
                 self._fail(op, ErrorCode.FAILED, self.error_text)
             return
         for msg in msgs:
+            if isinstance(msg, dict) and "method" not in msg:
+                self.watch.answered(msg.get("id"), self.now())
             ev = self.rpc.receive(msg)
             if isinstance(ev, Response):
                 ctx = ev.context
@@ -347,25 +362,33 @@ class SessionCore:
                 self._workspace_loaded()
             case Registration() if self.state == "registering":
                 self._become_ready()  # no pull registration came: diagnostics by publish
+            case Stall():
+                self._stall_armed = False
+                again = self._check_stall()
+                if again is not None:
+                    self._arm_stall(again)
             case Deadline():
                 self._deadline()
 
     def _deadline(self) -> None:
         self._armed = None
+        # a server stuck for everyone is restarted, not blamed on one request's budget
+        # (its timer and this one may come due together)
+        self._check_stall()
+        if self.state == "failed":
+            return
         now = self.now()
-        for p in self.rpc.expired(now):
-            self.io.write(self.rpc.notify("$/cancelRequest", {"id": p.id}))
+        expired = self.rpc.expired(now)
+        if expired:
+            self._renew_budgets(now)
+        for p in expired:
             ctx = p.context
-            op = ctx[0] if ctx else None
+            op, sent = (ctx[0], ctx[2]) if ctx else (None, now)
+            self.io.write(self.watch.abandon(p.id, p.method, sent))
             if p.method == "initialize":
                 self._fail_start(f"no answer to initialize within {self.row.startup_timeout:.0f} s")
             elif op is not None and op.oid in self.ops:
-                self._fail(
-                    op,
-                    ErrorCode.DEADLINE,
-                    f"{self.row.name} did not answer {p.method} in time "
-                    f"({self._indexing_hint()}); retry, or call lsp status",
-                )
+                self._fail(op, ErrorCode.DEADLINE, self._late_text(p.method, op))
         for op in [o for o in self.ops.values() if o.deadline <= now]:
             why = (
                 f"{self.row.name} is still starting ({self._indexing_hint()})"
@@ -374,6 +397,66 @@ class SessionCore:
             )
             self._fail(op, ErrorCode.DEADLINE, f"{op.op} timed out: {why}; retry shortly")
         self._arm()
+
+    def _late_text(self, method: str, op: Op) -> str:
+        if op.deadline > self.now():  # its budget ran out before the call's own deadline
+            return (
+                f"{self.row.name} did not answer {method} within "
+                f"{self.limits.request_budget:g} s, the budget of "
+                f"one request on a server every conversation on {self.root} shares "
+                f"({self._indexing_hint()}); it was cancelled so the others are not held up. "
+                "Retry once, ask about a smaller file or a narrower query, or call lsp status"
+            )
+        return (
+            f"{self.row.name} did not answer {method} in time ({self._indexing_hint()}); "
+            "it was cancelled. Retry, or call lsp status"
+        )
+
+    def _renew_budgets(self, now: float) -> None:
+        """Requests were just abandoned: those still pending were queued behind them in a
+        server that answers in order, so their budgets count from now (never past their
+        call's deadline) - one slow request must not use up everyone's budget."""
+        for p in self.rpc.pending.values():
+            op = p.context[0] if p.context else None
+            cap = op.deadline if op is not None else p.deadline
+            p.deadline = max(p.deadline, self.watch.deadline(p.method, now, cap))
+
+    def _cancel(self, rid: int) -> None:
+        """Abandon one of our requests (it is no longer wanted) and tell the server."""
+        p = self.rpc.pending.pop(rid, None)
+        if p is not None:
+            sent = p.context[2] if p.context else self.now()
+            self.io.write(self.watch.abandon(rid, p.method, sent))
+
+    def _check_stall(self) -> float | None:
+        """Declare the server stuck if it is; else when to look again (None: nothing
+        waits, or it was declared stuck)."""
+        if self.state in ("failed", "exited"):
+            return None
+        waiting = [(p.context[2], p.method) for p in self.rpc.pending.values() if p.context]
+        why, again = self.watch.check(waiting, self.now())
+        if why:
+            self._stalled(why)
+        return again
+
+    def _arm_stall(self, at: float) -> None:
+        if not self._stall_armed:
+            self._stall_armed = True
+            self.io.after(max(0.0, at - self.now()) + 0.01, Stall())
+
+    def _stalled(self, why: str) -> None:
+        """The server answers nobody: fail every call (retried once on the restarted
+        server when idempotent) and end the session, which the owner restarts."""
+        self.state = "failed"
+        self.error_text = why
+        for op in list(self.ops.values()):
+            self._fail(
+                op,
+                ErrorCode.RESOURCE_DIED,
+                f"{self.row.name} for {self.root}: {why}; it is being restarted - call again",
+            )
+        self.rpc.drain()
+        self.waits.clear()
 
     def _indexing_hint(self) -> str:
         if not self.workspace_loaded:
@@ -452,10 +535,12 @@ class SessionCore:
         cont: Callable[[Any, Response], None],
     ) -> int:
         sent = self.now()
+        deadline = self.watch.deadline(method, sent, deadline)
         rid, data = self.rpc.request(method, params, deadline=deadline, context=(op, cont, sent))
         self.io.write(data)
         if self._armed is None or deadline < self._armed:
             self._arm_at(deadline)
+        self._arm_stall(sent + self.limits.stall_timeout)
         return rid
 
     def _arm_at(self, when: float) -> None:
@@ -477,7 +562,8 @@ class SessionCore:
         if msgs:
             self.changed_at[uri_of(path)] = self.now()
         if doc is None:
-            self._fail(op, ErrorCode.BAD_REQUEST, f"cannot read {path}: no such file")
+            why = self.docs.problem(path) or f"cannot read {path}: no such file"
+            self._fail(op, ErrorCode.BAD_REQUEST, why)
         return doc
 
     def _position(self, doc: Document, line0: int, char: int) -> dict[str, int]:
@@ -602,5 +688,6 @@ class SessionCore:
             "diagnostics_mode": "pull" if self._pull_supported() else "push",
             "open_documents": len(self.docs.open),
             "pending_requests": len(self.rpc.pending),
+            "cancelled_requests": self.watch.cancelled,
             "messages": list(self.messages),
         }

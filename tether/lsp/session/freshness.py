@@ -135,7 +135,7 @@ class DiagnosingSession(SessionCore):
         # check those importers again with this write's
         if self.other_pulls:
             for rid in list(self.other_pulls):
-                self.io.write(self.rpc.cancel(rid))
+                self._cancel(rid)
             self.other_pulls.clear()
         else:
             self.unchecked_writes = []
@@ -146,7 +146,9 @@ class DiagnosingSession(SessionCore):
             self.io.write(m)
         for d in docs:
             self.changed_at[d.uri] = now
-        op.deleted = [str(p) for p in paths if uri_of(p) not in {d.uri for d in docs}]
+        synced = {d.uri for d in docs}
+        op.skipped = {str(p): why for p in paths if (why := self.docs.problem(p)) is not None}
+        op.deleted = [str(p) for p in paths if uri_of(p) not in synced and str(p) not in op.skipped]
         self.unchecked_writes.extend(p for p in paths if p not in self.unchecked_writes)
         self._diagnose(op, docs, req.cap or DEFAULT_CAP, others=True)
 
@@ -335,6 +337,7 @@ class DiagnosingSession(SessionCore):
                 "others": others,
                 "pending": [str(path_of(u)) for u in w.pending],
                 "deleted": op.deleted,
+                "skipped": op.skipped,
                 "waited": round(self.now() - w.started, 4),
                 "mode": "pull" if w.pull else "push",
             },

@@ -10,6 +10,7 @@ import stat
 from pathlib import Path
 
 from tether import atomic_files
+from tether.tools.guardrails import special_file
 from tether.tools.results import ToolResult
 from tether.tools.spec import ToolContext
 
@@ -62,8 +63,9 @@ def regular_file(ctx: ToolContext, path: Path, rel: str) -> ToolResult | None:
             f"'{rel}' is a directory, not a file. Its entries: {shown or '(empty)'}{more}. "
             "Read one of the files instead."
         )
-    if not stat.S_ISREG(st.st_mode):
-        return ToolResult.error(f"'{rel}' is not a regular file (a pipe, socket or device).")
+    what = special_file(st.st_mode)
+    if what is not None:  # the guardrail refused it already, unless it changed since
+        return ToolResult.error(f"'{rel}' is {what}, not a regular file; give a regular file.")
     return None
 
 

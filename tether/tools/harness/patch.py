@@ -76,6 +76,12 @@ def apply_patch(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         else:
             prior.new = new_bytes
     steps = [planned[p] for p in order if planned[p].new != planned[p].old]
+    if not steps:
+        return ToolResult.error(
+            "the patch changes nothing: its '+' lines equal the '-' lines they replace in "
+            f"{', '.join(planned[p].rel for p in order)}. Nothing was changed; put the new text "
+            "on the '+' lines."
+        )
     try:
         atomic_files.commit(
             atomic_files.Delete(s.path) if s.new is None else atomic_files.Write(s.path, s.new)

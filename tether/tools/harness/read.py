@@ -1,7 +1,13 @@
-"""`read`: numbered lines of a text file, capped, saying how to read on."""
+"""`read`: numbered lines of a text file, capped, saying how to read on.
+
+A file over MAX_WHOLE_READ_BYTES is read only by range (start_line / end_line): at that
+size it is data or generated code, and its first 2000 lines are rarely what the agent is
+after. The refusal says the size and shows the call that reads a range.
+"""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from tether.tools.harness.files import regular_file
@@ -12,6 +18,7 @@ MAX_READ_LINES = 2000
 MAX_READ_BYTES = 256 * 1024
 MAX_LINE_CHARS = 2000
 COUNT_LINES_UP_TO = 32 * 1024 * 1024  # beyond this, read does not count the total lines
+MAX_WHOLE_READ_BYTES = 8 * 1024 * 1024  # a larger file is read by range only
 
 _CHUNK = 64 * 1024
 
@@ -44,6 +51,14 @@ def read(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
             f"end_line ({end}) is before start_line ({start}); give start_line <= end_line."
         )
     size = path.stat().st_size
+    if size > MAX_WHOLE_READ_BYTES and "start_line" not in args and "end_line" not in args:
+        return ToolResult.error(
+            f"'{rel}' is {size / 2**20:.1f} MiB, over the {MAX_WHOLE_READ_BYTES // 2**20} MiB "
+            "read shows without a range. Read a range: read "
+            f'{{"path": {json.dumps(rel)}, "start_line": 1, "end_line": 200}} (at most '
+            f"{MAX_READ_LINES} lines a call), or find the part you need first with ast_grep.",
+            data={"path": rel, "size": size, "limit": MAX_WHOLE_READ_BYTES},
+        )
     with open(path, "rb") as f:
         head = f.read(8192)
         if b"\x00" in head:

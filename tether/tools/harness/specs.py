@@ -6,6 +6,7 @@ from tether.tools.harness.edit import edit
 from tether.tools.harness.patch import apply_patch
 from tether.tools.harness.read import MAX_READ_BYTES, MAX_READ_LINES, read
 from tether.tools.harness.write import write
+from tether.tools.schema import MAX_LINE
 from tether.tools.spec import Needs, Tier, ToolSpec
 
 _PATH = {
@@ -34,11 +35,13 @@ def specs() -> list[ToolSpec]:
                     "start_line": {
                         "type": "integer",
                         "minimum": 1,
+                        "maximum": MAX_LINE,
                         "description": "first line to show, 1-indexed (default 1)",
                     },
                     "end_line": {
                         "type": "integer",
                         "minimum": 1,
+                        "maximum": MAX_LINE,
                         "description": "last line to show, inclusive (default: to the cap)",
                     },
                 },

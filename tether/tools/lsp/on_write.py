@@ -17,11 +17,12 @@ from typing import Any
 
 from tether.lsp import render
 from tether.lsp.ledger import Ledger
+from tether.lsp.limits import size_text
 from tether.lsp.servers import Resolution, rows_for
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.messages.language_server_ops import Diagnostics, Sync
 from tether.tools.lsp.records import Lines, relative, severe
-from tether.tools.lsp.targets import ask, resolve_cached
+from tether.tools.lsp.targets import ask, limits, resolve_cached
 from tether.tools.results import ToolResult
 from tether.tools.spec import ToolContext
 
@@ -65,12 +66,22 @@ def _staged_targets(ctx: ToolContext, args: Mapping[str, Any]) -> list[str]:
         return []
 
 
-def _group(ctx: ToolContext, rels: list[str]) -> dict[str, tuple[Resolution, list[Path]]]:
+def _group(
+    ctx: ToolContext, rels: list[str], skipped: list[str] | None = None
+) -> dict[str, tuple[Resolution, list[Path]]]:
+    """The files by the server that answers for them; a file over the size limit is left
+    out (and named in `skipped`): giving it to the server would stall it for everyone."""
     groups: dict[str, tuple[Resolution, list[Path]]] = {}
+    limit = limits(ctx).max_file_bytes
     for rel in rels:
         try:
             path = ctx.resolve_path(rel)
         except Exception:  # noqa: BLE001 - not ours to judge here
+            continue
+        size = path.stat().st_size if path.is_file() else 0  # a deleted file is synced too
+        if size > limit and rows_for(path):
+            if skipped is not None:
+                skipped.append(f"{rel} ({size_text(size)})")
             continue
         for row in rows_for(path):
             r = resolve_cached(row, path, ctx.workdir)
@@ -108,7 +119,14 @@ def _diagnose_written(
     pending: list[str] = []
     notes: list[str] = []
     lines = Lines(ctx)
-    for key, (res, paths) in _group(ctx, written).items():
+    skipped: list[str] = []
+    groups = _group(ctx, written, skipped)
+    if skipped:
+        notes.append(
+            f"no diagnostics for {', '.join(skipped)}: over the "
+            f"{size_text(limits(ctx).max_file_bytes)} limit for files given to a language server"
+        )
+    for key, (res, paths) in groups.items():
         try:
             payload = ask(
                 ctx,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tether.tools.lsp.actions import ACTIONS, lsp, lsp_rename
+from tether.tools.schema import MAX_LINE
 from tether.tools.spec import Needs, Tier, ToolSpec
 
 _LSP_DESCRIPTION = """Ask the project's language server (Python: basedpyright, TypeScript/JavaScript: \
@@ -33,7 +34,12 @@ def specs() -> list[ToolSpec]:
                         "type": "string",
                         "description": 'workspace-relative file; "*" with diagnostics',
                     },
-                    "line": {"type": "integer", "minimum": 1, "description": "1-indexed line"},
+                    "line": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": MAX_LINE,
+                        "description": "1-indexed line",
+                    },
                     "symbol": {
                         "type": "string",
                         "minLength": 1,
@@ -61,7 +67,7 @@ def specs() -> list[ToolSpec]:
                 "type": "object",
                 "properties": {
                     "file": {"type": "string", "description": "workspace-relative file"},
-                    "line": {"type": "integer", "minimum": 1},
+                    "line": {"type": "integer", "minimum": 1, "maximum": MAX_LINE},
                     "symbol": {"type": "string", "minLength": 1},
                     "new_name": {"type": "string", "minLength": 1},
                 },

@@ -9,7 +9,7 @@ from tether.lsp.servers import SERVERS, resolve, rows_for, split_key
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.messages.language_server_ops import Reload, Status
 from tether.tools.lsp.records import relative
-from tether.tools.lsp.targets import KIND, ask, file_server, read_file
+from tether.tools.lsp.targets import KIND, ask, file_path, file_server
 from tether.tools.results import ToolResult
 from tether.tools.spec import ToolContext
 
@@ -61,12 +61,19 @@ def status(ctx: ToolContext, file: str | None) -> ToolResult:
                 restarts=int(st.get("restarts") or 0) + int(st.get("reloads") or 0),
                 stderr_tail=st.get("stderr_tail", ""),
                 error=st.get("error", ""),
+                open_documents=st.get("open_documents", 0),
+                cancelled_requests=st.get("cancelled_requests", 0),
             )
             idx = f" ({', '.join(rec['indexing'])})" if rec["indexing"] else ""
             tail = (rec["stderr_tail"] or "").strip().splitlines()[-3:]
             lines.append(
                 f"{name} for {rec['root'] or '.'}: {rec['state']}{idx}, pid {rec['pid']}, "
                 f"up {rec['uptime']:.0f} s, {rec['restarts']} restart(s)"
+                + (
+                    f", {rec['cancelled_requests']} request(s) cancelled past their budget"
+                    if rec["cancelled_requests"]
+                    else ""
+                )
                 + (f", error: {rec['error']}" if rec["error"] else "")
                 + (f"\n  stderr: {' | '.join(tail)}" if tail else "")
             )
@@ -78,10 +85,10 @@ def status(ctx: ToolContext, file: str | None) -> ToolResult:
     at = ctx.workdir
     label = "the workspace root"
     if file:
-        got = read_file(ctx, file)
+        got = file_path(ctx, file)
         if isinstance(got, ToolResult):
             return got
-        at, label = got[0], file
+        at, label = got, file
     rows = rows_for(at) if file else list(SERVERS)
     avail = []
     for row in rows:
@@ -113,7 +120,7 @@ def status(ctx: ToolContext, file: str | None) -> ToolResult:
 
 def reload(ctx: ToolContext, file: str | None) -> ToolResult:
     if file:
-        found = file_server(ctx, file)
+        found = file_server(ctx, file, sized=False)
         if isinstance(found, ToolResult):
             return found
         keys = [found[1].key]

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tether.lsp.limits import LspLimits, too_large
 from tether.lsp.positions import PositionError, SymbolSpan, find_symbol
 from tether.lsp.servers import SERVERS, Resolution, ServerRow, resolve, rows_for
 from tether.messages.language_server_ops import LanguageServerOp
@@ -65,25 +66,63 @@ def server_for(ctx: ToolContext, path: Path, rel: str) -> Resolution | ToolResul
     )
 
 
-def read_file(ctx: ToolContext, rel: str) -> tuple[Path, str] | ToolResult:
+def limits(ctx: ToolContext) -> LspLimits:
+    """The language servers' limits: the kind's config in the connected runtime (what its
+    actors enforce too), else the defaults."""
+    kinds = getattr(getattr(ctx, "runtime", None), "kinds", None)
+    spec = kinds.get(KIND) if isinstance(kinds, Mapping) else None
+    return LspLimits.from_config(spec.config) if spec is not None else LspLimits()
+
+
+def oversized(ctx: ToolContext, path: Path, rel: str) -> str | None:
+    """Why `path` is too large to give a language server (None: it is not)."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return None
+    limit = limits(ctx).max_file_bytes
+    return too_large(rel, size, limit) if size > limit else None
+
+
+def file_path(ctx: ToolContext, rel: str) -> Path | ToolResult:
+    """The existing file `rel` names, or the error to return."""
     path = ctx.resolve_path(rel)
     if path.is_dir():
         return ToolResult.error(f"'{rel}' is a directory; pass a file.")
+    if not path.exists():
+        return ToolResult.error(f"'{rel}' does not exist; check the path (workspace-relative).")
+    return path
+
+
+def read_file(ctx: ToolContext, rel: str) -> tuple[Path, str] | ToolResult:
+    """The file and its text, if it is small enough to give a language server."""
+    path = file_path(ctx, rel)
+    if isinstance(path, ToolResult):
+        return path
+    big = oversized(ctx, path, rel)
+    if big is not None:
+        return ToolResult.error(big)
     try:
         return path, path.read_bytes().decode("utf-8", errors="replace")
     except FileNotFoundError:
         return ToolResult.error(f"'{rel}' does not exist; check the path (workspace-relative).")
 
 
-def file_server(ctx: ToolContext, rel: str) -> tuple[Path, Resolution] | ToolResult:
-    """The file and the server that answers for it, or the error to return."""
-    got = read_file(ctx, rel)
-    if isinstance(got, ToolResult):
-        return got
-    target = server_for(ctx, got[0], rel)
+def file_server(
+    ctx: ToolContext, rel: str, sized: bool = True
+) -> tuple[Path, Resolution] | ToolResult:
+    """The file and the server that answers for it, or the error to return. `sized`: the
+    file will be given to the server, so it must be within the size limit."""
+    path = file_path(ctx, rel)
+    if isinstance(path, ToolResult):
+        return path
+    big = oversized(ctx, path, rel) if sized else None
+    if big is not None:
+        return ToolResult.error(big)
+    target = server_for(ctx, path, rel)
     if isinstance(target, ToolResult):
         return target
-    return got[0], target
+    return path, target
 
 
 def locate(

@@ -1,0 +1,485 @@
+"""eval end to end with real kernels (ipykernel; Deno's kernel from the `deno` package):
+persistence, echo, errors, the tool bridge, budgets, kernel death, reset, reaping, the
+spare pool, isolation between runs. Each test runs its own runtime (no orphans: the
+fixture checks)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from tests.conftest import health_node, wait_until
+from tether.actors.kernel import kinds
+from tether.kernels.launch import KernelUnavailable, deno_binary
+from tether.tools import eval as eval_tool
+from tether.tools.registry import Family, Registry, load_families
+from tether.tools.results import ToolResult
+from tether.tools.spec import Surface, Tier, ToolSpec
+
+try:
+    deno_binary()
+    NO_DENO = ""
+except KernelUnavailable as exc:
+    NO_DENO = str(exc)
+
+needs_deno = pytest.mark.skipif(bool(NO_DENO), reason=f"deno: {NO_DENO}")
+DESCRIPTION = "check the kernel does what it should"
+
+
+def ev(run: Any, code: str, language: str = "python", **extra: Any) -> ToolResult:
+    return run.call(
+        "eval", {"code": code, "description": DESCRIPTION, "language": language, **extra}
+    )
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    (tmp_path / "notes.txt").write_text("the answer is 42\n")
+    return tmp_path
+
+
+def start(runtime_factory: Any, **config: Any) -> Any:
+    config.setdefault("spares", 0)
+    return runtime_factory(kinds=kinds(**config))
+
+
+def kernel_node(rt: Any, run_id: str, language: str = "python") -> dict[str, Any]:
+    node = health_node(rt.health(), f"run:{run_id}/kernel:{language}")
+    assert node is not None, f"no kernel actor for {run_id}/{language}"
+    return node
+
+
+# --- cells ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "language, define, use",
+    [
+        ("python", "import math\nx = 41", "x + 1 + math.floor(0.5)"),
+        pytest.param("javascript", "let x = 41", "x + 1", marks=needs_deno),
+    ],
+)
+def test_variables_persist_and_the_last_expression_is_echoed(
+    runtime_factory: Any, workdir: Path, language: str, define: str, use: str
+) -> None:
+    rt = start(runtime_factory)
+    run = rt.open_run("r1", workdir=workdir)
+    first = ev(run, define, language)
+    assert not first.is_error, first.text
+    second = ev(run, use, language)
+    assert not second.is_error, second.text
+    assert second.text.strip() == "42"
+    assert second.data["execution_count"] == 2
+    extra = kernel_node(rt, "r1", language)["extra"]
+    assert extra["memory_mb"] > 10  # the kernel's memory is in health
+    assert extra["cells_run"] == 2
+
+
+def test_the_kernel_runs_in_the_run_workdir_and_prints_in_order(
+    runtime_factory: Any, workdir: Path
+) -> None:
+    rt = start(runtime_factory)
+    run = rt.open_run("r1", workdir=workdir)
+    result = ev(run, "import os, sys\nprint('a')\nprint(os.getcwd())\nprint('c')")
+    assert result.text.splitlines() == ["a", str(workdir), "c"]
+
+
+def test_an_error_is_an_error_result_with_the_exception(
+    runtime_factory: Any, workdir: Path
+) -> None:
+    rt = start(runtime_factory)
+    run = rt.open_run("r1", workdir=workdir)
+    result = ev(run, "print('before')\n1 / 0")
+    assert result.is_error
+    assert "before" in result.text and "ZeroDivisionError" in result.text
+    assert "ZeroDivisionError" in result.data["error"]
+    assert ev(run, "'still alive'").text.strip() == "'still alive'"
+
+
+@pytest.mark.parametrize(
+    "description", ["", "run it", "one two three four five six seven eight nine ten eleven"]
+)
+def test_description_must_be_five_to_ten_words(
+    runtime_factory: Any, workdir: Path, description: str
+) -> None:
+    rt = start(runtime_factory)
+    run = rt.open_run("r1", workdir=workdir)
+    result = run.call("eval", {"code": "1", "description": description})
+    assert result.is_error
+    assert "5-10 words" in result.text and eval_tool.GOOD_DESCRIPTION in result.text
+    assert health_node(rt.health(), "run:r1/kernel:python") is None  # nothing started
+
+
+def test_plain_input_gets_an_empty_answer_and_a_note(runtime_factory: Any, workdir: Path) -> None:
+    rt = start(runtime_factory)
+    run = rt.open_run("r1", workdir=workdir)
+    result = ev(run, "answer = input('your name? ')\nrepr(answer)")
+    assert not result.is_error, result.text
+    assert "''" in result.text
+    assert "empty answer" in result.text
+
+
+def test_eval_is_exec_tier_and_absent_from_plan(runtime_factory: Any, workdir: Path) -> None:
+    rt = start(runtime_factory)
+    assert "eval" in [t.name for t in rt.open_run("r1", workdir=workdir).tools()]
+    plan = rt.open_run("r2", workdir=workdir, surface=Surface.PLAN)
+    assert "eval" not in [t.name for t in plan.tools()]
+    assert ev(plan, "1").is_error
+
+
+# --- the tool bridge ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "language, code",
+    [
+        ("python", "text = tool('read', {'path': 'notes.txt'})\nprint('42' in text)"),
+        pytest.param(
+            "javascript",
+            "const text = await tool('read', {path: 'notes.txt'});\nconsole.log(text.includes('42'))",
+            marks=needs_deno,
+        ),
+    ],
+)
+def test_tool_read_from_a_cell(
+    runtime_factory: Any, workdir: Path, language: str, code: str
+) -> None:
+    rt = start(runtime_factory)
+    run = rt.open_run("r1", workdir=workdir)
+    result = ev(run, code, language)
+    assert not result.is_error, result.text
+    assert result.text.strip() == "true" if language == "javascript" else "True"
+
+
+def test_a_tool_error_is_an_exception_in_the_cell(runtime_factory: Any, workdir: Path) -> None:
+    rt = start(runtime_factory)
+    run = rt.open_run("r1", workdir=workdir)
+    code = (
+        "try:\n    tool('read', {'path': '../outside.txt'})\n"
+        "except ToolError as e:\n    print('refused:', e)"
+    )
+    result = ev(run, code)
+    assert not result.is_error, result.text
+    assert result.text.startswith("refused:")
+
+
+def test_tools_runs_a_batch(runtime_factory: Any, workdir: Path) -> None:
+    (workdir / "b.txt").write_text("bee\n")
+    rt = start(runtime_factory)
+    run = rt.open_run("r1", workdir=workdir)
+    result = ev(
+        run,
+        "a, b = tools([('read', {'path': 'notes.txt'}), ('read', {'path': 'b.txt'})])\n'42' in a and 'bee' in b",
+    )
+    assert result.text.strip() == "True", result.text
+
+
+def test_a_bridged_write_is_refused_once_the_run_is_in_plan_mode(
+    runtime_factory: Any, workdir: Path
+) -> None:
+    """The bridge re-enters the run's own pipeline: when the user switches the run to plan
+    mode while a cell runs (here: on the cell's first bridged call), the cell's write is
+    refused exactly as a write the model issued would be."""
+    rt = start(runtime_factory)
+    run = rt.open_run("r1", workdir=workdir)
+    call = run.call
+
+    def switch_on_read(name: str, args: Any = None) -> ToolResult:
+        if name == "read":
+            run.surface = Surface.PLAN
+        return call(name, args)
+
+    run.call = switch_on_read  # type: ignore[method-assign]
+    code = (
+        "tool('read', {'path': 'notes.txt'})\n"
+        "try:\n    tool('write', {'path': 'new.txt', 'content': 'x'})\n"
+        "except ToolError as e:\n    print('refused:', e)"
+    )
+    result = call("eval", {"code": code, "description": DESCRIPTION})
+    assert "refused:" in result.text, result.text
+    assert "plan" in result.text.lower()
+    assert not (workdir / "new.txt").exists()
+
+
+def slow_tool_registry(seconds: float) -> Registry:
+    def slow(ctx: Any, args: dict[str, Any]) -> ToolResult:
+        time.sleep(seconds)  # the tool itself is slow (a subagent fan-out, say)
+        return ToolResult.ok("slow done")
+
+    spec = ToolSpec(
+        "slow",
+        Tier.READ,
+        "a slow tool",
+        {"type": "object", "properties": {}, "additionalProperties": False},
+        slow,
+    )
+    return Registry.from_families([*load_families(), Family("slow", "tests", (spec,))])
+
+
+def test_a_bridged_call_outlasting_the_inactivity_budget_does_not_kill_the_cell(
+    runtime_factory: Any, workdir: Path
+) -> None:
+    rt = start(runtime_factory)
+    run = rt.open_run("r1", workdir=workdir, registry=slow_tool_registry(2.0))
+    eval_tool.configure(run, inactivity=0.7)
+    result = ev(run, "r = tool('slow')\nprint(r)")
+    assert not result.is_error, result.text
+    assert result.text.strip() == "slow done"
+
+
+# --- budgets and kernel deaths ----------------------------------------------------------
+
+
+def test_a_runaway_cell_is_interrupted_with_its_partial_output(
+    runtime_factory: Any, workdir: Path
+) -> None:
+    rt = start(runtime_factory)
+    run = rt.open_run("r1", workdir=workdir)
+    eval_tool.configure(run, inactivity=1.0)
+    ev(run, "kept = 'yes'")
+    result = ev(run, "print('started', flush=True)\nwhile True:\n    pass")
+    assert result.is_error
+    assert "started" in result.text
+    assert "inactivity budget" in result.text and "interrupted" in result.text
+    assert "KeyboardInterrupt" in (result.data["error"] or "")
+    after = ev(run, "kept")  # interrupted, not killed: the state is still there
+    assert after.text.strip() == "'yes'", after.text
+
+
+def test_the_wall_clock_cap_interrupts_a_cell_that_keeps_printing(
+    runtime_factory: Any, workdir: Path
+) -> None:
+    rt = start(runtime_factory)
+    run = rt.open_run("r1", workdir=workdir)
+    eval_tool.configure(run, inactivity=5.0, wall=1.5)
+    result = ev(run, "import time\nwhile True:\n    print('tick', flush=True); time.sleep(0.1)")
+    assert result.is_error and "wall-clock cap" in result.text
+    assert "tick" in result.text
+
+
+def test_a_kernel_ignoring_interrupts_is_killed_and_the_next_cell_says_state_lost(
+    runtime_factory: Any, workdir: Path
+) -> None:
+    rt = start(runtime_factory, interrupt_grace=0.5)
+    run = rt.open_run("r1", workdir=workdir)
+    eval_tool.configure(run, inactivity=0.7)
+    ev(run, "x = 1")
+    pid = kernel_node(rt, "r1")["extra"]["kernel_pid"]
+    # (ipykernel installs its SIGINT handler before each cell: ignore it inside the cell)
+    code = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nprint('stuck', flush=True)\nwhile True:\n    pass"
+    result = ev(run, code)
+    assert result.is_error
+    assert "stuck" in result.text and "ignored the interrupt" in result.text
+    assert "lost" in result.text
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    after = ev(run, "'x' in globals()")
+    assert after.text.splitlines()[0] == "False"
+    assert "fresh kernel" in after.text
+
+
+def test_a_sigkilled_kernel_is_replaced_and_the_next_cell_says_so(
+    runtime_factory: Any, workdir: Path
+) -> None:
+    rt = start(runtime_factory)
+    run = rt.open_run("r1", workdir=workdir)
+    ev(run, "x = 1")
+    pid = kernel_node(rt, "r1")["extra"]["kernel_pid"]
+    rt.inject("kill_process", target="run:r1/kernel:python")
+    wait_until(lambda: kernel_node(rt, "r1")["extra"]["kernel_pid"] is None, timeout=10)
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    after = ev(run, "'x' in globals()")
+    assert after.text.splitlines()[0] == "False"
+    assert "killed by signal 9" in after.text and "lost" in after.text
+    assert kernel_node(rt, "r1")["extra"]["kernel_pid"] not in (None, pid)
+
+
+def test_a_kernel_killed_mid_cell_ends_the_cell_with_its_output(
+    runtime_factory: Any, workdir: Path
+) -> None:
+    rt = start(runtime_factory)
+    run = rt.open_run("r1", workdir=workdir)
+    eval_tool.configure(run, inactivity=30)
+    code = "import os, signal\nprint('bye', flush=True)\nos.kill(os.getpid(), signal.SIGKILL)"
+    result = ev(run, code)
+    assert result.is_error or "lost" in result.text
+    assert "lost" in result.text
+
+
+def test_the_kernel_actor_crashing_takes_its_kernel_along(
+    runtime_factory: Any, workdir: Path
+) -> None:
+    rt = start(runtime_factory)
+    run = rt.open_run("r1", workdir=workdir)
+    ev(run, "x = 1")
+    node = kernel_node(rt, "r1")
+    pid, actor_pid = node["extra"]["kernel_pid"], node["pids"][0]["pid"]
+    rt.inject("crash_actor", target="run:r1/kernel:python")
+    wait_until(
+        lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE,
+        timeout=10,
+    )
+
+    def supervisor_noticed() -> bool:
+        node = health_node(rt.health(), "run:r1/kernel:python")
+        pids = [p["pid"] for p in node["pids"]] if node is not None else []
+        return node is None or actor_pid not in pids or node["state"] != "ready"
+
+    wait_until(supervisor_noticed, timeout=10)
+    after = ev(run, "1 + 1")
+    if after.is_error:  # the host had not heard of the crash yet: it says so, once
+        assert "call again" in after.text, after.text
+        after = ev(run, "1 + 1")
+    assert after.text.strip() == "2"
+
+
+def test_reset_starts_a_clean_kernel(runtime_factory: Any, workdir: Path) -> None:
+    rt = start(runtime_factory)
+    run = rt.open_run("r1", workdir=workdir)
+    ev(run, "x = 1")
+    pid = kernel_node(rt, "r1")["extra"]["kernel_pid"]
+    result = ev(run, "'x' in globals()", reset=True)
+    assert result.text.splitlines()[0] == "False"
+    assert "reset" in result.text
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_an_idle_kernel_is_reaped_and_the_next_cell_says_so(
+    runtime_factory: Any, workdir: Path
+) -> None:
+    rt = start(runtime_factory, idle_reap=0.5)
+    run = rt.open_run("r1", workdir=workdir)
+    ev(run, "x = 1")
+    pid = kernel_node(rt, "r1")["extra"]["kernel_pid"]
+    wait_until(lambda: kernel_node(rt, "r1")["extra"]["kernel_pid"] is None, timeout=10)
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    after = ev(run, "'x' in globals()")
+    assert after.text.splitlines()[0] == "False"
+    assert "idle" in after.text and "lost" in after.text
+
+
+def test_a_kernel_over_its_memory_limit_is_restarted_with_a_clear_message(
+    runtime_factory: Any, workdir: Path
+) -> None:
+    rt = start(runtime_factory, memory_limit_mb=250)
+    run = rt.open_run("r1", workdir=workdir)
+    ev(run, "big = b'x' * (400 * 2**20)")
+    wait_until(lambda: kernel_node(rt, "r1")["extra"]["kernel_pid"] is None, timeout=10)
+    after = ev(run, "'big' in globals()")
+    assert after.text.splitlines()[0] == "False"
+    assert "over its limit of 250 MiB" in after.text
+
+
+def test_two_runs_never_share_variables(runtime_factory: Any, workdir: Path) -> None:
+    rt = start(runtime_factory)
+    a = rt.open_run("a", workdir=workdir)
+    b = rt.open_run("b", workdir=workdir)
+    ev(a, "secret = 'from a'")
+    assert ev(b, "'secret' in globals()").text.strip() == "False"
+    ev(b, "secret = 'from b'")
+    assert ev(a, "secret").text.strip() == "'from a'"
+    pids = {kernel_node(rt, r)["extra"]["kernel_pid"] for r in ("a", "b")}
+    assert len(pids) == 2
+
+
+def test_closing_a_run_kills_its_kernel(runtime_factory: Any, workdir: Path) -> None:
+    rt = start(runtime_factory)
+    run = rt.open_run("r1", workdir=workdir)
+    ev(run, "1")
+    pid = kernel_node(rt, "r1")["extra"]["kernel_pid"]
+    run.close()
+    wait_until(
+        lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE,
+        timeout=10,
+    )
+
+
+# --- the spare pool -------------------------------------------------------------------------
+
+
+def test_the_first_cell_takes_a_spare_and_the_pool_refills(
+    runtime_factory: Any, workdir: Path
+) -> None:
+    rt = runtime_factory(kinds=kinds(spares=1))
+    eval_tool.warm_spares(rt, ["python"])
+    pool = lambda: health_node(rt.health(), "kernel_pool:python")["extra"]  # noqa: E731
+    wait_until(lambda: pool()["ready"] == 1, timeout=30)
+    spare_pid = health_node(rt.health(), "kernel_pool:python")["pids"][1]["pid"]
+    run = rt.open_run("r1", workdir=workdir)
+    result = ev(run, "import os\nos.getcwd()")
+    assert not result.is_error, result.text
+    assert str(workdir) in result.text  # the spare moved to the run's directory
+    assert kernel_node(rt, "r1")["extra"]["kernel_pid"] == spare_pid
+    # (how fast that first cell is: benchmarks/eval.py)
+    wait_until(lambda: pool()["ready"] == 1 and pool()["taken"] == 1, timeout=30)
+    # a second conversation gets the replacement; the first keeps its kernel
+    other = rt.open_run("r2", workdir=workdir)
+    ev(other, "y = 2")
+    assert kernel_node(rt, "r2")["extra"]["kernel_pid"] not in (spare_pid, None)
+    assert ev(run, "'y' in globals()").text.strip() == "False"
+
+
+def test_kernel_files_stay_in_the_private_state_dir(runtime_factory: Any, workdir: Path) -> None:
+    rt = start(runtime_factory)
+    run = rt.open_run("r1", workdir=workdir)
+    ev(run, "1")
+    root = Path(os.environ["TETHER_STATE_DIR"]) / "kernels"
+    assert oct(root.stat().st_mode & 0o777) == oct(0o700)
+    connections = list(root.glob("*/connection.json"))
+    assert connections and all(c.stat().st_mode & 0o077 == 0 for c in connections)
+    assert '"transport": "ipc"' in connections[0].read_text().replace("'", '"')
+    assert sorted(p.name for p in workdir.iterdir()) == ["notes.txt"]
+
+
+def test_a_launcher_prefixes_the_kernel_command(runtime_factory: Any, workdir: Path) -> None:
+    rt = start(runtime_factory)
+    run = rt.open_run("r1", workdir=workdir)
+    eval_tool.configure(run, launcher=["env", "TETHER_TEST_LAUNCHED=inside"])
+    result = ev(run, "import os\nos.environ.get('TETHER_TEST_LAUNCHED')")
+    assert result.text.strip() == "'inside'", result.text
+    eval_tool.configure(run, launcher=["/nonexistent/enter-sandbox"])
+    failed = ev(run, "1", reset=True)
+    assert failed.is_error and "the launcher '/nonexistent/enter-sandbox'" in failed.text
+    eval_tool.configure(run, launcher=["false"])  # a launcher that runs, and fails
+    failed = ev(run, "1")
+    assert failed.is_error and "exited (code 1)" in failed.text, failed.text
+
+
+@needs_deno
+def test_javascript_errors_prompts_and_loopback_only(runtime_factory: Any, workdir: Path) -> None:
+    rt = start(runtime_factory)
+    run = rt.open_run("r1", workdir=workdir)
+    error = ev(run, "console.log('before'); throw new Error('boom')", "javascript")
+    assert error.is_error and "before" in error.text and "boom" in error.text
+    answered = ev(run, "JSON.stringify(prompt('name?'))", "javascript")
+    assert "empty answer" in answered.text, answered.text
+    pid = kernel_node(rt, "r1", "javascript")["extra"]["kernel_pid"]
+    listening = [
+        c.laddr
+        for c in psutil.Process(pid).net_connections(kind="inet")
+        if c.status == psutil.CONN_LISTEN
+    ]
+    assert listening and all(addr.ip == "127.0.0.1" for addr in listening), listening
+
+
+def test_through_eval_tables_figures_and_clean_tracebacks(
+    runtime_factory: Any, workdir: Path
+) -> None:
+    """The cells library's outputs as the eval tool returns them (its own tests cover the
+    shapes): a DataFrame as a table, a figure as a PNG image, a traceback without ANSI."""
+    rt = start(runtime_factory)
+    run = rt.open_run("r1", workdir=workdir)
+    table = ev(run, "import pandas as pd\npd.DataFrame({'a': [1, 2], 'b': [3, 4]})")
+    assert not table.is_error, table.text
+    assert "|" in table.text and "a" in table.text
+    figure = ev(run, "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()")
+    assert not figure.is_error, figure.text
+    assert len(figure.images) == 1 and figure.images[0].data.startswith(b"\x89PNG")
+    error = ev(run, "def f():\n    return 1 / 0\nf()")
+    assert error.is_error and "ZeroDivisionError" in error.text and "\x1b[" not in error.text
+    magic = ev(run, "!echo from-the-shell")
+    assert "from-the-shell" in magic.text, magic.text

@@ -1,0 +1,793 @@
+"""`KernelActor` (kind "kernel", RUN scope, key = language) and `KernelPoolActor` (kind
+"kernel_pool", shared, key = language): persistent Python and JavaScript interpreters.
+
+One KernelActor per run and language owns one Jupyter kernel process (ipykernel, or
+Deno's `deno jupyter`), started on the first cell, or handed over started by the spare pool.
+The kernel's wire (`tether.kernels.wire`) is driven from the actor's own loop: it reacts
+to what arrives, and to the kernel's death through a pidfd. A cell:
+
+    Execute -> execute_request -> iopub outputs (CellOutput) -> execute_reply + iopub idle
+            -> the rendered result (Deno may publish after idle: a kernel_info marks the end)
+
+Tool bridge: an input_request whose prompt carries the bridge sentinel and this kernel's
+nonce becomes an early answer `{"status": "tool", ...}`; the host runs the calls and sends
+`ToolAnswer`, which becomes the kernel's input_reply (`tether.messages.kernel_ops`).
+A plain input() gets "" and a note.
+
+Budgets: no output for `inactivity` seconds (a pending bridged call does not count) or
+`wall` seconds in all -> interrupt_request (ipykernel and Deno both take it on the control
+channel); still running `interrupt_grace` later -> the kernel is killed. Either way the
+result carries the partial output and says what happened. A kernel that died, was killed,
+went over its memory limit or was reaped for idleness is simply gone: the next cell starts
+a fresh one, and its result says the state was lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+
+from tether.actors.base import ResourceActor, ResourceUnavailable
+from tether.kernels import bridge, magics
+from tether.kernels.launch import KernelUnavailable, Launched, deno_binary, discard, launch
+from tether.kernels.outputs import CellOutput
+from tether.kernels.wire import KernelWire
+from tether.kinds import ChildSpec, KindSpec, Restart, Scope
+from tether.messages.calls import Call, ErrorCode
+from tether.messages.kernel_ops import KERNEL, POOL, Execute, PoolStatus, Status, Take, ToolAnswer
+from tether.processes import kill_tree
+
+START_TIMEOUT = 60.0  # s for a new kernel to answer kernel_info and run its prelude
+HANDSHAKE_RETRY = 0.2  # s between kernel_info requests until iopub is seen to be connected
+INTERRUPT_GRACE = 3.0  # s a cell has to stop after an interrupt before the kernel is killed
+IDLE_REAP = 1800.0  # s without a cell before a kernel is shut down to free its memory
+MEMORY_LIMIT_MB = 4096.0  # RSS of the kernel's process tree; over it, the kernel is restarted
+REFILL_DELAY = 0.2  # s after a spare is taken before its replacement starts
+MEMORY_CHECK = 1.0  # s between memory checks
+LATE_PUBLISHERS = ("javascript",)  # kernels that may publish a cell's output after its idle
+SETTLE_CAP = 0.05  # s to wait for their end marker (a kernel_info's iopub status) at most
+
+
+# timer tags (ResourceActor.after / on_timer)
+@dataclass(frozen=True)
+class Budget:  # check a cell's inactivity budget and wall-clock cap
+    cell_id: str
+
+
+@dataclass(frozen=True)
+class Settle:  # a late publisher's end marker did not come in time: finish the cell
+    cell_id: str
+
+
+@dataclass(frozen=True)
+class KillIfStill:  # the cell was interrupted: kill the kernel if it still runs
+    cell_id: str
+
+
+@dataclass(frozen=True)
+class Handshake:  # resend kernel_info until the kernel's iopub is seen
+    pass
+
+
+@dataclass(frozen=True)
+class MemoryCheck:
+    pass
+
+
+@dataclass(frozen=True)
+class Reap:  # shut the kernel down if it has been idle for idle_reap
+    pass
+
+
+@dataclass(frozen=True)
+class Refill:  # start spares up to the pool's size
+    pass
+
+
+CHDIR = {"python": "__import__('os').chdir(%s)", "javascript": "Deno.chdir(%s)"}
+
+_ids = itertools.count(1)
+
+
+def _int(config: dict[str, Any], name: str, default: float) -> float:
+    value = config.get(name, default)
+    return float(value) if isinstance(value, int | float) and value > 0 else default
+
+
+def tree_rss_mb(pid: int) -> float:
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0.0
+    total = 0
+    for proc in procs:
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            total += proc.memory_info().rss
+    return total / 2**20
+
+
+class KernelHandle:
+    """One kernel process and its wire, from launch through handshake and prelude to
+    "ready"; then it carries cells. Driven by its actor (messages, timers, its pidfd)."""
+
+    def __init__(self, launched: Launched, nonce: str, prelude_done: bool) -> None:
+        self.launched = launched
+        self.language = launched.language
+        self.nonce = nonce
+        self.wire = KernelWire(launched.connection, launched.language)
+        self.ready = False
+        self.prelude_done = prelude_done  # a spare: it ran its prelude in the pool
+        self.started_at = time.monotonic()
+        self.info_id = ""
+        self.got_info = False
+        self.got_iopub = False
+        self.prelude_id = ""
+        self.failed = ""
+        try:
+            self.pidfd: int | None = os.pidfd_open(launched.pid)
+        except OSError:
+            self.pidfd = None
+
+    @property
+    def pid(self) -> int:
+        return self.launched.pid
+
+    def fds(self) -> list[int]:
+        return [*self.wire.fds(), *([self.pidfd] if self.pidfd is not None else [])]
+
+    def handshake(self) -> None:
+        """(Re)send kernel_info until both its reply and some iopub message arrived: a SUB
+        socket misses what is published before it is connected."""
+        self.info_id = self.wire.send("shell", "kernel_info_request", {})
+
+    def take_handshake(self, channel: str, msg: dict[str, Any]) -> bool:
+        """Feed a message while starting; True when the kernel just became ready."""
+        parent = msg.get("parent_header", {}).get("msg_id")
+        if channel == "iopub":
+            self.got_iopub = True
+        elif channel == "shell" and msg["msg_type"] == "kernel_info_reply":
+            self.got_info = True
+            if not self.got_iopub:  # its iopub went out before our SUB was connected: ask again
+                self.handshake()
+        elif channel == "shell" and parent == self.prelude_id and self.prelude_id:
+            if msg["content"].get("status") != "ok":
+                content = msg["content"]
+                self.failed = (
+                    f"its start-up code failed: {content.get('ename')}: {content.get('evalue')}"
+                )
+                return False
+            self.ready = True
+            return True
+        if self.got_info and self.got_iopub and self.prelude_done:
+            self.ready = True
+            return True
+        if self.got_info and self.got_iopub and not self.prelude_id:
+            code = bridge.prelude(self.language, self.nonce) + "\n" + magics.prelude(self.language)
+            self.prelude_id = self.execute(code, silent=True)
+        return False
+
+    def execute(self, code: str, silent: bool = False) -> str:
+        return self.wire.send(
+            "shell",
+            "execute_request",
+            {
+                "code": code,
+                "silent": silent,
+                "store_history": not silent,
+                "user_expressions": {},
+                "allow_stdin": True,
+                "stop_on_error": True,
+            },
+        )
+
+    def alive(self) -> bool:
+        popen = self.launched.popen
+        if popen is not None:
+            return popen.poll() is None
+        try:
+            return psutil.Process(self.pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    def exit_text(self) -> str:
+        popen = self.launched.popen
+        code = popen.poll() if popen is not None else None
+        how = (
+            f"was killed by signal {-code}"
+            if code is not None and code < 0
+            else f"exited (code {code})"
+            if code is not None
+            else "died"
+        )
+        tail = self.launched.log_tail(400)
+        return f"the {self.language} kernel (pid {self.pid}) {how}" + (
+            f"; its last words: {tail}" if tail else ""
+        )
+
+    def owned_pids(self) -> list[int]:
+        try:
+            return [self.pid, *(c.pid for c in psutil.Process(self.pid).children(recursive=True))]
+        except psutil.NoSuchProcess:
+            return []
+
+    def close(self) -> None:
+        """Kill the kernel's whole tree (never waiting on it), stop the wire, remove files."""
+        kill_tree(self.pid, grace=0.0, wait=False)
+        popen = self.launched.popen
+        if popen is not None:
+            with contextlib.suppress(Exception):
+                popen.wait(timeout=0.05)
+        self.wire.close()
+        if self.pidfd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.pidfd)
+            self.pidfd = None
+        discard(self.launched)
+
+    def handover(self) -> dict[str, Any]:
+        """What a KernelActor needs to adopt this (started, ready) kernel."""
+        launched = self.launched
+        return {
+            "language": launched.language,
+            "pid": launched.pid,
+            "directory": launched.directory,
+            "connection": launched.connection,
+            "nonce": self.nonce,
+        }
+
+    def detach(self) -> None:
+        """Handed over: stop talking to it here, without killing it."""
+        self.wire.close()
+        if self.pidfd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.pidfd)
+            self.pidfd = None
+
+
+@dataclass
+class Cell:
+    cell_id: str
+    call: Call | None  # the host's call to answer next (None while a bridged call runs)
+    op: Execute
+    output: CellOutput = field(default_factory=CellOutput)
+    msg_id: str = ""
+    started_at: float = field(default_factory=time.monotonic)
+    last_activity: float = field(default_factory=time.monotonic)
+    tool_pending: bool = False
+    got_reply: bool = False
+    got_idle: bool = False
+    interrupted: str = ""
+    notes: list[str] = field(default_factory=list)
+    final: dict[str, Any] | None = None
+    flush_id: str = ""  # (late publishers) the kernel_info request that marks the end
+    execution_count: int | None = None
+
+
+class KernelActor(ResourceActor):
+    def on_start(self, key: str, config: dict[str, Any]) -> None:
+        if key not in ("python", "javascript"):
+            raise ResourceUnavailable(
+                f"no kernel for language {key!r}: use 'python' or 'javascript'"
+            )
+        self.language = key
+        self.handle: KernelHandle | None = None
+        self.cell: Cell | None = None
+        self.waiting: Cell | None = None  # a cell waiting for its kernel to be ready
+        self.done: dict[str, dict[str, Any]] = {}  # last finished cell (answered late)
+        self.carry_notes: list[str] = []  # for the next cell: what happened to the state
+        self.kernels_started = 0
+        self.cells_run = 0
+        self.last_used = time.monotonic()
+        self.idle_reap = _int(config, "idle_reap", IDLE_REAP)
+        self.memory_limit = _int(config, "memory_limit_mb", MEMORY_LIMIT_MB)
+        self.interrupt_grace = _int(config, "interrupt_grace", INTERRUPT_GRACE)
+        self.start_timeout = _int(config, "start_timeout", START_TIMEOUT)
+        self.memory_mb = 0.0
+        self.memory_armed = False
+        self.settle_caps = 0
+
+    # --- calls ---------------------------------------------------------------------------
+    def on_call(self, call: Call) -> None:
+        match KERNEL.parse(call):
+            case Execute() as op:
+                self._execute(call, op)
+            case ToolAnswer() as answer:
+                self._tool_answer(call, answer)
+            case Status():
+                self.reply(call, self.health_extra())
+
+    def _execute(self, call: Call, op: Execute) -> None:
+        if self.cell is not None or self.waiting is not None:
+            self.fail(
+                call,
+                ErrorCode.BAD_REQUEST,
+                "a cell is still running in this kernel; wait for its result (eval cells of "
+                "one conversation run one at a time)",
+            )
+            return
+        cell = Cell(f"c{next(_ids)}", call, op, CellOutput(source=op.source or None))
+        cell.notes.extend(self.carry_notes)
+        self.carry_notes = []
+        if op.reset and self.handle is not None:
+            self._drop_kernel()
+            cell.notes.append("reset: the previous kernel was shut down; this one starts clean")
+        if self.handle is not None and op.spare:  # not needed after all: it must not linger
+            kill_tree(int(op.spare["pid"]), grace=0.0, wait=False)
+            shutil.rmtree(str(op.spare["directory"]), ignore_errors=True)
+        if self.handle is None:
+            try:
+                self._new_kernel(op)
+            except (KernelUnavailable, OSError, ValueError) as exc:
+                self.fail(
+                    call, ErrorCode.UNAVAILABLE, f"cannot start a {self.language} kernel: {exc}"
+                )
+                return
+        self.last_used = time.monotonic()
+        self.waiting = cell
+        if self.handle is not None and self.handle.ready:
+            self._run_waiting()
+
+    def _tool_answer(self, call: Call, answer: ToolAnswer) -> None:
+        cell = self.cell
+        if cell is None or cell.cell_id != answer.cell:
+            final = self.done.pop(answer.cell, None)
+            if final is not None:
+                self.reply(call, final)
+            else:
+                self.fail(call, ErrorCode.BAD_REQUEST, f"no running cell {answer.cell!r} here")
+            return
+        cell.call = call
+        if cell.final is not None:  # it ended (killed) while the host ran the tool
+            self._answer(cell)
+            return
+        if cell.tool_pending and self.handle is not None:
+            value = bridge.encode_answer(list(answer.results))
+            self.handle.wire.send("stdin", "input_reply", {"value": value})
+            cell.tool_pending = False
+            cell.last_activity = time.monotonic()
+            self._arm_budget(cell)
+
+    # --- the kernel's life ---------------------------------------------------------------
+    def _new_kernel(self, op: Execute) -> None:
+        spare = op.spare
+        if spare and not op.launcher:
+            launched = Launched(
+                self.language, int(spare["pid"]), str(spare["directory"]), dict(spare["connection"])
+            )
+            self.handle = KernelHandle(launched, str(spare["nonce"]), prelude_done=True)
+            if not self.handle.alive():
+                self.handle.close()
+                self.handle = None
+            elif op.cwd:  # started elsewhere: move it to the run's directory first
+                self.handle.execute(CHDIR[self.language] % json.dumps(op.cwd), silent=True)
+        if self.handle is None:
+            if self.language == "javascript":
+                deno_binary()  # KernelUnavailable with the install hint, before any start
+            launched = launch(self.language, op.cwd or os.getcwd(), op.launcher)
+            self.handle = KernelHandle(launched, bridge.new_nonce(), prelude_done=False)
+        self.handle.handshake()
+        self.after(HANDSHAKE_RETRY, Handshake())
+        self.kernels_started += 1
+        self._report_pids()
+        if not self.memory_armed:
+            self.memory_armed = True
+            self.after(MEMORY_CHECK, MemoryCheck())
+
+    def _drop_kernel(self) -> None:
+        if self.handle is not None:
+            self.handle.close()
+            self.handle = None
+            self._report_pids()
+
+    def _kernel_lost(self, why: str) -> None:
+        """The kernel is gone (died, killed, over its memory, reaped): end whatever it was
+        doing with what it printed, and tell the next cell its state was lost."""
+        started = self.handle is not None and self.handle.ready
+        self._drop_kernel()
+        waiting, self.waiting = self.waiting, None
+        if not started:  # it never ran a cell: nothing was lost, it just cannot start
+            if waiting is not None and waiting.call is not None:
+                self.fail(
+                    waiting.call,
+                    ErrorCode.FAILED,
+                    f"the {self.language} kernel could not start: {why}. Fix what its output "
+                    "says (or the launcher) and run the cell again.",
+                )
+            return
+        lost = f"{why}; its variables, imports and data are lost"
+        if waiting is not None and waiting.call is not None:
+            self.fail(
+                waiting.call, ErrorCode.FAILED, f"{lost}. Run the cell again to use a fresh kernel."
+            )
+        if self.cell is not None:
+            self.cell.notes.append(f"{lost}. The next cell starts a fresh kernel.")
+            self._finish(self.cell)
+        self.carry_notes.append(f"{lost}: this cell ran in a fresh kernel")
+
+    def _run_waiting(self) -> None:
+        cell, self.waiting = self.waiting, None
+        if cell is None or self.handle is None:
+            return
+        self.cell = cell
+        cell.started_at = cell.last_activity = time.monotonic()
+        cell.msg_id = self.handle.execute(cell.op.code)
+        self._arm_budget(cell)
+
+    # --- what the kernel says ------------------------------------------------------------
+    def watch_fds(self) -> list[int]:
+        return self.handle.fds() if self.handle is not None else []
+
+    def handle_watch(self, ready: list[int]) -> None:
+        handle = self.handle
+        if handle is None:
+            return
+        if set(handle.wire.fds()) & set(ready):
+            for channel, msg in handle.wire.drain():
+                if self.handle is not handle:
+                    return
+                self._take(handle, channel, msg)
+        if self.handle is handle and handle.pidfd is not None and handle.pidfd in ready:
+            if not handle.alive():
+                self._kernel_lost(handle.exit_text())
+
+    def _take(self, handle: KernelHandle, channel: str, msg: dict[str, Any]) -> None:
+        if not handle.ready:
+            if handle.take_handshake(channel, msg):
+                self._run_waiting()
+            elif handle.failed:
+                self._kernel_lost(handle.failed)
+            return
+        cell = self.cell
+        parent = msg.get("parent_header", {}).get("msg_id")
+        if cell is not None and cell.flush_id and parent == cell.flush_id and channel == "iopub":
+            self._finish(cell)  # the kernel's iopub got past the cell: nothing more is coming
+            return
+        if cell is None or parent != cell.msg_id:
+            return
+        msg_type, content = msg["msg_type"], msg["content"]
+        if channel == "iopub":
+            if msg_type == "status":
+                cell.got_idle = cell.got_idle or content.get("execution_state") == "idle"
+            else:  # (execute_input too: its execution count locates tracebacks)
+                cell.output.add(msg_type, content)
+                cell.last_activity = time.monotonic()
+        elif channel == "shell" and msg_type == "execute_reply":
+            cell.output.add(msg_type, content)
+            cell.got_reply = True
+            cell.execution_count = content.get("execution_count")
+        elif channel == "stdin" and msg_type == "input_request":
+            self._input_request(cell, str(content.get("prompt", "")))
+            return
+        if cell.got_reply and cell.got_idle and cell.final is None and not cell.flush_id:
+            if self.language in LATE_PUBLISHERS:
+                # Deno may publish a cell's output after its idle: a kernel_info request
+                # goes through after it, and its iopub status marks the end (capped)
+                cell.flush_id = handle.wire.send("shell", "kernel_info_request", {})
+                self.after(SETTLE_CAP, Settle(cell.cell_id))
+            else:
+                self._finish(cell)
+
+    def _input_request(self, cell: Cell, prompt: str) -> None:
+        assert self.handle is not None
+        request = bridge.parse_request(prompt, self.handle.nonce)
+        if request is None or isinstance(request, str):
+            if request is None:
+                cell.notes.append(
+                    "input()/prompt() got an empty answer: nobody can type into an eval cell; "
+                    "put the value in the code instead"
+                )
+                value = ""
+            else:
+                value = bridge.encode_answer([{"ok": False, "text": request, "data": None}])
+            self.handle.wire.send("stdin", "input_reply", {"value": value})
+            return
+        cell.tool_pending = True
+        call, cell.call = cell.call, None
+        if call is not None:
+            calls = [{"name": name, "args": args} for name, args in request.calls]
+            self.reply(call, {"status": "tool", "cell": cell.cell_id, "calls": calls})
+
+    # --- a cell's end --------------------------------------------------------------------
+    def _finish(self, cell: Cell) -> None:
+        if cell.final is not None:
+            return
+        rendered = cell.output.render()
+        if cell is self.cell:
+            self.cell = None
+        self.cells_run += 1
+        self.last_used = time.monotonic()
+        cell.final = {
+            "status": "done",
+            "text": rendered.text,
+            "images": [{"mime": i.mime, "data": i.data} for i in rendered.images],
+            "notes": [*cell.notes, *rendered.notes],
+            "error": rendered.error,
+            "execution_count": cell.execution_count,
+            "interrupted": cell.interrupted,
+            "kernel_pid": self.handle.pid if self.handle else None,
+            "elapsed": round(time.monotonic() - cell.started_at, 4),
+        }
+        self._answer(cell)
+        self.after(self.idle_reap, Reap())
+
+    def _answer(self, cell: Cell) -> None:
+        assert cell.final is not None
+        if cell.call is not None:
+            self.reply(cell.call, cell.final)
+            cell.call = None
+        else:  # the host is running a bridged call: it gets this with its ToolAnswer
+            self.done = {cell.cell_id: cell.final}
+
+    # --- budgets and timers --------------------------------------------------------------
+    def _arm_budget(self, cell: Cell) -> None:
+        now = time.monotonic()
+        left = min(
+            cell.op.wall - (now - cell.started_at),
+            cell.op.inactivity - (now - cell.last_activity),
+        )
+        self.after(max(left, 0.01), Budget(cell.cell_id))
+
+    def _check_budget(self, cell_id: str) -> None:
+        cell = self.cell
+        if cell is None or cell.cell_id != cell_id or cell.interrupted or self.handle is None:
+            return
+        now = time.monotonic()
+        if now - cell.started_at >= cell.op.wall:
+            why = f"the cell ran for {cell.op.wall:g} s, its wall-clock cap"
+        elif not cell.tool_pending and now - cell.last_activity >= cell.op.inactivity:
+            why = f"the cell printed nothing for {cell.op.inactivity:g} s, its inactivity budget"
+        else:
+            self._arm_budget(cell)
+            return
+        cell.interrupted = why
+        cell.notes.append(f"{why}: it was interrupted; the output above is what it printed")
+        self.handle.wire.send("control", "interrupt_request", {})
+        self.after(self.interrupt_grace, KillIfStill(cell_id))
+
+    def on_timer(self, tag: Any) -> None:
+        cell = self.cell
+        match tag:
+            case Budget(cell_id=cell_id):
+                self._check_budget(cell_id)
+            case Settle(cell_id=cell_id) if cell is not None and cell.cell_id == cell_id:
+                self.settle_caps += 1  # (health: how often the end marker came too late)
+                self._finish(cell)
+            case KillIfStill(cell_id=cell_id) if cell is not None and cell.cell_id == cell_id:
+                self._kernel_lost(
+                    f"the {self.language} kernel ignored the interrupt for "
+                    f"{self.interrupt_grace:g} s and was killed"
+                )
+            case Handshake():
+                self._handshake_tick()
+            case MemoryCheck():
+                self._check_memory()
+            case Reap():
+                self._maybe_reap()
+
+    def _handshake_tick(self) -> None:
+        handle = self.handle
+        if handle is None or handle.ready:
+            return
+        if time.monotonic() - handle.started_at > self.start_timeout:
+            tail = handle.launched.log_tail(400)
+            self._kernel_lost(
+                f"the {self.language} kernel did not answer within {self.start_timeout:g} s"
+                + (f" (its output: {tail})" if tail else "")
+            )
+            return
+        if not handle.got_iopub:
+            handle.handshake()
+        self.after(HANDSHAKE_RETRY, Handshake())
+
+    def _check_memory(self) -> None:
+        self.memory_armed = False
+        if self.handle is None:
+            return
+        self.memory_mb = tree_rss_mb(self.handle.pid)
+        if self.memory_mb > self.memory_limit:
+            self._kernel_lost(
+                f"the {self.language} kernel used {self.memory_mb:.0f} MiB, over its limit of "
+                f"{self.memory_limit:g} MiB, and was restarted"
+            )
+            return
+        self.memory_armed = True
+        self.after(MEMORY_CHECK, MemoryCheck())
+
+    def _maybe_reap(self) -> None:
+        idle = time.monotonic() - self.last_used
+        if self.handle is None or self.cell is not None or self.waiting is not None:
+            return
+        if idle >= self.idle_reap:
+            self._drop_kernel()
+            self.carry_notes.append(
+                f"the previous {self.language} kernel was idle for {idle:.0f} s and was shut "
+                "down to free its memory; its variables, imports and data are lost: this cell "
+                "ran in a fresh kernel"
+            )
+
+    # --- ownership and health --------------------------------------------------------------
+    def owned_pids(self) -> list[int]:
+        return self.handle.owned_pids() if self.handle is not None else []
+
+    def inject_kill_process(self) -> tuple[bool, str]:
+        handle = self.handle
+        if handle is None or not handle.alive():
+            return False, f"{self.name} has no live kernel to kill"
+        kill_tree(handle.pid, grace=0.0, wait=False)
+        return True, f"sent SIGKILL to {self.name}'s kernel (pid {handle.pid}) and its children"
+
+    def on_stop(self) -> None:
+        self._drop_kernel()
+
+    def health_extra(self) -> dict[str, Any]:
+        handle = getattr(self, "handle", None)
+        if handle is not None:
+            self.memory_mb = tree_rss_mb(handle.pid)
+        return {
+            "language": getattr(self, "language", self.key),
+            "kernel_pid": handle.pid if handle else None,
+            "kernel_ready": bool(handle and handle.ready),
+            "memory_mb": round(self.memory_mb, 1) if handle else 0.0,
+            "memory_limit_mb": getattr(self, "memory_limit", MEMORY_LIMIT_MB),
+            "cells_run": getattr(self, "cells_run", 0),
+            "kernels_started": getattr(self, "kernels_started", 0),
+            "cell_running": getattr(self, "cell", None) is not None,
+            "settle_caps": getattr(self, "settle_caps", 0),
+        }
+
+
+class KernelPoolActor(ResourceActor):
+    """Started spare kernels of one language (key), handed to a run's KernelActor on its
+    first cell (`Take`) and replaced in the background, so that cell pays no start.
+
+    A spare dies with this actor (parent-death signal), also after it was handed over: a
+    pool that crashes costs the runs their kernels' state, which their next cell reports,
+    and never leaves a kernel behind. `spares` (config) is the pool size; 0 disables it.
+    """
+
+    def on_start(self, key: str, config: dict[str, Any]) -> None:
+        if key not in ("python", "javascript"):
+            raise ResourceUnavailable(f"no kernel pool for language {key!r}")
+        if key == "javascript":
+            try:
+                deno_binary()
+            except KernelUnavailable as exc:
+                raise ResourceUnavailable(str(exc)) from exc
+        self.language = key
+        self.size = int(config.get("spares", 1))
+        self.spares: list[KernelHandle] = []
+        self.handed: list[Launched] = []  # our children now owned by runs (reaped here)
+        self.taken = 0
+        self.misses = 0
+        self.after(0.0, Refill())  # (a first Take is answered before the launches fork)
+
+    def refill(self) -> None:
+        while len(self.spares) < self.size:
+            launched = launch(self.language, os.getcwd())
+            handle = KernelHandle(launched, bridge.new_nonce(), prelude_done=False)
+            handle.handshake()
+            self.spares.append(handle)
+        self._report_pids()
+        self.after(HANDSHAKE_RETRY, Handshake())
+
+    def on_call(self, call: Call) -> None:
+        match POOL.parse(call):
+            case Take():
+                self.reply(call, {"spare": self._take()})
+            case PoolStatus():
+                self.reply(call, self.health_extra())
+
+    def _take(self) -> dict[str, Any] | None:
+        for handle in self.spares:
+            if handle.ready and handle.alive():
+                self.spares.remove(handle)
+                handle.detach()
+                self.handed.append(handle.launched)
+                self.taken += 1
+                # a kernel start burns a core for a second: not while the run's first
+                # cell runs on the spare just handed over
+                self.after(REFILL_DELAY, Refill())
+                return handle.handover()
+        self.misses += 1
+        return None
+
+    def watch_fds(self) -> list[int]:
+        return [fd for handle in self.spares for fd in handle.fds()]
+
+    def handle_watch(self, ready: list[int]) -> None:
+        for handle in list(self.spares):
+            if set(handle.wire.fds()) & set(ready):
+                for channel, msg in handle.wire.drain():
+                    if not handle.ready:
+                        handle.take_handshake(channel, msg)
+            if handle.failed or (handle.pidfd in ready and not handle.alive()):
+                self.last_error = handle.failed or handle.exit_text()
+                self.spares.remove(handle)
+                handle.close()
+                self.after(1.0, Refill())  # (not at once: a kernel that cannot start loops)
+
+    def on_timer(self, tag: Any) -> None:
+        match tag:
+            case Refill():
+                self.refill()
+            case Handshake():
+                self._handshake_tick()
+
+    def _handshake_tick(self) -> None:
+        self.handed = [h for h in self.handed if h.popen is None or h.popen.poll() is None]
+        starting = [h for h in self.spares if not h.ready]
+        for handle in starting:
+            if time.monotonic() - handle.started_at > START_TIMEOUT:
+                self.spares.remove(handle)
+                handle.close()
+            elif not handle.got_iopub:
+                handle.handshake()
+        if starting:
+            self.after(HANDSHAKE_RETRY, Handshake())
+
+    def owned_pids(self) -> list[int]:
+        return [pid for handle in getattr(self, "spares", []) for pid in handle.owned_pids()]
+
+    def on_stop(self) -> None:
+        for handle in getattr(self, "spares", []):
+            handle.close()
+        self.spares = []
+
+    def health_extra(self) -> dict[str, Any]:
+        spares = getattr(self, "spares", [])
+        return {
+            "language": getattr(self, "language", self.key),
+            "size": getattr(self, "size", 0),
+            "ready": sum(1 for h in spares if h.ready),
+            "starting": sum(1 for h in spares if not h.ready),
+            "taken": getattr(self, "taken", 0),
+            "misses": getattr(self, "misses", 0),
+            "memory_mb": round(sum(tree_rss_mb(h.pid) for h in spares), 1),
+        }
+
+
+def kinds(
+    idle_reap: float = IDLE_REAP,
+    memory_limit_mb: float = MEMORY_LIMIT_MB,
+    interrupt_grace: float = INTERRUPT_GRACE,
+    start_timeout: float = START_TIMEOUT,
+    spares: int = 1,
+) -> list[KindSpec]:
+    """The kernel kinds with a host's settings (`Runtime.start(kinds=...)`); KINDS has the
+    defaults. spares: started kernels kept per language (0: no pool)."""
+    config = {
+        "idle_reap": idle_reap,
+        "memory_limit_mb": memory_limit_mb,
+        "interrupt_grace": interrupt_grace,
+        "start_timeout": start_timeout,
+    }
+    return [
+        # never restarted behind the run's back: a kernel's state is gone anyway, and the
+        # next cell starts a fresh one and says so (TEMPORARY: the actor itself is cheap)
+        KindSpec(
+            "kernel",
+            "tether.actors.kernel:KernelActor",
+            Scope.RUN,
+            ChildSpec(Restart.TEMPORARY, shutdown_timeout=2.0),
+            config=config,
+        ),
+        KindSpec(
+            "kernel_pool",
+            "tether.actors.kernel:KernelPoolActor",
+            Scope.SHARED,
+            ChildSpec(Restart.TRANSIENT, backoff_initial=0.5),
+            config={"spares": int(spares)},
+        ),
+    ]
+
+
+KINDS: list[KindSpec] = kinds()

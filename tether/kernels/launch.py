@@ -1,0 +1,173 @@
+"""Starting a Jupyter kernel privately: its files, its command, its environment.
+
+Everything a kernel writes on our behalf lives under one tether-owned 0700 directory
+(`kernels_dir()`, beside the runtime's port file, never the user's home): the connection
+file (0600), IPython's profile, Jupyter's runtime/data/config dirs, matplotlib's config and
+Deno's cache. No kernelspec is installed anywhere: the kernel is started from its argv.
+
+Transport: ipykernel gets `ipc` (Unix sockets inside the kernel's own 0700 directory: no
+TCP port at all; a state dir so deep that a socket path would not fit gets loopback TCP
+instead). Deno's kernel only parses TCP addresses (an ipc path is refused as
+"invalid host"), so it gets loopback TCP; every message is HMAC-SHA256-signed with a
+random 256-bit key that only the connection file (0600, in a 0700 dir) holds.
+
+A launcher (a command prefix that enters the conversation's isolated environment) is put
+in front of the argv; ipc paths must then be visible inside it (a shared /tmp).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jupyter_client.connect import write_connection_file
+
+from tether.private_dirs import default_state_dir, ensure_private_dir
+from tether.processes import die_with_parent
+
+LANGUAGES = ("python", "javascript")
+IPC_PATH_MAX = 100  # a Unix socket path must fit sun_path (108); a longer one gets loopback TCP
+
+
+class KernelUnavailable(Exception):
+    """The kernel for a language cannot run here (its binary or package is missing)."""
+
+
+def kernels_dir() -> Path:
+    """<the runtime's private directory>/kernels, checked like the runtime's own."""
+    return ensure_private_dir(ensure_private_dir(default_state_dir()) / "kernels")
+
+
+def deno_binary() -> str:
+    """The `deno` the PyPI package ships (else one on PATH)."""
+    with contextlib.suppress(ImportError, Exception):
+        import deno  # type: ignore[import-untyped]
+
+        found = str(deno.find_deno_bin())
+        if os.access(found, os.X_OK):
+            return found
+    on_path = shutil.which("deno")
+    if on_path:
+        return on_path
+    raise KernelUnavailable(
+        "javascript needs Deno's Jupyter kernel and no deno binary was found; install it with "
+        "`pip install deno` (scripts/install.sh does), or use language 'python'"
+    )
+
+
+def check_language(language: str) -> None:
+    if language not in LANGUAGES:
+        raise ValueError(f"unknown language {language!r}: use one of {', '.join(LANGUAGES)}")
+
+
+@dataclass
+class Launched:
+    """A kernel process just started: what its owner needs to talk to it and kill it."""
+
+    language: str
+    pid: int
+    directory: str
+    connection: dict[str, Any]  # the connection file's content (transport, ports, key)
+    popen: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    def log_tail(self, limit: int = 2000) -> str:
+        """The end of the kernel's own stdout/stderr (its crash message, if any)."""
+        try:
+            with open(Path(self.directory) / "kernel.log", "rb") as log:
+                log.seek(0, os.SEEK_END)
+                log.seek(max(0, log.tell() - limit))
+                return log.read().decode("utf-8", "replace").strip()
+        except OSError:
+            return ""
+
+
+def kernel_argv(language: str, connection_file: str) -> list[str]:
+    if language == "python":
+        return [sys.executable, "-m", "ipykernel_launcher", "-f", connection_file]
+    return [deno_binary(), "jupyter", "--kernel", "--conn", connection_file]
+
+
+def kernel_env(directory: Path, root: Path) -> dict[str, str]:
+    """The host's environment (it carries the runtime's token: orphan checks find the
+    kernel) with every tool's state dir pointed into tether's private directory."""
+    env = dict(os.environ)
+    env.update(
+        IPYTHONDIR=str(root / "ipython"),
+        JUPYTER_RUNTIME_DIR=str(directory),
+        JUPYTER_DATA_DIR=str(root / "jupyter-data"),
+        JUPYTER_CONFIG_DIR=str(root / "jupyter-config"),
+        MPLCONFIGDIR=str(root / "matplotlib"),
+        MPLBACKEND="module://matplotlib_inline.backend_inline",
+        DENO_DIR=str(root / "deno"),
+        DENO_NO_UPDATE_CHECK="1",
+        NO_COLOR="1",  # Deno colours its echo with ANSI codes otherwise
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+def write_connection(language: str, directory: Path) -> tuple[str, dict[str, Any]]:
+    key = secrets.token_hex(32).encode()
+    if language == "python" and len(str(directory / "k-00000")) < IPC_PATH_MAX:
+        fname, info = write_connection_file(
+            str(directory / "connection.json"), transport="ipc", ip=str(directory / "k"), key=key
+        )
+    else:
+        fname, info = write_connection_file(
+            str(directory / "connection.json"), ip="127.0.0.1", key=key
+        )
+    os.chmod(fname, 0o600)
+    return fname, dict(info)
+
+
+@contextlib.contextmanager
+def _discard_on_error(directory: Path, launcher: Sequence[str]) -> Iterator[None]:
+    try:
+        yield
+    except OSError as exc:
+        shutil.rmtree(directory, ignore_errors=True)
+        if launcher:
+            raise OSError(
+                f"the launcher {' '.join(launcher)!r} could not be run ({exc.strerror}); "
+                "check the command prefix the host gave this conversation"
+            ) from exc
+        raise
+
+
+def launch(
+    language: str, cwd: str, launcher: Sequence[str] = (), die_with_us: bool = True
+) -> Launched:
+    """Start a kernel for `language` in its own session (process group) and private dir.
+    die_with_us: the kernel gets SIGKILL when the calling process dies (Linux)."""
+    check_language(language)
+    root = kernels_dir()
+    directory = Path(tempfile.mkdtemp(prefix=f"{language[:2]}-", dir=root))
+    fname, info = write_connection(language, directory)
+    argv = [*launcher, *kernel_argv(language, fname)]
+    with open(directory / "kernel.log", "wb") as log, _discard_on_error(directory, launcher):
+        popen = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=kernel_env(directory, root),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+            preexec_fn=(lambda: die_with_parent(9)) if die_with_us else None,
+        )
+    return Launched(language, popen.pid, str(directory), info, popen)
+
+
+def discard(launched: Launched) -> None:
+    """Remove a kernel's private directory (its process is its owner's business)."""
+    shutil.rmtree(launched.directory, ignore_errors=True)

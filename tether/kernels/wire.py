@@ -1,0 +1,98 @@
+"""`KernelWire`: the Jupyter wire protocol to one kernel, driven from its actor's loop.
+
+The sockets (shell, stdin, control, iopub; HMAC-signed by jupyter_client's `Session`) are
+used from the actor's thread only, never blocking: the actor watches their `zmq.FD`s with
+ThespianWatch (`fds()`), and calls `drain()` when one is ready. A zmq FD is edge-like: it
+signals that zmq has news, not that a message waits, and a send can consume that news.
+So every drain and every send reads each socket's EVENTS and takes whatever waits; what a
+send took is kept and announced by a byte on a pipe that is among `fds()`, so the actor
+comes back for it in its next turn. No thread of ours, no hop between threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any
+
+import zmq
+from jupyter_client.session import Session
+
+CHANNELS = ("shell", "stdin", "control", "iopub")
+
+
+def _endpoint(connection: dict[str, Any], channel: str) -> str:
+    transport, ip = connection["transport"], connection["ip"]
+    port = connection[f"{channel}_port"]
+    return f"{transport}://{ip}-{port}" if transport == "ipc" else f"{transport}://{ip}:{port}"
+
+
+class KernelWire:
+    def __init__(self, connection: dict[str, Any], name: str = "kernel") -> None:
+        key = connection.get("key", "")
+        self.session = Session(
+            key=key.encode() if isinstance(key, str) else key,
+            signature_scheme=connection.get("signature_scheme", "hmac-sha256"),
+        )
+        self.error = ""
+        self._inbox: list[tuple[str, dict[str, Any]]] = []
+        self._stash_r, self._stash_w = os.pipe()
+        os.set_blocking(self._stash_r, False)
+        os.set_blocking(self._stash_w, False)
+        self._context: zmq.Context[Any] = zmq.Context(io_threads=1)
+        self._sockets: dict[str, zmq.Socket[Any]] = {}
+        for channel in CHANNELS:
+            sock = self._context.socket(zmq.SUB if channel == "iopub" else zmq.DEALER)
+            sock.linger = 0
+            if channel == "iopub":
+                sock.setsockopt(zmq.SUBSCRIBE, b"")
+            else:  # the kernel sends stdin requests to the shell's identity
+                sock.setsockopt(zmq.IDENTITY, self.session.bsession)
+            sock.connect(_endpoint(connection, channel))
+            self._sockets[channel] = sock
+        self._fds = [int(s.getsockopt(zmq.FD)) for s in self._sockets.values()]
+
+    def fds(self) -> list[int]:
+        """Watch these; when one is ready, call drain()."""
+        return [*self._fds, self._stash_r]
+
+    def send(self, channel: str, msg_type: str, content: dict[str, Any]) -> str:
+        """Send a request on `channel`; returns its msg_id (replies carry it as parent)."""
+        msg = self.session.msg(msg_type, content)
+        self.session.send(self._sockets[channel], msg)
+        if self._collect():  # (the send may have swallowed the FD's news of them)
+            with contextlib.suppress(BlockingIOError, OSError):
+                os.write(self._stash_w, b"x")
+        return str(msg["header"]["msg_id"])
+
+    def drain(self) -> list[tuple[str, dict[str, Any]]]:
+        """Every (channel, message) that arrived since the last drain, in order per channel."""
+        with contextlib.suppress(BlockingIOError, OSError):
+            while os.read(self._stash_r, 4096):
+                pass
+        self._collect()
+        out, self._inbox = self._inbox, []
+        return out
+
+    def _collect(self) -> bool:
+        for channel, sock in self._sockets.items():
+            while int(sock.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
+                try:
+                    _, msg = self.session.recv(sock, mode=zmq.NOBLOCK)
+                except ValueError as exc:  # a bad signature: not from our kernel
+                    self.error = f"dropped a message on {channel}: {exc}"
+                    continue
+                except zmq.Again:
+                    break
+                if msg is None:
+                    break
+                self._inbox.append((channel, msg))
+        return bool(self._inbox)
+
+    def close(self) -> None:
+        for sock in self._sockets.values():
+            sock.close(linger=0)
+        self._context.term()
+        for fd in (self._stash_r, self._stash_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
