@@ -61,6 +61,7 @@ LAYERS: list[set[str]] = [
         "tether.portfile",
         "tether.runtime",
         "tether.health_view",
+        "tether.tree_watch",
         "tether.metrics",
     },
     # the public face and the command

@@ -56,8 +56,18 @@ MIXED_WAIT_SLICE = 0.002
 # later (its parent has not noticed yet), this many times at most
 RESEND_DELAY = 0.02
 MAX_RESENDS = 50
+# a wait looks this often whether the tree broke under it (its admin or root died: the
+# runtime rebuilds it, and every call open on the old one fails at once)
+BROKEN_CHECK = 0.1
+# while a control message (open run, health, ...) waits, how often the host checks the
+# tree node holding it (rare messages: a tighter watch than a call's costs nothing)
+NODE_WATCH = 0.1
 
 Got = dict[str, tuple[Any, Any]]  # call id -> (Reply | ResourceError | report, extra)
+
+
+class NodeGone(Exception):
+    """The tree node a control message went to died before it answered."""
 
 
 class CallEngine:
@@ -76,6 +86,14 @@ class CallEngine:
         self.next_id = next_id
         self._closed = closed
         self._system_died = system_died
+        # set when this tree's admin or root died: every call on it fails with this error
+        # (the runtime builds a new tree with a new engine)
+        self.broken: ResourceError | None = None
+
+    def break_tree(self, error: ResourceError) -> None:
+        """This engine's tree is gone: fail every call open on it (their waits look every
+        BROKEN_CHECK) and every call still to come, with `error`."""
+        self.broken = error
 
     def close(self) -> None:
         """Close every thread's endpoints (before thespian's shutdown, which waits ~10 s on
@@ -89,6 +107,8 @@ class CallEngine:
                 ErrorCode.UNAVAILABLE,
                 "the runtime is shut down; start a new one with Runtime.start()",
             )
+        if self.broken is not None:
+            raise self.broken
 
     # --- calls -----------------------------------------------------------------------
     def make_call(
@@ -206,6 +226,8 @@ class CallEngine:
     def send(self, ctx: Any, flight: Flight) -> None:
         """Send a call on its way: straight to its resource actor when the host knows it,
         else as a Route to the nearest supervisor on its way."""
+        if self.broken is not None:
+            raise self.broken
         call = flight.call
         if call.run_scoped and self.routes.closed_since(call.run_id, flight.made):
             raise ResourceError(
@@ -246,43 +268,78 @@ class CallEngine:
 
     # --- control messages to the tree ------------------------------------------------
     def ask(
-        self, address: Any, msg: Any, call_id: str, timeout: float, what: str
+        self,
+        address: Any,
+        msg: Any,
+        call_id: str,
+        timeout: float,
+        what: str,
+        holder: DirectRoute | None = None,
     ) -> tuple[Reply, Any]:
-        """One control message and its answer (never inside another wait of this thread)."""
+        """One control message and its answer (never inside another wait of this thread).
+        `holder`: the node it goes to; if its process goes, `NodeGone` is raised."""
+        self.check_open()
         ctx = self.contexts.get()
         self.tell(ctx, address, encode(msg))
-        got = _Wait(self, ctx, {call_id}, time.monotonic() + timeout, {}).run()
+        wait = _Wait(self, ctx, {call_id}, time.monotonic() + timeout, {}, holder)
+        got = wait.run()
         if call_id not in got:
+            if wait.holder_gone:
+                raise NodeGone(what)
             raise ResourceError(
                 ErrorCode.DEADLINE, f"no answer within {timeout:g} s when trying to {what}"
             )
-        return got[call_id]
+        answer, extra = got[call_id]
+        if isinstance(answer, ResourceError):
+            raise answer
+        return answer, extra
 
     def ask_node(
         self, target: Target, msg: Any, call_id: str, timeout: float, what: str
     ) -> tuple[Reply, Any]:
-        """`ask` a supervisor of the tree, found again through the root if it restarted."""
-        route = self.routes.get(target)
-        if route is None:
-            self.learn_hops(timeout)
+        """`ask` a supervisor of the tree. One that restarted is found again through the
+        root (which answers once it is up), and one that dies while it holds `msg` is
+        asked again (the control messages are safe to repeat: open, close, list, health),
+        all within `timeout`."""
+        deadline = time.monotonic() + timeout
+        while True:
             route = self.routes.get(target)
-        if route is None:
-            raise ResourceError(
-                ErrorCode.UNAVAILABLE,
-                f"{target_name(target)} is not running (restarting?); try again in a moment",
-            )
-        return self.ask(route.address, msg, call_id, timeout, what)
+            if route is None:
+                down = self.learn_hops(deadline - time.monotonic(), wait_for=target)
+                route = self.routes.get(target)
+                if route is None:
+                    state, error = down.get(f"{target[1]}:{target[2]}", ("gone", ""))
+                    raise ResourceError(
+                        ErrorCode.GAVE_UP if state == "failed" else ErrorCode.RESTARTING,
+                        f"{target_name(target)} is {state}"
+                        f"{' (' + error + ')' if error else ''}, so could not {what}; "
+                        + ("check rt.health()" if state == "failed" else "try again in a moment"),
+                    )
+            try:
+                return self.ask(
+                    route.address, msg, call_id, deadline - time.monotonic(), what, holder=route
+                )
+            except NodeGone:  # (it started nothing we wait for: ask its successor)
+                self.routes.forget(target, route.incarnation)
 
-    def learn_hops(self, timeout: float = 5.0) -> None:
-        """Ask the root where its supervisors are now."""
+    def learn_hops(
+        self, timeout: float = 5.0, wait_for: Target | None = None
+    ) -> dict[str, tuple[str, str]]:
+        """Ask the root where its supervisors are now (once `wait_for` is up, if it is
+        restarting); returns those that are not up: "kind:key" -> (state, last error)."""
         root = self.routes.get(ROOT)
         if root is None:
-            return
-        msg = ListHops(self.next_id())
+            raise self.broken or ResourceError(
+                ErrorCode.UNAVAILABLE, "the actor tree's root is gone; check rt.health()"
+            )
+        msg = ListHops(self.next_id(), f"{wait_for[1]}:{wait_for[2]}" if wait_for else "")
         reply, addresses = self.ask(
-            root.address, msg, msg.call_id, timeout, "find the tree's supervisors"
+            root.address, msg, msg.call_id, max(timeout, 0.001), "find the tree's supervisors"
         )
         self.learn_tree(reply.payload, addresses)
+        return {
+            name: (state, error) for name, (state, error) in reply.payload.get("down", {}).items()
+        }
 
     def learn_tree(self, payload: Mapping[str, Any], addresses: Mapping[str, Any]) -> None:
         """The root's answer to Hello or ListHops: where its supervisors are."""
@@ -298,6 +355,8 @@ class CallEngine:
             raise self.transport_error(exc) from exc
 
     def transport_error(self, exc: Exception) -> ResourceError:
+        if self.broken is not None:  # (the old tree's endpoints are closed as it goes)
+            return self.broken
         if self._closed():
             return ResourceError(
                 ErrorCode.UNAVAILABLE,
@@ -322,6 +381,8 @@ class CallEngine:
         return dict(reply.payload)
 
     def deadline_error(self, call: Call, timeout: float) -> ResourceError:
+        if self.broken is not None:
+            return self.broken
         died = self._system_died(f"{call.kind} {call.key!r}")
         if died is not None:
             return died
@@ -350,34 +411,51 @@ class _Wait:
         wanted: set[str],
         deadline: float,
         flights: dict[str, Flight],
+        holder: DirectRoute | None = None,
     ):
         self.engine = engine
         self.ctx = ctx
         self.wanted = wanted
         self.deadline = deadline
         self.flights = flights
+        self.holder = holder  # the node a control message went to (watched like a flight's)
+        self.holder_gone = False
         self.got: Got = {}
 
     def open(self) -> list[Flight]:
         return [f for i, f in self.flights.items() if i not in self.got]
 
     def run(self) -> Got:
-        next_check = time.monotonic() + WATCH_PERIOD
+        watched = bool(self.flights) or self.holder is not None
+        period = WATCH_PERIOD if self.flights else NODE_WATCH
+        next_check = time.monotonic() + period
         while len(self.got) < len(self.wanted):
             now = time.monotonic()
+            if self.engine.broken is not None:
+                self._fail_all(self.engine.broken)
+                break
             if now >= self.deadline:
                 break
-            if self.flights and now >= next_check:
-                next_check = now + WATCH_PERIOD
+            if watched and now >= next_check:
+                next_check = now + period
+                if self.holder is not None and not self.holder.alive():
+                    self.holder_gone = True
+                    break
                 self._check_holders()
                 continue
             self._resend_due(now)
-            wake = min(self.deadline, next_check) if self.flights else self.deadline
+            wake = min(self.deadline, now + BROKEN_CHECK)
+            if watched:
+                wake = min(wake, next_check)
             resends = [f.resend_at for f in self.open() if f.resend_at]
             if resends:
                 wake = min(wake, *resends)
             self._receive(max(wake - now, 0.0))
         return self.got
+
+    def _fail_all(self, error: ResourceError) -> None:
+        for ident in self.wanted - set(self.got):
+            self.got[ident] = (error, None)
 
     def _receive(self, wait: float) -> None:
         channels = self._open_channels()

@@ -253,6 +253,14 @@ def processes_with_token(token: str) -> list[psutil.Process]:
     return found
 
 
+def pid_running(pid: int) -> bool:
+    """True if process `pid` exists and is not a zombie."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
 def still_running(proc: psutil.Process) -> bool:
     try:
         return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE

@@ -20,6 +20,12 @@ still alive (psutil, bounded). If the host dies without shutting down, every act
 watchdog notices within a fraction of a second and takes its processes down, and the
 port file (`state_dir/<admin_port>.json`) lets the next `Runtime.start()` (or
 `Runtime.reap_stale()`) clean up anything left.
+
+The tree heals: a supervisor that dies is restarted by its parent and found again by the
+host (through the root, `CallEngine.ask_node`). Thespian's admin, its logger and the root
+have no parent in the tree: the host watches them (`tether.tree_watch`) and, when one
+dies, fails the calls open on the old tree at once, kills what is left of it and boots a
+new one (see "the tree heals" below); health shows the rebuilds.
 """
 
 from __future__ import annotations
@@ -73,6 +79,7 @@ from tether.processes import (
     session_processes,
     wait_gone,
 )
+from tether.tree_watch import TreeWatch
 
 thespian_patches.apply()  # before any thespian transport or actor process exists
 name_forked_tree_processes()  # so the next start's reaper can prove they were ours
@@ -84,6 +91,7 @@ from thespian.actors import ActorSystem, InvalidActorAddress  # noqa: E402  (aft
 RESOURCE_KIND_MODULES: list[str] = [
     "tether.actors.parser",
     "tether.actors.language_server",
+    "tether.actors.checker",
     "tether.actors.debug_session",
     "tether.actors.vibe",
     "tether.actors.kernel",
@@ -94,6 +102,11 @@ RESOURCE_KIND_MODULES: list[str] = [
 FAULTS = ("kill_process", "crash_actor", "delay", "drop_reply")
 ROOT_NAME = "tether-root"
 RUNS: Target = ("", "runs", "")
+# healing: a call waits this long at most for a tree being rebuilt (and a rebuild's boot may
+# take this long); more than MAX_REBUILDS within REBUILD_PERIOD s and the host gives up
+HEAL_WAIT = 10.0
+MAX_REBUILDS = 10
+REBUILD_PERIOD = 60.0
 _BOOT_LOCK = threading.Lock()  # one runtime start at a time per host process (see start)
 
 
@@ -156,6 +169,17 @@ class Runtime:
         self._closed = True
         self._known_pids: set[tuple[int, float]] = set()
         self._children_before_boot: set[int] = set()
+        self._shut_down = False  # shutdown() was called (`_closed` also covers a failed boot)
+        # healing (see "the tree heals"): the watch on the top of the tree, set while no
+        # tree is being rebuilt, and what health says about the rebuilds
+        self._tree_watch: TreeWatch | None = None
+        self._healed = threading.Event()
+        self._healed.set()
+        self._heal_lock = threading.Lock()
+        self._heal_failed: ResourceError | None = None
+        self._rebuild_times: list[float] = []
+        self._rebuilds = 0
+        self._tree_note = ""  # the last rebuild, or the one under way, in words
         self.metrics: Metrics | None = None  # with Runtime.start(metrics_port=...)
 
     # --- lifecycle -------------------------------------------------------------------
@@ -185,6 +209,13 @@ class Runtime:
         except (StateDirError, OSError) as exc:
             raise RuntimeStartError(str(exc)) from exc
         cls.reap_stale(rt.state_dir)
+        rt._boot_on_a_free_port(admin_port, start_timeout)
+        if metrics_port is not None:
+            rt._serve_metrics(metrics_port)
+        return rt
+
+    def _boot_on_a_free_port(self, admin_port: int | None, start_timeout: float) -> None:
+        """Boot the actor system and tree on `admin_port`, or on a free port (a few tries)."""
         attempts = 1 if admin_port else 5
         last_error: Exception | None = None
         for _ in range(attempts):
@@ -203,16 +234,14 @@ class Runtime:
                 # moment could leave the child wedged), and `_abandon` tells our admins
                 # from others' by the children this boot made
                 with _BOOT_LOCK:
-                    rt._boot(port, start_timeout)
-                if metrics_port is not None:
-                    rt._serve_metrics(metrics_port)
-                return rt
+                    self._boot(port, start_timeout)
+                return
             except _PortTaken as exc:
                 last_error = exc
             except InvalidActorAddress as exc:
                 # thespian's admin never answered (it died, or another process took the
                 # port first): clean up what this boot started, try another port
-                rt._abandon()
+                self._abandon()
                 last_error = exc
                 if admin_port:
                     raise RuntimeStartError(
@@ -279,6 +308,7 @@ class Runtime:
         self._remember_pid(self.root_pid)
         self._write_port_file()
         atexit.register(self.shutdown)
+        self._watch_tree()
 
     def _abandon(self) -> None:
         """A start that failed half-way: stop and kill whatever this boot started, and
@@ -319,17 +349,20 @@ class Runtime:
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        """shutdown() was called."""
+        return self._shut_down
 
     def shutdown(self, timeout: float = 10.0) -> None:
         """Stop every actor and every process the runtime started. Bounded by `timeout`;
         whatever is still alive at the end is SIGKILLed. Idempotent."""
-        if self._closed:
+        if self._shut_down:
             return
+        self._shut_down = True
+        deadline = time.monotonic() + timeout
+        self._stop_healing(deadline - 2.0)
         self._closed = True
         with contextlib.suppress(Exception):
             atexit.unregister(self.shutdown)
-        deadline = time.monotonic() + timeout
         tracked = {p.pid: p for p in [*self._tree_processes(), *processes_with_token(self._token)]}
         tracked_list = list(tracked.values())
         # close the per-thread endpoints first: with them open, thespian's shutdown waits
@@ -416,7 +449,7 @@ class Runtime:
         return f"{self._token}-{next(self._ids)}"
 
     def _check_open(self) -> None:
-        if self._closed or self._engine is None:
+        if self._shut_down or self._engine is None:
             raise ResourceError(
                 ErrorCode.UNAVAILABLE,
                 "the runtime is shut down; start a new one with Runtime.start()",
@@ -424,9 +457,36 @@ class Runtime:
 
     @property
     def engine(self) -> CallEngine:
+        """The engine of the current tree (waiting for one being rebuilt, at most
+        HEAL_WAIT)."""
+        return self._engine_within(HEAL_WAIT)[0]
+
+    def _engine_within(self, timeout: float) -> tuple[CallEngine, float]:
+        """The engine of the current tree, and what is left of `timeout` once it is there:
+        while the tree is being rebuilt, a call waits for it (never past its timeout)."""
         self._check_open()
+        if self._healed.is_set() and self._heal_failed is None:
+            assert self._engine is not None
+            return self._engine, timeout  # (the engine checks the timeout itself)
+        start = time.monotonic()
+        if not self._healed.wait(timeout):
+            raise ResourceError(
+                ErrorCode.RESTARTING,
+                f"{self._tree_note}; it was not rebuilt within {timeout:g} s - call again in a "
+                "moment, or check rt.health()",
+            )
+        self._check_open()
+        if self._heal_failed is not None:
+            raise self._heal_failed
         assert self._engine is not None
-        return self._engine
+        left = timeout - (time.monotonic() - start)
+        if left <= 0:
+            raise ResourceError(
+                ErrorCode.DEADLINE,
+                f"the call's {timeout:g} s passed while the actor tree was rebuilt "
+                f"({self._tree_note}); call again",
+            )
+        return self._engine, left
 
     @property
     def _routes(self) -> RouteTable:
@@ -443,7 +503,8 @@ class Runtime:
         idempotent: bool = False,
     ) -> dict[str, Any]:
         """Ask the resource actor (kind, key) of run `run_id` to do `op` (CallEngine.call)."""
-        return self.engine.call(run_id, kind, key, op, args, timeout, idempotent)
+        engine, left = self._engine_within(timeout)
+        return engine.call(run_id, kind, key, op, args, left, idempotent)
 
     def _gather(
         self,
@@ -453,41 +514,44 @@ class Runtime:
         idempotent: bool = False,
     ) -> list[dict[str, Any] | ResourceError]:
         """Several calls at once, answers in order (CallEngine.gather)."""
-        return self.engine.gather(run_id, calls, timeout, idempotent)
+        engine, left = self._engine_within(timeout)
+        return engine.gather(run_id, calls, left, idempotent)
 
     def _system_died(self, what: str) -> ResourceError | None:
         """The error for a call on `what` when the actor system itself is gone, else None."""
         if not self.admin_pid or same_process(self.admin_pid, self.admin_create_time):
             return None
         return ResourceError(
-            ErrorCode.UNAVAILABLE,
+            ErrorCode.RESTARTING,
             f"the actor system of this runtime died (admin pid {self.admin_pid} is gone), so "
-            f"{what} cannot answer; shut this runtime down and start a new one",
+            f"{what} cannot answer; the runtime rebuilds it - call again",
         )
 
     def _open_run_actor(self, run_id: str, timeout: float = 10.0) -> None:
         """Start (or find) the RunActor of `run_id`, and learn where it is. Idempotent."""
         msg = OpenRun(self._next_id(), str(run_id))
         what = f"open run {run_id!r}"
-        reply, address = self.engine.ask_node(RUNS, msg, msg.call_id, timeout, what)
+        engine, left = self._engine_within(timeout)
+        reply, address = engine.ask_node(RUNS, msg, msg.call_id, left, what)
         if not reply.ok:
             raise ResourceError(reply.error, reply.message)
         payload = reply.payload
-        self.engine.routes.add(
+        engine.routes.add(
             ("", "run", str(run_id)), address, int(payload["incarnation"]), int(payload["pid"])
         )
 
     def close_run(self, run_id: str, timeout: float = 5.0) -> None:
         """Stop the RunActor of `run_id` and the run-scoped actors under it."""
-        if self._closed or self._engine is None:
+        if self._shut_down or self._engine is None:
             return
-        self._engine.routes.forget_run(str(run_id))
+        engine, left = self._engine_within(timeout)
+        engine.routes.forget_run(str(run_id))
         msg = CloseRun(self._next_id(), str(run_id))
-        self.engine.ask_node(RUNS, msg, msg.call_id, timeout, f"close run {run_id!r}")
+        engine.ask_node(RUNS, msg, msg.call_id, left, f"close run {run_id!r}")
 
     # --- what is connected -----------------------------------------------------------
     def connected_kinds(self) -> set[str]:
-        return set(self.kinds) if not self._closed else set()
+        return set(self.kinds) if not self._shut_down else set()
 
     def kind_keys(self, kind: str, timeout: float = 5.0) -> list[str]:
         """The keys of `kind`: its declared key set (config["keys"], e.g. pool slots), or
@@ -500,13 +564,12 @@ class Runtime:
             )
         if spec.config.get("keys") is not None:
             return list(spec.config["keys"])
-        if spec.scope is not Scope.SHARED or self._closed:
+        if spec.scope is not Scope.SHARED or self._shut_down:
             return []
         msg = ListKeys(self._next_id(), kind)
         target = ("", "supervisor", kind)
-        reply, _ = self.engine.ask_node(
-            target, msg, msg.call_id, timeout, f"list the keys of {kind!r}"
-        )
+        engine, left = self._engine_within(timeout)
+        reply, _ = engine.ask_node(target, msg, msg.call_id, left, f"list the keys of {kind!r}")
         return list(reply.payload.get("keys", []))
 
     # --- runs ------------------------------------------------------------------------
@@ -543,13 +606,27 @@ class Runtime:
         last_error, pending, pids (pid, cmd, rss, cpu) and children. A subtree that does not
         answer in time is marked "unresponsive"; health() itself never waits past timeout."""
         self._check_open()
-        query = HealthQuery(self._next_id(), time.monotonic() + timeout * 0.9)
+        start = time.monotonic()
+        if not self._healed.wait(timeout * 0.5):
+            return self._healing_node("restarting")
+        if self._heal_failed is not None:
+            return self._healing_node("failed")
+        engine, _ = self._engine_within(timeout)
+        left = timeout - (time.monotonic() - start)
+        query = HealthQuery(self._next_id(), time.monotonic() + left * 0.9)
         what = "report the health of the actor tree"
-        report, _ = self.engine.ask_node(ROOT, query, query.query_id, timeout, what)
+        try:
+            report, _ = engine.ask_node(ROOT, query, query.query_id, left, what)
+        except ResourceError:
+            if engine.broken is None:
+                raise
+            return self._healing_node("restarting")  # (its tree died as it answered)
         assert isinstance(report, HealthReport)
         node = dict(report.node)
         node["admin_port"] = self.admin_port
         node["pids"] = [process_info(self.admin_pid), *node.get("pids", [])]
+        node["restarts"] = self._rebuilds  # the tree's own restarts: rebuilds by the host
+        node["last_error"] = node.get("last_error") or self._tree_note
         self._learn_pids(node)
         return node
 
@@ -574,13 +651,130 @@ class Runtime:
             )
         msg = Inject(self._next_id(), fault, target, dict(args))
         what = f"inject {fault} into {target!r}"
-        reply, _ = self.engine.ask_node(ROOT, msg, msg.call_id, timeout, what)
+        engine, left = self._engine_within(timeout)
+        reply, _ = engine.ask_node(ROOT, msg, msg.call_id, left, what)
         if not reply.ok:
             raise ResourceError(reply.error, reply.message)
         return dict(reply.payload)
 
+    # --- the tree heals -----------------------------------------------------------
+    # Supervisors restart every node below the root. The admin, its logger and the root
+    # have none: the host watches them (tether.tree_watch) and, when one dies, fails every
+    # call open on the old tree at once, kills what is left of it, and boots a new admin and
+    # root. Shared servers start again on their next call; a run's RunActor is started again
+    # by its next call (the runs supervisor starts one for any run id it routes to, as after
+    # its own restart), so the host does not reopen runs: open_run and close_run work as
+    # before, and a Run keeps working.
+
+    def _watch_tree(self) -> None:
+        """Watch the admin, its logger and the root of the tree just booted."""
+        top = {"admin": self.admin_pid, "root": self.root_pid}
+        with contextlib.suppress(psutil.Error):
+            for child in psutil.Process(self.admin_pid).children():
+                if child.pid != self.root_pid:
+                    top[f"admin's {child.name()} process"] = child.pid  # the logger
+        watched = {role: (pid, proc_create_time(pid)) for role, pid in top.items()}
+        self._tree_watch = TreeWatch(watched, self._tree_died)
+        self._tree_watch.start()
+
+    def _tree_died(self, role: str, pid: int) -> None:
+        """(On the watch's thread.) The top of the tree is gone: rebuild it."""
+        with self._heal_lock:
+            watch = self._tree_watch
+            if self._shut_down or watch is None or watch.processes.get(role, (0, 0.0))[0] != pid:
+                return  # (a watch of a tree already gone)
+            self._healed.clear()
+            try:
+                self._rebuild(role, pid)
+            finally:
+                self._healed.set()
+
+    def _rebuild(self, role: str, pid: int) -> None:
+        self._tree_note = f"the actor system's {role} (pid {pid}) died"
+        old = self._engine
+        if old is not None:
+            old.break_tree(
+                ResourceError(
+                    ErrorCode.RESTARTING,
+                    f"{self._tree_note} while this call was open; the runtime is rebuilding "
+                    "its actor tree - call again (servers and run resources start afresh)",
+                )
+            )
+        self._discard_tree(old)
+        now = time.monotonic()
+        self._rebuild_times = [t for t in self._rebuild_times if now - t < REBUILD_PERIOD]
+        if len(self._rebuild_times) >= MAX_REBUILDS:
+            self._give_up_healing(f"{MAX_REBUILDS} rebuilds in {REBUILD_PERIOD:g} s")
+            return
+        self._rebuild_times.append(now)
+        try:
+            self._boot_on_a_free_port(None, HEAL_WAIT)
+        except (RuntimeStartError, ResourceError, OSError) as exc:
+            self._give_up_healing(str(exc))
+            return
+        self._rebuilds += 1
+        took = time.monotonic() - now
+        self._tree_note = f"rebuilt in {took:.2f} s after {self._tree_note}"
+
+    def _give_up_healing(self, why: str) -> None:
+        self._heal_failed = ResourceError(
+            ErrorCode.UNAVAILABLE,
+            f"{self._tree_note} and the actor tree could not be rebuilt ({why}); shut this "
+            "runtime down and start a new one",
+        )
+        self._tree_note = self._heal_failed.message
+        self._discard_tree(None)
+
+    def _discard_tree(self, engine: CallEngine | None) -> None:
+        """Kill what is left of the current tree now; close the host's endpoints on it
+        and its actor system object on a thread (thespian waits on a dead admin)."""
+        procs = [p for p in self._tree_processes() if p.pid != os.getpid()]
+        procs += processes_with_token(self._token)
+        for proc in procs:
+            with contextlib.suppress(Exception):
+                kill_tree(proc.pid, grace=0.0, wait=False)
+        wait_gone(procs, time.monotonic() + 1.0)
+        if self.port_file is not None:
+            with contextlib.suppress(OSError):
+                self.port_file.unlink()
+            self.port_file = None
+        asys, self._asys = self._asys, None
+
+        def close() -> None:
+            if engine is not None:
+                engine.close()
+            with contextlib.suppress(Exception):
+                asys.shutdown()
+
+        threading.Thread(target=close, name="tether-old-tree", daemon=True).start()
+
+    def _healing_node(self, state: str) -> dict[str, Any]:
+        """health() while there is no tree to ask (being rebuilt, or could not be)."""
+        return {
+            "name": "root",
+            "kind": "root",
+            "key": "",
+            "state": state,
+            "uptime": 0.0,
+            "restarts": self._rebuilds,
+            "last_error": self._tree_note,
+            "pending": 0,
+            "pids": [],
+            "children": [],
+            "admin_port": self.admin_port,
+        }
+
+    def _stop_healing(self, deadline: float) -> None:
+        """shutdown(): no rebuild from now on; one under way ends first (bounded)."""
+        if self._tree_watch is not None:
+            self._tree_watch.stop()
+        if self._heal_lock.acquire(timeout=max(deadline - time.monotonic(), 0.1)):
+            self._heal_lock.release()
+        if self._tree_watch is not None:  # (a rebuild that just ended started a new one)
+            self._tree_watch.stop()
+
     def __repr__(self) -> str:
-        state = "closed" if self._closed else "running"
+        state = "closed" if self._shut_down else "running"
         return f"Runtime(admin_port={self.admin_port}, kinds={sorted(self.kinds)}, {state})"
 
 

@@ -251,7 +251,8 @@ def test_delay_postpones_the_next_call(runtime) -> None:
             "delay",
             "nope:k",
             {"seconds": 1},
-            "no actor named 'nope:k' under root; known here: runs, supervisor:echo",
+            "no actor named 'nope:k' under root; known here: runs, supervisor:checker, "
+            "supervisor:echo",
         ),
         (
             "kill_process",

@@ -211,9 +211,7 @@ def test_warming_stops_when_the_run_closes(runtime: Any, tmp_path: Path) -> None
         runtime._call("conv-keeper", "parser", key, "clear", {}, 10)
     run = runtime.open_run("conv-closing", workdir=str(tmp_path))
     assert run.call("ast_grep", {"pattern": "foo($A, $B)"}).is_error  # no language: refused
-    assert run.call("ast_grep", {"pattern": "foo($A, $B)", "language": "python"}).data[
-        "total"
-    ] == 1
+    assert run.call("ast_grep", {"pattern": "foo($A, $B)", "language": "python"}).data["total"] == 1
     wait_until(lambda: _indexing(runtime) > 0, 20)  # the background indexing has begun
     run.close()
     wait_until(lambda: _indexing(runtime) == 0, 60)

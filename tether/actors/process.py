@@ -200,7 +200,15 @@ class ProcessActor(ResourceActor):
             self.last_error = f"on_stdout failed: {exc!r}"
             self._log_exception(exc)
 
+    def on_stderr(self, data: bytes) -> None:
+        """Bytes arrived on the subprocess's stderr (its tail is kept for `stderr_tail`)."""
+
     def _add_stderr(self, data: bytes) -> None:
+        try:
+            self.on_stderr(data)
+        except Exception as exc:
+            self.last_error = f"on_stderr failed: {exc!r}"
+            self._log_exception(exc)
         self._stderr_tail.append(data)
         self._stderr_len += len(data)
         while self._stderr_len > STDERR_TAIL_BYTES and len(self._stderr_tail) > 1:

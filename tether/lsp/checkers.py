@@ -14,6 +14,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+CHECKER_TIMEOUT = 300.0  # s one run of a project checker may take
+
 _SEVERITY = {"error": 1, "warning": 2, "information": 3, "info": 3, "hint": 4, "note": 3}
 
 

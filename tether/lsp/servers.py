@@ -331,6 +331,54 @@ def split_key(key: str) -> tuple[str, Path]:
     return name, Path(root)
 
 
+class CheckerUnavailable(Exception):
+    """The row's project checker cannot run here (its binary is missing)."""
+
+
+SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", "build", "target", ".cache"}
+
+
+def checker_argv(row: ServerRow, root: Path) -> list[str]:
+    """The argv of `row`'s project checker for the project at `root` (run in `root`); []
+    when there is nothing to check (a checker of listed files, and no such file)."""
+    ck = row.checker
+    assert ck is not None, f"{row.name} has no project checker"
+    exe = _local_or_path(row, root, ck.argv[0])
+    if exe is None:
+        raise CheckerUnavailable(
+            f"the {row.name} project checker needs {ck.argv[0]}, which is not on PATH"
+        )
+    argv = [exe, *ck.argv[1:]]
+    if ck.files:
+        flags = root / "compile_flags.txt"
+        if flags.exists():
+            argv += [ln.strip() for ln in flags.read_text().splitlines() if ln.strip()]
+        files = _project_files(root, ck.files)
+        if not files:
+            return []
+        argv += files
+    return argv
+
+
+def _local_or_path(row: ServerRow, root: Path, name: str) -> str | None:
+    """`name` in the project's own bin dirs (node_modules/.bin, .venv/bin, ...), else on PATH."""
+    for d in row.local_bin_dirs:
+        candidate = root / d / name
+        if os.access(candidate, os.X_OK):
+            return str(candidate)
+    return shutil.which(name)
+
+
+def _project_files(root: Path, exts: tuple[str, ...]) -> list[str]:
+    out = []
+    for d, dirs, files in os.walk(root):
+        dirs[:] = sorted(x for x in dirs if x not in SKIP_DIRS and not x.startswith("."))
+        out += [
+            os.path.relpath(os.path.join(d, f), root) for f in sorted(files) if f.endswith(exts)
+        ]
+    return out
+
+
 _probe_cache: dict[tuple[str, tuple[str, ...]], str] = {}
 
 

@@ -145,9 +145,13 @@ class ListKeys:
 @dataclass(frozen=True)
 class ListHops:
     """Host -> root: where are your supervisors now? (a Reply whose payload["hops"] lists
-    [kind, key, incarnation, pid] for each, their addresses beside it by "kind:key")."""
+    [kind, key, incarnation, pid] for each that is up, their addresses beside it by
+    "kind:key", and payload["down"] {"kind:key": [state, last_error]} for the others).
+    `wait_for` ("kind:key"): if that supervisor is restarting, answer once it is up again
+    (or given up on)."""
 
     call_id: str
+    wait_for: str = ""
 
 
 @dataclass(frozen=True)

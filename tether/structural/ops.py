@@ -177,9 +177,7 @@ def edit_job(cache: ParseCache, op: Edit, budget: Budget) -> Job:
         if fresh != source:  # changed under the cache within one mtime tick: redo it fresh
             source = fresh
             tree = get_parser(lang).parse(source)
-            matches = find_in_tree(
-                pattern, CandidateQuery(pattern), tree.root_node, source, budget
-            )
+            matches = find_in_tree(pattern, CandidateQuery(pattern), tree.root_node, source, budget)
             if not matches:
                 continue
         new, count = apply(op.rewrite, source, matches)

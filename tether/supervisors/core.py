@@ -46,7 +46,7 @@ from tether.messages.control import (
     Started,
     Stopping,
 )
-from tether.processes import kill_tree, process_info
+from tether.processes import kill_tree, pid_running, process_info
 from tether.supervisors.policy import (
     Decision,
     ExitReason,
@@ -518,6 +518,13 @@ class Supervisor(TetherActor):
             "children": [],
         }
 
+    def dead_child_node(self, rec: ChildRecord) -> dict[str, Any]:
+        node = self.record_node(rec)
+        coming = "it is stopping" if rec.state == "stopping" else "it is being restarted"
+        node["state"] = "stopping" if rec.state == "stopping" else "restarting"
+        node["last_error"] = f"its actor process {rec.pid} is gone; {coming}"
+        return node
+
     def _start_gather(self, query: HealthQuery, reply_to: Any) -> None:
         self._query_seq += 1
         gather_id = f"{os.getpid()}-{self._query_seq}"
@@ -526,7 +533,10 @@ class Supervisor(TetherActor):
         sub_deadline = now + max((query.deadline - now) * 0.8, 0.01)
         gather = _Gather(reply_to, query.query_id, self.supervisor_node(), {}, [])
         for index, rec in enumerate(self.children.values()):
-            if rec.address is not None and rec.state in ("ready", "starting"):
+            if rec.address is not None and rec.pid and not pid_running(rec.pid):
+                # dead, and thespian has not told us yet: not "ready", and not worth a wait
+                gather.children.append(self.dead_child_node(rec))
+            elif rec.address is not None and rec.state in ("ready", "starting"):
                 sub_id = f"{gather_id}-{index}"
                 gather.waiting[sub_id] = rec
                 self.send_encoded(rec.address, HealthQuery(sub_id, sub_deadline))

@@ -35,7 +35,7 @@ from tether.messages.control import (
     Route,
     Start,
 )
-from tether.processes import close_inherited_fds
+from tether.processes import close_inherited_fds, pid_running
 from tether.supervisors.core import ChildRecord, Supervisor
 
 SUPERVISOR_SPEC = ChildSpec(Restart.PERMANENT, shutdown_timeout=5.0, max_restarts=5, period=60.0)
@@ -86,19 +86,12 @@ class RunSupervisor(Supervisor):
             self.deliver(self._run(call.run_id), call, data, extra if extra is not None else sender)
         elif isinstance(obj, OpenRun):
             rec = self._run(obj.run_id)
-            if rec.state in ("failed", "stopping") or rec.address is None:
-                self.send_error(
-                    sender,
-                    obj.call_id,
-                    rec.error_code or ErrorCode.RESTARTING,
-                    rec.last_error
-                    if rec.state == "failed"
-                    else f"{rec.name} is {rec.state} ({rec.last_error or 'no error'}); "
-                    "open it again in a moment",
-                )
-            elif rec.state == "ready":
+            if rec.state == "failed":
+                self.send_error(sender, obj.call_id, rec.error_code, rec.last_error)
+            elif rec.state == "ready" and rec.address is not None:
                 self._opened(rec, obj.call_id, sender)
-            else:  # answer once it started, with its pid (the host watches it while waiting)
+            else:  # starting, restarting, or stopping (closed a moment ago): answered once
+                # a RunActor for it is up, with its pid (the host watches us meanwhile)
                 self.opening.setdefault(obj.run_id, []).append((obj.call_id, sender))
         elif isinstance(obj, CloseRun):
             closing = self.children.get(("run", obj.run_id))
@@ -132,9 +125,16 @@ class RunSupervisor(Supervisor):
             self._opened(rec, call_id, reply_to)
 
     def on_child_gone(self, rec: ChildRecord, reason: Any) -> None:
-        for call_id, reply_to in self.opening.pop(rec.key, []):
-            message = f"{rec.name} did not start: {rec.last_error or reason}; open it again"
-            self.send_error(reply_to, call_id, ErrorCode.RESTARTING, message)
+        if not self.opening.get(rec.key):
+            return
+        if rec.state == "failed" or self.state == "stopped":
+            code = rec.error_code or ErrorCode.UNAVAILABLE
+            message = rec.last_error if rec.state == "failed" else "the runtime is shutting down"
+            for call_id, reply_to in self.opening.pop(rec.key):
+                self.send_error(reply_to, call_id, code, message)
+        elif ("run", rec.key) not in self.children:  # it was closed: a fresh one for them
+            self._run(rec.key)
+        # (restarting: answered once it started again)
 
 
 class RootSupervisor(Supervisor):
@@ -151,6 +151,8 @@ class RootSupervisor(Supervisor):
         self._admin: tuple[int, float] | None = None
         self._siblings: list[tuple[int, float]] = []
         self._hello_to: tuple[str, Any] | None = None  # answered once the children started
+        # ListHops held until the supervisor they wait for is up: "kind:key" -> askers
+        self._hops_waiting: dict[str, list[tuple[str, Any]]] = {}
 
     def handle_message(self, obj: Any, data: bytes, extra: Any, sender: Any) -> None:
         if isinstance(obj, Hello):
@@ -158,7 +160,7 @@ class RootSupervisor(Supervisor):
         elif isinstance(obj, Route):  # a first call: to its kind's supervisor, or the runs'
             self._route(obj, data, extra if extra is not None else sender)
         elif isinstance(obj, ListHops):
-            self._answer_hops(obj.call_id, sender)
+            self._list_hops(obj, sender)
         elif isinstance(obj, Inject):
             self._route_inject(obj, data, extra if extra is not None else sender)
         else:
@@ -200,30 +202,47 @@ class RootSupervisor(Supervisor):
         self.on_child_started(None)
 
     def on_child_started(self, rec: ChildRecord | None) -> None:
-        """Answer the Hello once every supervisor is up (the host watches their pids)."""
-        if self._hello_to is None or not all(r.pid for r in self.children.values()):
+        """Answer the Hello once every supervisor is up (the host watches their pids), and
+        the ListHops that waited for this one."""
+        if rec is not None:
+            self._answer_waiting_hops(rec)
+        if self._hello_to is None or not all(_up(r) for r in self.children.values()):
             return
         call_id, reply_to = self._hello_to
         self._hello_to = None
         self._answer_hops(call_id, reply_to)
 
+    def on_child_gone(self, rec: ChildRecord, reason: Any) -> None:
+        if rec.state == "failed":  # given up on: it will not come up for those waiting
+            self._answer_waiting_hops(rec)
+
+    def _list_hops(self, ask: ListHops, reply_to: Any) -> None:
+        kind, _, key = ask.wait_for.partition(":")
+        rec = self.children.get((kind, key))
+        if rec is not None and rec.state != "failed" and not _up(rec):
+            self._hops_waiting.setdefault(ask.wait_for, []).append((ask.call_id, reply_to))
+            return
+        self._answer_hops(ask.call_id, reply_to)
+
+    def _answer_waiting_hops(self, rec: ChildRecord) -> None:
+        for call_id, reply_to in self._hops_waiting.pop(f"{rec.kind}:{rec.key}", []):
+            self._answer_hops(call_id, reply_to)
+
     def _answer_hops(self, call_id: str, reply_to: Any) -> None:
         # the token proves this tree was forked from the host that says Hello (tether.runtime)
+        up = {f"{rec.kind}:{rec.key}": rec for rec in self.children.values() if _up(rec)}
         payload = {
             "pid": os.getpid(),
             "admin_pid": os.getppid(),
             "token": os.environ.get("TETHER_RUNTIME_TOKEN"),
-            "hops": [
-                [rec.kind, rec.key, rec.incarnation, rec.pid]
+            "hops": [[rec.kind, rec.key, rec.incarnation, rec.pid] for rec in up.values()],
+            "down": {
+                f"{rec.kind}:{rec.key}": [rec.state, rec.last_error]
                 for rec in self.children.values()
-                if rec.address is not None and rec.pid
-            ],
+                if f"{rec.kind}:{rec.key}" not in up
+            },
         }
-        addresses = {
-            f"{rec.kind}:{rec.key}": rec.address
-            for rec in self.children.values()
-            if rec.address is not None and rec.pid
-        }
+        addresses = {name: rec.address for name, rec in up.items()}
         self.send(reply_to, (encode(Reply(call_id, True, payload)), addresses))
 
     def _route(self, route: Route, data: bytes, reply_to: Any) -> None:
@@ -271,6 +290,11 @@ class RootSupervisor(Supervisor):
         if not self._host_pid:
             return True
         return super()._owner_alive()
+
+
+def _up(rec: ChildRecord) -> bool:
+    """Is this child supervisor running (started, and its process not gone already)?"""
+    return rec.address is not None and bool(rec.pid) and pid_running(rec.pid)
 
 
 def _not_a_target(name: str) -> str:

@@ -7,9 +7,9 @@ marker AND binary, decided now, at call time) - then sends one Call to the
 `language_server` actor for (server, root) and renders the reply for a model, with the
 same content as records in `ToolResult.data`.
 
-`diagnostics "*"` runs the project's own checker host-side (basedpyright --outputjson,
-tsc --noEmit, cc -fsyntax-only, go vet ./..., cargo check, dart analyze) and parses its
-output into the same records.
+`diagnostics "*"` runs the project's own checker (basedpyright --outputjson, tsc
+--noEmit, cc -fsyntax-only, go vet ./..., cargo check, dart analyze) as the subprocess of a
+`checker` actor of the tree, which parses its output into the same records.
 
 The wrappers fold only NEW diagnostics into the result of write / edit / apply_patch /
 resolve, judged by the run's ledger (`ctx.state["lsp"]`): key (severity, code, message),
@@ -21,8 +21,7 @@ answers for a file; one call to its actor), `records` (actor records -> model re
 `specs` (the declarations). The registry needs only `specs()` and `wrappers()`.
 """
 
-from tether.tools.lsp.checker import run_checker
 from tether.tools.lsp.on_write import FAMILY, wrappers
 from tether.tools.lsp.specs import specs
 
-__all__ = ["FAMILY", "run_checker", "specs", "wrappers"]
+__all__ = ["FAMILY", "specs", "wrappers"]

@@ -1,0 +1,187 @@
+"""`CheckerActor`: a project's own checker for `lsp diagnostics "*"` (resource kind "checker").
+
+basedpyright --outputjson, tsc --noEmit, cc -fsyntax-only, go vet, cargo check, dart
+analyze: one run takes seconds to minutes and hundreds of MB. It runs here, as this actor's
+subprocess (ProcessActor: its own process group, a parent-death signal, killed with the
+actor), so it belongs to the tree like every other process: it dies with `shutdown()` and
+with the host (the watchdog), and the next start reaps it by the runtime's token.
+
+Key: "<server>:<absolute root>" as for language servers (`servers.make_key`): the row names
+the checker, its argv and the parser of its output (`servers.checker_argv`,
+`checkers.parse_checker_output`). Its one op, `Check` (tether.messages.checker_ops), answers
+{"records": [...], "returncode": n}. One check runs at a time per key: calls that arrive meanwhile are served
+together by the next run (which sees their writes), and a run whose callers all gave up is
+killed rather than left to burn a core.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tether.actors.base import ResourceUnavailable
+from tether.actors.process import ProcessActor
+from tether.kinds import ChildSpec, KindSpec, Restart, Scope
+from tether.lsp.checkers import CHECKER_TIMEOUT, parse_checker_output
+from tether.lsp.servers import BY_NAME, CheckerUnavailable, checker_argv, split_key
+from tether.messages.calls import Call, ErrorCode
+from tether.messages.checker_ops import CHECKER, Check
+
+MAX_OUTPUT = 64 << 20  # bytes of output a run may print before it is stopped
+GAVE_UP_CHECK = 1.0  # s between checks that a run still has a caller waiting
+
+
+@dataclass(frozen=True)
+class RunDeadline:
+    """Timer tag: run `run_no` has had CHECKER_TIMEOUT s."""
+
+    run_no: int
+
+
+@dataclass(frozen=True)
+class CallersCheck:
+    """Timer tag: does run `run_no` still have a caller waiting?"""
+
+    run_no: int
+
+
+class CheckerActor(ProcessActor):
+    kind_name = "checker"
+
+    def on_start(self, key: str, config: dict[str, Any]) -> None:
+        try:
+            name, self.root = split_key(key)
+        except ValueError as exc:
+            raise ResourceUnavailable(str(exc)) from exc
+        self.row = BY_NAME[name]
+        if self.row.checker is None:
+            raise ResourceUnavailable(f"{name} has no project checker")
+        self.running: list[Call] = []  # the calls the current run answers
+        self.next: list[Call] = []  # the calls the next run answers
+        self.out: list[bytes] = []
+        self.err: list[bytes] = []
+        self.size = 0
+        self.run_no = 0
+        self.failure = ""  # why the current run was stopped, if it was
+
+    def on_call(self, call: Call) -> None:
+        match CHECKER.parse(call):
+            case Check():
+                self.next.append(call)
+                if not self.running:
+                    self._run_next()
+
+    def _run_next(self) -> None:
+        self.running, self.next = self.next, []
+        if not self.running:
+            return
+        try:
+            argv = checker_argv(self.row, self.root)
+        except CheckerUnavailable as exc:
+            self._settle_running(None, ErrorCode.UNAVAILABLE, str(exc))
+            return
+        if not argv:  # nothing to check (no source files)
+            self._settle_running({"records": [], "returncode": 0})
+            return
+        self.out, self.err, self.size, self.failure = [], [], 0, ""
+        self.run_no += 1
+        try:
+            self.spawn(argv, cwd=str(self.root))
+        except OSError as exc:
+            self._settle_running(None, ErrorCode.UNAVAILABLE, f"could not run {argv[0]}: {exc}")
+            return
+        self.after(CHECKER_TIMEOUT, RunDeadline(self.run_no))
+        self.after(GAVE_UP_CHECK, CallersCheck(self.run_no))
+
+    def on_stdout(self, data: bytes) -> None:
+        self._keep(self.out, data)
+
+    def on_stderr(self, data: bytes) -> None:
+        self._keep(self.err, data)
+
+    def _keep(self, sink: list[bytes], data: bytes) -> None:
+        self.size += len(data)
+        if self.size > MAX_OUTPUT:
+            self._stop_run(f"printed more than {MAX_OUTPUT >> 20} MB")
+            return
+        sink.append(data)
+
+    def _stop_run(self, why: str) -> None:
+        if not self.failure:
+            self.failure = why
+            self.kill_process()  # (its exit settles the calls)
+
+    def on_timer(self, tag: Any) -> None:
+        if getattr(tag, "run_no", None) != self.run_no or not self._running():
+            return  # (about an earlier run)
+        match tag:
+            case RunDeadline():
+                self._stop_run(f"did not finish within {CHECKER_TIMEOUT:.0f} s")
+            case CallersCheck() if not self._callers_left():
+                self._stop_run("every caller gave up")
+            case CallersCheck():
+                self.after(GAVE_UP_CHECK, tag)
+
+    def _running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def _callers_left(self) -> bool:
+        waiting = {call.call_id for call in self.open_calls()}
+        return any(call.call_id in waiting for call in self.running)
+
+    def on_exit(self, returncode: int | None) -> None:
+        """The run ended (the checker's exit code says what it found, not whether it ran)."""
+        checker = self.row.checker
+        assert checker is not None
+        if self.failure:
+            code = ErrorCode.DEADLINE if "finish" in self.failure else ErrorCode.FAILED
+            self._settle_running(None, code, f"{' '.join(checker.argv)} {self.failure}")
+        else:
+            text = _stream_text(checker.stream, b"".join(self.out), b"".join(self.err))
+            try:
+                records = parse_checker_output(checker.parser, text)
+            except ValueError as exc:
+                message = f"could not read the output of {' '.join(checker.argv)}: {exc}"
+                self._settle_running(None, ErrorCode.FAILED, message)
+            else:
+                for rec in records:
+                    path = Path(rec["path"])
+                    rec["path"] = str(path if path.is_absolute() else (self.root / path).resolve())
+                self._settle_running({"records": records, "returncode": returncode})
+        self._run_next()
+
+    def _settle_running(self, payload: dict | None, code: str = "", message: str = "") -> None:
+        running, self.running = self.running, []
+        for call in running:
+            if payload is not None:
+                self.reply(call, payload)
+            else:
+                self.fail(call, code, message)
+
+    def health_extra(self) -> dict[str, Any]:
+        return {
+            "root": str(getattr(self, "root", "")),
+            "running": self._running(),
+            "waiting": len(getattr(self, "next", [])),
+            "runs": getattr(self, "run_no", 0),
+        }
+
+
+def _stream_text(stream: str, out: bytes, err: bytes) -> str:
+    text = {"stdout": out, "stderr": err, "both": out + b"\n" + err}[stream]
+    return text.decode("utf-8", "replace")
+
+
+KINDS: list[KindSpec] = [
+    KindSpec(
+        kind="checker",
+        actor_class="tether.actors.checker:CheckerActor",
+        scope=Scope.SHARED,
+        # a crashed checker actor is started afresh by the next call; one not used for ten
+        # minutes goes away (its key names a project root: there may be many)
+        child=ChildSpec(
+            restart=Restart.TEMPORARY, shutdown_timeout=3.0, max_restarts=5, idle_ttl=600.0
+        ),
+    )
+]
