@@ -165,12 +165,12 @@ class KernelHandle:
                     f"its start-up code failed: {content.get('ename')}: {content.get('evalue')}"
                 )
                 return False
+            self.prelude_done = True
+        # (channel "wire": its stdin connection is up; see KernelWire.stdin_ready)
+        if self.got_info and self.got_iopub and self.prelude_done and self.wire.stdin_ready:
             self.ready = True
             return True
-        if self.got_info and self.got_iopub and self.prelude_done:
-            self.ready = True
-            return True
-        if self.got_info and self.got_iopub and not self.prelude_id:
+        if self.got_info and self.got_iopub and not self.prelude_done and not self.prelude_id:
             code = bridge.prelude(self.language, self.nonce) + "\n" + magics.prelude(self.language)
             self.prelude_id = self.execute(code, silent=True)
         return False

@@ -17,6 +17,7 @@ from typing import Any
 
 import zmq
 from jupyter_client.session import Session
+from zmq.utils.monitor import recv_monitor_message
 
 CHANNELS = ("shell", "stdin", "control", "iopub")
 
@@ -48,9 +49,15 @@ class KernelWire:
                 sock.setsockopt(zmq.SUBSCRIBE, b"")
             else:  # the kernel sends stdin requests to the shell's identity
                 sock.setsockopt(zmq.IDENTITY, self.session.bsession)
+            if channel == "stdin":
+                # the kernel's ROUTER drops an input_request to a client whose stdin
+                # connection is not up yet (its raw_input then waits forever): the kernel is
+                # ready only once this handshake is seen (`stdin_ready`)
+                self._monitor = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
             sock.connect(_endpoint(connection, channel))
             self._sockets[channel] = sock
-        self._fds = [int(s.getsockopt(zmq.FD)) for s in self._sockets.values()]
+        self.stdin_ready = False
+        self._fds = [int(s.getsockopt(zmq.FD)) for s in [*self._sockets.values(), self._monitor]]
 
     def fds(self) -> list[int]:
         """Watch these; when one is ready, call drain()."""
@@ -75,6 +82,14 @@ class KernelWire:
         return out
 
     def _collect(self) -> bool:
+        while not self.stdin_ready and int(self._monitor.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
+            try:
+                event = recv_monitor_message(self._monitor, zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            if event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                self.stdin_ready = True
+                self._inbox.append(("wire", {"msg_type": "stdin_ready", "parent_header": {}}))
         for channel, sock in self._sockets.items():
             while int(sock.getsockopt(zmq.EVENTS)) & zmq.POLLIN:
                 try:
@@ -90,6 +105,7 @@ class KernelWire:
         return bool(self._inbox)
 
     def close(self) -> None:
+        self._monitor.close(linger=0)
         for sock in self._sockets.values():
             sock.close(linger=0)
         self._context.term()
