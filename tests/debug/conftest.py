@@ -78,6 +78,7 @@ GO_PROGRAM = textwrap.dedent(
     \tfmt.Println("hello", x)
     \tfor len(os.Args) > 1 { // "wait": a process to attach to
     \t\tx = add(x, 1)
+    \t\tos.WriteFile("beat", []byte(fmt.Sprint(x)), 0o644) // it runs: the count grows
     \t\ttime.Sleep(10 * time.Millisecond)
     \t}
     }

@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import signal
+
 from tests.conftest import wait_until
-from tests.debug.support import err, gone, ok, session_pids
+from tests.debug.support import (
+    err,
+    gone,
+    keeps_running,
+    lldb_server,
+    ok,
+    read_line,
+    runs_freely,
+    session_pids,
+)
 
 
 def test_c_under_lldb_breakpoint_stack_locals_and_exit_code(runtime, c_project) -> None:
@@ -57,7 +69,8 @@ def test_lldb_attaches_to_a_running_process_by_pid(runtime, c_project) -> None:
         assert stopped.data["outcome"] == "stopped", stopped.text
         names = [f["name"] for f in ok(run, {"op": "stack"}).data["frames"]]
         assert "main" in names, names
-        ok(run, {"op": "terminate"})
+        assert "detached" in ok(run, {"op": "terminate"}).text
+        wait_until(lambda: runs_freely(proc.pid), timeout=10)  # left running, not killed
     finally:
         proc.kill()
         proc.wait(5)
@@ -70,7 +83,10 @@ def test_delve_attaches_to_a_running_process_by_pid(runtime, go_project) -> None
     build = ["go", "build", "-gcflags=all=-N -l", "-o", "prog", "."]
     subprocess.run(build, cwd=go_project, check=True)
     proc = subprocess.Popen(
-        [str(go_project / "prog"), "wait"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL
+        [str(go_project / "prog"), "wait"],
+        cwd=go_project,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
     )
     try:
         run = runtime.open_run("attach-go", workdir=str(go_project))
@@ -79,7 +95,115 @@ def test_delve_attaches_to_a_running_process_by_pid(runtime, go_project) -> None
         if hit.data["outcome"] != "stopped":  # attached between two calls of add
             hit = ok(run, {"op": "continue"})
         assert hit.text.startswith("stopped at main.go:6"), hit.text
-        ok(run, {"op": "terminate"})
+        assert "detached" in ok(run, {"op": "terminate"}).text
+        keeps_running(go_project / "beat")  # breakpoint gone, resumed: it runs on
     finally:
         proc.kill()
         proc.wait(5)
+
+
+def test_lldb_attaches_to_a_gdb_remote_port(runtime, c_project) -> None:
+    import subprocess
+
+    server = lldb_server()
+    proc = subprocess.Popen(
+        [str(c_project / "prog"), "wait"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE
+    )
+    assert proc.stdout is not None
+    assert read_line(proc.stdout.fileno()) == "hello 3"  # past add(1, 2): in its loop
+    read_end, write_end = os.pipe()
+    gdbserver = subprocess.Popen(
+        [server, "gdbserver", "--attach", str(proc.pid), "--pipe", str(write_end), "127.0.0.1:0"],
+        pass_fds=(write_end,),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    os.close(write_end)
+    try:
+        port = int(read_line(read_end))
+        run = runtime.open_run("attach-port", workdir=str(c_project))
+        ok(run, {"op": "breakpoints", "file": "prog.c", "lines": [4]})
+        hit = ok(run, {"op": "attach", "adapter": "lldb", "port": port, "wait": 5})
+        if hit.data["outcome"] != "stopped":
+            hit = ok(run, {"op": "continue"})
+        assert hit.text.startswith("stopped at prog.c:4 (breakpoint)"), hit.text
+        assert "b (int) = 1" in hit.text, hit.text  # add(x, 1) of the loop
+        assert ok(run, {"op": "evaluate", "expression": "a + b"}).data["value"] == str(
+            int(ok(run, {"op": "evaluate", "expression": "a"}).data["value"]) + 1
+        )
+        ended = ok(run, {"op": "terminate"})
+        assert "detached" in ended.text, ended.text
+        wait_until(lambda: runs_freely(proc.pid), timeout=10)  # released, not killed
+    finally:
+        os.close(read_end)
+        for p in (gdbserver, proc):
+            p.kill()
+            p.wait(5)
+
+
+def test_delve_joins_a_headless_server_on_a_port_and_leaves_it_running(
+    runtime, go_project, tmp_path_factory
+) -> None:
+    import subprocess
+
+    subprocess.run(
+        ["go", "build", "-gcflags=all=-N -l", "-o", "prog", "."], cwd=go_project, check=True
+    )
+    config_home = tmp_path_factory.mktemp("dlv-config")  # dlv --headless writes its config
+    server = subprocess.Popen(
+        [
+            "dlv",
+            "--headless",
+            "--accept-multiclient",
+            "--listen=127.0.0.1:0",
+            "--api-version=2",
+            "exec",
+            str(go_project / "prog"),
+            "--",
+            "wait",
+        ],
+        cwd=go_project,
+        env={**os.environ, "XDG_CONFIG_HOME": str(config_home)},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    assert server.stdout is not None
+    try:
+        listening = read_line(server.stdout.fileno())
+        port = int(listening.rsplit(":", 1)[1])
+        run = runtime.open_run("attach-dlv", workdir=str(go_project))
+        ok(run, {"op": "breakpoints", "file": "main.go", "lines": [6]})
+        # the server started the program halted: joining it runs it to the breakpoint
+        hit = ok(run, {"op": "attach", "adapter": "delve", "port": port, "wait": 10})
+        assert hit.text.startswith("stopped at main.go:6 (breakpoint)"), hit.text
+        assert "a (int) = 1" in hit.text and "b (int) = 2" in hit.text, hit.text
+        assert session_pids(runtime, "attach-dlv") == []  # nothing of ours to kill
+        assert "detached" in ok(run, {"op": "terminate"}).text
+        keeps_running(go_project / "beat")  # delve keeps breakpoints: they were cleared
+        # the server is still there for the next client
+        again = ok(run, {"op": "attach", "adapter": "delve", "port": port})
+        assert again.data["outcome"] == "running", again.text
+        assert ok(run, {"op": "pause"}).data["outcome"] == "stopped"
+        ok(run, {"op": "terminate"})
+        assert server.poll() is None
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait(5)
+
+
+def test_attach_to_a_port_nobody_serves_says_what_it_expects(runtime, go_project) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing accepts there
+    run = runtime.open_run("attach-none", workdir=str(go_project))
+    res = err(run, {"op": "attach", "adapter": "delve", "port": port})
+    assert f"nothing accepts on 127.0.0.1:{port}" in res.text, res.text
+    assert "dlv --headless --accept-multiclient" in res.text
+    (go_project / "pyproject.toml").write_text("[project]\nname = 'both'\n")
+    res = err(run, {"op": "attach", "adapter": "debugpy", "pid": 1})
+    assert "debugpy cannot attach by pid" in res.text and "--listen" in res.text, res.text

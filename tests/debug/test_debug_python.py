@@ -8,7 +8,7 @@ import signal
 import psutil
 
 from tests.conftest import wait_until
-from tests.debug.support import err, gone, ok, session_pids
+from tests.debug.support import err, gone, keeps_running, ok, session_pids
 
 
 def test_breakpoints_launch_inspect_step_and_exit(runtime, py_project) -> None:
@@ -215,7 +215,10 @@ def test_attach_to_a_debugpy_listener(runtime, py_project) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    (py_project / "server.py").write_text("import time\nwhile True:\n    time.sleep(0.05)\n")
+    (py_project / "server.py").write_text(
+        "import time\ni = 0\nwhile True:\n    i += 1\n"
+        "    open('beat', 'w').write(str(i))\n    time.sleep(0.05)\n"
+    )
     proc = subprocess.Popen(
         [sys.executable, "-m", "debugpy", "--listen", f"127.0.0.1:{port}", "server.py"],
         cwd=py_project,
@@ -227,7 +230,9 @@ def test_attach_to_a_debugpy_listener(runtime, py_project) -> None:
         paused = ok(run, {"op": "pause"})
         assert paused.data["outcome"] == "stopped", paused.text
         assert any(f["file"].endswith("server.py") for f in ok(run, {"op": "stack"}).data["frames"])
-        ok(run, {"op": "terminate"})
+        assert "detached" in ok(run, {"op": "terminate"}).text
+        keeps_running(py_project / "beat")  # left running, not killed nor paused
+        assert proc.poll() is None
     finally:
         proc.kill()
         proc.wait(5)

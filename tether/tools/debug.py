@@ -147,9 +147,12 @@ def _debug(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     if op == "terminate":
         p = _send(ctx, Terminate(), INSPECT_TIMEOUT)
         left = p.get("processes_left") or []
-        text = "debug session ended; adapter and program killed, breakpoints cleared" + (
-            f" (still alive: {left})" if left else ""
+        ended = (
+            "detached from the attached program (its breakpoints removed, left running)"
+            if p.get("detached")
+            else "adapter and program killed, breakpoints cleared"
         )
+        text = f"debug session ended; {ended}" + (f" (still alive: {left})" if left else "")
         tail = p.get("output_tail") or ""
         return ToolResult.ok(text + (f"\noutput tail:\n{tail}" if tail else ""), data=p)
     return ToolResult.error(f"debug: unknown op {op!r}; ops: {', '.join(OPS)}")
@@ -168,7 +171,7 @@ def _start(ctx: ToolContext, args: dict[str, Any], op: str, wait: float) -> Tool
         row = adapters.BY_NAME.get(name) if name else None
         where = ws
         if args.get("port") is None and args.get("pid") is None:
-            return ToolResult.error("debug attach needs port (or pid, for lldb and delve)")
+            return ToolResult.error("debug attach needs port or pid (pid: lldb and delve)")
     if row is None:
         known = ", ".join(adapters.BY_NAME)
         what = (
@@ -208,7 +211,8 @@ Ops:
 - breakpoints: file, lines[] (empty clears the file); may be set before launch
 - launch: program (a .py file, a Go package dir or .go file, an executable built with -g), args[]; \
 stops at your breakpoints, or says it exited (code, output tail) or still runs
-- attach: adapter + port (debugpy --listen, lldb gdb-remote) or pid (lldb, delve)
+- attach: adapter + port (debugpy --listen, lldb gdb-remote, dlv --headless) or pid (lldb, delve); \
+terminate detaches and leaves that program running
 - continue / step_over / step_in / step_out / pause: thread_id? ; wait? seconds
 - threads; stack: thread_id? (30 frames); scopes: frame_id; variables: reference (50 children)
 - evaluate: expression, frame_id? ; output: the program's output (bounded) ; terminate
