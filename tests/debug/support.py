@@ -93,3 +93,15 @@ def keeps_running(beat: Path, timeout: float = 10.0) -> None:
 
     first = wait_until(count, timeout=timeout)
     wait_until(lambda: count() not in ("", first), timeout=timeout)
+
+
+def go_build(project: Path) -> Path:
+    """`project/prog`, built for debugging (no inlining: a breakpoint in add must be a
+    place in the binary) with the caches tether gives delve, not the user's home."""
+    import subprocess
+
+    from tether.debug.adapters import BY_NAME, adapter_env
+
+    build = ["go", "build", "-gcflags=all=-N -l", "-o", "prog", "."]
+    subprocess.run(build, cwd=project, env=adapter_env(BY_NAME["delve"]), check=True)
+    return project / "prog"

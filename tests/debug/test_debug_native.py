@@ -8,6 +8,7 @@ import signal
 from tests.conftest import wait_until
 from tests.debug.support import (
     err,
+    go_build,
     gone,
     keeps_running,
     lldb_server,
@@ -79,9 +80,7 @@ def test_lldb_attaches_to_a_running_process_by_pid(runtime, c_project) -> None:
 def test_delve_attaches_to_a_running_process_by_pid(runtime, go_project) -> None:
     import subprocess
 
-    # (no inlining: a breakpoint in add must be a place in the binary)
-    build = ["go", "build", "-gcflags=all=-N -l", "-o", "prog", "."]
-    subprocess.run(build, cwd=go_project, check=True)
+    go_build(go_project)
     proc = subprocess.Popen(
         [str(go_project / "prog"), "wait"],
         cwd=go_project,
@@ -147,9 +146,7 @@ def test_delve_joins_a_headless_server_on_a_port_and_leaves_it_running(
 ) -> None:
     import subprocess
 
-    subprocess.run(
-        ["go", "build", "-gcflags=all=-N -l", "-o", "prog", "."], cwd=go_project, check=True
-    )
+    go_build(go_project)
     config_home = tmp_path_factory.mktemp("dlv-config")  # dlv --headless writes its config
     server = subprocess.Popen(
         [
@@ -207,3 +204,23 @@ def test_attach_to_a_port_nobody_serves_says_what_it_expects(runtime, go_project
     (go_project / "pyproject.toml").write_text("[project]\nname = 'both'\n")
     res = err(run, {"op": "attach", "adapter": "debugpy", "pid": 1})
     assert "debugpy cannot attach by pid" in res.text and "--listen" in res.text, res.text
+
+
+def test_a_go_session_builds_with_tethers_caches_never_home(
+    runtime_factory, go_project, tether_state_dir, tmp_path_factory, monkeypatch
+) -> None:
+    home = tmp_path_factory.mktemp("empty-home")
+    for var in ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "GOCACHE", "GOPATH", "GOMODCACHE"):
+        monkeypatch.delenv(var, raising=False)  # go would use these instead of HOME
+    monkeypatch.setenv("HOME", str(home))
+    rt = runtime_factory()
+    run = rt.open_run("go-home", workdir=str(go_project))
+    ok(run, {"op": "breakpoints", "file": "main.go", "lines": [6]})
+    hit = ok(run, {"op": "launch", "program": ".", "wait": 60})
+    assert hit.text.startswith("stopped at main.go:6"), hit.text
+    assert ok(run, {"op": "continue"}).data["outcome"] == "exited"
+    ok(run, {"op": "terminate"})
+    assert list(home.rglob("*")) == []  # go build (run by delve) wrote nothing there
+    build_cache = tether_state_dir / "cache" / "go-build"
+    assert any(build_cache.iterdir()), "go build's cache is tether's own"
+    assert build_cache.parent.stat().st_mode & 0o077 == 0  # private to this user
