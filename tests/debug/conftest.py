@@ -86,6 +86,21 @@ GO_PROGRAM = textwrap.dedent(
 )
 
 
+DART_PROGRAM = textwrap.dedent(
+    """\
+    int add(int a, int b) {
+      final total = a + b;
+      return total;
+    }
+
+    void main(List<String> args) {
+      final x = add(1, 2);
+      print('hello $x');
+    }
+    """
+)
+
+
 def need(adapter: str) -> None:
     if not adapters.find_binary(adapters.BY_NAME[adapter]):
         pytest.skip(
@@ -119,4 +134,12 @@ def go_project(tmp_path: Path) -> Path:
         pytest.skip("go is not installed (delve builds the package with it)")
     (tmp_path / "go.mod").write_text("module example.com/demo\n\ngo 1.19\n")
     (tmp_path / "main.go").write_text(GO_PROGRAM)
+    return tmp_path
+
+
+@pytest.fixture
+def dart_project(tmp_path: Path) -> Path:
+    need("dart")  # no Debian/PyPI/npm package ships the Dart SDK: skipped unless installed
+    (tmp_path / "pubspec.yaml").write_text("name: demo\nenvironment:\n  sdk: '>=3.0.0 <4.0.0'\n")
+    (tmp_path / "main.dart").write_text(DART_PROGRAM)
     return tmp_path

@@ -145,7 +145,11 @@ ADAPTERS: tuple[AdapterRow, ...] = (
         binaries=("dart",),
         args=("debug_adapter",),
         extensions=(".dart",),
-        install="install the Dart SDK (https://dart.dev/get-dart) and put dart on PATH",
+        install=(
+            "the Dart SDK is not packaged for Debian, PyPI or npm (apt's dart-* packages are a "
+            "robotics library): install it from https://dart.dev/get-dart (or a Flutter SDK, "
+            "which includes it) and put its bin/ on PATH"
+        ),
         adapter_id="dart",
         launch_extra={"console": "debugConsole"},
     ),
