@@ -90,9 +90,8 @@ def test_delve_attaches_to_a_running_process_by_pid(runtime, go_project) -> None
     try:
         run = runtime.open_run("attach-go", workdir=str(go_project))
         ok(run, {"op": "breakpoints", "file": "main.go", "lines": [6]})
-        hit = ok(run, {"op": "attach", "adapter": "delve", "pid": proc.pid, "wait": 5})
-        if hit.data["outcome"] != "stopped":  # attached between two calls of add
-            hit = ok(run, {"op": "continue"})
+        # add runs every 10 ms: the attach waits (bounded) for the breakpoint's stop
+        hit = ok(run, {"op": "attach", "adapter": "delve", "pid": proc.pid, "wait": 60})
         assert hit.text.startswith("stopped at main.go:6"), hit.text
         assert "detached" in ok(run, {"op": "terminate"}).text
         keeps_running(go_project / "beat")  # breakpoint gone, resumed: it runs on
@@ -123,9 +122,7 @@ def test_lldb_attaches_to_a_gdb_remote_port(runtime, c_project) -> None:
         port = int(read_line(read_end))
         run = runtime.open_run("attach-port", workdir=str(c_project))
         ok(run, {"op": "breakpoints", "file": "prog.c", "lines": [4]})
-        hit = ok(run, {"op": "attach", "adapter": "lldb", "port": port, "wait": 5})
-        if hit.data["outcome"] != "stopped":
-            hit = ok(run, {"op": "continue"})
+        hit = ok(run, {"op": "attach", "adapter": "lldb", "port": port, "wait": 60})
         assert hit.text.startswith("stopped at prog.c:4 (breakpoint)"), hit.text
         assert "b (int) = 1" in hit.text, hit.text  # add(x, 1) of the loop
         assert ok(run, {"op": "evaluate", "expression": "a + b"}).data["value"] == str(
@@ -136,6 +133,7 @@ def test_lldb_attaches_to_a_gdb_remote_port(runtime, c_project) -> None:
         wait_until(lambda: runs_freely(proc.pid), timeout=10)  # released, not killed
     finally:
         os.close(read_end)
+        proc.stdout.close()
         for p in (gdbserver, proc):
             p.kill()
             p.wait(5)
@@ -169,12 +167,16 @@ def test_delve_joins_a_headless_server_on_a_port_and_leaves_it_running(
     )
     assert server.stdout is not None
     try:
-        listening = read_line(server.stdout.fileno())
+        listening = ""
+        for _ in range(5):  # a warning may come first
+            listening = read_line(server.stdout.fileno())
+            if "listening at:" in listening:
+                break
         port = int(listening.rsplit(":", 1)[1])
         run = runtime.open_run("attach-dlv", workdir=str(go_project))
         ok(run, {"op": "breakpoints", "file": "main.go", "lines": [6]})
         # the server started the program halted: joining it runs it to the breakpoint
-        hit = ok(run, {"op": "attach", "adapter": "delve", "port": port, "wait": 10})
+        hit = ok(run, {"op": "attach", "adapter": "delve", "port": port, "wait": 60})
         assert hit.text.startswith("stopped at main.go:6 (breakpoint)"), hit.text
         assert "a (int) = 1" in hit.text and "b (int) = 2" in hit.text, hit.text
         assert session_pids(runtime, "attach-dlv") == []  # nothing of ours to kill

@@ -73,6 +73,7 @@ OPS = (
     "terminate",
 )
 DEFAULT_WAIT = 10.0  # s a run-control op waits for a stop or the exit
+ATTACH_WAIT = 2.0  # an attached program usually runs on: attach says so soon, unless told
 MAX_WAIT = 120.0
 INSPECT_TIMEOUT = 20.0  # s for an op that only asks the adapter something
 STEPS = {"continue": Continue, "step_over": StepOver, "step_in": StepIn, "step_out": StepOut}
@@ -91,7 +92,7 @@ def _need(args: dict[str, Any], name: str, op: str) -> Any:
 def _debug(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     op = args["op"]
     ws = ctx.workdir
-    wait = float(args.get("wait", DEFAULT_WAIT))
+    wait = float(args.get("wait", ATTACH_WAIT if op == "attach" else DEFAULT_WAIT))
     if op == "adapters":
         rows = adapters.adapters_report(ws)
         return ToolResult.ok(render_adapters(rows), data={"adapters": rows})
@@ -197,9 +198,7 @@ def _start(ctx: ToolContext, args: dict[str, Any], op: str, wait: float) -> Tool
         extra = [str(a) for a in args.get("args") or []]
         p = _send(ctx, Launch(row.name, str(where), root, extra, wait), timeout)
     else:
-        p = _send(
-            ctx, Attach(row.name, root, args.get("port"), args.get("pid"), min(wait, 2.0)), timeout
-        )
+        p = _send(ctx, Attach(row.name, root, args.get("port"), args.get("pid"), wait), timeout)
     return ToolResult.ok(render_launch(p, ws), data=p)
 
 
@@ -248,7 +247,9 @@ def specs() -> list[ToolSpec]:
                         "type": "number",
                         "exclusiveMinimum": 0,
                         "maximum": MAX_WAIT,
-                        "description": "seconds a run-control op waits for a stop (default 10)",
+                        "description": (
+                            "seconds a run-control op waits for a stop (default 10; attach 2)"
+                        ),
                     },
                 },
                 "required": ["op"],
