@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
 
 from tests.conftest import wait_until
 from tests.debug.support import (
@@ -139,26 +143,16 @@ def test_lldb_attaches_to_a_gdb_remote_port(runtime, c_project) -> None:
             p.wait(5)
 
 
-def test_delve_joins_a_headless_server_on_a_port_and_leaves_it_running(
-    runtime, go_project, tmp_path_factory
-) -> None:
-    import subprocess
-
-    go_build(go_project)
-    config_home = tmp_path_factory.mktemp("dlv-config")  # dlv --headless writes its config
+@contextlib.contextmanager
+def headless_delve(project: Path, *args: str) -> Iterator[tuple[subprocess.Popen, int]]:
+    """`dlv --headless --accept-multiclient exec prog -- args` on a loopback port (the
+    program starts halted), and its port; killed with its program afterwards."""
+    go_build(project)
+    config_home = project / ".dlv-config"  # dlv --headless writes its config there
+    argv = ["dlv", "--headless", "--accept-multiclient", "--listen=127.0.0.1:0"]
     server = subprocess.Popen(
-        [
-            "dlv",
-            "--headless",
-            "--accept-multiclient",
-            "--listen=127.0.0.1:0",
-            "--api-version=2",
-            "exec",
-            str(go_project / "prog"),
-            "--",
-            "wait",
-        ],
-        cwd=go_project,
+        [*argv, "--api-version=2", "exec", str(project / "prog"), "--", *args],
+        cwd=project,
         env={**os.environ, "XDG_CONFIG_HOME": str(config_home)},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -172,7 +166,16 @@ def test_delve_joins_a_headless_server_on_a_port_and_leaves_it_running(
             listening = read_line(server.stdout.fileno())
             if "listening at:" in listening:
                 break
-        port = int(listening.rsplit(":", 1)[1])
+        yield server, int(listening.rsplit(":", 1)[1])
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # (a test that failed ended it)
+            os.killpg(server.pid, signal.SIGKILL)
+        server.wait(5)
+        server.stdout.close()
+
+
+def test_delve_joins_a_headless_server_on_a_port_and_leaves_it_running(runtime, go_project) -> None:
+    with headless_delve(go_project, "wait") as (server, port):
         run = runtime.open_run("attach-dlv", workdir=str(go_project))
         ok(run, {"op": "breakpoints", "file": "main.go", "lines": [6]})
         # the server started the program halted: joining it runs it to the breakpoint
@@ -188,9 +191,19 @@ def test_delve_joins_a_headless_server_on_a_port_and_leaves_it_running(
         assert ok(run, {"op": "pause"}).data["outcome"] == "stopped"
         ok(run, {"op": "terminate"})
         assert server.poll() is None
-    finally:
-        os.killpg(server.pid, signal.SIGKILL)
-        server.wait(5)
+
+
+def test_a_joined_delve_program_runs_to_its_exit_and_the_server_stays(runtime, go_project) -> None:
+    with headless_delve(go_project) as (server, port):
+        run = runtime.open_run("attach-dlv-exit", workdir=str(go_project))
+        ok(run, {"op": "breakpoints", "file": "main.go", "lines": [6]})
+        hit = ok(run, {"op": "attach", "adapter": "delve", "port": port, "wait": 60})
+        assert hit.text.startswith("stopped at main.go:6 (breakpoint)"), hit.text
+        done = ok(run, {"op": "continue", "wait": 60})
+        assert done.data["outcome"] == "exited", done.text
+        assert "exited" in err(run, {"op": "stack"}).text
+        ok(run, {"op": "terminate"})
+        assert server.poll() is None  # the user's server: left for them to end
 
 
 def test_attach_to_a_port_nobody_serves_says_what_it_expects(runtime, go_project) -> None:

@@ -289,9 +289,11 @@ class Session(Driver):
         if ev.event == "terminated" and self.exit_code is None:
             since = len(self.log)
             if self.row is not None and self.row.exit_console:
-                # delve says the exit code only while it disconnects
+                # delve says the exit code only while it disconnects (a joined multi-client
+                # server is left running: it is not ours to end)
+                args = {"terminateDebuggee": not self.attached}
                 try:
-                    yield Ask("disconnect", {"terminateDebuggee": True}, EXIT_GRACE * 4)
+                    yield Ask("disconnect", args, EXIT_GRACE * 4)
                 except DebugError:
                     pass
             yield Until(("exited",), since, EXIT_GRACE)
