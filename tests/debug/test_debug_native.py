@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tests.conftest import wait_until
+from tests.debug.conftest import need
 from tests.debug.support import (
     err,
     go_build,
@@ -216,6 +217,12 @@ def test_attach_to_a_port_nobody_serves_says_what_it_expects(runtime, go_project
     res = err(run, {"op": "attach", "adapter": "delve", "port": port})
     assert f"nothing accepts on 127.0.0.1:{port}" in res.text, res.text
     assert "dlv --headless --accept-multiclient" in res.text
+    need("lldb")
+    (go_project / "CMakeLists.txt").write_text("project(demo C)\n")
+    res = err(run, {"op": "attach", "adapter": "lldb", "port": port})
+    assert "lldb attaches to a pid of a local process, or port of a gdb-remote" in res.text, (
+        res.text
+    )
     (go_project / "pyproject.toml").write_text("[project]\nname = 'both'\n")
     res = err(run, {"op": "attach", "adapter": "debugpy", "pid": 1})
     assert "debugpy cannot attach by pid" in res.text and "--listen" in res.text, res.text

@@ -197,8 +197,9 @@ class DebugSessionActor(ProcessActor):
         self._next()
 
     def error(self, token: Any, code: str, message: str) -> None:
-        if token.op == "attach" and self.row is not None and self.session.state == "starting":
-            message += f" ({self.row.name} attaches to a {self.row.attach_help})"
+        row = self.row
+        if token.op == "attach" and row is not None and self.session.state == "starting":
+            message += f" ({row.name} attaches to a {row.attach_help})"
         self.fail(token, code, f"{token.op}: {message}")
         if token.op in ("launch", "attach") and self.session.state == "starting":
             self.session.state = "ended"

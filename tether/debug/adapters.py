@@ -75,6 +75,8 @@ class AdapterRow:
             raise ValueError(
                 f"{self.name}: port_attach {self.port_attach!r} is not connect/adapter"
             )
+        if bool(self.port_attach or self.pid_attach) != bool(self.attach_help):
+            raise ValueError(f"{self.name}: attach_help says what it attaches to, iff it does")
         for name in ("launch_extra", "cache_env"):
             object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name) or {})))
 
@@ -152,6 +154,11 @@ ADAPTERS: tuple[AdapterRow, ...] = (
         ),
         adapter_id="dart",
         launch_extra={"console": "debugConsole"},
+        port_attach="adapter",
+        attach_help=(
+            "port of a Dart VM service on 127.0.0.1 (dart run --enable-vm-service=PORT "
+            "--disable-service-auth-codes main.dart)"
+        ),
     ),
 )
 
@@ -322,10 +329,9 @@ def attach_config(row: AdapterRow, port: int | None, pid: int | None) -> dict[st
             case "dart":
                 return {"vmServiceUri": f"http://127.0.0.1:{port}/"}
     given = "pid" if pid is not None else "port"
-    raise ValueError(
-        f"{row.name} cannot attach by {given}; it attaches to a "
-        f"{row.attach_help or 'nothing (no attach support)'}"
-    )
+    if not row.attach_help:
+        raise ValueError(f"{row.name} cannot attach to a running program; launch it instead")
+    raise ValueError(f"{row.name} cannot attach by {given}; it attaches to a {row.attach_help}")
 
 
 def adapter_env(row: AdapterRow) -> dict[str, str] | None:
