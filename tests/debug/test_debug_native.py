@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+
+import psutil
 
 from tests.conftest import wait_until
 from tests.debug.conftest import need
@@ -22,6 +23,7 @@ from tests.debug.support import (
     runs_freely,
     session_pids,
 )
+from tether.processes import session_processes
 
 
 def test_c_under_lldb_breakpoint_stack_locals_and_exit_code(runtime, c_project) -> None:
@@ -161,6 +163,7 @@ def headless_delve(project: Path, *args: str) -> Iterator[tuple[subprocess.Popen
         start_new_session=True,
     )
     assert server.stdout is not None
+    started = psutil.Process(server.pid).create_time()
     try:
         listening = ""
         for _ in range(5):  # a warning may come first
@@ -169,10 +172,13 @@ def headless_delve(project: Path, *args: str) -> Iterator[tuple[subprocess.Popen
                 break
         yield server, int(listening.rsplit(":", 1)[1])
     finally:
-        with contextlib.suppress(ProcessLookupError):  # (a test that failed ended it)
-            os.killpg(server.pid, signal.SIGKILL)
+        # dlv and its program, which it puts in a process group of its own (same session)
+        for proc in session_processes(server.pid, started):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.kill()
         server.wait(5)
         server.stdout.close()
+        wait_until(lambda: not session_processes(server.pid, started), timeout=5)
 
 
 def test_delve_joins_a_headless_server_on_a_port_and_leaves_it_running(runtime, go_project) -> None:
