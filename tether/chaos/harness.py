@@ -156,6 +156,7 @@ def run_chaos(config: ChaosConfig, log: Callable[[str], None] = _stderr) -> Repo
         skipped_faults=list(injector.skipped),
         recoveries=recoveries(injector.faults, ledger.calls),
         violations=list(ledger.violations),
+        notices=list(ledger.notices),
         processes_seen=len(injector.seen),
         notes=list(config.notes),
     )

@@ -36,6 +36,7 @@ class Report:
     skipped_faults: list[str]
     recoveries: list[Recovery]
     violations: list[Violation]
+    notices: list[Violation] = field(default_factory=list)
     processes_seen: int = 0
     notes: list[str] = field(default_factory=list)
 
@@ -52,6 +53,7 @@ class Report:
                 "calls": len(calls),
                 "ok": sum(c.ok for c in calls),
                 "errors": dict(collections.Counter(c.code for c in calls if not c.ok)),
+                "error_examples": {c.code: c.error for c in calls if not c.ok},
                 "p50_ms": round(1000 * percentile([c.took for c in calls], 50), 1),
                 "p99_ms": round(1000 * percentile([c.took for c in calls], 99), 1),
                 "max_ms": round(1000 * max(c.took for c in calls), 1),
@@ -90,6 +92,7 @@ class Report:
             "recovery_max_s": round(max(recovered, default=0.0), 3),
             "processes_seen": self.processes_seen,
             "violations": [vars(v) for v in self.violations],
+            "notices": [vars(v) for v in self.notices],
             "violations_by_invariant": {
                 name: sum(v.invariant == name for v in self.violations) for name in INVARIANTS
             },
@@ -129,6 +132,8 @@ class Report:
             lines.append(f"not exercised: {op} ({why})")
         lines.extend(self.notes)
         lines.append(f"processes seen: {self.processes_seen}")
+        for detail, count in collections.Counter(n.detail for n in self.notices).items():
+            lines.append(f"notice ({count}x, not an invariant violation): {detail}")
         if self.violations:
             lines.append(f"VIOLATIONS: {len(self.violations)}")
             lines.extend(f"  {v.line()}" for v in self.violations[:50])

@@ -85,6 +85,7 @@ class CallRecord:
     took: float
     ok: bool
     code: str  # why it failed: an error code the text names, else "tool_error"; "" if ok
+    error: str = ""  # the start of its error text
 
 
 @dataclass
@@ -94,6 +95,7 @@ class Ledger:
     t0: float = field(default_factory=time.monotonic)
     calls: list[CallRecord] = field(default_factory=list)
     violations: list[inv.Violation] = field(default_factory=list)
+    notices: list[inv.Violation] = field(default_factory=list)  # odd, yet no invariant broken
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def now(self) -> float:
@@ -107,6 +109,10 @@ class Ledger:
         if detail:
             with self.lock:
                 self.violations.append(inv.Violation(invariant, run, tool, self.now(), detail))
+
+    def notice(self, run: str, tool: str, detail: str) -> None:
+        with self.lock:
+            self.notices.append(inv.Violation("notice", run, tool, self.now(), detail))
 
 
 @dataclass
@@ -174,7 +180,10 @@ class Conversation:
         took = self.ledger.now() - started
         self.in_flight = None
         code = "" if not result.is_error else _error_code(result)
-        record = CallRecord(self.name, label or tool, started, took, not result.is_error, code)
+        error = result.text[:240] if result.is_error else ""
+        record = CallRecord(
+            self.name, label or tool, started, took, not result.is_error, code, error
+        )
         self.ledger.record(record)
         self.ledger.violate(inv.DEADLINE, self.name, tool, inv.late(took, deadline, SLACK))
         return result
@@ -296,8 +305,13 @@ class Conversation:
             if marked.is_error:
                 return
             launched = self.call("debug", {"op": "launch", "program": program})
+            outcome = (launched.data or {}).get("outcome") if not launched.is_error else None
+            if outcome == "exited":  # (its own output, but past the breakpoint)
+                self.check_reply("debug", launched, token, {token})
+                self.ledger.notice(self.name, "debug", BREAKPOINT_LOST)
+                return
             self.check_reply("debug", launched, f"prog.py:{PROGRAM_LINE}", {token})
-            if launched.is_error or (launched.data or {}).get("outcome") != "stopped":
+            if outcome != "stopped":
                 return
             value = self.call("debug", {"op": "evaluate", "expression": "TAG"})
             self.check_reply("debug", value, token, {token})
@@ -317,6 +331,10 @@ class Conversation:
 
 
 EVAL_DESCRIPTION = "Echo this chaos call's own token back"
+BREAKPOINT_LOST = (
+    "a launch ran to the end past the breakpoint set just before it (seen when a fault "
+    "restarted the debug session in between: its breakpoints went with it, unannounced)"
+)
 WEIGHTS = {
     "read": 3.0,
     "write": 2.0,
