@@ -177,6 +177,26 @@ def test_a_planted_partial_write_fails_the_run(monkeypatch, capsys, tether_state
     assert report["calls"] >= 1 and "torn" in report["violations"][0]["detail"]
 
 
+def _snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_the_directory_is_left_as_it_was(in_place, tmp_path, tether_state_dir):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "main.py").write_text("print('hello')\n")
+    before = _snapshot(project)
+    config = ChaosConfig(
+        workdir=project, duration=2.0, runs=1, faults=(), ops=("read", "write", "edit"),
+        in_place=in_place, guard=False,
+    )  # fmt: skip
+    report = run_chaos(config, log=lambda _: None)
+    assert report.ok, report.text()
+    assert {"write", "edit"} <= {c.tool for c in report.calls if c.ok}
+    assert _snapshot(project) == before and sorted(p.name for p in project.iterdir()) == ["main.py"]
+
+
 # --- a real run ------------------------------------------------------------------------
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from tether.chaos.faults import CLASSES
 from tether.chaos.harness import ChaosConfig, run_chaos
 from tether.chaos.workload import OPS
+from tether.runtime import RuntimeStartError
 
 DESCRIPTION = """\
 Run a mixed workload of tool calls from several conversations against DIR while faults
@@ -22,7 +23,7 @@ recoveries, p50/p99 per tool, violations); exits 1 on any violation.
 DIR is never changed: by default the harness works on a scratch copy of it (in the
 system's temporary directory, removed at the end); with --in-place it works in DIR itself
 but writes only in a folder of its own there (tether-chaos-<id>/, removed at the end).
-Either way nothing is written outside the working directory."""
+The project's own files are only read."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -120,7 +121,11 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--workdir {str(args.workdir)!r} is not a directory")
     except ValueError as exc:
         parser.error(str(exc))
-    report = run_chaos(config)
+    try:
+        report = run_chaos(config)
+    except RuntimeStartError as exc:
+        print(f"tether chaos: the runtime did not start: {exc}", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:

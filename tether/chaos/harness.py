@@ -31,6 +31,7 @@ from tether.chaos.workload import (
     Conversation,
     Guard,
     Ledger,
+    TornWatch,
     echo_brief,
 )
 from tether.debug import adapters
@@ -120,6 +121,7 @@ def run_chaos(config: ChaosConfig, log: Callable[[str], None] = _stderr) -> Repo
         config.duration - config.interval, stop, log,
     )  # fmt: skip
     conversations: list[Conversation] = []
+    watch = TornWatch(ws, names, ledger, stop)
     seconds = 0.0
     try:
         for name in names:
@@ -129,10 +131,12 @@ def run_chaos(config: ChaosConfig, log: Callable[[str], None] = _stderr) -> Repo
         for conversation in conversations:
             conversation.thread.start()
         injector.thread.start()
+        watch.thread.start()
         stop.wait(config.duration)
         stop.set()
         seconds = ledger.now()
         _drain(conversations, ledger)
+        watch.thread.join(5.0)
         injector.thread.join(10.0)
         injector.sample()
         for conversation in conversations:
@@ -158,7 +162,7 @@ def run_chaos(config: ChaosConfig, log: Callable[[str], None] = _stderr) -> Repo
         violations=list(ledger.violations),
         notices=list(ledger.notices),
         processes_seen=len(injector.seen),
-        notes=list(config.notes),
+        notes=[*config.notes, f"a reader looked at the scratch files {watch.reads} times"],
     )
 
 

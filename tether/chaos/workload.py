@@ -290,9 +290,16 @@ class Conversation:
         self.check_reply("lsp", self.call("lsp", args), name, self.file_tags(index))
 
     def eval(self) -> None:
+        """A cell that names its own token; every other one also reads one of the
+        conversation's files through the cell's tool() bridge."""
         token = self.token("eval")
-        args = {"code": f'token = "{token}"\ntoken', "description": EVAL_DESCRIPTION}
-        self.check_reply("eval", self.call("eval", args), token, {token})
+        code, mine = f'token = "{token}"\ntoken', {token}
+        if self.tokens % 2:
+            index = self.rng.randrange(FILES)
+            code = f'print(tool("read", {{"path": "{self.path(index)}"}}))\n{code}'
+            mine |= self.file_tags(index)
+        args = {"code": code, "description": EVAL_DESCRIPTION}
+        self.check_reply("eval", self.call("eval", args), token, mine)
 
     def debug(self) -> None:
         """A session to a breakpoint in the conversation's own program, an expression in
@@ -398,6 +405,35 @@ class Guard(Conversation):
 
 
 GUARD_OPS = ("read", "ast_grep", "lsp", "breach")
+
+
+class TornWatch:
+    """Reads every scratch file over and over while the load runs: a reader must only
+    ever see a whole version, never a file half written or missing for a moment."""
+
+    def __init__(self, ws: Workspace, runs: Iterable[str], ledger: Ledger, stop: threading.Event):
+        self.ws = ws
+        self.runs = list(runs)
+        self.ledger = ledger
+        self.stop = stop
+        self.reads = 0
+        self.thread = threading.Thread(target=self._loop, name="chaos-torn-watch", daemon=True)
+
+    def _loop(self) -> None:
+        while not self.stop.wait(0.02):
+            for run in self.runs:
+                for index in range(FILES):
+                    self.ledger.violate(inv.PARTIAL_WRITE, run, "(a reader)", self.look(run, index))
+
+    def look(self, run: str, index: int) -> str:
+        self.reads += 1
+        try:
+            text = self.ws.read(run, index)
+        except FileNotFoundError:
+            return f"file {index} was missing for a moment (a write is not one rename)"
+        if parse(text) is None:
+            return f"a reader saw file {index} torn ({len(text)} bytes)"
+        return ""
 
 
 def _error_code(result: ToolResult) -> str:
