@@ -29,7 +29,8 @@ ORPHAN = "orphan process"
 TIER = "tier violation"
 HUNG = "unanswered call"
 WRONG = "wrong reply"  # answered, but not what the files say (e.g. a stale search)
-INVARIANTS = (DEADLINE, HUNG, CROSS_WIRED, WRONG, PARTIAL_WRITE, ORPHAN, TIER)
+HARNESS = "harness error"  # a check that could not be made (counts: the run proves less)
+INVARIANTS = (DEADLINE, HUNG, CROSS_WIRED, WRONG, PARTIAL_WRITE, ORPHAN, TIER, HARNESS)
 
 # every tag a reply may carry: a scratch file's version tag, its tag function, a
 # per-call token (eval cells, vibe briefs)

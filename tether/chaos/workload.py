@@ -115,7 +115,7 @@ class Ledger:
             self.notices.append(inv.Violation("notice", run, tool, self.now(), detail))
 
 
-@dataclass
+@dataclass(frozen=True)
 class InFlight:
     tool: str
     started: float
@@ -168,7 +168,14 @@ class Conversation:
 
     def _loop(self) -> None:
         while not self.stop.wait(self.pace):
-            self.rng.choices(self.ops, self.weights)[0]()
+            operation = self.rng.choices(self.ops, self.weights)[0]
+            try:
+                operation()
+            except Exception as exc:  # noqa: BLE001 - a check that could not be made fails the run
+                detail = (
+                    f"{operation.__name__} could not check its call: {type(exc).__name__}: {exc}"
+                )
+                self.ledger.violate(inv.HARNESS, self.name, operation.__name__, detail)
 
     # --- one call -------------------------------------------------------------------
     def call(self, tool: str, args: dict[str, Any], label: str = "") -> ToolResult:
@@ -191,11 +198,10 @@ class Conversation:
     def check_reply(
         self, tool: str, result: ToolResult, expected: str, mine: Iterable[str]
     ) -> None:
-        """An answered call names what it was about, and nothing of another call."""
-        if result.is_error:
-            return
+        """A reply names nothing of another call, and an answer names what it was about."""
         self.ledger.violate(inv.CROSS_WIRED, self.name, tool, inv.foreign_tags(result.text, mine))
-        self.ledger.violate(inv.WRONG, self.name, tool, inv.missing_tag(result.text, expected))
+        if not result.is_error:
+            self.ledger.violate(inv.WRONG, self.name, tool, inv.missing_tag(result.text, expected))
 
     def path(self, index: int) -> str:
         return self.ws.relative(self.ws.file(self.name, index))
@@ -237,8 +243,7 @@ class Conversation:
         """The file holds the new version (the call succeeded) or one of old and new (it
         failed), whole; the reply names no other conversation's file."""
         self.versions[index] = old + 1  # (for the reply's check: either version is fine)
-        if not result.is_error:
-            self.check_reply(tool, result, "", self.file_tags(index))
+        self.check_reply(tool, result, "", self.file_tags(index))
         text = self.ws.read(self.name, index)
         allowed = [old + 1] if not result.is_error else [old, old + 1]
         problem = inv.file_state(text, self.name, index, allowed, self.generation)
