@@ -65,6 +65,7 @@ DROP_WAIT: dict[str, float] = {
     "debug_session": DEBUG_LAUNCH,
     "vibe_worker": BUDGETS["vibe_wait"],
 }
+HEALING = ("restarting", "failed")  # health() while there is no tree to ask
 OWNS_A_PROCESS = ("language_server", "kernel", "kernel_pool", "debug_session", "vibe_worker")
 
 
@@ -151,6 +152,8 @@ class Injector:
                 self.rng.shuffle(more)
                 cycle += more
             live = self._live()
+            if not live:
+                continue  # (the tree is being rebuilt: nobody loses a turn)
             for turn in range(len(self.classes)):
                 fault = self._inject(cycle[turn], live)
                 if fault is not None:
@@ -164,9 +167,10 @@ class Injector:
 
     def _live(self) -> list[Node]:
         try:
-            return list(nodes(self.rt.health(timeout=5.0)))
+            health = self.rt.health(timeout=5.0)
         except ResourceError:
             return []
+        return list(nodes(health)) if health.get("state") not in HEALING else []
 
     def _inject(self, fault: str, live: list[Node]) -> Fault | None:
         left = self.until - self.ledger.now()
