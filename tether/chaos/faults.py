@@ -66,7 +66,6 @@ DROP_WAIT: dict[str, float] = {
     "vibe_worker": BUDGETS["vibe_wait"],
 }
 HEALING = ("restarting", "failed")  # health() while there is no tree to ask
-OWNS_A_PROCESS = ("language_server", "kernel", "kernel_pool", "debug_session", "vibe_worker")
 
 
 @dataclass(frozen=True)
@@ -205,9 +204,12 @@ class Injector:
         if fault == "drop":
             self.rt.inject("drop_reply", target=node.name)
             return "drop the next reply of"
-        how = "kill_process" if node.kind in OWNS_A_PROCESS and self.rng.random() < 0.5 else ""
-        self.rt.inject(how or "crash_actor", target=node.name)
-        return how or "crash_actor"
+        # its subprocess (a server, a kernel, an adapter, a worker) or the actor itself;
+        # health lists the actor's pid first, then the live subprocesses it owns
+        owns = len(node.pids) > 1
+        how = "kill_process" if owns and self.rng.random() < 0.5 else "crash_actor"
+        self.rt.inject(how, target=node.name)
+        return how
 
     def _top(self, root: Node) -> list[tuple[str, int]]:
         """The admin, the root and the admin's logger: what no supervisor restarts."""
