@@ -423,7 +423,9 @@ class Runtime:
         procs.update({p.pid: p for p in processes_with_token(self._token)})
         return list(procs.values())
 
-    def left_behind(self, seen: Iterable[psutil.Process], wait: float = 5.0) -> list[psutil.Process]:
+    def left_behind(
+        self, seen: Iterable[psutil.Process], wait: float = 5.0
+    ) -> list[psutil.Process]:
         """After shutdown(): the processes of `seen` (from `processes()`) and any process
         carrying this runtime's token that still run once `wait` s have passed (DESIGN.md
         invariant 3: no process outlives the runtime that started it)."""
