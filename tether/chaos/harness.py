@@ -103,50 +103,35 @@ def run_chaos(config: ChaosConfig, log: Callable[[str], None] = _stderr) -> Repo
     seed = config.seed if config.seed is not None else random.randrange(1 << 31)
     rng = random.Random(seed)
     ws = Workspace(config.workdir, config.in_place, config.keep)
-    names = [f"c{n}" for n in range(config.runs)] + ([GUARD] if config.guard else [])
-    for name in names:
-        ws.plant(name)
-    missing = {op: why for op, why in missing_components(ws, names[0]).items() if op in config.ops}
-    ops = [op for op in config.ops if op not in missing]
-    log(
-        f"tether chaos: {config.runs} conversations{' + a read-only guard' if config.guard else ''}"
-        f" for {config.duration:g} s, a fault every {config.interval:g} s (seed {seed}), "
-        f"{ws.describe()}"
-    )
-    ledger = Ledger()
-    stop = threading.Event()
-    rt = Runtime.start()
-    injector = Injector(
-        rt, ledger, config.faults, config.interval, rng.randrange(1 << 31),
-        config.duration - config.interval, stop, log,
-    )  # fmt: skip
-    conversations: list[Conversation] = []
-    watch = TornWatch(ws, names, ledger, stop)
-    seconds = 0.0
     try:
+        names = [f"c{n}" for n in range(config.runs)] + ([GUARD] if config.guard else [])
         for name in names:
-            conversations.append(_open(rt, ws, ledger, name, ops, rng, stop, config.pace))
-        injector.sample()
-        ledger.t0 = time.monotonic()  # (the clock starts with the load)
-        for conversation in conversations:
-            conversation.thread.start()
-        injector.thread.start()
-        watch.thread.start()
-        stop.wait(config.duration)
-        stop.set()
-        seconds = ledger.now()
-        _drain(conversations, ledger)
-        watch.thread.join(5.0)
-        injector.thread.join(10.0)
-        injector.sample()
-        for conversation in conversations:
-            with contextlib.suppress(Exception):
-                conversation.run.close()
+            ws.plant(name)
+        found = missing_components(ws, names[0])
+        missing = {op: why for op, why in found.items() if op in config.ops}
+        ops = [op for op in config.ops if op not in missing]
+        guard = " + a read-only guard" if config.guard else ""
+        log(
+            f"tether chaos: {config.runs} conversations{guard} for {config.duration:g} s, a "
+            f"fault every {config.interval:g} s (seed {seed}), {ws.describe()}"
+        )
+        ledger = Ledger()
+        stop = threading.Event()
+        rt = Runtime.start()
+        injector = Injector(
+            rt, ledger, config.faults, config.interval, rng.randrange(1 << 31),
+            config.duration - config.interval, stop, log,
+        )  # fmt: skip
+        watch = TornWatch(ws, names, ledger, stop)
+        try:
+            conversations = [_open(rt, ws, ledger, n, ops, rng, stop, config.pace) for n in names]
+            seconds = _load(config, conversations, ledger, injector, watch, stop)
+        finally:
+            stop.set()
+            injector.sample()
+            rt.shutdown()
+            _orphans(rt, injector, ledger)
     finally:
-        stop.set()
-        injector.sample()
-        rt.shutdown()
-        _orphans(rt, injector, ledger)
         ws.cleanup()
     return Report(
         seed=seed,
@@ -164,6 +149,35 @@ def run_chaos(config: ChaosConfig, log: Callable[[str], None] = _stderr) -> Repo
         processes_seen=len(injector.seen),
         notes=[*config.notes, f"a reader looked at the scratch files {watch.reads} times"],
     )
+
+
+def _load(
+    config: ChaosConfig,
+    conversations: Sequence[Conversation],
+    ledger: Ledger,
+    injector: Injector,
+    watch: TornWatch,
+    stop: threading.Event,
+) -> float:
+    """The load and the faults for `config.duration` s, then the calls still open, each
+    until its deadline; the runs closed. Returns how long the load ran."""
+    injector.sample()
+    ledger.t0 = time.monotonic()  # (the clock starts with the load)
+    for conversation in conversations:
+        conversation.thread.start()
+    injector.thread.start()
+    watch.thread.start()
+    stop.wait(config.duration)
+    stop.set()
+    seconds = ledger.now()
+    _drain(conversations, ledger)
+    watch.thread.join(5.0)
+    injector.thread.join(10.0)
+    injector.sample()
+    for conversation in conversations:
+        with contextlib.suppress(Exception):
+            conversation.run.close()
+    return seconds
 
 
 def _open(
