@@ -77,6 +77,9 @@ def test_tier_checks():
     assert "not as a tier refusal" in inv.tier_breach("eval", True, False, "a", "a")
     assert inv.tier_breach("write", True, True, "a", "a") == ""
     assert "write" in inv.visible_breach("readonly", {"read": "read", "write": "write"})
+    assert "not refused" in inv.escaped(False, False)
+    assert "yet the file is there" in inv.escaped(True, True)
+    assert inv.escaped(True, False) == ""
 
 
 def test_late_and_recoveries():
@@ -218,3 +221,4 @@ def test_a_chaos_run_heals_with_no_violation(tether_state_dir):
     called = {tool for tool, row in data["per_tool"].items() if row["ok"]}
     assert {"read", "write", "edit", "ast_grep", "ast_edit", "resolve"} <= called, said
     assert {op for op in ("lsp", "eval") if op in report.exercised} <= called, said
+    assert data["per_tool"]["write (outside)"]["calls"] >= 1, said  # (each one refused)

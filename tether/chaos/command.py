@@ -17,8 +17,9 @@ Run a mixed workload of tool calls from several conversations against DIR while 
 are injected (language servers, parser actors, run actors, supervisors, the top of the
 tree, kernels, debug adapters and vibe workers killed; replies delayed and dropped), and
 check the invariants: every call answered within its deadline with no other call's reply,
-no partial write, no orphan process, no tier violation. Prints a report (calls, faults,
-recoveries, p50/p99 per tool, violations); exits 1 on any violation.
+no partial write, no orphan process, no tier violation, nothing written outside the
+working directory. Prints a report (calls, faults, recoveries, p50/p99 per tool,
+violations); exits 1 on any violation.
 
 DIR is never changed: by default the harness works on a scratch copy of it (in the
 system's temporary directory, removed at the end); with --in-place it works in DIR itself

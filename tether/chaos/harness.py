@@ -108,6 +108,8 @@ def run_chaos(config: ChaosConfig, log: Callable[[str], None] = _stderr) -> Repo
         for name in names:
             ws.plant(name)
         found = missing_components(ws, names[0])
+        if config.in_place:
+            found["escape"] = "--in-place: a write that escaped would land beside DIR"
         missing = {op: why for op, why in found.items() if op in config.ops}
         ops = [op for op in config.ops if op not in missing]
         guard = " + a read-only guard" if config.guard else ""

@@ -6,7 +6,8 @@
    the version a successful write promised; a multi-file change landed in all or none);
 3. no orphan process (checked by the harness after shutdown, `Runtime.left_behind`);
 4. no tier violation (`tier_breach`: a read-only surface sees no write/exec tool, and a
-   write/exec call from it is refused and changes nothing).
+   write/exec call from it is refused and changes nothing);
+5. nothing written outside the working directory (`escaped`).
 
 Each check returns the problem in words, or "" when there is none; the harness turns a
 problem into a `Violation`. Keeping them pure is what lets the tests feed them a broken
@@ -29,8 +30,11 @@ ORPHAN = "orphan process"
 TIER = "tier violation"
 HUNG = "unanswered call"
 WRONG = "wrong reply"  # answered, but not what the files say (e.g. a stale search)
+CONFINEMENT = "write outside the workdir"
 HARNESS = "harness error"  # a check that could not be made (counts: the run proves less)
-INVARIANTS = (DEADLINE, HUNG, CROSS_WIRED, WRONG, PARTIAL_WRITE, ORPHAN, TIER, HARNESS)
+INVARIANTS = (
+    DEADLINE, HUNG, CROSS_WIRED, WRONG, PARTIAL_WRITE, ORPHAN, TIER, CONFINEMENT, HARNESS
+)  # fmt: skip
 
 # every tag a reply may carry: a scratch file's version tag, its tag function, a
 # per-call token (eval cells, vibe briefs)
@@ -133,3 +137,12 @@ def visible_breach(surface: str, tiers: dict[str, str]) -> str:
     """What a read-only surface sees: only read-tier tools."""
     wrong = sorted(name for name, tier in tiers.items() if tier != "read")
     return f"the {surface} surface shows {', '.join(wrong)}" if wrong else ""
+
+
+def escaped(is_error: bool, exists: bool) -> str:
+    """A write to a path outside the run's working directory: refused, nothing there."""
+    if not is_error:
+        return "a write outside the working directory was not refused"
+    if exists:
+        return "a write outside the working directory was refused, yet the file is there"
+    return ""

@@ -113,6 +113,12 @@ class Workspace:
     def file(self, run: str, index: int) -> Path:
         return self.conversation_dir(run) / f"f{index}.py"
 
+    def outside(self, name: str) -> Path | None:
+        """A path just outside the working directory that is still the harness's own (in
+        the scratch directory), for a write that must be refused; None in place (an
+        escape that got through would write beside the user's directory)."""
+        return None if self._scratch is None else self._scratch / name
+
     def read(self, run: str, index: int) -> str:
         """A scratch file as it is on disk now (what the partial-write checks look at)."""
         return self.file(run, index).read_text()

@@ -12,6 +12,7 @@ and change nothing.
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import threading
@@ -164,6 +165,7 @@ class Conversation:
             "eval": self.eval,
             "debug": self.debug,
             "vibe": self.vibe,
+            "escape": self.escape,
         }
 
     def _loop(self) -> None:
@@ -250,6 +252,17 @@ class Conversation:
         self.ledger.violate(inv.PARTIAL_WRITE, self.name, tool, problem)
         parsed = parse(text)
         self.versions[index] = parsed.version if parsed is not None else old + 1
+
+    def escape(self) -> None:
+        """A write to a path just outside the working directory: refused, nothing there."""
+        outside = self.ws.outside(f"{self.token('escape')}.txt")
+        if outside is None:
+            return
+        path = os.path.relpath(outside, self.ws.root)
+        result = self.call("write", {"path": path, "content": "escaped\n"}, "write (outside)")
+        problem = inv.escaped(result.is_error, outside.exists())
+        self.ledger.violate(inv.CONFINEMENT, self.name, "write", problem)
+        outside.unlink(missing_ok=True)
 
     def ast_grep(self) -> None:
         args = {"pattern": "GENERATION = $G", "path": self.folder, "language": "python"}
@@ -357,6 +370,7 @@ WEIGHTS = {
     "eval": 1.5,
     "debug": 0.5,
     "vibe": 1.0,
+    "escape": 0.5,
 }
 OPS = tuple(WEIGHTS)
 # what the guard conversation tries on a read-only surface: every write and exec tool
