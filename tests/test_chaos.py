@@ -220,5 +220,6 @@ def test_a_chaos_run_heals_with_no_violation(tether_state_dir):
     assert data["recoveries"] >= 3, said
     called = {tool for tool, row in data["per_tool"].items() if row["ok"]}
     assert {"read", "write", "edit", "ast_grep", "ast_edit", "resolve"} <= called, said
+    assert "ast_grep (whole workspace)" in called, said
     assert {op for op in ("lsp", "eval") if op in report.exercised} <= called, said
     assert data["per_tool"]["write (outside)"]["calls"] >= 1, said  # (each one refused)

@@ -27,6 +27,7 @@ from tether.chaos.workload import (
     EVAL_WALL,
     GUARD_OPS,
     OPS,
+    PROJECT_SEARCH,
     SLACK,
     Conversation,
     Guard,
@@ -126,7 +127,13 @@ def run_chaos(config: ChaosConfig, log: Callable[[str], None] = _stderr) -> Repo
         )  # fmt: skip
         watch = TornWatch(ws, names, ledger, stop)
         try:
+            total, why = _baseline(rt, ws) if "search_project" in ops else (None, "")
+            if why:
+                missing["search_project"] = why
+                ops.remove("search_project")
             conversations = [_open(rt, ws, ledger, n, ops, rng, stop, config.pace) for n in names]
+            for conversation in conversations:
+                conversation.project_total = total if total is not None else -1
             seconds = _load(config, conversations, ledger, injector, watch, stop)
         finally:
             stop.set()
@@ -151,6 +158,16 @@ def run_chaos(config: ChaosConfig, log: Callable[[str], None] = _stderr) -> Repo
         processes_seen=len(injector.seen),
         notes=[*config.notes, f"a reader looked at the scratch files {watch.reads} times"],
     )
+
+
+def _baseline(rt: Any, ws: Workspace) -> tuple[int | None, str]:
+    """What the whole-workspace search finds before any fault (what it must find after),
+    or None and why it could not search."""
+    with rt.open_run("chaos-baseline", workdir=str(ws.root)) as run:
+        found = run.call("ast_grep", PROJECT_SEARCH)
+    if found.is_error:
+        return None, f"the search failed before the load: {found.text[:200]}"
+    return int((found.data or {}).get("total", 0)), ""
 
 
 def _load(

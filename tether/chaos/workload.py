@@ -147,6 +147,7 @@ class Conversation:
         self.generation = 0
         self.tokens = 0
         self.in_flight: InFlight | None = None
+        self.project_total = -1  # what PROJECT_SEARCH found before the load
         self.folder = workspace.relative(workspace.conversation_dir(self.name))
         table = self.ops_table()
         chosen = [op for op in ops if op in table]
@@ -166,6 +167,7 @@ class Conversation:
             "debug": self.debug,
             "vibe": self.vibe,
             "escape": self.escape,
+            "search_project": self.search_project,
         }
 
     def _loop(self) -> None:
@@ -274,6 +276,17 @@ class Conversation:
         self.ledger.violate(inv.CROSS_WIRED, self.name, "ast_grep", crossed)
         self.ledger.violate(inv.WRONG, self.name, "ast_grep", wrong)
 
+    def search_project(self) -> None:
+        """A search of the whole workspace (the project's own files: the harness's files
+        import nothing): every parser slot's share, the same total as before the load."""
+        result = self.call("ast_grep", PROJECT_SEARCH, "ast_grep (whole workspace)")
+        if result.is_error:
+            return
+        total = (result.data or {}).get("total")
+        if total != self.project_total:
+            detail = f"found {total} imports; before the load, {self.project_total}"
+            self.ledger.violate(inv.WRONG, self.name, "ast_grep", detail)
+
     def ast_edit(self) -> None:
         """A multi-file change: stage GENERATION g -> g+1 in every file, then accept it."""
         before = self.generation
@@ -371,7 +384,9 @@ WEIGHTS = {
     "debug": 0.5,
     "vibe": 1.0,
     "escape": 0.5,
+    "search_project": 1.0,
 }
+PROJECT_SEARCH = {"pattern": "import $M", "language": "python", "max_results": 5}
 OPS = tuple(WEIGHTS)
 # what the guard conversation tries on a read-only surface: every write and exec tool
 BREACHES: dict[str, Callable[[str, int], dict[str, Any]]] = {
