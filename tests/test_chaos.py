@@ -205,6 +205,7 @@ def test_the_directory_is_left_as_it_was(in_place, tmp_path, tether_state_dir):
 # --- a real run ------------------------------------------------------------------------
 
 
+@pytest.mark.timeout(SECONDS + 240)  # (the load, then calls open at its end: their deadlines)
 def test_a_chaos_run_heals_with_no_violation(tether_state_dir):
     lines: list[str] = []
     config = ChaosConfig(workdir=SAMPLE, duration=SECONDS, runs=3, seed=SEED)
