@@ -59,9 +59,22 @@ def test_go_under_delve_breakpoint_unverified_line_and_output(runtime, go_projec
     done = ok(run, {"op": "continue"})
     assert done.data["outcome"] == "exited" and done.data["exit_code"] == 0, done.text
     assert "hello 3" in done.text  # the program's output, read from dlv's stdout
-    wait_until(lambda: gone(pids), timeout=5.0)
-    assert not list(go_project.glob("__debug_bin*"))  # delve removed the binary it built
+    # the program, delve and the binary delve built are gone (removed by delve, or by the
+    # session when delve ended before it could)
+    wait_until(lambda: gone(pids) and not list(go_project.glob("__debug_bin*")), timeout=10.0)
     assert "exited" in err(run, {"op": "stack"}).text
+
+
+def test_a_killed_delve_leaves_no_built_binary_in_the_workspace(runtime, go_project) -> None:
+    run = runtime.open_run("go-killed", workdir=str(go_project))
+    ok(run, {"op": "breakpoints", "file": "main.go", "lines": [6]})
+    ok(run, {"op": "launch", "program": ".", "wait": 60})
+    assert list(go_project.glob("__debug_bin*"))  # delve built it beside the package
+    dlv = [p for p in session_pids(runtime, "go-killed") if "dlv" in psutil.Process(p).name()]
+    assert dlv, session_pids(runtime, "go-killed")
+    os.kill(dlv[0], 9)  # delve cannot clean up after itself: the session does
+    wait_until(lambda: not list(go_project.glob("__debug_bin*")), timeout=10.0)
+    assert "ended" in err(run, {"op": "stack"}).text
 
 
 def test_lldb_attaches_to_a_running_process_by_pid(runtime, c_project) -> None:

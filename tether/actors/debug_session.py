@@ -30,6 +30,7 @@ event) and after a launch, so a SIGKILLed actor's debuggee is reaped by the supe
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import socket
 import time
@@ -90,6 +91,7 @@ class DebugSessionActor(ProcessActor):
         self._adapter_pid = 0
         self._ending = False  # we are ending the adapter ourselves (terminate, relaunch)
         self._program_reported = False  # the supervisor knows the program's pids
+        self._built = ""  # the binary delve builds for a launch: ours to remove at the end
 
     def handle_message(self, obj: Any, data: bytes, extra: Any, sender: Any) -> None:
         if isinstance(obj, Start):
@@ -233,6 +235,7 @@ class DebugSessionActor(ProcessActor):
         root = Path(op.root)
         if isinstance(op, Launch):
             config = adapters.launch_config(row, Path(op.program), list(op.args), root)
+            self._built = config.get("output", "")
             request, program, wait = "launch", op.program, op.wait
         else:
             try:
@@ -420,6 +423,15 @@ class DebugSessionActor(ProcessActor):
             kill_tree(proc.pid, grace=0.0, wait=False)
         self._kill_session_processes()
         self._close_socket()
+        self._remove_built_binary()
+
+    def _remove_built_binary(self) -> None:
+        """delve removes the binary it built only when it ends cleanly; a killed delve
+        leaves it in the workspace, so the session removes it."""
+        if self._built:
+            with contextlib.suppress(OSError):
+                os.unlink(self._built)
+            self._built = ""
 
     def _kill_session_processes(self) -> None:
         for p in self._session_members():
@@ -456,6 +468,7 @@ class DebugSessionActor(ProcessActor):
     def release(self) -> None:
         self._kill_session_processes()
         self._close_socket()
+        self._remove_built_binary()
         super().release()
 
     def handle_exit_request(self) -> None:
