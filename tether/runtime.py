@@ -91,6 +91,7 @@ from thespian.actors import ActorSystem, InvalidActorAddress  # noqa: E402  (aft
 # exist (yet) is skipped; one that fails to import is an error that names it.
 RESOURCE_KIND_MODULES: list[str] = [
     "tether.actors.parser",
+    "tether.actors.git",
     "tether.actors.language_server",
     "tether.actors.checker",
     "tether.actors.debug_session",

@@ -13,8 +13,8 @@ missing, so the supervisor does not retry what cannot work. A row with a `probe_
 first runs that probe as the actor's own subprocess, watched like the server and bounded by
 a timer (`PROBE_TIMEOUT`), with the start deferred (`defer_start`): the message loop keeps
 answering health meanwhile and the supervisor holds the calls; a probe that fails ends the
-start as unavailable, in the probe's own words. (The host probes too, before routing a call
-here, but in its own process: nothing is shared.)
+start as unavailable, in the probe's own words. (The host only looks the binary up, it runs
+no process: the probe's answer reaches the caller as this start's failure.)
 
 Sharing: one actor serves every run on its root, so no run may hold the server up for the
 others (`tether.lsp.limits`, the kind's config): each request has a budget and is cancelled
@@ -83,10 +83,10 @@ class LanguageServerActor(ProcessActor):
             raise ResourceUnavailable(
                 f"{name}: no root marker ({', '.join(self.row.root_markers)}) in {root}"
             )
-        binary, problem = find_binary(self.row, root, probe=False)
+        binary = find_binary(self.row, root)
         if not binary:
             raise ResourceUnavailable(
-                f"{name}: {problem or 'binary ' + ' / '.join(self.row.binaries) + ' not found on PATH'}"
+                f"{name}: binary {' / '.join(self.row.binaries)} not found on PATH"
             )
         self.binary = binary
         self.reloads = 0
