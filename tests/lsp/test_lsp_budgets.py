@@ -109,7 +109,7 @@ def test_an_abandoned_request_waits_until_anything_is_answered() -> None:
 
 
 def test_file_cancellation_is_where_basedpyright_looks(tmp_path: Path) -> None:
-    box = ServerScratch("basedpyright", parent=tmp_path)
+    box = ServerScratch("basedpyright", state=tmp_path)
     fc = FileCancellation(BY_NAME["basedpyright"].file_cancellation, box.tmp)
     try:
         assert fc.arg == f"--cancellationReceive=file:{fc.folder}"

@@ -4,8 +4,13 @@ Language servers and project checkers write beside their work: tsserver its canc
 pipes and logs under TMPDIR, gopls and `go vet` their build cache under ~/.cache/go-build,
 basedpyright its cancellation folder. "Nothing outside the workspace is written, whoever
 asks": each such process gets a fresh directory inside the runtime's own private one
-(`tether.private_dirs`, 0700, checked), with TMPDIR, the XDG cache, state and data homes
-and GOCACHE pointed into it (`env`), removed when the process ends (`close`). HOME and the
+(`tether.private_dirs`, 0700, checked), with TMPDIR and the XDG state and data homes
+pointed into it (`env`), removed when the process ends (`close`). Caches (the XDG cache
+home, GOCACHE) go to one cache directory beside those, shared by every server and checker
+and kept: a fresh cache per process made each gopls start recompute what it knows of the
+standard library, and diagnostics after a write came late (measured: the go and typescript
+write/diagnostics tests of tests/lsp/test_lsp_servers.py failed 1 run in 2 under load; the
+caches trim themselves, and several processes may share them). HOME and the
 XDG config home are left alone: a server reads its user's configuration there, and writes
 nothing (tests/lsp/test_lsp_private_dirs.py checks it, for every server installed). The
 user's Go module cache is read but never filled (GOPROXY=off, GOTOOLCHAIN=local: nothing
@@ -25,20 +30,22 @@ from pathlib import Path
 
 from tether.private_dirs import default_state_dir, ensure_private_dir
 
-SUBDIR = "scratch"  # under the runtime's private directory
+SUBDIR = "scratch"  # under the runtime's private directory: one directory per process
+CACHE = "cache"  # beside it: the caches every server and checker shares, kept
 
 
 class ServerScratch:
     """One process's private directory: `env()` to start it with, `close()` when it ended."""
 
-    def __init__(self, name: str, parent: Path | None = None) -> None:
-        parent = parent or ensure_private_dir(ensure_private_dir(default_state_dir()) / SUBDIR)
+    def __init__(self, name: str, state: Path | None = None) -> None:
+        state = ensure_private_dir(state or default_state_dir())
+        parent = ensure_private_dir(state / SUBDIR)
         reap(parent)
         self.base = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-{name}-", dir=parent))
         self.tmp = self.base / "tmp"
-        self.cache = self.base / "cache"
-        for d in (self.tmp, self.cache, self.base / "state", self.base / "data"):
+        for d in (self.tmp, self.base / "state", self.base / "data"):
             d.mkdir(mode=0o700)
+        self.cache = ensure_private_dir(state / CACHE)
 
     def env(self) -> dict[str, str]:
         """This process's environment, with every place a server writes to pointed here."""
