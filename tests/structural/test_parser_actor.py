@@ -268,3 +268,28 @@ def test_a_git_that_never_answers_is_killed_and_the_search_walks(
     assert not res.is_error and res.data["total"] == 13, res.text  # walked: ignored.py too
     hung = int(pidfile.read_text())
     wait_until(lambda: not psutil.pid_exists(hung) or psutil.Process(hung).status() == "zombie")
+
+
+def test_a_listing_under_way_dies_with_shutdown(
+    runtime_factory: Any, project: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch
+) -> None:
+    import os
+    import threading
+
+    import psutil
+
+    from tests.conftest import shutdown_without_orphans, wait_until
+
+    wrapper = tmp_path_factory.mktemp("bin")
+    pidfile = wrapper / "git.pid"
+    (wrapper / "git").write_text(f"#!/bin/sh\necho $$ > {pidfile}\nexec sleep 60\n")
+    (wrapper / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrapper}{os.pathsep}{os.environ['PATH']}")
+    rt = runtime_factory(kind_modules=["tether.actors.parser", "tether.actors.git"])
+    run = rt.open_run("conv-shutdown-git", workdir=str(project))
+    args = {"pattern": "foo($A, $B)", "language": "python"}
+    threading.Thread(target=run.call, args=("ast_grep", args), daemon=True).start()
+    git = psutil.Process(int(wait_until(lambda: pidfile.exists() and pidfile.read_text())))
+    assert git.ppid() != os.getpid()  # a child of the tree, not of the host
+    shutdown_without_orphans(rt)  # (the fixture's check: git is among the runtime's processes)
+    wait_until(lambda: not git.is_running() or git.status() == psutil.STATUS_ZOMBIE)
