@@ -197,6 +197,9 @@ class DebugSessionActor(ProcessActor):
         self._next()
 
     def error(self, token: Any, code: str, message: str) -> None:
+        row = self.row
+        if token.op == "attach" and row is not None and self.session.state == "starting":
+            message += f" ({row.name} attaches to a {row.attach_help})"
         self.fail(token, code, f"{token.op}: {message}")
         if token.op in ("launch", "attach") and self.session.state == "starting":
             self.session.state = "ended"
@@ -247,19 +250,21 @@ class DebugSessionActor(ProcessActor):
         self.row = row
         self._ending = False
         self._program_reported = False
-        if isinstance(op, Attach) and row.name == "debugpy":
-            # `python -m debugpy --listen N` runs its own adapter on that port: connect to it
+        if isinstance(op, Attach) and op.pid is None and row.port_attach == "connect":
+            # the port is a DAP server already (debugpy --listen, dlv --headless): join it
             self._adapter_pid = 0
             try:
                 self._connect("127.0.0.1", int(op.port or 0))
             except OSError as e:
                 raise DebugError(
-                    ErrorCode.FAILED, f"nothing accepts on 127.0.0.1:{op.port} ({e})"
+                    ErrorCode.FAILED,
+                    f"nothing accepts on 127.0.0.1:{op.port} ({e}); {row.name} attaches to a "
+                    f"{row.attach_help}",
                 ) from e
-            config = {"justMyCode": True}
             fresh.run(fresh.launch(row, program, config, request, wait), call)
             return
-        self._adapter_pid = self.spawn(adapters.adapter_argv(row, binary), cwd=str(root))
+        argv = adapters.adapter_argv(row, binary)
+        self._adapter_pid = self.spawn(argv, cwd=str(root), env=adapters.adapter_env(row))
         with contextlib.suppress(psutil.Error):
             self._adapter_created = psutil.Process(self._adapter_pid).create_time()
         gen = fresh.launch(row, program, config, request, wait)
@@ -272,10 +277,11 @@ class DebugSessionActor(ProcessActor):
             fresh.run(gen, call)
 
     def _connect(self, host: str, port: int) -> None:
-        """delve listens: connect (loopback only), and the socket becomes our write end;
-        the adapter's stdin pipe is closed so that the program reads end-of-file."""
+        """A DAP server listens (our delve, or the one an attach joins): connect (loopback
+        only), and the socket becomes our write end; the adapter's stdin pipe is closed so
+        that the program reads end-of-file."""
         if host not in ("127.0.0.1", "::1", "localhost"):
-            raise DebugError(ErrorCode.FAILED, f"delve listens on {host}, not on loopback")
+            raise DebugError(ErrorCode.FAILED, f"the adapter listens on {host}, not on loopback")
         sock = socket.create_connection((host, port), timeout=2.0)
         sock.setblocking(False)
         self.sock = sock
