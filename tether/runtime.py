@@ -70,6 +70,7 @@ from tether.portfile import (
 )
 from tether.processes import (
     TOKEN_ENV,
+    host_fds_stay_home,
     kill_tree,
     name_forked_tree_processes,
     proc_create_time,
@@ -90,6 +91,7 @@ from thespian.actors import ActorSystem, InvalidActorAddress  # noqa: E402  (aft
 # exist (yet) is skipped; one that fails to import is an error that names it.
 RESOURCE_KIND_MODULES: list[str] = [
     "tether.actors.parser",
+    "tether.actors.git",
     "tether.actors.language_server",
     "tether.actors.checker",
     "tether.actors.debug_session",
@@ -260,7 +262,8 @@ class Runtime:
         # _BOOT_LOCK, so no other start sees it)
         os.environ[TOKEN_ENV] = self._token
         try:
-            with transport_auth.using_secret(self._secret):  # the tree forks with it
+            with transport_auth.using_secret(self._secret), host_fds_stay_home():
+                # the tree forks with the secret, and without the host's descriptors
                 self._asys = ActorSystem(
                     "multiprocTCPBase",
                     capabilities={"Admin Port": port},
