@@ -339,7 +339,7 @@ def test_health_shows_the_server(py):
     assert nodes and nodes[0]["extra"]["lsp_state"] in ("ready", "indexing")
 
 
-def test_a_binary_that_does_not_run_is_named_on_first_use(lsp_rt, tmp_path, monkeypatch):  # noqa: F811
+def test_a_binary_that_does_not_run_is_named_on_first_use(runtime_factory, tmp_path, monkeypatch):
     # a rustup proxy without the component: on PATH, but it cannot run
     bindir = tmp_path / "bin"
     bindir.mkdir()
@@ -352,7 +352,8 @@ def test_a_binary_that_does_not_run_is_named_on_first_use(lsp_rt, tmp_path, monk
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "Cargo.toml").write_text("[package]\nname = 'x'\n")
-    run = lsp_rt.open_run(f"py-{next(_ids)}", workdir=str(ws))
+    # a runtime started with the fake on its PATH: its actors look the binary up themselves
+    run = runtime_factory().open_run(f"py-{next(_ids)}", workdir=str(ws))
     r = lsp(run, action="status")  # the host runs no process: the probe runs on first use
     assert (
         f"rust-analyzer: usable (marker Cargo.toml at ., binary {fake}) - starts on first use, "
@@ -360,8 +361,6 @@ def test_a_binary_that_does_not_run_is_named_on_first_use(lsp_rt, tmp_path, monk
     ) in r.text, r.text
     (ws / "main.rs").write_text("fn main() {}\n")
     r = lsp(run, action="hover", file="main.rs", line=1, symbol="main")
-    # (the module's runtime started before PATH had the fake: its actor may find the real
-    # rustup proxy, which says the same)
     assert r.is_error and "but does not run (rust-analyzer --version: " in r.text, r.text
     assert "error: Unknown binary 'rust-analyzer' in official toolchain" in r.text, r.text
     run.close()
