@@ -269,6 +269,7 @@ class Cell:
     notes: list[str] = field(default_factory=list)
     final: dict[str, Any] | None = None
     flush_id: str = ""  # (late publishers) the kernel_info request that marks the end
+    got_result: bool = False  # its execute_result (the echoed last expression) arrived
     execution_count: int | None = None
 
 
@@ -460,6 +461,7 @@ class KernelActor(ResourceActor):
             else:  # (execute_input too: its execution count locates tracebacks)
                 cell.output.add(msg_type, content)
                 cell.last_activity = time.monotonic()
+                cell.got_result = cell.got_result or msg_type == "execute_result"
         elif channel == "shell" and msg_type == "execute_reply":
             cell.output.add(msg_type, content)
             cell.got_reply = True
@@ -467,14 +469,17 @@ class KernelActor(ResourceActor):
         elif channel == "stdin" and msg_type == "input_request":
             self._input_request(cell, str(content.get("prompt", "")))
             return
-        if cell.got_reply and cell.got_idle and cell.final is None and not cell.flush_id:
-            if self.language in LATE_PUBLISHERS:
-                # Deno may publish a cell's output after its idle: a kernel_info request
-                # goes through after it, and its iopub status marks the end (capped)
-                cell.flush_id = handle.wire.send("shell", "kernel_info_request", {})
-                self.after(SETTLE_CAP, Settle(cell.cell_id))
-            else:
-                self._finish(cell)
+        if not (cell.got_reply and cell.got_idle) or cell.final is not None:
+            return
+        if self.language not in LATE_PUBLISHERS or cell.got_result:
+            self._finish(cell)
+        elif not cell.flush_id:
+            # Deno may publish a cell's output after its idle: a kernel_info request goes
+            # through after it, and its iopub status marks the end (capped). Its streams,
+            # displays and echoed result leave through one queue, in order, the result
+            # last: a cell whose result is here needs no marker
+            cell.flush_id = handle.wire.send("shell", "kernel_info_request", {})
+            self.after(SETTLE_CAP, Settle(cell.cell_id))
 
     def _input_request(self, cell: Cell, prompt: str) -> None:
         assert self.handle is not None
