@@ -795,8 +795,4 @@ def kinds(
     ]
 
 
-# no spare pool by default: a spare handed over answers its first cell while the run's new
-# stdin connection may still be connecting, and a tool() call in that cell then waits out
-# its inactivity budget (seen in the demo under load). Hosts opt in with kinds(spares=1)
-# until the handover waits for the stdin handshake.
-KINDS: list[KindSpec] = kinds(spares=0)
+KINDS: list[KindSpec] = kinds()
