@@ -529,6 +529,28 @@ def test_spares_and_handed_over_kernels_are_counted_and_die_with_the_tree(
     wait_until(lambda: not kernel_processes(rt) and not alive(kernels))
 
 
+def test_a_crashed_pool_takes_its_kernels_along_and_the_run_hears_of_it(
+    runtime_factory: Any, workdir: Path
+) -> None:
+    """Spares die with their pool (parent-death signal), also once handed over: the run's
+    next cell says its state was lost, and the pool, restarted, has a spare again."""
+    rt = runtime_factory(kinds=kinds(spares=1))
+    eval_tool.warm_spares(rt, ["python"])
+    pool = lambda: health_node(rt.health(), "kernel_pool:python")  # noqa: E731
+    wait_until(lambda: pool()["extra"]["ready"] == 1, timeout=60)
+    run = rt.open_run("r1", workdir=workdir)
+    ev(run, "x = 1")
+    wait_until(lambda: pool()["extra"]["ready"] == 1, timeout=60)
+    kernels = kernel_processes(rt)
+    assert len(kernels) == 2
+    rt.inject("crash_actor", target="kernel_pool:python")
+    wait_until(lambda: not alive(kernels), timeout=30)
+    after = ev(run, "'x' in globals()")
+    assert after.text.splitlines()[0] == "False", after.text
+    assert "lost" in after.text
+    wait_until(lambda: (pool() or {}).get("extra", {}).get("ready") == 1, timeout=60)
+
+
 def test_kernels_write_only_in_the_state_dir_the_host_gave(
     runtime_factory: Any,
     workdir: Path,
