@@ -100,10 +100,9 @@ def _eval(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     settings = _settings(ctx.state)
     reset = bool(args.get("reset", False))
     spare = None
-    if settings.use_spares and not settings.launcher and language not in settings.kernels:
-        spare = _take_spare(ctx, language, create_actor=True)
-    elif settings.use_spares and not settings.launcher and reset:
-        spare = _take_spare(ctx, language)
+    first = language not in settings.kernels
+    if settings.use_spares and not settings.launcher and (first or reset):
+        spare = _take_spare(ctx, language, create_actor=first)
     op = Execute(
         code=rewritten.code,
         source=args["code"] if rewritten.code != args["code"] else "",
