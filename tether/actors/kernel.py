@@ -28,6 +28,7 @@ import contextlib
 import itertools
 import json
 import os
+import select
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -189,6 +190,12 @@ class KernelHandle:
             },
         )
 
+    def exited(self) -> bool:
+        """The kernel process has ended (its pidfd is readable: no /proc read)."""
+        if self.pidfd is None:
+            return not self.alive()
+        return bool(select.select([self.pidfd], [], [], 0)[0])
+
     def alive(self) -> bool:
         popen = self.launched.popen
         if popen is not None:
@@ -315,6 +322,8 @@ class KernelActor(ResourceActor):
                 "one conversation run one at a time)",
             )
             return
+        if self.handle is not None and self.handle.exited():  # (before its pidfd's turn came)
+            self._kernel_lost(self.handle.exit_text())
         cell = Cell(f"c{next(_ids)}", call, op, CellOutput(source=op.source or None))
         cell.notes.extend(self.carry_notes)
         self.carry_notes = []
