@@ -431,6 +431,24 @@ class Runtime:
                     procs[pid] = psutil.Process(pid)
         return list(procs.values())
 
+    def processes(self) -> list[psutil.Process]:
+        """Every live process of this runtime now: the tree's (`_tree_processes`) and any
+        other process that carries its token. What an orphan check remembers before
+        shutdown, to ask `left_behind` about after it."""
+        procs = {p.pid: p for p in self._tree_processes()}
+        procs.update({p.pid: p for p in processes_with_token(self._token)})
+        return list(procs.values())
+
+    def left_behind(
+        self, seen: Iterable[psutil.Process], wait: float = 5.0
+    ) -> list[psutil.Process]:
+        """After shutdown(): the processes of `seen` (from `processes()`) and any process
+        carrying this runtime's token that still run once `wait` s have passed (DESIGN.md
+        invariant 3: no process outlives the runtime that started it)."""
+        procs = {p.pid: p for p in seen}
+        procs.update({p.pid: p for p in processes_with_token(self._token)})
+        return wait_gone(list(procs.values()), time.monotonic() + wait)
+
     def _remember_pid(self, pid: int) -> None:
         created = proc_create_time(pid)
         if created:
