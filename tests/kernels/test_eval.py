@@ -545,6 +545,9 @@ def test_a_crashed_pool_takes_its_kernels_along_and_the_run_hears_of_it(
     assert len(kernels) == 2
     rt.inject("crash_actor", target="kernel_pool:python")
     wait_until(lambda: not alive(kernels), timeout=30)
+    # (a SIGKILLed kernel's main thread is a zombie a moment before all its threads are
+    # gone and its pidfd says so: the run's actor notices then)
+    wait_until(lambda: kernel_node(rt, "r1")["extra"]["kernel_pid"] is None, timeout=30)
     after = ev(run, "'x' in globals()")
     assert after.text.splitlines()[0] == "False", after.text
     assert "lost" in after.text
