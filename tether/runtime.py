@@ -71,6 +71,7 @@ from tether.portfile import (
 from tether.private_dirs import STATE_DIR_ENV
 from tether.processes import (
     TOKEN_ENV,
+    host_fds_stay_home,
     kill_tree,
     name_forked_tree_processes,
     proc_create_time,
@@ -91,6 +92,7 @@ from thespian.actors import ActorSystem, InvalidActorAddress  # noqa: E402  (aft
 # exist (yet) is skipped; one that fails to import is an error that names it.
 RESOURCE_KIND_MODULES: list[str] = [
     "tether.actors.parser",
+    "tether.actors.git",
     "tether.actors.language_server",
     "tether.actors.checker",
     "tether.actors.debug_session",
@@ -278,7 +280,12 @@ class Runtime:
         # start sees them): the token identifies them as ours, and the state dir is the one
         # this runtime was given (kernels keep their files in it, tether.kernels.launch)
         tree_env = {TOKEN_ENV: self._token, STATE_DIR_ENV: str(self.state_dir)}
-        with _environment(tree_env), transport_auth.using_secret(self._secret):
+        with (
+            _environment(tree_env),
+            transport_auth.using_secret(self._secret),
+            host_fds_stay_home(),
+        ):
+            # the tree forks with the secret, and without the host's descriptors
             self._asys = ActorSystem(
                 "multiprocTCPBase",
                 capabilities={"Admin Port": port},

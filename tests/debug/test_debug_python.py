@@ -130,6 +130,21 @@ def test_a_crashed_session_actor_leaves_no_process(runtime, py_project) -> None:
     assert "previous one ended" in err(run, {"op": "stack"}).text
 
 
+def test_a_launch_after_a_crash_says_the_breakpoints_set_before_it_are_gone(
+    runtime, py_project
+) -> None:
+    run = runtime.open_run("lost", workdir=str(py_project))
+    ok(run, {"op": "breakpoints", "file": "app.py", "lines": [5]})
+    runtime.inject("crash_actor", target="run:lost/debug_session:session")
+    status = lambda: run.call("debug", {"op": "status"}).text  # noqa: E731
+    wait_until(lambda: "the last one ended" in status(), timeout=20.0)
+    res = ok(run, {"op": "launch", "program": "app.py"})
+    assert "the program exited with code 0" in res.text, res.text  # no breakpoint any more
+    assert "breakpoints set in it went with it" in res.text, res.text  # and it says why
+    again = ok(run, {"op": "launch", "program": "app.py"})  # said once, not forever
+    assert "went with it" not in again.text, again.text
+
+
 def test_the_ttl_ends_the_session_and_the_next_call_says_why(runtime_factory, py_project) -> None:
     from tether.actors.debug_session import KINDS
     from tether.kinds import ChildSpec, KindSpec, Restart
