@@ -7,7 +7,9 @@ script, same kernel type.
    paths alike:
      raw     jupyter_client's BlockingKernelClient on a kernel of its own (the anchor),
              which ran the same prelude as tether's (its display hooks run after every
-             cell): execute_request, then execute_reply and the iopub idle
+             cell): execute_request, then execute_reply, the iopub idle and the cell's
+             output, its execute_result (Deno may publish that after idle: a client that
+             stopped at idle would time a cell whose output it never saw)
      op      rt._call(Execute) to the run's KernelActor (actor + wire thread + channel)
      tool    run.call("eval", ...): the whole tool pipeline on top
    Target: tool p50 - raw p50 <= 1 ms.
@@ -73,7 +75,8 @@ class RawKernel:
         self.client.start_channels(hb=False)
         self._wait_ready()
         # the same start-up code as tether's kernels (display hooks run after every cell)
-        self.cell(bridge.prelude(language, bridge.new_nonce()) + "\n" + magics.prelude(language))
+        prelude = bridge.prelude(language, bridge.new_nonce()) + "\n" + magics.prelude(language)
+        self.cell(prelude, echoes=False)
 
     def _wait_ready(self) -> None:
         """kernel_info until its reply and an iopub message arrived (iopub is connected);
@@ -98,16 +101,22 @@ class RawKernel:
                     return
         raise RuntimeError("the raw kernel did not answer kernel_info within 60 s")
 
-    def cell(self, code: str) -> None:
+    def cell(self, code: str, echoes: bool = True) -> None:
+        """Run a cell: done at its reply, idle and (`echoes`: it ends in a value) result."""
         msg_id = self.client.execute(code)
         reply = idle = False
-        while not (reply and idle):
+        result = not echoes
+        while not (reply and idle and result):
             if not reply:
                 msg = self.client.get_shell_msg(timeout=30)
                 reply = msg["parent_header"].get("msg_id") == msg_id
+                continue
             msg = self.client.get_iopub_msg(timeout=30)
-            if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "status":
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            if msg["msg_type"] == "status":
                 idle = idle or msg["content"]["execution_state"] == "idle"
+            result = result or msg["msg_type"] == "execute_result"
 
     def close(self) -> None:
         self.client.stop_channels()

@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 from tether import Runtime, ToolResult
 from tether.question_ports import TerminalPort
 from tether.tools.eval import configure as configure_eval
+from tether.tools.eval import warm_spares
 from tether.tools.vibe_workers import CallableBackend, VibeConfig
 
 SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "sample_project"
@@ -156,6 +157,8 @@ def run_demo(project: Path, auto_answer: bool = True, saved_plot: Path | None = 
                 vibe_config=VibeConfig({"fast": CallableBackend(census)}),
             )
             configure_eval(run, inactivity=60.0, wall=120.0)  # (a demo never waits minutes)
+            # spare kernels start now, in the background: the eval steps find them started
+            warm_spares(rt, ["python", *(["javascript"] if shutil.which("deno") else [])])
             print("\ntools on the DEFAULT surface:", ", ".join(t.name for t in run.tools()))
             plan = rt.open_run("demo-plan", workdir=str(workdir), surface="plan")
             print("tools on the PLAN surface:   ", ", ".join(t.name for t in plan.tools()))

@@ -16,9 +16,12 @@ class StateDirError(RuntimeError):
     """The runtime directory (or a port file in it) is not private to this user."""
 
 
+STATE_DIR_ENV = "TETHER_STATE_DIR"  # (a runtime sets it for its tree: the one it was given)
+
+
 def default_state_dir() -> Path:
-    if os.environ.get("TETHER_STATE_DIR"):
-        return Path(os.environ["TETHER_STATE_DIR"])
+    if os.environ.get(STATE_DIR_ENV):
+        return Path(os.environ[STATE_DIR_ENV])
     if os.environ.get("XDG_RUNTIME_DIR"):  # per user, 0700, cleared at logout
         return Path(os.environ["XDG_RUNTIME_DIR"]) / "tether"
     return Path(tempfile.gettempdir()) / f"tether-{os.getuid()}"

@@ -38,7 +38,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +68,7 @@ from tether.portfile import (
     reap_stale,
     write_port_file,
 )
+from tether.private_dirs import STATE_DIR_ENV
 from tether.processes import (
     TOKEN_ENV,
     host_fds_stay_home,
@@ -148,6 +149,21 @@ def load_kinds(modules: Iterable[str] = ()) -> list[KindSpec]:
     return list(kinds.values())
 
 
+@contextlib.contextmanager
+def _environment(variables: dict[str, str]) -> Iterator[None]:
+    """These environment variables for the block, then the host's own values again."""
+    before = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 class Runtime:
     """A running actor tree. Build it with `Runtime.start()`; use it as a context manager."""
 
@@ -199,7 +215,9 @@ class Runtime:
 
         admin_port: pin the admin port (default: a free one; several runtimes on one
         machine never collide). kinds: the resource kinds (default: those declared by
-        RESOURCE_KIND_MODULES, or by `kind_modules`). metrics_port: serve Prometheus
+        RESOURCE_KIND_MODULES, or by `kind_modules`). state_dir: the runtime's private
+        directory (0700; its port file, its kernels' files; default: $TETHER_STATE_DIR, else
+        $XDG_RUNTIME_DIR/tether, else <tmp>/tether-<uid>). metrics_port: serve Prometheus
         metrics on 127.0.0.1:metrics_port (0: a free one, see `rt.metrics.port`).
         """
         rt = cls(_token=_START_TOKEN)
@@ -258,19 +276,21 @@ class Runtime:
         self.admin_port = port
         self._children_before_boot = _child_pids()  # what is new after it, it started
         # thespian forks its admin (which daemonizes) from here, and every actor from the
-        # admin: they all inherit this variable, which identifies them as ours (start() holds
-        # _BOOT_LOCK, so no other start sees it)
-        os.environ[TOKEN_ENV] = self._token
-        try:
-            with transport_auth.using_secret(self._secret), host_fds_stay_home():
-                # the tree forks with the secret, and without the host's descriptors
-                self._asys = ActorSystem(
-                    "multiprocTCPBase",
-                    capabilities={"Admin Port": port},
-                    transientUnique=True,
-                )
-        finally:
-            os.environ.pop(TOKEN_ENV, None)
+        # admin: they all inherit these variables (start() holds _BOOT_LOCK, so no other
+        # start sees them): the token identifies them as ours, and the state dir is the one
+        # this runtime was given (kernels keep their files in it, tether.kernels.launch)
+        tree_env = {TOKEN_ENV: self._token, STATE_DIR_ENV: str(self.state_dir)}
+        with (
+            _environment(tree_env),
+            transport_auth.using_secret(self._secret),
+            host_fds_stay_home(),
+        ):
+            # the tree forks with the secret, and without the host's descriptors
+            self._asys = ActorSystem(
+                "multiprocTCPBase",
+                capabilities={"Admin Port": port},
+                transientUnique=True,
+            )
         engine = CallEngine(
             self._asys, self.kinds, self._next_id, lambda: self._closed, self._system_died
         )

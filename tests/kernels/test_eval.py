@@ -5,7 +5,10 @@ fixture checks)."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -13,9 +16,10 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.conftest import health_node, wait_until
+from tests.conftest import alive, health_node, wait_until
 from tether.actors.kernel import kinds
 from tether.kernels.launch import KernelUnavailable, deno_binary
+from tether.processes import processes_with_token
 from tether.tools import eval as eval_tool
 from tether.tools.registry import Family, Registry, load_families
 from tether.tools.results import ToolResult
@@ -421,6 +425,172 @@ def test_the_first_cell_takes_a_spare_and_the_pool_refills(
     ev(other, "y = 2")
     assert kernel_node(rt, "r2")["extra"]["kernel_pid"] not in (spare_pid, None)
     assert ev(run, "'y' in globals()").text.strip() == "False"
+
+
+HANDOVER_CELLS = [
+    (
+        "python",
+        "text = tool('read', {'path': 'notes.txt'})\nanswer = input('name? ')\n"
+        "print('42' in text, repr(answer))",
+        "True ''",
+    ),
+    pytest.param(
+        "javascript",
+        "const text = await tool('read', {path: 'notes.txt'});\nconst answer = prompt('name?');\n"
+        "console.log(text.includes('42'), JSON.stringify(answer))",
+        'true ""',
+        marks=needs_deno,
+    ),
+]
+
+
+@pytest.mark.parametrize("language, code, expect", HANDOVER_CELLS)
+def test_the_first_cell_on_a_handed_over_spare_reaches_the_bridge(
+    runtime_factory: Any, workdir: Path, language: str, code: str, expect: str
+) -> None:
+    """The run talks to a spare over connections of its own, made at hand-over: its first
+    cell's tool() and input() must reach this run (regression: the cell ran before the new
+    stdin connection was up; the kernel's input request went nowhere, and tool() waited
+    out the cell's inactivity budget). Several conversations in a row, each on a spare."""
+    rt = runtime_factory(kinds=kinds(spares=1))
+    eval_tool.warm_spares(rt, [language])
+    pool = lambda: health_node(rt.health(), f"kernel_pool:{language}")["extra"]  # noqa: E731
+    for i in range(4):
+        wait_until(lambda: pool()["ready"] == 1, timeout=60)
+        run = rt.open_run(f"r{i}", workdir=workdir)
+        eval_tool.configure(run, inactivity=20)  # a lost request fails here in 20 s
+        result = ev(run, code, language)
+        assert not result.is_error, result.text
+        assert result.text.splitlines()[0] == expect, result.text
+        assert "empty answer" in result.text
+        assert pool()["taken"] == i + 1  # (it ran on a spare)
+        run.close()
+
+
+def test_a_spare_handed_over_before_its_stdin_connection_is_up_waits_for_it(
+    runtime_factory: Any, workdir: Path
+) -> None:
+    """The hand-over race made certain: the spare's stdin socket cannot be reached for a
+    second (its ipc file moved away), so the run's stdin connection comes up late. The
+    first cell waits for it, and its input() and tool() still reach the run. (Without that
+    wait, ipykernel drops the input request of a cell sent at once, and the cell hangs
+    until its inactivity budget.)"""
+    rt = runtime_factory(kinds=kinds(spares=1))
+    eval_tool.warm_spares(rt, ["python"])
+    pool = lambda: health_node(rt.health(), "kernel_pool:python")["extra"]  # noqa: E731
+    wait_until(lambda: pool()["ready"] == 1, timeout=60)
+    (spare,) = kernel_processes(rt)
+    info = json.loads(Path(spare.cmdline()[-1]).read_text())
+    assert info["transport"] == "ipc", info
+    stdin_socket = Path(f"{info['ip']}-{info['stdin_port']}")
+    hidden = stdin_socket.with_name("stdin-hidden")
+    stdin_socket.rename(hidden)
+    restore = threading.Timer(1.0, hidden.rename, [stdin_socket])  # (the fault's length)
+    restore.start()
+    try:
+        run = rt.open_run("r1", workdir=workdir)
+        eval_tool.configure(run, inactivity=15)
+        language, code, expect = HANDOVER_CELLS[0]
+        result = ev(run, code, language)
+    finally:
+        restore.join()
+    assert not result.is_error, result.text
+    assert result.text.splitlines()[0] == expect, result.text
+    assert kernel_node(rt, "r1")["extra"]["kernel_pid"] == spare.pid
+
+
+def kernel_processes(rt: Any) -> list[psutil.Process]:
+    """The runtime's live kernels: ipykernel and `deno jupyter` processes it started."""
+    found = []
+    for proc in processes_with_token(rt._token):
+        with contextlib.suppress(psutil.Error):
+            line = " ".join(proc.cmdline())
+            if "ipykernel_launcher" in line or "jupyter --kernel" in line:
+                found.append(proc)
+    return found
+
+
+def test_spares_and_handed_over_kernels_are_counted_and_die_with_the_tree(
+    runtime_factory: Any, workdir: Path
+) -> None:
+    rt = runtime_factory(kinds=kinds(spares=1))
+    eval_tool.warm_spares(rt, ["python"])
+    pool = lambda: health_node(rt.health(), "kernel_pool:python")["extra"]  # noqa: E731
+    wait_until(lambda: pool()["ready"] == 1, timeout=60)
+    assert len(kernel_processes(rt)) == 1  # the spare
+    run = rt.open_run("r1", workdir=workdir)
+    ev(run, "1")
+    wait_until(lambda: pool()["ready"] == 1 and pool()["taken"] == 1, timeout=60)
+    kernels = kernel_processes(rt)
+    assert len(kernels) == 2  # the run's (a spare, handed over) and its replacement
+    run.close()
+    wait_until(lambda: len(kernel_processes(rt)) == 1, timeout=10)
+    rt.shutdown()
+    wait_until(lambda: not kernel_processes(rt) and not alive(kernels))
+
+
+def test_a_crashed_pool_takes_its_kernels_along_and_the_run_hears_of_it(
+    runtime_factory: Any, workdir: Path
+) -> None:
+    """Spares die with their pool (parent-death signal), also once handed over: the run's
+    next cell says its state was lost, and the pool, restarted, has a spare again."""
+    rt = runtime_factory(kinds=kinds(spares=1))
+    eval_tool.warm_spares(rt, ["python"])
+    pool = lambda: health_node(rt.health(), "kernel_pool:python")  # noqa: E731
+    wait_until(lambda: pool()["extra"]["ready"] == 1, timeout=60)
+    run = rt.open_run("r1", workdir=workdir)
+    ev(run, "x = 1")
+    wait_until(lambda: pool()["extra"]["ready"] == 1, timeout=60)
+    kernels = kernel_processes(rt)
+    assert len(kernels) == 2
+    rt.inject("crash_actor", target="kernel_pool:python")
+    wait_until(lambda: not alive(kernels), timeout=30)
+    # (a SIGKILLed kernel's main thread is a zombie a moment before all its threads are
+    # gone and its pidfd says so: the run's actor notices then)
+    wait_until(lambda: kernel_node(rt, "r1")["extra"]["kernel_pid"] is None, timeout=30)
+    after = ev(run, "'x' in globals()")
+    assert after.text.splitlines()[0] == "False", after.text
+    assert "lost" in after.text
+    wait_until(lambda: (pool() or {}).get("extra", {}).get("ready") == 1, timeout=60)
+
+
+def test_kernels_write_only_in_the_state_dir_the_host_gave(
+    runtime_factory: Any,
+    workdir: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Connection files, IPython's profile, matplotlib's cache, Deno's cache: all in the
+    runtime's state_dir (here not $TETHER_STATE_DIR), none in $HOME, the temp dir or the
+    workspace - also for a spare started by the pool."""
+    outside = tmp_path_factory.mktemp("outside")  # (workdir is tmp_path)
+    home, tmp, state = outside / "home", outside / "tmp", outside / "state"
+    home.mkdir()
+    tmp.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    for name in ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "TETHER_STATE_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    rt = runtime_factory(kinds=kinds(spares=1), state_dir=state)
+    languages = ["python"] if NO_DENO else ["python", "javascript"]
+    eval_tool.warm_spares(rt, languages)
+    run = rt.open_run("r1", workdir=workdir)
+    figure = "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()"
+    assert not ev(run, figure).is_error
+    assert "hi" in ev(run, "!echo hi").text
+    if not NO_DENO:
+        assert "42" in ev(run, "await tool('read', {path: 'notes.txt'})", "javascript").text
+    for language in languages:
+        pool = f"kernel_pool:{language}"
+        wait_until(lambda: health_node(rt.health(), pool)["extra"]["ready"] == 1, timeout=60)  # noqa: B023
+    kernels = kernel_processes(rt)
+    assert len(kernels) == 2 * len(languages)  # the run's and a spare, per language
+    for proc in kernels:
+        connection_file = proc.cmdline()[-1]
+        assert Path(connection_file).is_relative_to(state / "kernels"), proc.cmdline()
+    assert list(home.iterdir()) == [] and list(tmp.iterdir()) == []
+    assert sorted(p.name for p in workdir.iterdir()) == ["notes.txt"]
+    assert (state / "kernels" / "matplotlib").is_dir() and (state / "kernels" / "ipython").is_dir()
 
 
 def test_kernel_files_stay_in_the_private_state_dir(runtime_factory: Any, workdir: Path) -> None:

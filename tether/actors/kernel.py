@@ -28,6 +28,7 @@ import contextlib
 import itertools
 import json
 import os
+import select
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -189,6 +190,12 @@ class KernelHandle:
             },
         )
 
+    def exited(self) -> bool:
+        """The kernel process has ended (its pidfd is readable: no /proc read)."""
+        if self.pidfd is None:
+            return not self.alive()
+        return bool(select.select([self.pidfd], [], [], 0)[0])
+
     def alive(self) -> bool:
         popen = self.launched.popen
         if popen is not None:
@@ -269,6 +276,7 @@ class Cell:
     notes: list[str] = field(default_factory=list)
     final: dict[str, Any] | None = None
     flush_id: str = ""  # (late publishers) the kernel_info request that marks the end
+    got_result: bool = False  # its execute_result (the echoed last expression) arrived
     execution_count: int | None = None
 
 
@@ -314,6 +322,8 @@ class KernelActor(ResourceActor):
                 "one conversation run one at a time)",
             )
             return
+        if self.handle is not None and self.handle.exited():  # (before its pidfd's turn came)
+            self._kernel_lost(self.handle.exit_text())
         cell = Cell(f"c{next(_ids)}", call, op, CellOutput(source=op.source or None))
         cell.notes.extend(self.carry_notes)
         self.carry_notes = []
@@ -460,6 +470,7 @@ class KernelActor(ResourceActor):
             else:  # (execute_input too: its execution count locates tracebacks)
                 cell.output.add(msg_type, content)
                 cell.last_activity = time.monotonic()
+                cell.got_result = cell.got_result or msg_type == "execute_result"
         elif channel == "shell" and msg_type == "execute_reply":
             cell.output.add(msg_type, content)
             cell.got_reply = True
@@ -467,14 +478,17 @@ class KernelActor(ResourceActor):
         elif channel == "stdin" and msg_type == "input_request":
             self._input_request(cell, str(content.get("prompt", "")))
             return
-        if cell.got_reply and cell.got_idle and cell.final is None and not cell.flush_id:
-            if self.language in LATE_PUBLISHERS:
-                # Deno may publish a cell's output after its idle: a kernel_info request
-                # goes through after it, and its iopub status marks the end (capped)
-                cell.flush_id = handle.wire.send("shell", "kernel_info_request", {})
-                self.after(SETTLE_CAP, Settle(cell.cell_id))
-            else:
-                self._finish(cell)
+        if not (cell.got_reply and cell.got_idle) or cell.final is not None:
+            return
+        if self.language not in LATE_PUBLISHERS or cell.got_result:
+            self._finish(cell)
+        elif not cell.flush_id:
+            # Deno may publish a cell's output after its idle: a kernel_info request goes
+            # through after it, and its iopub status marks the end (capped). Its streams,
+            # displays and echoed result leave through one queue, in order, the result
+            # last: a cell whose result is here needs no marker
+            cell.flush_id = handle.wire.send("shell", "kernel_info_request", {})
+            self.after(SETTLE_CAP, Settle(cell.cell_id))
 
     def _input_request(self, cell: Cell, prompt: str) -> None:
         assert self.handle is not None
@@ -790,8 +804,4 @@ def kinds(
     ]
 
 
-# no spare pool by default: a spare handed over answers its first cell while the run's new
-# stdin connection may still be connecting, and a tool() call in that cell then waits out
-# its inactivity budget (seen in the demo under load). Hosts opt in with kinds(spares=1)
-# until the handover waits for the stdin handshake.
-KINDS: list[KindSpec] = kinds(spares=0)
+KINDS: list[KindSpec] = kinds()

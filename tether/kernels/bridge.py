@@ -91,18 +91,13 @@ JAVASCRIPT = r"""
 {
   const nonce = %(nonce)s, sentinel = %(sentinel)s;
   class ToolError extends Error {}
-  // prompt() gives null when its input_request reached nobody (a kernel handed over from the
-  // spare pool answers its first cell while the new client's stdin channel still connects):
-  // ask again, up to ~0.5 s, then say so. An answer always carries `results`.
+  // Deno's prompt() gives null when no client's stdin connection is there 100 ms after it
+  // asks; the kernel actor runs no cell before its stdin connection is up, so that is a
+  // connection lost meanwhile. An answer always carries `results`.
   const ask = (calls, batch) => {
-    const request = sentinel + nonce + ":" + JSON.stringify({ calls, batch });
-    for (let attempt = 0; attempt < 20; attempt++) {
-      const answer = prompt(request);
-      if (answer) return JSON.parse(answer).results;
-      const until = Date.now() + 25;
-      while (Date.now() < until) {}
-    }
-    throw new ToolError("tool() got no answer from tether (the kernel's stdin channel); call again");
+    const answer = prompt(sentinel + nonce + ":" + JSON.stringify({ calls, batch }));
+    if (answer) return JSON.parse(answer).results;
+    throw new ToolError("tool() got no answer: the kernel's stdin connection to tether is gone; call again");
   };
   globalThis.ToolError = ToolError;
   globalThis.tool = async (name, args) => {

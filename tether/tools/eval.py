@@ -100,12 +100,9 @@ def _eval(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     settings = _settings(ctx.state)
     reset = bool(args.get("reset", False))
     spare = None
-    if (
-        settings.use_spares
-        and not settings.launcher
-        and (reset or language not in settings.kernels)
-    ):
-        spare = _take_spare(ctx, language)
+    first = language not in settings.kernels
+    if settings.use_spares and not settings.launcher and (first or reset):
+        spare = _take_spare(ctx, language, create_actor=first)
     op = Execute(
         code=rewritten.code,
         source=args["code"] if rewritten.code != args["code"] else "",
@@ -125,10 +122,16 @@ def _eval(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     return render(language, payload, list(rewritten.notes))
 
 
-def _take_spare(ctx: ToolContext, language: str) -> dict[str, Any] | None:
-    try:
-        got = ctx.call_resource(POOL_KIND, language, "take", {}, TAKE_TIMEOUT)
-    except ResourceError:
+def _take_spare(
+    ctx: ToolContext, language: str, create_actor: bool = False
+) -> dict[str, Any] | None:
+    """A started kernel from the pool, or None. create_actor (the run's first cell in this
+    language): the run's kernel actor is created meanwhile (a process start), not after."""
+    calls: list[tuple[str, str, str, dict[str, Any]]] = [(POOL_KIND, language, "take", {})]
+    if create_actor:
+        calls.append((KIND, language, "status", {}))
+    got = ctx.gather(calls, TAKE_TIMEOUT)[0]
+    if isinstance(got, ResourceError):
         return None  # no pool (or it cannot start): the kernel actor starts its own
     spare = got.get("spare")
     return dict(spare) if isinstance(spare, Mapping) else None
