@@ -14,7 +14,7 @@ from collections.abc import Generator
 from typing import Any, TypeVar
 
 from tether.messages.parser_ops import Edit, Index, Search, Sharded
-from tether.structural.budget import DEFAULT_SECONDS, DEFAULT_STEPS, Budget
+from tether.structural.budget import DEFAULT_NODE_STEPS, DEFAULT_SECONDS, DEFAULT_STEPS, Budget
 from tether.structural.cache import ParseCache
 from tether.structural.languages import EXTENSIONS, extensions_of, get_parser, normalize
 from tether.structural.pattern import compile_pattern
@@ -25,6 +25,7 @@ from tether.structural.search import (
     FileResult,
     Positions,
     find_in_tree,
+    finish,
     is_binary,
     iter_search,
     match_record,
@@ -87,18 +88,14 @@ Job = Generator[None, None, dict[str, Any]]
 
 
 def budget_of(op: Search | Edit) -> Budget:
-    """The budget a search or edit runs under: `budget_s` seconds and `budget_steps`
-    matcher steps when the caller set them, else the defaults."""
-    return Budget(op.budget_s or DEFAULT_SECONDS, op.budget_steps or DEFAULT_STEPS)
-
-
-def finish(job: Job) -> dict[str, Any]:
-    """Run a job to its end in one go (callers without a scheduler)."""
-    while True:
-        try:
-            next(job)
-        except StopIteration as done:
-            return done.value
+    """The budget a search or edit runs under: `budget_s` seconds, `budget_steps` matcher
+    steps and `budget_node_steps` per candidate when the caller set them, else the
+    defaults."""
+    return Budget(
+        op.budget_s or DEFAULT_SECONDS,
+        op.budget_steps or DEFAULT_STEPS,
+        op.budget_node_steps or DEFAULT_NODE_STEPS,
+    )
 
 
 def search_job(cache: ParseCache, op: Search, budget: Budget) -> Job:
@@ -107,10 +104,12 @@ def search_job(cache: ParseCache, op: Search, budget: Budget) -> Job:
     pattern = compile_pattern(op.pattern, op.lang)
     results: list[FileResult] = []
     stats: dict[str, int] = {}
-    yield from iter_search(pattern, op.root, cache, results, stats, budget, **_common(op))
     limit = op.limit
+    yield from iter_search(
+        pattern, op.root, cache, results, stats, budget, keep=limit, **_common(op)
+    )
     results.sort(key=lambda r: r.path)
-    total = sum(len(r.matches) for r in results)
+    total = sum(r.total for r in results)
     records: list[dict[str, Any]] = []
     for r in results:
         pos = Positions(r.source)
