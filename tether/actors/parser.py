@@ -178,8 +178,7 @@ class ParserActor(ResourceActor):
         if call.call_id not in self._open:
             job.steps.close()  # its caller has gone (swept past the deadline): stop
             return True
-        if call.deadline and time.monotonic() > call.deadline:
-            job.budget.cancel("its caller's deadline passed")
+        self._cancel_if_late(job)
         job.slice_ends = time.monotonic() + SLICE
         self.active.append(job)
         try:
@@ -199,11 +198,19 @@ class ParserActor(ResourceActor):
             self.active.remove(job)
         return False
 
+    def _cancel_if_late(self, job: _Running) -> None:
+        call = job.call
+        if call.call_id not in self._open:
+            job.budget.cancel("its caller has gone")
+        elif call.deadline and time.monotonic() > call.deadline:
+            job.budget.cancel("its caller's deadline passed")
+
     def _preempt(self, job: _Running) -> None:
         """Called from `job`'s budget checks: once its slice is used up, serve what waits
         (new calls, then a slice of each other run's next job) and give it a new slice."""
         if len(self.active) != 1 or time.monotonic() < job.slice_ends:
             return  # not its slice's end yet, or already run from another job's _preempt
+        self._cancel_if_late(job)  # (the sweep that fails late calls runs between handlers)
         self.serve_arrivals()
         for run in [r for r in self.jobs if r != job.run]:
             if run in self.jobs:
@@ -227,10 +234,17 @@ class ParserActor(ResourceActor):
             case Unindex(run=run):
                 payload = self._unindex(run or call.run_id)
             case Stats():
-                payload = self.cache.stats()
+                payload = {**self.cache.stats(), "jobs": self._jobs_by_run()}
             case Clear():
                 payload = op_clear(self.cache)
         self.reply(call, payload)
+
+    def _jobs_by_run(self) -> dict[str, int]:
+        """Searches and edits in flight here, per run (queued and running)."""
+        out = {run: len(line) for run, line in self.jobs.items()}
+        for job in self.active:
+            out[job.run] = out.get(job.run, 0) + 1
+        return out
 
     def health_extra(self) -> dict[str, Any]:
         return {
@@ -238,8 +252,7 @@ class ParserActor(ResourceActor):
             "cache": self.cache.stats(),
             "indexing": len(getattr(self, "index_queue", ())),
             "indexed": getattr(self, "indexed", 0),
-            "jobs": sum(len(line) for line in getattr(self, "jobs", {}).values())
-            + len(getattr(self, "active", ())),
+            "jobs": sum(self._jobs_by_run().values()) if hasattr(self, "jobs") else 0,
         }
 
 

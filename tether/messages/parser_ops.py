@@ -74,7 +74,8 @@ class Unindex:
 @PARSER.op
 @dataclass(frozen=True)
 class Stats:
-    """The slot's parse cache counters."""
+    """The slot's parse cache counters, and its searches and edits in flight per run
+    (`jobs`)."""
 
 
 @PARSER.op
