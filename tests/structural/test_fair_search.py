@@ -122,6 +122,45 @@ def test_candidates_in_deep_code_cost_no_parent_walks() -> None:
     assert big < 40 * small, (small, big)  # 4x the depth: not 16x (or worse)
 
 
+@pytest.mark.parametrize(
+    "code",
+    [
+        lambda n: "{ a(1); b(2); " * n + "}" * n + "\n",  # nested n blocks deep
+        lambda n: "function f() {" + " a(1); b(2); x();" * n + "}\n",  # one block, 3n long
+    ],
+    ids=["deep", "long-block"],
+)
+def test_sequence_patterns_cost_no_parent_walks_nor_sibling_lists_per_candidate(
+    code: Any,
+) -> None:
+    # A sequence was tried per candidate first node: its parent (`Node.parent` walks down
+    # from the root: the depth) and all its siblings (the block's length) each time -
+    # quadratic in both cases (8x the code took 64x: 11 s for a 12,000-statement block).
+    # Tried per parent instead, each parent's children listed once: linear.
+    from tether.structural.languages import get_parser
+    from tether.structural.pattern import compile_pattern
+    from tether.structural.query import CandidateQuery
+    from tether.structural.search import find_in_tree
+
+    p = compile_pattern("a($X); b($Y);", "javascript")
+    assert p.is_sequence
+
+    def best_of_3(n: int) -> float:
+        src = code(n).encode()
+        tree = get_parser("javascript").parse(src)
+        times = []
+        for _ in range(3):
+            t = time.perf_counter()
+            got = find_in_tree(p, CandidateQuery(p), tree.root_node, src)
+            times.append(time.perf_counter() - t)
+            assert len(got) == n
+        return min(times)
+
+    small, big = best_of_3(500), best_of_3(4000)
+    assert big < 25 * small, (small, big)  # 8x the code: ~8x, where it was ~64x
+    assert big < 5.0
+
+
 def test_positions_on_a_huge_line_are_computed_in_one_pass() -> None:
     line = ("f(1); " * 200_000).encode()  # 1.2 MB on one line, 200k offsets
     pos = Positions(line)

@@ -249,21 +249,44 @@ class Matcher:
         if len(roots) == 1:
             env = self.node(roots[0], node, {})
             return None if env is None else (env, node, node)
-        parent = node.parent
+        parent = node.parent  # (one climb: searches go by parent, see `in_children`)
         if parent is None:
             return None
         cs = parent.children
         j = next((idx for idx, c in enumerate(cs) if c.id == node.id), -1)
-        if j < 0:
-            return None
-        r = self.seq(roots, 0, cs, j, {})
+        return None if j < 0 else self._sequence_at(pattern, cs, j)
+
+    def in_children(
+        self, pattern: Pattern, parent: Node
+    ) -> Iterator[tuple[Env, Node, Node] | None]:
+        """A sequence pattern tried at each of `parent`'s children its first root could
+        be, in order: per try, the match (env, first and last matched node) or None. A
+        generator, so the caller's scheduler runs between the tries."""
+        first = pattern.roots[0]
+        cs = parent.children
+        for j, c in enumerate(cs):
+            if not c.is_extra and _could_be(first, c):
+                self.budget.begin_node(c.start_point[0] + 1)
+                yield self._sequence_at(pattern, cs, j)
+
+    def _sequence_at(
+        self, pattern: Pattern, cs: list[Node], j: int
+    ) -> tuple[Env, Node, Node] | None:
+        r = self.seq(pattern.roots, 0, cs, j, {})
         if r is None:
             return None
         env, end = r
         last = end - 1
         while last > j and (cs[last].is_extra or cs[last].start_byte == cs[last].end_byte):
             last -= 1
-        return env, node, cs[last]
+        return env, cs[j], cs[last]
+
+
+def _could_be(p: PNode, c: Node) -> bool:
+    """Whether pattern node `p` could match `c` at all, by its kind (a cheap first test)."""
+    if isinstance(p, MetaVar):
+        return c.is_named or not p.named  # as the query `(_)` or `_` finds them
+    return p.kind_id == c.kind_id or p.kind_id == _ERROR_KIND
 
 
 def _names(p: PNode) -> Iterator[str]:

@@ -61,12 +61,13 @@ def iter_tree(
     kept = _Kept(keep)
     count = 0
     for node in cq.candidates(root, src):
-        r = matcher.at(pattern, node)
-        if r is not None:
-            env, first, last = r
-            count += 1
-            kept.add(first.start_byte, last.end_byte, env)
-        yield
+        tries = matcher.in_children(pattern, node) if cq.up else (matcher.at(pattern, node),)
+        for r in tries:
+            if r is not None:
+                env, first, last = r
+                count += 1
+                kept.add(first.start_byte, last.end_byte, env)
+            yield
     out.extend(kept.in_order())
     return count
 
