@@ -24,7 +24,7 @@ def test_c_under_lldb_breakpoint_stack_locals_and_exit_code(runtime, c_project) 
     assert "hello 3" in done.text and "stdin gave -1" in done.text  # end-of-file, no hang
     pids = session_pids(runtime, "c")
     ok(run, {"op": "terminate"})
-    wait_until(lambda: gone(pids), timeout=3.0)
+    wait_until(lambda: gone(pids), timeout=10.0)
 
 
 def test_go_under_delve_breakpoint_unverified_line_and_output(runtime, go_project) -> None:

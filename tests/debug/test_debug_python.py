@@ -94,7 +94,7 @@ def test_a_second_launch_is_refused_and_terminate_leaves_no_process(runtime, py_
     again = err(run, {"op": "launch", "program": "app.py"})
     assert "already running" in again.text and "terminate" in again.text
     ok(run, {"op": "terminate"})
-    wait_until(lambda: gone(pids), timeout=3.0)
+    wait_until(lambda: gone(pids), timeout=10.0)
     after = err(run, {"op": "stack"})
     assert "previous one ended" in after.text and "terminate" in after.text
     # and a new launch works (a new session: its breakpoints are set anew)
@@ -204,7 +204,7 @@ def test_a_forking_loud_program_is_bounded_and_dies_with_the_session(runtime, py
     paused = ok(run, {"op": "pause"})
     assert paused.data["outcome"] == "stopped" and paused.data["reason"] == "pause", paused.text
     ok(run, {"op": "terminate"})
-    wait_until(lambda: gone(pids), timeout=3.0)
+    wait_until(lambda: gone(pids), timeout=10.0)
 
 
 def test_attach_to_a_debugpy_listener(runtime, py_project) -> None:

@@ -101,7 +101,7 @@ def test_the_checker_is_a_process_of_the_tree_and_dies_with_shutdown(runtime_fac
     assert actor.pid in {p.pid for p in psutil.Process(rt.admin_pid).children(recursive=True)}
     start = time.monotonic()
     rt.shutdown()
-    wait_until(lambda: gone(proc), timeout=5.0)
+    wait_until(lambda: gone(proc), timeout=20.0)
     caller.join(10)
     assert out and out[0].is_error and "the runtime is shut down" in out[0].text, out
     assert time.monotonic() - start < 10.0
@@ -194,7 +194,7 @@ def test_the_checker_dies_with_its_host(tmp_path):
     host.send_signal(signal.SIGKILL)
     host.wait()
     # the actor's watchdog sees the host go and kills what it owns, then itself
-    wait_until(lambda: gone(checker) and gone(actor), timeout=5.0)
+    wait_until(lambda: gone(checker) and gone(actor), timeout=20.0)
 
 
 def test_the_next_start_reaps_a_checker_nothing_else_could_stop(runtime_factory, tmp_path):
@@ -205,10 +205,10 @@ def test_the_next_start_reaps_a_checker_nothing_else_could_stop(runtime_factory,
     try:
         host.send_signal(signal.SIGKILL)
         host.wait()
-        wait_until(lambda: gone(admin), timeout=5.0)
+        wait_until(lambda: gone(admin), timeout=20.0)
         assert not gone(checker)
         runtime_factory(state_dir=tmp_path / "state")  # Runtime.start() reaps what is left
-        wait_until(lambda: gone(checker) and gone(actor), timeout=5.0)
+        wait_until(lambda: gone(checker) and gone(actor), timeout=20.0)
     finally:
         for proc in (checker, actor):
             if not gone(proc):

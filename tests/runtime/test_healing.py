@@ -166,7 +166,7 @@ def test_the_host_learns_the_restarted_supervisor(runtime_factory, victim) -> No
     # the next call goes through the tree again, and on through the new supervisor
     assert Load(rt).one("c0", kind, idempotent=True).code == ""
     new = pid_of(rt, victim)
-    assert wait_until(lambda: rt._routes.get(target), timeout=1.0).pid == new
+    assert wait_until(lambda: rt._routes.get(target), timeout=5.0).pid == new
 
 
 def test_open_and_close_run_right_after_the_runs_supervisor_restarts(runtime_factory) -> None:
@@ -191,7 +191,7 @@ def test_health_never_says_ready_for_a_dead_supervisor(runtime_factory) -> None:
     os.kill(parent, signal.SIGSTOP)
     try:
         kill(victim)
-        wait_until(lambda: psutil.Process(victim).status() == psutil.STATUS_ZOMBIE, timeout=2.0)
+        wait_until(lambda: psutil.Process(victim).status() == psutil.STATUS_ZOMBIE, timeout=10.0)
     finally:
         os.kill(parent, signal.SIGCONT)
     node = health_node(rt.health(), "run:c0")
@@ -225,7 +225,7 @@ def test_tree_watch_reports_the_first_death_at_once_and_nothing_after_stop() -> 
         watch = TreeWatch(watched, lambda role, pid: seen.append((role, pid, time.monotonic())))
         watch.start()
         killed = kill(procs[1].pid)
-        wait_until(lambda: seen, timeout=2.0)
+        wait_until(lambda: seen, timeout=10.0)
         assert [s[:2] for s in seen] == [("b", procs[1].pid)]
         assert seen[0][2] - killed < 0.1
         quiet: list = []
@@ -256,7 +256,7 @@ def test_the_tree_is_rebuilt_when_its_top_dies_mid_load(runtime_factory, victim)
     slow: list = []
     sleeper = threading.Thread(target=lambda: slow.append(_slow_call(rt)))
     sleeper.start()
-    wait_until(lambda: (health_node(rt.health(), "echo:slow") or {}).get("pending"), timeout=3.0)
+    wait_until(lambda: (health_node(rt.health(), "echo:slow") or {}).get("pending"), timeout=10.0)
     killed = kill(pid_of(rt, victim))
     sleeper.join(10)
     wait_until(lambda: load.recovered(killed), timeout=10.0)

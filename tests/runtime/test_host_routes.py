@@ -304,7 +304,7 @@ def test_a_first_call_survives_its_run_actor_dying_on_the_way(runtime_factory) -
     rt._routes.clear()  # the next call goes through the RunActor, like a first call
     os.kill(run_actor, signal.SIGSTOP)
     t, out = call_in_thread(rt._call, "r", "slow", "k", "pid", {}, 10, idempotent=True)
-    wait_until(lambda: rt._routes.get(("", "run", "r")) is not None and t.is_alive(), timeout=2.0)
+    wait_until(lambda: rt._routes.get(("", "run", "r")) is not None and t.is_alive(), timeout=10.0)
     os.kill(run_actor, signal.SIGKILL)
     t.join(8)
     assert out and not isinstance(out[0], ResourceError), out

@@ -360,7 +360,7 @@ def test_owned_process_dies_with_its_actor_even_when_the_actor_is_sigkilled(runt
     info = runtime._call("r", "echo_process", "k", "pid", {}, 5)
     child = psutil.Process(info["pid"])
     os.kill(info["actor_pid"], signal.SIGKILL)
-    wait_until(lambda: not alive([child]), timeout=2.0)
+    wait_until(lambda: not alive([child]), timeout=10.0)
 
 
 def test_release_kills_a_tree_that_ignores_sigterm_without_waiting_on_it(runtime_factory) -> None:
@@ -379,7 +379,7 @@ def test_release_kills_a_tree_that_ignores_sigterm_without_waiting_on_it(runtime
     for pid in got["pids"]:
         with contextlib.suppress(psutil.NoSuchProcess):
             procs.append(psutil.Process(pid))
-    wait_until(lambda: not alive(procs), timeout=2.0)  # the subprocess and its child
+    wait_until(lambda: not alive(procs), timeout=10.0)  # the subprocess and its child
 
 
 def _fds_of(rt, run: str) -> int:

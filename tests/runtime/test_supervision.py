@@ -48,8 +48,8 @@ def test_restart_after_sigkill_of_the_owned_subprocess(runtime) -> None:
     pid = call(runtime, op="pid")["pid"]
     os.kill(pid, signal.SIGKILL)
     start = time.monotonic()
-    wait_until(lambda: serving(runtime), timeout=1.0)
-    assert time.monotonic() - start < 1.0
+    wait_until(lambda: serving(runtime), timeout=3.0)
+    assert time.monotonic() - start < 3.0
     assert call(runtime, op="pid")["pid"] != pid
     health = runtime.health()
     assert node(health, "echo_process:k")["restarts"] == 1
@@ -109,7 +109,7 @@ def test_give_up_after_intensity_is_exceeded_is_visible_in_health(runtime_factor
     )
     rt = runtime_factory(kinds=[flaky])
     for _ in range(3):
-        wait_until(lambda: serving(rt, "flaky"), timeout=3.0)
+        wait_until(lambda: serving(rt, "flaky"), timeout=10.0)
         rt.inject("kill_process", target=nm(scope, "flaky:k"))
     name = nm(scope, "flaky:k")
     state = wait_until(
@@ -160,27 +160,27 @@ def test_ttl_expiry_stops_the_child_and_the_next_call_starts_a_fresh_one(
     )
     rt = runtime_factory(kinds=[short])
     pid = call(rt, op="pid")["pid"]
-    wait_until(lambda: not psutil.pid_exists(pid), timeout=3.0)
+    wait_until(lambda: not psutil.pid_exists(pid), timeout=10.0)
 
     def forgotten() -> bool:  # the process dies before its actor is out of the table
         entry = node(rt.health(), nm(scope, "echo_process:k"))
         assert entry is None or entry["restarts"] == 0, f"restarted after its TTL: {entry}"
         return entry is None
 
-    wait_until(forgotten, timeout=3.0)
+    wait_until(forgotten, timeout=10.0)
     assert call(rt, op="pid")["pid"] != pid
 
 
 def test_idle_reaping(runtime_factory) -> None:
     idle = KindSpec(
-        "echo_run", "tether.actors.echo:EchoProcessActor", Scope.RUN, ChildSpec(idle_ttl=0.3)
+        "echo_run", "tether.actors.echo:EchoProcessActor", Scope.RUN, ChildSpec(idle_ttl=1.0)
     )
     rt = runtime_factory(kinds=[idle])
     pid = call(rt, "echo_run", op="pid")["pid"]
     for _ in range(4):  # calls keep it alive
-        time.sleep(0.15)
+        time.sleep(0.25)  # gaps well inside the idle TTL, even on a loaded machine
         assert call(rt, "echo_run", op="pid")["pid"] == pid
-    wait_until(lambda: not psutil.pid_exists(pid), timeout=3.0)
+    wait_until(lambda: not psutil.pid_exists(pid), timeout=10.0)
     assert node(rt.health(), "run:r1/echo_run:k") is None
 
 
@@ -211,7 +211,7 @@ def test_crash_actor_is_restarted(runtime, scope) -> None:
     before = call(runtime, kind, op="pid")["actor_pid"]
     message = runtime.inject("crash_actor", target=name)["message"]
     assert message.startswith(f"SIGKILLed the actor process of {name} (pid {before})")
-    wait_until(lambda: serving(runtime, kind), timeout=2.0)
+    wait_until(lambda: serving(runtime, kind), timeout=10.0)
     assert call(runtime, kind, op="pid")["actor_pid"] != before
 
 
@@ -383,7 +383,7 @@ def test_run_scoped_resources_are_supervised_by_their_run(runtime) -> None:
     pid = call(runtime, "echo_run", op="pid")["pid"]
     message = runtime.inject("kill_process", target="run:r1/echo_run:k")["message"]
     assert message == f"sent SIGKILL to run:r1/echo_run:k's process group {pid}"
-    wait_until(lambda: serving(runtime, "echo_run"), timeout=1.0)
+    wait_until(lambda: serving(runtime, "echo_run"), timeout=10.0)
     assert call(runtime, "echo_run", op="pid")["pid"] != pid
     assert node(runtime.health(), "run:r1/echo_run:k")["restarts"] == 1
 

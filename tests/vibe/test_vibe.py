@@ -117,7 +117,7 @@ def test_send_appends_and_reruns(open_run: Callable[..., Any]) -> None:
     res = run.call("vibe_send", {"worker_id": worker_id, "message": "echo second"})
     assert not res.is_error and res.data["stopped_previous"] is True and res.data["run"] == 2
     assert "stopped its current run and started run 2" in res.text
-    wait_until(lambda: gone(old), timeout=2)  # the previous run's whole tree is gone
+    wait_until(lambda: gone(old), timeout=10)  # the previous run's whole tree is gone
     new = wait_until(lambda: not set(p := pids_of(run, worker_id)) & set(old) and p, timeout=5)
     assert psutil.Process(new[0]).cmdline()[-1] == STREAM + "\n\necho second"
     assert "[tether] stopped to rerun" not in output(run, worker_id)  # a fresh run's output
@@ -142,7 +142,7 @@ def test_kill_mid_run_leaves_no_process(open_run: Callable[..., Any]) -> None:
     started = time.monotonic()
     res = run.call("vibe_kill", {"worker_id": worker_id})
     assert not res.is_error and "process group is gone" in res.text
-    wait_until(lambda: gone(pids), timeout=1.0)
+    wait_until(lambda: gone(pids), timeout=10.0)
     assert time.monotonic() - started < 1.0
     again = run.call("vibe_kill", {"worker_id": worker_id})
     assert not again.is_error and "already ended (killed)" in again.text
@@ -323,7 +323,7 @@ def test_vibe_off_kills_nothing_and_says_so(open_run: Callable[..., Any]) -> Non
     assert "vibe_list" not in {t.name for t in run.tools()} and not gone(pids)
     run.set_vibe(True)
     assert run.call("vibe_kill", {"worker_id": worker_id}).data["killed_now"] is True
-    wait_until(lambda: gone(pids), timeout=2)
+    wait_until(lambda: gone(pids), timeout=10)
 
 
 def test_wait_timeout_is_capped(open_run: Callable[..., Any], monkeypatch: Any) -> None:
