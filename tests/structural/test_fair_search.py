@@ -95,6 +95,18 @@ def test_the_budget_lets_a_scheduler_in_many_times_within_one_candidate() -> Non
     assert len([line for line in lines if line == 2]) >= budget.steps // 4096 // 2, lines
 
 
+def test_comparing_a_repeated_metavariable_is_budgeted_work() -> None:
+    # `$A == $A` compares two whole subtrees: 40k node pairs here, all in one candidate
+    side = "f(" + ", ".join(str(i) for i in range(20_000)) + ")"
+    budget = Budget(seconds=600, node_steps=10**9)
+    pauses: list[int] = []
+    budget.pause = lambda: pauses.append(budget.steps)
+    assert len(search_in("$A == $A", f"x = {side} == {side}\n", budget)) == 1
+    assert budget.steps > 40_000 and len(pauses) >= 5, (budget.steps, len(pauses))
+    with pytest.raises(BudgetExceeded, match="more than 10,000 steps"):
+        search_in("$A == $A", f"x = {side} == {side}\n", Budget(node_steps=10_000))
+
+
 def test_a_search_keeps_only_the_matches_it_shows_and_counts_them_all(tmp_path: Path) -> None:
     code = "x = [" + "h(g(h(1))), " * 3000 + "]\n" + "h(2)\n" * 100
     (tmp_path / "a.py").write_text(code)
