@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from tether.messages.parser_ops import Edit, Index, Search, Sharded
 from tether.structural.budget import DEFAULT_NODE_STEPS, DEFAULT_SECONDS, DEFAULT_STEPS, Budget
-from tether.structural.cache import ParseCache
+from tether.structural.cache import SLICED_PARSE_BYTES, ParseCache
 from tether.structural.languages import EXTENSIONS, extensions_of, get_parser, normalize
 from tether.structural.pattern import compile_pattern
 from tether.structural.query import CandidateQuery
@@ -223,7 +223,10 @@ def plan_index(op: Index) -> list[tuple[str, str]]:
     return out
 
 
-INDEX_MAX_FILE_BYTES = 512 * 1024  # bigger files are parsed when a search needs them
+# Bigger files are parsed when a search needs them, in slices (`ParseCache.tree_in_slices`):
+# an index chunk parses whole files, and a 512 KiB one held the slot ~0.15 s (more on a
+# loaded machine) while another run's search waited.
+INDEX_MAX_FILE_BYTES = SLICED_PARSE_BYTES
 
 
 def index_some(
