@@ -251,6 +251,7 @@ CONTEXTS: dict[str, tuple[Context, ...]] = {
     ),
     "php": (
         Context("statement", "<?php\n", "\n"),
+        Context("expression", "<?php\n$__tether_x = (", ");\n"),
         Context("class member", "<?php\nclass __tether_C {\n", "\n}"),
     ),
     "ruby": (RAW_STATEMENT, Context("class member", "class TetherC\n", "\nend")),
