@@ -215,14 +215,25 @@ def pathological_corpus(root: Path) -> dict[str, tuple[str, str, Path]]:
 def bench_pathological(rt: Any, handler: Any, tmp: Path) -> None:
     """Each pathological search ends within its budget while another run's trivial search
     keeps answering."""
+    from tether.actors.parser import POOL_KEYS
+    from tether.structural.scan import shard_of
+
     work = tmp / "patho"
     cases = pathological_corpus(work)
-    (work / "trivial.py").write_text("def k(x):\n    return trivial_call(x)\n")
+    # a search of one file asks only the slot that owns it: the trivial search is made on
+    # the pathological case's own slot, where it has to wait its turn
+    trivial_files: dict[int, str] = {}
+    for i in range(64):
+        path = work / f"trivial{i}.py"
+        path.write_text("def k(x):\n    return trivial_call(x)\n")
+        trivial_files.setdefault(shard_of(str(path), len(POOL_KEYS)), path.name)
     slow_run = rt.open_run("bench-patho", workdir=str(work))
     fast_run = rt.open_run("bench-trivial", workdir=str(work))
-    trivial = {"pattern": "trivial_call($X)", "language": "python", "path": "trivial.py"}
-    handler(fast_run.context(), trivial)
     for name, (pattern, lang, where) in cases.items():
+        slot = shard_of(str(next(where.iterdir())), len(POOL_KEYS))
+        trivial = {"pattern": "trivial_call($X)", "language": "python"}
+        trivial["path"] = trivial_files[slot]
+        handler(fast_run.context(), trivial)
         args = {"pattern": pattern, "language": lang, "path": where.name}
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             t = time.perf_counter()

@@ -63,6 +63,18 @@ def split_work(op: S, nshards: int) -> list[S]:
     ]
 
 
+def has_work(share: Sharded) -> bool:
+    """Whether a slot's share (from `split_work`) holds anything to do: a share listed
+    with no files, or a one-file root that hashes to another slot, needs no call - so a
+    search of one file or a small directory does not wait on a slot busy with another
+    run's work."""
+    if share.files is not None:
+        return bool(share.files)
+    if share.nshards > 1 and os.path.isfile(share.root):
+        return shard_of(share.root, share.nshards) == share.shard
+    return True
+
+
 def _index_extensions(op: Index) -> frozenset[str]:
     wanted = {normalize(lg) for lg in op.languages}
     return frozenset(ext for ext, lg in EXTENSIONS.items() if not wanted or lg in wanted)
