@@ -4,7 +4,9 @@
 # Debian marks externally managed.
 #
 #   apt   (as root, or with sudo; only what is missing): python3-venv, git, a C compiler
-#         (the C checker), clangd, Go and gopls, lldb and delve (debug adapters)
+#         (the C checker), clangd, Go and gopls, lldb-19 and delve (debug adapters; lldb-19
+#         also ships lldb-server-19, the gdb-remote server the lldb attach-by-port test uses).
+#         No Dart SDK: Debian, PyPI and npm ship none, so the Dart debug test skips
 #   .venv tether with its dev extras (pytest, ruff, mypy, basedpyright, ipykernel, deno, ...);
 #         eval's kernels: ipykernel + jupyter_client (Python), the `deno` package's binary
 #         (JavaScript: `deno jupyter`, no kernelspec installed anywhere), pandas, matplotlib

@@ -12,7 +12,6 @@ is still alive (psutil). `wait_until(predicate, timeout)` is the bounded poll to
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import time
@@ -58,35 +57,25 @@ def in_flight(rt: Any, name: str, timeout: float = 3.0) -> dict:
 
 def runtime_processes(rt: Any) -> list[psutil.Process]:
     """Every live process of a runtime: thespian's admin, the actors, their subprocesses."""
-    from tether.processes import processes_with_token
-
-    procs = {p.pid: p for p in rt._tree_processes()}
-    procs.update({p.pid: p for p in processes_with_token(rt._token)})
-    return list(procs.values())
+    return rt.processes()
 
 
 def alive(procs: list[psutil.Process]) -> list[psutil.Process]:
-    out = []
-    for proc in procs:
-        try:
-            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
-                out.append(proc)
-        except psutil.NoSuchProcess:
-            pass
-    return out
+    from tether.processes import still_running
+
+    return [p for p in procs if still_running(p)]
 
 
 def shutdown_without_orphans(rt: Any, timeout: float = 10.0) -> None:
+    """Shut `rt` down; fail if any of its processes is alive 5 s later (the check
+    `tether chaos` makes too: Runtime.left_behind)."""
     if rt.closed:
         return
-    procs = runtime_processes(rt)
+    procs = rt.processes()
     assert procs, "a running runtime has at least its admin process"
     rt.shutdown(timeout=timeout)
-    with contextlib.suppress(AssertionError):  # the assertion below names what is left
-        wait_until(lambda: not alive(procs), timeout=5.0)
-    assert not alive(procs), (
-        f"orphans after shutdown: {[(p.pid, p.cmdline()) for p in alive(procs)]}"
-    )
+    left = rt.left_behind(procs, wait=5.0)
+    assert not left, f"orphans after shutdown: {[(p.pid, p.cmdline()) for p in left]}"
 
 
 @pytest.fixture(scope="session")

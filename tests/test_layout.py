@@ -65,7 +65,7 @@ LAYERS: list[set[str]] = [
         "tether.metrics",
     },
     # the public face and the command
-    {"tether", "tether.demo", "tether.cli", "tether.mcp_server"},
+    {"tether", "tether.demo", "tether.chaos", "tether.cli", "tether.mcp_server"},
 ]
 
 LIBRARIES = {"tether.lsp", "tether.structural", "tether.debug", "tether.kernels"}

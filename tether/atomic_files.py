@@ -44,9 +44,9 @@ import stat
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-__all__ = ["CommitError", "Delete", "Fault", "Write", "commit"]
+__all__ = ["CommitError", "Delete", "Fault", "NotRegularFile", "Write", "commit", "open_regular"]
 
 
 @dataclass(frozen=True)
@@ -214,6 +214,44 @@ def _check(changes: list[Change], within: Sequence[Path | str] | None) -> list[_
     return targets
 
 
+# --- reading a file that is what it was checked to be ------------------------------------
+
+
+class NotRegularFile(OSError):
+    """`open_regular` found something other than a regular file; `st_mode` says what."""
+
+    def __init__(self, path: Path | str, st_mode: int) -> None:
+        if stat.S_ISDIR(st_mode):
+            super().__init__(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        else:
+            super().__init__(
+                errno.EINVAL, "not a regular file (a FIFO, socket or device)", str(path)
+            )
+        self.st_mode = st_mode
+
+
+def open_regular(path: Path | str, follow: bool = False) -> BinaryIO:
+    """`path` opened for reading, if it is a regular file; else NotRegularFile (or the
+    OSError of the open: FileNotFoundError, ELOOP for a final symlink when not `follow`).
+
+    A check by name and the open after it see two different files when the name changes in
+    between: a FIFO swapped in would block the open, and the read, for ever. So the open
+    never blocks (O_NONBLOCK), and the check is made on what was opened (fstat). A device
+    cannot be swapped in by whoever cannot make one (mknod needs privilege; a link to
+    /dev is refused by O_NOFOLLOW, or by the caller's resolved-path check when `follow`)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    fd = os.open(path, flags)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegularFile(path, st.st_mode)
+        os.set_blocking(fd, True)  # (no effect on a regular file; for the file object's sake)
+        return open(fd, "rb", closefd=True)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 # --- 2. stage ---------------------------------------------------------------------------------
 
 
@@ -289,7 +327,8 @@ def _keep_original(t: _Target) -> None:
         if t.real.is_symlink():
             raise  # no second name for a link and no bytes to keep: refuse
         # this filesystem refuses hard links: keep the bytes instead
-        t.snapshot = (t.real.read_bytes(), stat.S_IMODE(os.lstat(t.real).st_mode))
+        with open_regular(t.real) as f:  # (never blocks on a FIFO swapped in since _check)
+            t.snapshot = (f.read(), stat.S_IMODE(os.fstat(f.fileno()).st_mode))
 
 
 def _fsync_dirs(tx: _Tx) -> None:

@@ -9,6 +9,9 @@
     tether mcp --workdir DIR [--surface S]    one run's tools over MCP stdio
     tether serve [--metrics-port P]           a runtime that stays up (for status, metrics)
     tether demo [--project DIR]               the tools on the bundled example project
+    tether chaos --workdir DIR [--duration S] [--runs N] [--seed N] [--json]
+                                              tool calls under injected faults, checked
+                                              against the invariants; exit 1 on a violation
 
 `tether call` starts a runtime only when the tool needs one (language servers, parsers,
 kernels, debug sessions); the harness tools run without.
@@ -228,6 +231,12 @@ def _cmd_demo(rest: list[str]) -> int:
     return int(demo_main(rest) or 0)
 
 
+def _cmd_chaos(rest: list[str]) -> int:
+    from tether.chaos.command import main as chaos_main
+
+    return chaos_main(rest)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tether", description="Server-bound tools of a coding-agent runtime."
@@ -275,6 +284,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--admin-port", type=int, help="pin the actor system's admin port")
 
     sub.add_parser("demo", help="run the tools on the bundled example project", add_help=False)
+    sub.add_parser(
+        "chaos",
+        help="tool calls under injected faults, checked against the invariants",
+        add_help=False,
+    )
     return parser
 
 
@@ -293,6 +307,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     interpreter_bin_first_on_path()
     if argv and argv[0] == "demo":
         return _cmd_demo(argv[1:])
+    if argv and argv[0] == "chaos":
+        return _cmd_chaos(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "tools":

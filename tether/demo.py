@@ -23,8 +23,6 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import psutil
-
 from tether import Runtime, ToolResult
 from tether.question_ports import TerminalPort
 from tether.tools.eval import configure as configure_eval
@@ -178,11 +176,11 @@ def run_demo(project: Path, auto_answer: bool = True, saved_plot: Path | None = 
             print(f"\n=== {PROGRESS.next()} the actor tree (Runtime.health())")
             health = rt.health()
             _tree(health)
-            pids = {p["pid"] for node in _walk(health) for p in node.get("pids", [])}
+            seen = rt.processes()  # (what must be gone after shutdown: Runtime.left_behind)
             plan.close()
             run.close()
-        alive = [pid for pid in pids if _running(pid)]
-        print(f"\nafter shutdown: {len(alive)} of the tree's {len(pids)} processes alive")
+        alive = rt.left_behind(seen)
+        print(f"\nafter shutdown: {len(alive)} of the tree's {len(seen)} processes alive")
         surprises += bool(alive)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -342,14 +340,6 @@ def _vibe(run: Any) -> int:
     waited = _step(run, "vibe_wait: its result", "vibe_wait",
                    {"worker_id": worker_id, "timeout_seconds": 60})  # fmt: skip
     return _expect(waited, "Python")
-
-
-def _running(pid: int) -> bool:
-    """Alive and not a zombie (an exited child waiting for init to reap it is not running)."""
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def _walk(node: dict[str, Any]):

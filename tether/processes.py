@@ -13,8 +13,12 @@ import ctypes
 import os
 import re
 import signal
+import stat
 import sys
+import threading
 import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import psutil
@@ -221,6 +225,81 @@ def name_forked_tree_processes() -> None:
 
 _naming = False
 PR_SET_NAME = 15
+
+
+# --- the host's descriptors stay in the host ----------------------------------------------
+# Forked without exec, thespian's first child of the host (which forks the admin, which
+# forks every actor) would inherit every descriptor the host holds: its files, its own
+# listening sockets, thespian's host endpoint. Measured: a file and a listening socket the
+# host opened before the start were open in the admin and in every actor, and a port the
+# host closed stayed bound by the tree. `host_fds_stay_home` marks, for the forks of one
+# boot, what the child must drop at once (`_drop_host_fds`, an at-fork hook).
+
+
+@dataclass(frozen=True)
+class _HostFds:
+    pid: int  # the host
+    thread: int  # the thread that boots the tree (only its forks are the tree's)
+    fds: Mapping[int, tuple[int, int]]  # open in the host before the boot: fd -> (dev, inode)
+
+
+_host_fds: _HostFds | None = None
+_dropping = False
+
+
+def open_fds() -> list[int]:
+    """The descriptors open in this process (Linux /proc; [] elsewhere)."""
+    try:
+        return sorted(int(fd) for fd in os.listdir("/proc/self/fd"))
+    except OSError:
+        return []
+
+
+@contextlib.contextmanager
+def host_fds_stay_home() -> Iterator[None]:
+    """While inside, a process this thread forks drops what it inherited of the host:
+    every descriptor open here before entering, and every socket (thespian's host endpoint,
+    made just before the fork). Stdio and the pipes multiprocessing makes for the child
+    itself (its sentinel) are kept. A dropped descriptor is pointed at /dev/null rather
+    than closed, so its number is not reused while a copied Python object still names it."""
+    global _host_fds, _dropping
+    if not _dropping:
+        os.register_at_fork(after_in_child=_drop_host_fds)
+        _dropping = True
+    _host_fds = _HostFds(os.getpid(), threading.get_ident(), _identities(open_fds()))
+    try:
+        yield
+    finally:
+        _host_fds = None
+
+
+def _identities(fds: Iterable[int]) -> dict[int, tuple[int, int]]:
+    """fd -> (device, inode): what tells the host's descriptor from a later one that took
+    its number after the host closed it."""
+    out = {}
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            st = os.fstat(fd)
+            out[fd] = (st.st_dev, st.st_ino)
+    return out
+
+
+def _drop_host_fds() -> None:
+    marked = _host_fds
+    if marked is None or os.getppid() != marked.pid or threading.get_ident() != marked.thread:
+        return
+    try:
+        null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+    except OSError:
+        return
+    for fd in open_fds():
+        if fd <= 2 or fd == null:
+            continue
+        with contextlib.suppress(OSError):
+            st = os.fstat(fd)
+            if marked.fds.get(fd) == (st.st_dev, st.st_ino) or stat.S_ISSOCK(st.st_mode):
+                os.dup2(null, fd, inheritable=False)
+    os.close(null)
 
 
 def carries_token(proc: psutil.Process, token: str) -> bool:

@@ -70,6 +70,7 @@ from tether.portfile import (
 )
 from tether.processes import (
     TOKEN_ENV,
+    host_fds_stay_home,
     kill_tree,
     name_forked_tree_processes,
     proc_create_time,
@@ -90,6 +91,7 @@ from thespian.actors import ActorSystem, InvalidActorAddress  # noqa: E402  (aft
 # exist (yet) is skipped; one that fails to import is an error that names it.
 RESOURCE_KIND_MODULES: list[str] = [
     "tether.actors.parser",
+    "tether.actors.git",
     "tether.actors.language_server",
     "tether.actors.checker",
     "tether.actors.debug_session",
@@ -260,7 +262,8 @@ class Runtime:
         # _BOOT_LOCK, so no other start sees it)
         os.environ[TOKEN_ENV] = self._token
         try:
-            with transport_auth.using_secret(self._secret):  # the tree forks with it
+            with transport_auth.using_secret(self._secret), host_fds_stay_home():
+                # the tree forks with the secret, and without the host's descriptors
                 self._asys = ActorSystem(
                     "multiprocTCPBase",
                     capabilities={"Admin Port": port},
@@ -414,6 +417,24 @@ class Runtime:
                 with contextlib.suppress(psutil.NoSuchProcess):
                     procs[pid] = psutil.Process(pid)
         return list(procs.values())
+
+    def processes(self) -> list[psutil.Process]:
+        """Every live process of this runtime now: the tree's (`_tree_processes`) and any
+        other process that carries its token. What an orphan check remembers before
+        shutdown, to ask `left_behind` about after it."""
+        procs = {p.pid: p for p in self._tree_processes()}
+        procs.update({p.pid: p for p in processes_with_token(self._token)})
+        return list(procs.values())
+
+    def left_behind(
+        self, seen: Iterable[psutil.Process], wait: float = 5.0
+    ) -> list[psutil.Process]:
+        """After shutdown(): the processes of `seen` (from `processes()`) and any process
+        carrying this runtime's token that still run once `wait` s have passed (DESIGN.md
+        invariant 3: no process outlives the runtime that started it)."""
+        procs = {p.pid: p for p in seen}
+        procs.update({p.pid: p for p in processes_with_token(self._token)})
+        return wait_gone(list(procs.values()), time.monotonic() + wait)
 
     def _remember_pid(self, pid: int) -> None:
         created = proc_create_time(pid)

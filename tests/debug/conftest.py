@@ -78,8 +78,24 @@ GO_PROGRAM = textwrap.dedent(
     \tfmt.Println("hello", x)
     \tfor len(os.Args) > 1 { // "wait": a process to attach to
     \t\tx = add(x, 1)
+    \t\tos.WriteFile("beat", []byte(fmt.Sprint(x)), 0o644) // it runs: the count grows
     \t\ttime.Sleep(10 * time.Millisecond)
     \t}
+    }
+    """
+)
+
+
+DART_PROGRAM = textwrap.dedent(
+    """\
+    int add(int a, int b) {
+      final total = a + b;
+      return total;
+    }
+
+    void main(List<String> args) {
+      final x = add(1, 2);
+      print('hello $x');
     }
     """
 )
@@ -118,4 +134,12 @@ def go_project(tmp_path: Path) -> Path:
         pytest.skip("go is not installed (delve builds the package with it)")
     (tmp_path / "go.mod").write_text("module example.com/demo\n\ngo 1.19\n")
     (tmp_path / "main.go").write_text(GO_PROGRAM)
+    return tmp_path
+
+
+@pytest.fixture
+def dart_project(tmp_path: Path) -> Path:
+    need("dart")  # no Debian/PyPI/npm package ships the Dart SDK: skipped unless installed
+    (tmp_path / "pubspec.yaml").write_text("name: demo\nenvironment:\n  sdk: '>=3.0.0 <4.0.0'\n")
+    (tmp_path / "main.dart").write_text(DART_PROGRAM)
     return tmp_path

@@ -73,3 +73,21 @@ def test_a_go_package_directory_and_an_executable(tmp_path: Path) -> None:
 def test_the_table_refuses_a_bad_row() -> None:
     with pytest.raises(ValueError, match="transport"):
         adapters.AdapterRow("x", ("m",), ("b",), (), (".x",), "get it", transport="pipe")
+
+
+def test_attach_arguments_per_adapter_and_what_each_refuses() -> None:
+    by = adapters.BY_NAME
+    assert adapters.attach_config(by["delve"], 4000, None) == {
+        "mode": "remote",
+        "stopOnEntry": False,
+    }
+    assert adapters.attach_config(by["delve"], None, 42) == {"mode": "local", "processId": 42}
+    assert adapters.attach_config(by["lldb"], 4000, None)["gdb-remote-port"] == 4000
+    with pytest.raises(ValueError, match="debugpy cannot attach by pid.*--listen"):
+        adapters.attach_config(by["debugpy"], None, 42)
+    with pytest.raises(ValueError, match="dart cannot attach by pid.*vm-service"):
+        adapters.attach_config(by["dart"], None, 42)
+    with pytest.raises(ValueError, match="port_attach"):
+        adapters.AdapterRow("x", ("m",), ("b",), (), (".x",), "get it", port_attach="ssh")
+    with pytest.raises(ValueError, match="attach_help"):
+        adapters.AdapterRow("x", ("m",), ("b",), (), (".x",), "get it", pid_attach=True)

@@ -8,7 +8,7 @@ import signal
 import psutil
 
 from tests.conftest import wait_until
-from tests.debug.support import err, gone, ok, session_pids
+from tests.debug.support import err, gone, keeps_running, ok, session_pids
 
 
 def test_breakpoints_launch_inspect_step_and_exit(runtime, py_project) -> None:
@@ -130,6 +130,21 @@ def test_a_crashed_session_actor_leaves_no_process(runtime, py_project) -> None:
     assert "previous one ended" in err(run, {"op": "stack"}).text
 
 
+def test_a_launch_after_a_crash_says_the_breakpoints_set_before_it_are_gone(
+    runtime, py_project
+) -> None:
+    run = runtime.open_run("lost", workdir=str(py_project))
+    ok(run, {"op": "breakpoints", "file": "app.py", "lines": [5]})
+    runtime.inject("crash_actor", target="run:lost/debug_session:session")
+    status = lambda: run.call("debug", {"op": "status"}).text  # noqa: E731
+    wait_until(lambda: "the last one ended" in status(), timeout=20.0)
+    res = ok(run, {"op": "launch", "program": "app.py"})
+    assert "the program exited with code 0" in res.text, res.text  # no breakpoint any more
+    assert "breakpoints set in it went with it" in res.text, res.text  # and it says why
+    again = ok(run, {"op": "launch", "program": "app.py"})  # said once, not forever
+    assert "went with it" not in again.text, again.text
+
+
 def test_the_ttl_ends_the_session_and_the_next_call_says_why(runtime_factory, py_project) -> None:
     from tether.actors.debug_session import KINDS
     from tether.kinds import ChildSpec, KindSpec, Restart
@@ -145,7 +160,9 @@ def test_the_ttl_ends_the_session_and_the_next_call_says_why(runtime_factory, py
     ok(run, {"op": "breakpoints", "file": "app.py", "lines": [5]})
     ok(run, {"op": "launch", "program": "app.py"})
     pids = session_pids(rt, "ttl")
-    wait_until(lambda: gone(pids), timeout=15.0)
+    wait_until(
+        lambda: gone(pids), timeout=40.0
+    )  # the 10 s TTL, then the kill: proves it, not how fast
     res = err(run, {"op": "continue"})
     assert "ttl of 10 s expired" in res.text, res.text
 
@@ -200,7 +217,9 @@ def test_a_forking_loud_program_is_bounded_and_dies_with_the_session(runtime, py
     out = ok(run, {"op": "output"})
     assert len(out.data["output"]) <= 64 * 1024 and out.data["dropped"] > 0
     assert "were dropped" in out.text
-    pids = wait_until(lambda: (p := session_pids(runtime, "fork")) and len(p) >= 4 and p)
+    pids = wait_until(
+        lambda: (p := session_pids(runtime, "fork")) and len(p) >= 4 and p, timeout=20
+    )
     paused = ok(run, {"op": "pause"})
     assert paused.data["outcome"] == "stopped" and paused.data["reason"] == "pause", paused.text
     ok(run, {"op": "terminate"})
@@ -215,7 +234,10 @@ def test_attach_to_a_debugpy_listener(runtime, py_project) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    (py_project / "server.py").write_text("import time\nwhile True:\n    time.sleep(0.05)\n")
+    (py_project / "server.py").write_text(
+        "import time\ni = 0\nwhile True:\n    i += 1\n"
+        "    open('beat', 'w').write(str(i))\n    time.sleep(0.05)\n"
+    )
     proc = subprocess.Popen(
         [sys.executable, "-m", "debugpy", "--listen", f"127.0.0.1:{port}", "server.py"],
         cwd=py_project,
@@ -227,7 +249,9 @@ def test_attach_to_a_debugpy_listener(runtime, py_project) -> None:
         paused = ok(run, {"op": "pause"})
         assert paused.data["outcome"] == "stopped", paused.text
         assert any(f["file"].endswith("server.py") for f in ok(run, {"op": "stack"}).data["frames"])
-        ok(run, {"op": "terminate"})
+        assert "detached" in ok(run, {"op": "terminate"}).text
+        keeps_running(py_project / "beat")  # left running, not killed nor paused
+        assert proc.poll() is None
     finally:
         proc.kill()
         proc.wait(5)

@@ -25,8 +25,8 @@ from tether.messages.language_server_ops import LanguageServerOp
 class Driver:
     def __init__(self, server: str, root: Path) -> None:
         self.row = BY_NAME[server]
-        binary, problem = find_binary(self.row, root)
-        assert binary, problem or f"{server} not installed"
+        binary = find_binary(self.row, root)
+        assert binary, f"{server} not installed"
         self.proc = subprocess.Popen(
             [binary, *self.row.args],
             cwd=root,

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import shutil
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -71,3 +73,38 @@ def health_nodes(rt: Any, kind: str = "language_server") -> list[dict]:
 
     walk(rt.health())
     return found
+
+
+def kinds(**limits: Any) -> list:
+    """The production kinds, with the language servers' limits changed."""
+    import dataclasses
+
+    from tether.lsp.limits import LspLimits
+    from tether.runtime import load_kinds
+
+    out = []
+    for k in load_kinds():
+        if k.kind == "language_server":
+            config = {**k.config, "limits": {**LspLimits().to_config(), **limits}}
+            k = dataclasses.replace(k, config=config)
+        out.append(k)
+    return out
+
+
+def timed(fn: Any, *args: Any) -> tuple[Any, float]:
+    t0 = time.monotonic()
+    result = fn(*args)
+    return result, time.monotonic() - t0
+
+
+def in_background(fn: Any, *args: Any) -> tuple[threading.Thread, list]:
+    """Run fn(*args) on a thread; the list gets (result, seconds taken) when it returns."""
+    box: list = []
+
+    def target() -> None:
+        t0 = time.monotonic()
+        box.append((fn(*args), time.monotonic() - t0))
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    return t, box

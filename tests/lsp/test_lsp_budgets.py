@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from tether.lsp import cancellation
+from tether.lsp import scratch
 from tether.lsp.cancellation import FileCancellation
 from tether.lsp.documents import Documents, file_problem, read_text
 from tether.lsp.jsonrpc import Capabilities
 from tether.lsp.limits import MB, LspLimits, size_text, too_large
+from tether.lsp.scratch import ServerScratch
 from tether.lsp.servers import BY_NAME
 from tether.lsp.session.budgets import RequestWatch
 
@@ -108,30 +109,31 @@ def test_an_abandoned_request_waits_until_anything_is_answered() -> None:
 
 
 def test_file_cancellation_is_where_basedpyright_looks(tmp_path: Path) -> None:
-    fc = FileCancellation(BY_NAME["basedpyright"].file_cancellation)
+    box = ServerScratch("basedpyright", state=tmp_path)
+    fc = FileCancellation(BY_NAME["basedpyright"].file_cancellation, box.tmp)
     try:
         assert fc.arg == f"--cancellationReceive=file:{fc.folder}"
-        assert fc.env()["TMPDIR"] == str(fc.base)
-        assert stat.S_IMODE(fc.base.stat().st_mode) == 0o700
-        assert fc.base.stat().st_uid == os.getuid()
+        assert box.env()["TMPDIR"] == str(box.tmp)
+        assert stat.S_IMODE(box.base.stat().st_mode) == 0o700
+        assert box.base.stat().st_uid == os.getuid()
         fc.cancel(12)
-        target = fc.base / "python-languageserver-cancellation" / fc.folder / "cancellation-12.tmp"
-        assert target.exists()
+        target = box.tmp / "python-languageserver-cancellation" / fc.folder
+        assert (target / "cancellation-12.tmp").exists()
         fc.forget(12)
-        assert not target.exists()
+        assert not (target / "cancellation-12.tmp").exists()
     finally:
-        fc.close()
-    assert not fc.base.exists()
+        box.close()
+    assert not box.base.exists()
 
 
 def test_reap_removes_what_a_dead_process_left(tmp_path: Path) -> None:
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True)  # fmt: skip
-    left = tmp_path / f"{cancellation.PREFIX}{dead.stdout.strip()}-abc123"
-    (left / "python-languageserver-cancellation").mkdir(parents=True)
-    live = tmp_path / f"{cancellation.PREFIX}{os.getpid()}-def456"
+    left = tmp_path / f"{dead.stdout.strip()}-basedpyright-abc123"
+    (left / "tmp").mkdir(parents=True)
+    live = tmp_path / f"{os.getpid()}-gopls-def456"
     live.mkdir()
-    cancellation.reap(str(tmp_path))
+    scratch.reap(tmp_path)
     assert not left.exists() and live.exists()
 
 

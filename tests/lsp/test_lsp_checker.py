@@ -201,7 +201,12 @@ def test_the_next_start_reaps_a_checker_nothing_else_could_stop(runtime_factory,
     host, admin, checker = host_with_a_running_checker(tmp_path)
     actor = checker.parent()
     assert actor is not None
-    actor.suspend()  # its watchdog cannot run: the checker outlives the host and the tree
+    supervisor = actor.parent()
+    assert supervisor is not None
+    # neither the actor's watchdog nor its supervisor's cleanup can run: the checker
+    # outlives the host and the tree
+    for proc in (actor, supervisor):
+        proc.suspend()
     try:
         host.send_signal(signal.SIGKILL)
         host.wait()
@@ -210,6 +215,6 @@ def test_the_next_start_reaps_a_checker_nothing_else_could_stop(runtime_factory,
         runtime_factory(state_dir=tmp_path / "state")  # Runtime.start() reaps what is left
         wait_until(lambda: gone(checker) and gone(actor), timeout=20.0)
     finally:
-        for proc in (checker, actor):
+        for proc in (checker, actor, supervisor):
             if not gone(proc):
                 proc.kill()

@@ -6,39 +6,25 @@ limits are the kind's config)."""
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import os
 import signal
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import wait_until
-from lsp_support import health_nodes, need
+from lsp_support import health_nodes, in_background, kinds, need, timed
 
-from tether.lsp.limits import MB, LspLimits
+from tether.lsp.limits import MB
 from tether.messages.calls import ResourceError
 from tether.messages.language_server_ops import Navigate
-from tether.runtime import load_kinds
 
 pytestmark = [pytest.mark.slow, need("basedpyright-langserver")]
 _ids = itertools.count()
 
 SMALL = "def hello(x: int) -> int:\n    return x\n\n\nhello(1)\n"
-
-
-def kinds(**limits: Any) -> list:
-    """The production kinds, with the language servers' limits changed."""
-    out = []
-    for k in load_kinds():
-        if k.kind == "language_server":
-            config = {**k.config, "limits": {**LspLimits().to_config(), **limits}}
-            k = dataclasses.replace(k, config=config)
-        out.append(k)
-    return out
 
 
 def project(tmp_path: Path) -> Path:
@@ -79,26 +65,8 @@ def ask_actor(run: Any, root: Path, op: Any) -> Any:
     return run.context().call_resource("language_server", f"basedpyright:{root}", op, None, 30)
 
 
-def timed(fn: Any, *args: Any) -> tuple[Any, float]:
-    t0 = time.monotonic()
-    result = fn(*args)
-    return result, time.monotonic() - t0
-
-
 def server_status(run: Any) -> dict:
     return run.call("lsp", {"action": "status"}).data["running"][0]
-
-
-def in_background(fn: Any, *args: Any) -> tuple[threading.Thread, list]:
-    box: list = []
-
-    def target() -> None:
-        t0 = time.monotonic()
-        box.append((fn(*args), time.monotonic() - t0))
-
-    t = threading.Thread(target=target, daemon=True)
-    t.start()
-    return t, box
 
 
 def test_a_large_file_is_refused_at_once_and_the_server_keeps_answering(

@@ -17,7 +17,7 @@ from conftest import health_node, wait_until
 from lsp_support import need
 
 import tether.actors.language_server as ls_actor
-from tether.lsp.servers import make_key
+from tether.lsp.servers import BY_NAME, make_key, resolve
 from tether.messages.calls import ErrorCode, ResourceError
 
 KINDS = ["tether.actors.language_server"]
@@ -128,3 +128,26 @@ def test_a_probe_that_passes_starts_the_server(runtime_factory, tmp_path, monkey
     status = rt._call("r", "language_server", key, "status", {}, 30.0)
     assert status["state"] == "ready"
     assert status["binary"] == str(tmp_path / "bin" / "rust-analyzer")
+
+
+def test_the_host_resolves_a_server_without_running_its_probe(tmp_path, monkeypatch):
+    # the host used to run `rust-analyzer --version` itself, outside the tree
+    ran = tmp_path / "ran"
+    root = _fake_rust_analyzer(tmp_path, monkeypatch, f"touch {ran}; exit 1", "exit 1")
+    res = resolve(BY_NAME["rust-analyzer"], root / "src" / "main.rs", root)
+    assert res.usable and res.binary == str(tmp_path / "bin" / "rust-analyzer")
+    assert not ran.exists()  # the actor's probe decides, under the tree
+
+
+def test_a_broken_binary_the_host_found_is_refused_by_the_actor_in_its_words(
+    runtime_factory, tmp_path, monkeypatch
+):
+    root = _fake_rust_analyzer(
+        tmp_path, monkeypatch, "echo 'error: no rust-analyzer here' >&2; exit 1", "exit 1"
+    )
+    (root / "src").mkdir()
+    (root / "src" / "main.rs").write_text("fn main() {}\n")
+    rt = runtime_factory(kind_modules=KINDS)
+    run = rt.open_run("conv-probe", workdir=str(root))
+    res = run.call("lsp", {"action": "hover", "file": "src/main.rs", "line": 1, "symbol": "main"})
+    assert res.is_error and "rust-analyzer --version: error: no rust-analyzer here" in res.text

@@ -339,7 +339,7 @@ def test_health_shows_the_server(py):
     assert nodes and nodes[0]["extra"]["lsp_state"] in ("ready", "indexing")
 
 
-def test_status_names_a_binary_that_does_not_run(lsp_rt, tmp_path, monkeypatch):  # noqa: F811
+def test_a_binary_that_does_not_run_is_named_on_first_use(lsp_rt, tmp_path, monkeypatch):  # noqa: F811
     # a rustup proxy without the component: on PATH, but it cannot run
     bindir = tmp_path / "bin"
     bindir.mkdir()
@@ -353,11 +353,17 @@ def test_status_names_a_binary_that_does_not_run(lsp_rt, tmp_path, monkeypatch):
     ws.mkdir()
     (ws / "Cargo.toml").write_text("[package]\nname = 'x'\n")
     run = lsp_rt.open_run(f"py-{next(_ids)}", workdir=str(ws))
-    r = lsp(run, action="status")
+    r = lsp(run, action="status")  # the host runs no process: the probe runs on first use
     assert (
-        f"rust-analyzer: not usable for the workspace root - binary rust-analyzer found at {fake} but does not run (rust-analyzer --version: error: Unknown binary 'rust-analyzer' in official toolchain)"
-        in r.text
-    ), r.text
+        f"rust-analyzer: usable (marker Cargo.toml at ., binary {fake}) - starts on first use, "
+        "if `rust-analyzer --version` runs (checked then, not here)"
+    ) in r.text, r.text
+    (ws / "main.rs").write_text("fn main() {}\n")
+    r = lsp(run, action="hover", file="main.rs", line=1, symbol="main")
+    # (the module's runtime started before PATH had the fake: its actor may find the real
+    # rustup proxy, which says the same)
+    assert r.is_error and "but does not run (rust-analyzer --version: " in r.text, r.text
+    assert "error: Unknown binary 'rust-analyzer' in official toolchain" in r.text, r.text
     run.close()
 
 

@@ -426,3 +426,45 @@ def test_death_of_thespians_admin_takes_its_tree_down_and_the_host_builds_anothe
     wait_until(lambda: not alive(procs), timeout=5.0)
     assert runtime._call("r", "echo_process", "k", "echo", {"n": 1}, 5)["echo"] == {"n": 1}
     assert runtime.admin_pid not in {p.pid for p in procs}
+
+
+def _fd_targets(pid: int) -> list[str]:
+    out = []
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                out.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+    return out
+
+
+def test_the_tree_does_not_inherit_the_hosts_descriptors(runtime_factory, tmp_path) -> None:
+    # forked without exec, the admin and every actor used to hold the host's files and
+    # sockets: a port the host closed stayed bound by the tree
+    import socket
+
+    with open(tmp_path / "host-only.txt", "w") as hostfile, socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        inode = os.fstat(listener.fileno()).st_ino
+        rt = runtime_factory(kind_modules=["tether.actors.echo"])
+        rt._call("r1", "echo", "k", "echo", {}, 10)
+        rt._call("r1", "echo_run", "k", "echo", {}, 10)
+        procs = runtime_processes(rt)
+        assert len(procs) >= 5  # the admin, the logger, the root, supervisors, the actors
+        for proc in procs:
+            held = _fd_targets(proc.pid)
+            assert hostfile.name not in held, (proc.pid, proc.name())
+            assert f"socket:[{inode}]" not in held, (proc.pid, proc.name())
+    with socket.socket() as probe, pytest.raises(ConnectionRefusedError):
+        probe.connect(("127.0.0.1", port))  # closed here, so closed everywhere
+    assert rt._call("r1", "echo", "k", "echo", {}, 10)  # the tree works without them
+
+
+def test_the_token_variable_is_named_in_one_place() -> None:
+    spelled = [
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "tether").rglob("*.py")
+        if "TETHER_RUNTIME_TOKEN" in p.read_text()
+    ]
+    assert spelled == ["tether/processes.py"], spelled  # the rest use TOKEN_ENV

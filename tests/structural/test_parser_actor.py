@@ -10,6 +10,7 @@ import pytest
 
 from tether.actors.parser import POOL_KEYS
 from tether.messages.parser_ops import Clear, Stats
+from tether.runtime import load_kinds
 
 pytestmark = pytest.mark.slow
 
@@ -130,14 +131,16 @@ def test_a_crashed_parser_slot_is_restarted_and_search_still_answers(
     assert not slowed.is_error and slowed.data["total"] == 12
 
 
-def test_one_search_lists_the_files_once_on_the_host_not_once_per_slot(
+def test_one_search_lists_the_files_once_under_the_tree_not_once_per_slot(
     runtime_factory: Any, project: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch
 ) -> None:
-    # every slot used to run `git ls-files` in its message handler, per search
+    # every slot used to run `git ls-files` in its message handler, per search; then the
+    # host ran it, outside the tree: now the git actor does, as its own subprocess
     import os
     import shutil
     import subprocess
 
+    from tests.conftest import health_node
     from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 
     git = shutil.which("git")
@@ -159,15 +162,30 @@ def test_one_search_lists_the_files_once_on_the_host_not_once_per_slot(
         ChildSpec(Restart.PERMANENT),
         config={"keys": pool},
     )
-    rt = runtime_factory(kinds=[kind])
+    rt = runtime_factory(kinds=[kind, *load_kinds(["tether.actors.git"])])
     run = rt.open_run("conv-git", workdir=str(project))
     for _ in range(2):
         log.write_text("")
         res = run.call("ast_grep", {"pattern": "foo($A, $B)", "language": "python"})
         assert not res.is_error and res.data["total"] == 12, res.text  # .gitignore honoured
-        assert log.read_text().split() == [str(os.getpid()), "ls-files"]
+        node = health_node(rt.health(), f"git:{project.resolve()}")
+        assert node is not None
+        actor = node["pids"][0]["pid"]  # (the actor's own process comes first)
+        assert actor != os.getpid()
+        assert log.read_text().split() == [str(actor), "ls-files"]  # the actor's child
     slots = [rt._call("conv-git", "parser", key, Stats(), None, 10) for key in pool]
     assert sum(s["files"] for s in slots) == 13  # each .py file (not ignored.py) in one slot
+
+
+def test_a_search_outside_a_work_tree_walks_the_directory(
+    runtime_factory: Any, project: Path
+) -> None:
+    rt = runtime_factory(kind_modules=["tether.actors.parser", "tether.actors.git"])
+    run = rt.open_run("conv-walk", workdir=str(project))
+    (project / "node_modules").mkdir()
+    (project / "node_modules" / "dep.py").write_text("foo(1, 2)\n")  # skipped by the walk
+    res = run.call("ast_grep", {"pattern": "foo($A, $B)", "language": "python"})
+    assert not res.is_error and res.data["total"] == 12, res.text
 
 
 def _slot_stats(runtime: Any, run_id: str) -> list[dict[str, Any]]:
@@ -241,3 +259,60 @@ def test_a_one_file_search_asks_only_the_slot_that_owns_the_file(
     res = run.call("ast_grep", {"pattern": "foo($A, $B)", "path": "m3.py"})
     assert not res.is_error and res.data["total"] == 1, res.text
     assert time.monotonic() - t < 30, "the search waited on the delayed slot"
+
+
+def test_a_git_that_never_answers_is_killed_and_the_search_walks(
+    runtime_factory: Any, project: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch
+) -> None:
+    import os
+    import shutil
+    import subprocess
+
+    import psutil
+
+    import tether.actors.git as git_actor
+    from tests.conftest import wait_until
+
+    git = shutil.which("git")
+    if git is None:
+        pytest.skip("git is not installed")
+    subprocess.run([git, "init", "-q", str(project)], check=True)
+    (project / ".gitignore").write_text("ignored.py\n")
+    (project / "ignored.py").write_text("foo(1, 2)\n")
+    wrapper = tmp_path_factory.mktemp("bin")
+    pidfile = wrapper / "git.pid"
+    (wrapper / "git").write_text(f"#!/bin/sh\necho $$ > {pidfile}\nexec sleep 60\n")
+    (wrapper / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrapper}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(git_actor, "GIT_TIMEOUT", 1.0)  # the actors fork from this process
+    rt = runtime_factory(kind_modules=["tether.actors.parser", "tether.actors.git"])
+    run = rt.open_run("conv-hung-git", workdir=str(project))
+    res = run.call("ast_grep", {"pattern": "foo($A, $B)", "language": "python"})
+    assert not res.is_error and res.data["total"] == 13, res.text  # walked: ignored.py too
+    hung = int(pidfile.read_text())
+    wait_until(lambda: not psutil.pid_exists(hung) or psutil.Process(hung).status() == "zombie")
+
+
+def test_a_listing_under_way_dies_with_shutdown(
+    runtime_factory: Any, project: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch
+) -> None:
+    import os
+    import threading
+
+    import psutil
+
+    from tests.conftest import shutdown_without_orphans, wait_until
+
+    wrapper = tmp_path_factory.mktemp("bin")
+    pidfile = wrapper / "git.pid"
+    (wrapper / "git").write_text(f"#!/bin/sh\necho $$ > {pidfile}\nexec sleep 60\n")
+    (wrapper / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrapper}{os.pathsep}{os.environ['PATH']}")
+    rt = runtime_factory(kind_modules=["tether.actors.parser", "tether.actors.git"])
+    run = rt.open_run("conv-shutdown-git", workdir=str(project))
+    args = {"pattern": "foo($A, $B)", "language": "python"}
+    threading.Thread(target=run.call, args=("ast_grep", args), daemon=True).start()
+    git = psutil.Process(int(wait_until(lambda: pidfile.exists() and pidfile.read_text())))
+    assert git.ppid() != os.getpid()  # a child of the tree, not of the host
+    shutdown_without_orphans(rt)  # (the fixture's check: git is among the runtime's processes)
+    wait_until(lambda: not git.is_running() or git.status() == psutil.STATUS_ZOMBIE)

@@ -30,6 +30,7 @@ event) and after a launch, so a SIGKILLed actor's debuggee is reaped by the supe
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import socket
 import time
@@ -90,6 +91,7 @@ class DebugSessionActor(ProcessActor):
         self._adapter_pid = 0
         self._ending = False  # we are ending the adapter ourselves (terminate, relaunch)
         self._program_reported = False  # the supervisor knows the program's pids
+        self._built = ""  # the binary delve builds for a launch: ours to remove at the end
 
     def handle_message(self, obj: Any, data: bytes, extra: Any, sender: Any) -> None:
         if isinstance(obj, Start):
@@ -197,6 +199,9 @@ class DebugSessionActor(ProcessActor):
         self._next()
 
     def error(self, token: Any, code: str, message: str) -> None:
+        row = self.row
+        if token.op == "attach" and row is not None and self.session.state == "starting":
+            message += f" ({row.name} attaches to a {row.attach_help})"
         self.fail(token, code, f"{token.op}: {message}")
         if token.op in ("launch", "attach") and self.session.state == "starting":
             self.session.state = "ended"
@@ -226,10 +231,13 @@ class DebugSessionActor(ProcessActor):
         if not binary:
             raise DebugError(ErrorCode.UNAVAILABLE, f"{row.name}: adapter not found; {row.install}")
         self._end_adapter()  # an exited program's adapter, if still there
+        # breakpoints set before a crash went with that incarnation: the launch says so
+        lost_before = "" if self.session.breakpoints else self.previous_end
         self.previous_end = ""
         root = Path(op.root)
         if isinstance(op, Launch):
             config = adapters.launch_config(row, Path(op.program), list(op.args), root)
+            self._built = config.get("output", "")
             request, program, wait = "launch", op.program, op.wait
         else:
             try:
@@ -243,23 +251,26 @@ class DebugSessionActor(ProcessActor):
             )
         fresh = Session(self)
         fresh.breakpoints = self.session.breakpoints
+        fresh.lost_before = lost_before
         self.session = fresh
         self.row = row
         self._ending = False
         self._program_reported = False
-        if isinstance(op, Attach) and row.name == "debugpy":
-            # `python -m debugpy --listen N` runs its own adapter on that port: connect to it
+        if isinstance(op, Attach) and op.pid is None and row.port_attach == "connect":
+            # the port is a DAP server already (debugpy --listen, dlv --headless): join it
             self._adapter_pid = 0
             try:
                 self._connect("127.0.0.1", int(op.port or 0))
             except OSError as e:
                 raise DebugError(
-                    ErrorCode.FAILED, f"nothing accepts on 127.0.0.1:{op.port} ({e})"
+                    ErrorCode.FAILED,
+                    f"nothing accepts on 127.0.0.1:{op.port} ({e}); {row.name} attaches to a "
+                    f"{row.attach_help}",
                 ) from e
-            config = {"justMyCode": True}
             fresh.run(fresh.launch(row, program, config, request, wait), call)
             return
-        self._adapter_pid = self.spawn(adapters.adapter_argv(row, binary), cwd=str(root))
+        argv = adapters.adapter_argv(row, binary)
+        self._adapter_pid = self.spawn(argv, cwd=str(root), env=adapters.adapter_env(row))
         with contextlib.suppress(psutil.Error):
             self._adapter_created = psutil.Process(self._adapter_pid).create_time()
         gen = fresh.launch(row, program, config, request, wait)
@@ -272,10 +283,11 @@ class DebugSessionActor(ProcessActor):
             fresh.run(gen, call)
 
     def _connect(self, host: str, port: int) -> None:
-        """delve listens: connect (loopback only), and the socket becomes our write end;
-        the adapter's stdin pipe is closed so that the program reads end-of-file."""
+        """A DAP server listens (our delve, or the one an attach joins): connect (loopback
+        only), and the socket becomes our write end; the adapter's stdin pipe is closed so
+        that the program reads end-of-file."""
         if host not in ("127.0.0.1", "::1", "localhost"):
-            raise DebugError(ErrorCode.FAILED, f"delve listens on {host}, not on loopback")
+            raise DebugError(ErrorCode.FAILED, f"the adapter listens on {host}, not on loopback")
         sock = socket.create_connection((host, port), timeout=2.0)
         sock.setblocking(False)
         self.sock = sock
@@ -414,6 +426,15 @@ class DebugSessionActor(ProcessActor):
             kill_tree(proc.pid, grace=0.0, wait=False)
         self._kill_session_processes()
         self._close_socket()
+        self._remove_built_binary()
+
+    def _remove_built_binary(self) -> None:
+        """delve removes the binary it built only when it ends cleanly; a killed delve
+        leaves it in the workspace, so the session removes it."""
+        if self._built:
+            with contextlib.suppress(OSError):
+                os.unlink(self._built)
+            self._built = ""
 
     def _kill_session_processes(self) -> None:
         for p in self._session_members():
@@ -450,6 +471,7 @@ class DebugSessionActor(ProcessActor):
     def release(self) -> None:
         self._kill_session_processes()
         self._close_socket()
+        self._remove_built_binary()
         super().release()
 
     def handle_exit_request(self) -> None:

@@ -13,8 +13,8 @@ missing, so the supervisor does not retry what cannot work. A row with a `probe_
 first runs that probe as the actor's own subprocess, watched like the server and bounded by
 a timer (`PROBE_TIMEOUT`), with the start deferred (`defer_start`): the message loop keeps
 answering health meanwhile and the supervisor holds the calls; a probe that fails ends the
-start as unavailable, in the probe's own words. (The host probes too, before routing a call
-here, but in its own process: nothing is shared.)
+start as unavailable, in the probe's own words. (The host only looks the binary up, it runs
+no process: the probe's answer reaches the caller as this start's failure.)
 
 Sharing: one actor serves every run on its root, so no run may hold the server up for the
 others (`tether.lsp.limits`, the kind's config): each request has a budget and is cancelled
@@ -41,6 +41,7 @@ from tether.actors.process import ProcessActor
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.lsp.cancellation import FileCancellation
 from tether.lsp.limits import LspLimits
+from tether.lsp.scratch import ServerScratch
 from tether.lsp.servers import BY_NAME, find_binary, split_key
 from tether.lsp.session import Session
 from tether.lsp.session.core import Deadline
@@ -77,16 +78,17 @@ class LanguageServerActor(ProcessActor):
         except (TypeError, ValueError) as e:
             raise ResourceUnavailable(f"{name}: bad limits in the kind's config: {e}") from e
         self.cancels: FileCancellation | None = None
+        self.scratch: ServerScratch | None = None
         if not root.is_dir():
             raise ResourceUnavailable(f"{name}: root {root} is not a directory")
         if not any((root / m).exists() for m in self.row.root_markers):
             raise ResourceUnavailable(
                 f"{name}: no root marker ({', '.join(self.row.root_markers)}) in {root}"
             )
-        binary, problem = find_binary(self.row, root, probe=False)
+        binary = find_binary(self.row, root)
         if not binary:
             raise ResourceUnavailable(
-                f"{name}: {problem or 'binary ' + ' / '.join(self.row.binaries) + ' not found on PATH'}"
+                f"{name}: binary {' / '.join(self.row.binaries)} not found on PATH"
             )
         self.binary = binary
         self.reloads = 0
@@ -127,17 +129,17 @@ class LanguageServerActor(ProcessActor):
         )
 
     def _launch(self) -> None:
-        argv, env = [self.binary, *self.row.args], None
-        self._close_cancels()  # a new server numbers its requests from 1 again
-        if self.row.file_cancellation:
-            self.cancels = FileCancellation(self.row.file_cancellation)
+        argv = [self.binary, *self.row.args]
+        self._close_scratch()  # (the server before a reload has exited)
+        self.scratch = ServerScratch(self.row.name)  # where it writes, beside the workspace
+        if self.row.file_cancellation:  # a new server numbers its requests from 1 again
+            self.cancels = FileCancellation(self.row.file_cancellation, self.scratch.tmp)
             argv.append(self.cancels.arg)
-            env = self.cancels.env()
         self.session = Session(
             self.row, self.root, self, limits=self.limits, canceller=self.cancels
         )
         self.set_state("starting")
-        pid = self.spawn(argv, cwd=str(self.root), env=env)
+        pid = self.spawn(argv, cwd=str(self.root), env=self.scratch.env())
         self.session.start(pid)
         self._check_started()
         self.after(self.row.startup_timeout + 0.5, StartupCheck())
@@ -163,12 +165,16 @@ class LanguageServerActor(ProcessActor):
                 self.write(session.shutdown_bytes())
             except Exception:  # noqa: BLE001 - the process tree is killed right after anyway
                 pass
-        self._close_cancels()
 
-    def _close_cancels(self) -> None:
-        cancels, self.cancels = getattr(self, "cancels", None), None
-        if cancels is not None:
-            cancels.close()
+    def release(self) -> None:
+        super().release()  # (kills the server's process tree)
+        self._close_scratch()
+
+    def _close_scratch(self) -> None:
+        self.cancels = None
+        scratch, self.scratch = getattr(self, "scratch", None), None
+        if scratch is not None:
+            scratch.close()
 
     def on_exit(self, returncode: int | None) -> None:
         if self._probing:

@@ -31,6 +31,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from tether.private_dirs import cache_dir, ensure_private_dir
 from tether.roots import find_root
 
 LLDB_VERSIONS = tuple(range(25, 10, -1))  # lldb-dap-NN / lldb-vscode-NN, newest first
@@ -53,6 +54,15 @@ class AdapterRow:
     exit_console: str = ""
     startup_timeout: float = 10.0  # initialize must answer within this
     launch_timeout: float = 60.0  # launch may build first (delve: go build)
+    # attach to a port: "connect" = the port is a DAP server already (debugpy --listen, dlv
+    # --headless): tether connects to it and starts no adapter of its own; "adapter" = the
+    # adapter is started and told the port (lldb: a gdb-remote server); "" = no port
+    port_attach: str = ""
+    pid_attach: bool = False  # the adapter attaches to a local process by pid
+    attach_help: str = ""  # what `attach` expects, said when it fails
+    # environment variable -> subdirectory of tether's private cache (`private_dirs`): the
+    # toolchain's caches there, never in the user's home (delve: go build's caches)
+    cache_env: Any = None
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z][a-z0-9_-]*", self.name):
@@ -61,7 +71,14 @@ class AdapterRow:
             raise ValueError(f"{self.name}: root_markers, binaries and install must be set")
         if self.transport not in ("stdio", "tcp"):
             raise ValueError(f"{self.name}: transport {self.transport!r} is not stdio or tcp")
-        object.__setattr__(self, "launch_extra", MappingProxyType(dict(self.launch_extra or {})))
+        if self.port_attach not in ("", "connect", "adapter"):
+            raise ValueError(
+                f"{self.name}: port_attach {self.port_attach!r} is not connect/adapter"
+            )
+        if bool(self.port_attach or self.pid_attach) != bool(self.attach_help):
+            raise ValueError(f"{self.name}: attach_help says what it attaches to, iff it does")
+        for name in ("launch_extra", "cache_env"):
+            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name) or {})))
 
 
 ADAPTERS: tuple[AdapterRow, ...] = (
@@ -75,6 +92,8 @@ ADAPTERS: tuple[AdapterRow, ...] = (
         adapter_id="debugpy",
         exception_filters=("uncaught",),
         launch_extra={"console": "internalConsole", "justMyCode": True, "stopOnEntry": False},
+        port_attach="connect",
+        attach_help="port of a program started with python -m debugpy --listen 127.0.0.1:PORT",
     ),
     AdapterRow(
         name="lldb",
@@ -95,6 +114,12 @@ ADAPTERS: tuple[AdapterRow, ...] = (
             "stopOnEntry": False,
             "preRunCommands": ["settings set target.input-path /dev/null"],
         },
+        port_attach="adapter",
+        pid_attach=True,
+        attach_help=(
+            "pid of a local process, or port of a gdb-remote server on 127.0.0.1 (lldb-server "
+            "gdbserver 127.0.0.1:PORT --attach PID, or -- program args)"
+        ),
     ),
     AdapterRow(
         name="delve",
@@ -107,6 +132,14 @@ ADAPTERS: tuple[AdapterRow, ...] = (
         adapter_id="go",
         launch_extra={"stopOnEntry": False},
         exit_console=r"Process \d+ has exited with status (-?\d+)",
+        port_attach="connect",
+        pid_attach=True,
+        attach_help=(
+            "pid of a local Go process, or port of a headless delve on 127.0.0.1 (dlv --headless "
+            "--accept-multiclient --listen=127.0.0.1:PORT exec|debug|attach ...; without "
+            "--accept-multiclient, ending the session stops that server and a program it started)"
+        ),
+        cache_env={"GOCACHE": "go-build", "GOPATH": "go", "GOMODCACHE": "go/pkg/mod"},
     ),
     AdapterRow(
         name="dart",
@@ -114,9 +147,18 @@ ADAPTERS: tuple[AdapterRow, ...] = (
         binaries=("dart",),
         args=("debug_adapter",),
         extensions=(".dart",),
-        install="install the Dart SDK (https://dart.dev/get-dart) and put dart on PATH",
+        install=(
+            "the Dart SDK is not packaged for Debian, PyPI or npm (apt's dart-* packages are a "
+            "robotics library): install it from https://dart.dev/get-dart (or a Flutter SDK, "
+            "which includes it) and put its bin/ on PATH"
+        ),
         adapter_id="dart",
         launch_extra={"console": "debugConsole"},
+        port_attach="adapter",
+        attach_help=(
+            "port of a Dart VM service on 127.0.0.1 (dart run --enable-vm-service=PORT "
+            "--disable-service-auth-codes main.dart)"
+        ),
     ),
 )
 
@@ -272,27 +314,32 @@ def launch_config(row: AdapterRow, program: Path, args: list[str], cwd: Path) ->
 
 
 def attach_config(row: AdapterRow, port: int | None, pid: int | None) -> dict[str, Any]:
-    """The `attach` request's arguments: debugpy connects to a port, lldb attaches to a pid
-    or a gdb-remote port, delve attaches to a local pid."""
-    if row.name == "debugpy":
-        if port is None:
-            raise ValueError("debugpy attaches to a port: pass port (python -m debugpy --listen N)")
-        return {"connect": {"host": "127.0.0.1", "port": port}, "justMyCode": True}
-    if row.name == "lldb":
-        if pid is not None:
-            return {"pid": pid}
-        if port is not None:
-            return {"gdb-remote-port": port, "gdb-remote-hostname": "127.0.0.1"}
-    if row.name == "delve":
-        if pid is not None:
-            return {"mode": "local", "processId": pid}
-        if port is not None:
-            raise ValueError(
-                "delve attaches to a pid here (pass pid); a headless dlv on a port is a "
-                "remote server, not supported"
-            )
-    if row.name == "dart" and port is not None:
-        return {"vmServiceUri": f"http://127.0.0.1:{port}/"}
-    raise ValueError(
-        f"{row.name} attach needs {'pid or port' if row.name != 'debugpy' else 'port'}"
-    )
+    """The `attach` request's arguments; ValueError (saying what `row` attaches to) when
+    neither `pid` nor `port` is something it can attach to."""
+    if pid is not None and row.pid_attach:
+        return {"mode": "local", "processId": pid} if row.name == "delve" else {"pid": pid}
+    if port is not None and row.port_attach:
+        match row.name:
+            case "debugpy":
+                return {"justMyCode": True}
+            case "delve":  # the headless server debugs its program already: join it
+                return {"mode": "remote", "stopOnEntry": False}
+            case "lldb":
+                return {"gdb-remote-port": port, "gdb-remote-hostname": "127.0.0.1"}
+            case "dart":
+                return {"vmServiceUri": f"http://127.0.0.1:{port}/"}
+    given = "pid" if pid is not None else "port"
+    if not row.attach_help:
+        raise ValueError(f"{row.name} cannot attach to a running program; launch it instead")
+    raise ValueError(f"{row.name} cannot attach by {given}; it attaches to a {row.attach_help}")
+
+
+def adapter_env(row: AdapterRow) -> dict[str, str] | None:
+    """The adapter's environment: ours, with the toolchain caches of `row.cache_env` in
+    tether's private cache directory (None: ours unchanged)."""
+    if not row.cache_env:
+        return None
+    env = dict(os.environ)
+    for var, sub in row.cache_env.items():
+        env[var] = str(ensure_private_dir(cache_dir() / sub))
+    return env

@@ -107,6 +107,11 @@ def render_launch(p: Mapping[str, Any], workspace: Path) -> str:
         text += "\n" + "\n".join(
             render_breakpoints(rel(f, workspace), rows, True) for f, rows in bps.items()
         )
+    if p.get("lost_before"):
+        text += (
+            f"\n(note: the previous debug session ended before this launch: {p['lost_before']}; "
+            "breakpoints set in it went with it - set them again and relaunch if you need them)"
+        )
     return text
 
 

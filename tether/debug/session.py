@@ -74,6 +74,8 @@ class Session(Driver):
     frames: set[int] = field(default_factory=set)  # frame ids valid at this stop
     references: set[int] = field(default_factory=set)  # variable references valid now
     process_started: bool = False  # a `process` event came: the owner reports its pids
+    attached: bool = False  # the program was running before us: terminate detaches from it
+    lost_before: str = ""  # why the previous session ended, when its breakpoints went with it
     _exit_re: re.Pattern[str] | None = None
 
     @property
@@ -225,6 +227,7 @@ class Session(Driver):
         """The handshake, then the first outcome (a stop, the exit, or still running)."""
         self.row = row
         self.program = program
+        self.attached = request == "attach"
         self.state = "starting"
         self._exit_re = re.compile(row.exit_console) if row.exit_console else None
         init = yield Ask("initialize", initialize_arguments(row), row.startup_timeout)
@@ -251,6 +254,8 @@ class Session(Driver):
             self.state = "running"
         outcome = yield from self._outcome(mark, wait)
         outcome["breakpoints"] = {p: self._breakpoint_rows(p) for p in self.breakpoints}
+        if self.lost_before:
+            outcome["lost_before"] = self.lost_before
         return outcome
 
     def resume(self, command: str, thread_id: int | None, wait: float) -> Op:
@@ -287,9 +292,11 @@ class Session(Driver):
         if ev.event == "terminated" and self.exit_code is None:
             since = len(self.log)
             if self.row is not None and self.row.exit_console:
-                # delve says the exit code only while it disconnects
+                # delve says the exit code only while it disconnects (a joined multi-client
+                # server is left running: it is not ours to end)
+                args = {"terminateDebuggee": not self.attached}
                 try:
-                    yield Ask("disconnect", {"terminateDebuggee": True}, EXIT_GRACE * 4)
+                    yield Ask("disconnect", args, EXIT_GRACE * 4)
                 except DebugError:
                     pass
             yield Until(("exited",), since, EXIT_GRACE)
@@ -451,14 +458,35 @@ class Session(Driver):
         }
 
     def disconnect(self) -> Op:
+        """End the session: a launched program is killed; an attached one is left running
+        as it was found (no breakpoints, not stopped), and the adapter detaches."""
+        detach = self.attached and self.live
         if self.state not in ("none", "ended"):
+            if detach:
+                yield from self._release_program()
             try:
-                yield Ask("disconnect", {"terminateDebuggee": True}, 1.5)
+                yield Ask("disconnect", {"terminateDebuggee": not detach}, 1.5)
             except DebugError:
                 pass  # the owner kills the process tree anyway
         self.state = "ended"
         self.end_reason = "terminated by the terminate op"
-        return {"terminated": True, "output_tail": self.output_text(OUTPUT_TAIL)}
+        return {
+            "terminated": True,
+            "detached": detach,
+            "output_tail": self.output_text(OUTPUT_TAIL),
+        }
+
+    def _release_program(self) -> Generator[Wait, Any, None]:
+        """Before detaching: clear our breakpoints and let the program run (a multi-client
+        delve keeps both after a client leaves, and the program would halt with nobody
+        there to continue it)."""
+        try:
+            for path in list(self.breakpoints):
+                yield Ask("setBreakpoints", {"source": {"path": path}, "breakpoints": []}, 1.5)
+            if self.state == "stopped":
+                yield Ask("continue", {"threadId": self.thread_id}, 1.5)
+        except DebugError:
+            pass  # detaching is still better than leaving it attached
 
     # --- checks ---------------------------------------------------------------------------
     def _timeout(self) -> float:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from tether.atomic_files import open_regular
 from tether.lsp.jsonrpc import Capabilities, JsonRpcClient
 from tether.lsp.limits import too_large
 
@@ -92,17 +93,12 @@ def read_text(path: Path, max_bytes: int | None = None) -> str | None:
     than `max_bytes`. Opened without blocking and checked on the open file, so a path that
     became a FIFO after any earlier check cannot hang the caller."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    with open(fd, "rb") as f:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or (max_bytes is not None and st.st_size > max_bytes):
-            return None
-        try:
+        with open_regular(path, follow=True) as f:
+            if max_bytes is not None and os.fstat(f.fileno()).st_size > max_bytes:
+                return None
             return f.read().decode("utf-8", errors="replace")
-        except OSError:
-            return None
+    except OSError:  # missing, unreadable, not a regular file (NotRegularFile)
+        return None
 
 
 class Documents:

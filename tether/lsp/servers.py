@@ -61,7 +61,7 @@ class ServerRow:
     checker_name: str = ""  # what the model is told ran for diagnostics "*"
     # --- quirks -------------------------------------------------------------------------
     local_bin_dirs: tuple[str, ...] = ()  # searched in the root before PATH (node_modules/.bin)
-    probe_argv: tuple[str, ...] = ()  # run once to prove the binary works (rustup proxies)
+    probe_argv: tuple[str, ...] = ()  # run by the actor to prove the binary works (rustup proxies)
     push_quiet_window: float = 0.15  # s without a further publish before an unversioned one counts
     startup_timeout: float = 20.0  # initialize must answer within this
     # push servers that publish only when a change asks for it: tsserver's `geterr` after
@@ -285,7 +285,6 @@ class Resolution:
     root: Path | None  # the directory holding a marker, None when no marker was found
     marker: str  # which marker was found there ("" when none)
     binary: str  # absolute path of the binary that resolved ("" when none)
-    binary_problem: str = ""  # why a binary that exists cannot be used (probe failed)
 
     @property
     def usable(self) -> bool:
@@ -306,8 +305,7 @@ class Resolution:
             )
         if not self.binary:
             parts.append(
-                self.binary_problem
-                or f"binary {' / '.join(self.row.binaries)} not found on PATH"
+                f"binary {' / '.join(self.row.binaries)} not found on PATH"
                 + (
                     f" or in {', '.join(self.row.local_bin_dirs)}"
                     if self.row.local_bin_dirs
@@ -379,51 +377,20 @@ def _project_files(root: Path, exts: tuple[str, ...]) -> list[str]:
     return out
 
 
-_probe_cache: dict[tuple[str, tuple[str, ...]], str] = {}
-
-
-def find_binary(row: ServerRow, root: Path | None, probe: bool = True) -> tuple[str, str]:
-    """(absolute binary path, problem). Project-local dirs first, then PATH. With `probe`,
-    a binary on PATH must also pass the row's probe (run here, up to 10 s: not for a
-    message handler; the actor runs the probe as a watched subprocess instead)."""
-    import subprocess
-
+def find_binary(row: ServerRow, root: Path | None) -> str:
+    """The absolute path of the row's binary ("" when none resolves): project-local dirs
+    first, then PATH. A lookup only, never a process: a row's probe (`probe_argv`) is run
+    by the server's actor, under the tree, before it starts the server
+    (`tether.actors.language_server`), and its failure is the start's answer."""
     for name in row.binaries:
-        candidates = [str(root / d / name) for d in row.local_bin_dirs] if root else []
-        for c in candidates:
-            if os.access(c, os.X_OK):
-                return c, ""
-        found = shutil.which(name)
-        if not found:
-            continue
-        if row.probe_argv and probe:
-            ck = (found, row.probe_argv)
-            if ck not in _probe_cache:
-                try:
-                    p = subprocess.run(
-                        [found, *row.probe_argv], capture_output=True, timeout=10, text=True
-                    )
-                    _probe_cache[ck] = (
-                        ""
-                        if p.returncode == 0
-                        else (p.stderr or p.stdout).strip().splitlines()[0][:200]
-                        if (p.stderr or p.stdout).strip()
-                        else f"exit {p.returncode}"
-                    )
-                except (OSError, subprocess.TimeoutExpired) as e:
-                    _probe_cache[ck] = str(e)
-            if _probe_cache[ck]:
-                return "", (
-                    f"binary {name} found at {found} but does not run "
-                    f"({' '.join([name, *row.probe_argv])}: {_probe_cache[ck]})"
-                )
-        return found, ""
-    return "", ""
+        found = _local_or_path(row, root, name) if root else shutil.which(name)
+        if found:
+            return found
+    return ""
 
 
 def resolve(row: ServerRow, path: Path, workspace: Path) -> Resolution:
     """Apply the intersection rule for `row` at `path` (a file or a directory)."""
     hit = find_root(path, workspace, row.root_markers)
     root, marker = hit if hit else (None, "")
-    binary, problem = find_binary(row, root)
-    return Resolution(row, root, marker, binary, problem)
+    return Resolution(row, root, marker, find_binary(row, root))

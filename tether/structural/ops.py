@@ -35,28 +35,22 @@ from tether.structural.staging import digest
 S = TypeVar("S", bound=Sharded)
 
 
-def split_work(op: S, nshards: int) -> list[S]:
+def split_work(op: S, nshards: int, listed: list[str] | None = None) -> list[S]:
     """Each pool slot's share of one search, edit or index over `op.root`.
 
-    The file listing (`scan.list_files`: one `git ls-files` in a work tree) is made here,
-    once, by the caller that fans the work out - the host, where waiting on a subprocess
-    blocks no actor - and each slot gets the paths (relative to the root) that hash to it,
-    instead of every slot listing the whole tree again in its message handler. A root that
-    is one file needs no listing: each slot checks whether it is its own.
+    The file listing is made here, once, by the caller that fans the work out, and each
+    slot gets the paths (relative to the root) that hash to it, instead of every slot
+    listing the whole tree again in its message handler. `listed`: git's listing of the
+    root (absolute paths, as the runtime's "git" actor gives it), or None to list here
+    (`scan.list_files`). A root that is one file needs no listing: each slot checks
+    whether it is its own.
     """
     shares = [dataclasses.replace(op, shard=i, nshards=nshards) for i in range(nshards)]
     if not os.path.isdir(op.root):
         return shares
-    match op:
-        case Index():  # every language a grammar claims, or only `languages`
-            exts = _index_extensions(op)
-        case Search(lang=lang) | Edit(lang=lang):
-            exts = extensions_of(lang)
-        case _:
-            raise TypeError(f"no files to split for {type(op).__name__}")
     prefix = os.path.join(op.root, "")
     files: list[list[str]] = [[] for _ in range(nshards)]
-    for path in list_files(op.root, exts, frozenset(op.exclude)):
+    for path in list_files(op.root, op_extensions(op), frozenset(op.exclude), listed):
         files[shard_of(path, nshards)].append(path[len(prefix) :])
     return [
         dataclasses.replace(share, files=mine) for share, mine in zip(shares, files, strict=True)
@@ -73,6 +67,18 @@ def has_work(share: Sharded) -> bool:
     if share.nshards > 1 and os.path.isfile(share.root):
         return shard_of(share.root, share.nshards) == share.shard
     return True
+
+
+def op_extensions(op: Sharded) -> frozenset[str]:
+    """The file extensions `op` reads: its language's, or for an index every language a
+    grammar claims (or only `languages`)."""
+    match op:
+        case Index():
+            return _index_extensions(op)
+        case Search(lang=lang) | Edit(lang=lang):
+            return extensions_of(lang)
+        case _:
+            raise TypeError(f"no files to list for {type(op).__name__}")
 
 
 def _index_extensions(op: Index) -> frozenset[str]:

@@ -6,9 +6,12 @@ one means to search: hidden directories (`.git`, `.venv`), `node_modules`, `__py
 path (crc32, not `hash()`, which is salted per process), so the same file always reaches
 the same actor and its parse cache.
 
-The listing (`list_files`: a `git ls-files`, up to GIT_TIMEOUT) is made once per search by
-the caller that fans it out (`ops.split_work`, on the host), never in a slot's message
-handler: each slot gets its share of the paths and only stats those (`stat_files`).
+The listing is made once per search by the caller that fans it out (`ops.split_work`, on
+the host), never in a slot's message handler: each slot gets its share of the paths and
+only stats those (`stat_files`). In a runtime, git runs under the tree, as the "git"
+actor's subprocess (`tether.actors.git`, which answers `select_listed` of GIT_LIST's
+output); the host only walks when that says "not a work tree". Without a runtime,
+`git_files` runs git here, bounded by GIT_TIMEOUT.
 """
 
 from __future__ import annotations
@@ -29,20 +32,31 @@ def shard_of(path: str, nshards: int) -> int:
     return zlib.crc32(path.encode("utf-8", "surrogateescape")) % nshards if nshards > 1 else 0
 
 
+# `git ls-files` of a work tree: tracked files, plus untracked ones not ignored
+GIT_LIST = ("ls-files", "-z", "--cached", "--others", "--exclude-standard")
+# asked when the listing is empty: is the directory one the enclosing repository ignores?
+GIT_IGNORED = ("check-ignore", "-q", ".")
+
+
+def git_names(stdout: bytes) -> list[str]:
+    """The names (relative to the root, sorted, once each) in the output of GIT_LIST."""
+    return sorted({n for n in stdout.decode("utf-8", "surrogateescape").split("\0") if n})
+
+
 def git_files(root: str) -> list[str] | None:
     """The files git would show under `root` (tracked, plus untracked not ignored), or
     None when `root` is not in a git work tree. This is how .gitignore is honoured (as the
-    ast-grep CLI does) without re-implementing its rules."""
+    ast-grep CLI does) without re-implementing its rules.
+
+    Runs git in this process: for the in-process mode only (no runtime, so no tree to run
+    it under). A runtime lists through its "git" actor (`tether.actors.git`), which runs
+    the same commands as its own watched subprocess."""
     git = shutil.which("git")
     if git is None:
         return None
     try:
         out = subprocess.run(
-            [git, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-            cwd=root,
-            capture_output=True,
-            timeout=GIT_TIMEOUT,
-            check=False,
+            [git, *GIT_LIST], cwd=root, capture_output=True, timeout=GIT_TIMEOUT, check=False
         )
         if out.returncode != 0:
             return None
@@ -50,18 +64,13 @@ def git_files(root: str) -> list[str] | None:
             # `root` may sit in a directory the enclosing repository ignores (a Python
             # under ~/.pyenv/versions): git lists nothing there, which is not "no files".
             ignored = subprocess.run(
-                [git, "check-ignore", "-q", "."],
-                cwd=root,
-                capture_output=True,
-                timeout=GIT_TIMEOUT,
-                check=False,
+                [git, *GIT_IGNORED], cwd=root, capture_output=True, timeout=GIT_TIMEOUT
             )
             if ignored.returncode == 0:
                 return None
     except (OSError, subprocess.SubprocessError):
         return None
-    names = sorted({n for n in out.stdout.decode("utf-8", "surrogateescape").split("\0") if n})
-    return [os.path.join(root, n) for n in names]
+    return [os.path.join(root, n) for n in git_names(out.stdout)]
 
 
 def _skipped(rel_parts: list[str], exclude: frozenset[str]) -> bool:
@@ -69,27 +78,47 @@ def _skipped(rel_parts: list[str], exclude: frozenset[str]) -> bool:
 
 
 def list_files(
-    root: str, extensions: frozenset[str], exclude: frozenset[str] = frozenset()
+    root: str,
+    extensions: frozenset[str],
+    exclude: frozenset[str] = frozenset(),
+    listed: list[str] | None = None,
 ) -> list[str]:
     """Every file under the directory `root` with one of the extensions, not stat'ed yet
     (`stat_files` does that, where the file is read).
 
-    In a git work tree, git's listing (so .gitignore applies); elsewhere a walk. `exclude`
-    names directories (by base name) to skip besides the defaults.
+    `listed`: git's listing of `root` (absolute paths; so .gitignore applies); None: in a
+    git work tree, git's listing made here (`git_files`), elsewhere a walk (`walk_files`).
+    `exclude` names directories (by base name) to skip besides the defaults.
     """
-    listed = git_files(root)
-    if listed is not None:
-        out = []
-        skip = len(os.path.join(root, ""))  # git's names are relative and normalised
-        for path in listed:
-            slash = path.rfind(os.sep)
-            dot = path.rfind(".")
-            if dot <= slash + 1 or path[dot + 1 :].lower() not in extensions:
-                continue
-            if slash > skip and _skipped(path[skip:slash].split(os.sep), exclude):
-                continue
-            out.append(path)
-        return out
+    if listed is None:
+        listed = git_files(root)
+    if listed is None:
+        return walk_files(root, extensions, exclude)
+    return select_listed(root, listed, extensions, exclude)
+
+
+def select_listed(
+    root: str, listed: Iterable[str], extensions: frozenset[str], exclude: frozenset[str]
+) -> list[str]:
+    """The paths of git's listing of `root` with one of the extensions, outside skipped
+    directories."""
+    out = []
+    skip = len(os.path.join(root, ""))  # git's names are relative and normalised
+    for path in listed:
+        slash = path.rfind(os.sep)
+        dot = path.rfind(".")
+        if dot <= slash + 1 or path[dot + 1 :].lower() not in extensions:
+            continue
+        if slash > skip and _skipped(path[skip:slash].split(os.sep), exclude):
+            continue
+        out.append(path)
+    return out
+
+
+def walk_files(
+    root: str, extensions: frozenset[str], exclude: frozenset[str] = frozenset()
+) -> list[str]:
+    """`list_files` outside a git work tree: a walk, skipping hidden and skipped dirs."""
     out = []
     stack = [root]
     while stack:

@@ -311,6 +311,8 @@ class Supervisor(TetherActor):
             rec.restart_times = [*recent_restarts(rec.restart_times, now, rec.spec), now]
             rec.restarts += 1
             rec.state = "restarting"
+            # the next incarnation starts with nothing of this one's state: it can say so
+            self._ended[(rec.kind, rec.key)] = rec.last_error or f"{rec.name} was restarted"
             self.wakeupAfter(
                 delay, ChildTimer(ChildTimer.RESTART, rec.kind, rec.key, rec.incarnation)
             )

@@ -35,7 +35,7 @@ from tether.messages.control import (
     Route,
     Start,
 )
-from tether.processes import close_inherited_fds, pid_running
+from tether.processes import TOKEN_ENV, close_inherited_fds, pid_running
 from tether.supervisors.core import ChildRecord, Supervisor
 
 SUPERVISOR_SPEC = ChildSpec(Restart.PERMANENT, shutdown_timeout=5.0, max_restarts=5, period=60.0)
@@ -234,7 +234,7 @@ class RootSupervisor(Supervisor):
         payload = {
             "pid": os.getpid(),
             "admin_pid": os.getppid(),
-            "token": os.environ.get("TETHER_RUNTIME_TOKEN"),
+            "token": os.environ.get(TOKEN_ENV),
             "hops": [[rec.kind, rec.key, rec.incarnation, rec.pid] for rec in up.values()],
             "down": {
                 f"{rec.kind}:{rec.key}": [rec.state, rec.last_error]

@@ -73,6 +73,7 @@ OPS = (
     "terminate",
 )
 DEFAULT_WAIT = 10.0  # s a run-control op waits for a stop or the exit
+ATTACH_WAIT = 2.0  # an attached program usually runs on: attach says so soon, unless told
 MAX_WAIT = 120.0
 INSPECT_TIMEOUT = 20.0  # s for an op that only asks the adapter something
 STEPS = {"continue": Continue, "step_over": StepOver, "step_in": StepIn, "step_out": StepOut}
@@ -91,7 +92,7 @@ def _need(args: dict[str, Any], name: str, op: str) -> Any:
 def _debug(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     op = args["op"]
     ws = ctx.workdir
-    wait = float(args.get("wait", DEFAULT_WAIT))
+    wait = float(args.get("wait", ATTACH_WAIT if op == "attach" else DEFAULT_WAIT))
     if op == "adapters":
         rows = adapters.adapters_report(ws)
         return ToolResult.ok(render_adapters(rows), data={"adapters": rows})
@@ -147,9 +148,12 @@ def _debug(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     if op == "terminate":
         p = _send(ctx, Terminate(), INSPECT_TIMEOUT)
         left = p.get("processes_left") or []
-        text = "debug session ended; adapter and program killed, breakpoints cleared" + (
-            f" (still alive: {left})" if left else ""
+        ended = (
+            "detached from the attached program (its breakpoints removed, left running)"
+            if p.get("detached")
+            else "adapter and program killed, breakpoints cleared"
         )
+        text = f"debug session ended; {ended}" + (f" (still alive: {left})" if left else "")
         tail = p.get("output_tail") or ""
         return ToolResult.ok(text + (f"\noutput tail:\n{tail}" if tail else ""), data=p)
     return ToolResult.error(f"debug: unknown op {op!r}; ops: {', '.join(OPS)}")
@@ -168,7 +172,7 @@ def _start(ctx: ToolContext, args: dict[str, Any], op: str, wait: float) -> Tool
         row = adapters.BY_NAME.get(name) if name else None
         where = ws
         if args.get("port") is None and args.get("pid") is None:
-            return ToolResult.error("debug attach needs port (or pid, for lldb and delve)")
+            return ToolResult.error("debug attach needs port or pid (pid: lldb and delve)")
     if row is None:
         known = ", ".join(adapters.BY_NAME)
         what = (
@@ -194,9 +198,7 @@ def _start(ctx: ToolContext, args: dict[str, Any], op: str, wait: float) -> Tool
         extra = [str(a) for a in args.get("args") or []]
         p = _send(ctx, Launch(row.name, str(where), root, extra, wait), timeout)
     else:
-        p = _send(
-            ctx, Attach(row.name, root, args.get("port"), args.get("pid"), min(wait, 2.0)), timeout
-        )
+        p = _send(ctx, Attach(row.name, root, args.get("port"), args.get("pid"), wait), timeout)
     return ToolResult.ok(render_launch(p, ws), data=p)
 
 
@@ -208,7 +210,8 @@ Ops:
 - breakpoints: file, lines[] (empty clears the file); may be set before launch
 - launch: program (a .py file, a Go package dir or .go file, an executable built with -g), args[]; \
 stops at your breakpoints, or says it exited (code, output tail) or still runs
-- attach: adapter + port (debugpy --listen, lldb gdb-remote) or pid (lldb, delve)
+- attach: adapter + port (debugpy --listen, lldb gdb-remote, dlv --headless) or pid (lldb, delve); \
+terminate detaches and leaves that program running
 - continue / step_over / step_in / step_out / pause: thread_id? ; wait? seconds
 - threads; stack: thread_id? (30 frames); scopes: frame_id; variables: reference (50 children)
 - evaluate: expression, frame_id? ; output: the program's output (bounded) ; terminate
@@ -244,7 +247,9 @@ def specs() -> list[ToolSpec]:
                         "type": "number",
                         "exclusiveMinimum": 0,
                         "maximum": MAX_WAIT,
-                        "description": "seconds a run-control op waits for a stop (default 10)",
+                        "description": (
+                            "seconds a run-control op waits for a stop (default 10; attach 2)"
+                        ),
                     },
                 },
                 "required": ["op"],

@@ -15,18 +15,22 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
+import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from tether.messages.calls import ErrorCode, ResourceError
-from tether.messages.parser_ops import Edit, Index, Search, Unindex
+from tether.messages.git_ops import ListFiles
+from tether.messages.parser_ops import Edit, Index, Search, Sharded, Unindex
 from tether.structural import ops
 from tether.structural.cache import ParseCache
 from tether.structural.languages import LanguageError, infer
 from tether.structural.pattern import PatternError, compile_pattern, shown
 from tether.structural.rewrite import RewriteError, check_template
+from tether.structural.scan import GIT_TIMEOUT, walk_files
 from tether.structural.staging import ResolveError, StagedFile, Staging, commit, digest
 from tether.tools.results import ToolResult
 from tether.tools.spec import Needs, Tier, ToolContext, ToolSpec
@@ -34,6 +38,8 @@ from tether.tools.spec import Needs, Tier, ToolContext, ToolSpec
 FAMILY = "structural"
 KIND = "parser"
 SEARCH_TIMEOUT = 120.0
+GIT_KIND = "git"
+LIST_TIMEOUT = GIT_TIMEOUT + 5.0  # the git actor answers "walk instead" at GIT_TIMEOUT
 DEFAULT_MAX_RESULTS = 50
 MAX_MAX_RESULTS = 1000
 DIFF_PREVIEW_LINES = 120
@@ -71,7 +77,7 @@ def _fan_out(ctx: ToolContext, op: Search | Edit) -> list[Mapping[str, Any]]:
             if isinstance(op, Search):
                 return [ops.op_search(_LOCAL_CACHE, op)]
             return [ops.op_edit(_LOCAL_CACHE, op)]
-    shares = ops.split_work(op, len(keys))  # one listing here, not one per slot
+    shares = ops.split_work(op, len(keys), _listed(ctx.gather, op))  # one listing, not one per slot
     fam = ctx.state.setdefault(FAMILY, {})
     if isinstance(op, Search) and op.root == str(ctx.workdir):
         if op.lang not in fam.get("warmed", ()):
@@ -91,6 +97,21 @@ def _fan_out(ctx: ToolContext, op: Search | Edit) -> list[Mapping[str, Any]]:
             )
         out.append(reply)
     return out
+
+
+def _listed(gather: Callable[..., list[Any]], op: Sharded) -> list[str] | None:
+    """The files under `op.root` for `split_work` (absolute paths): git's listing, made by
+    the runtime's git actor (so git runs under the tree, never here), or a walk when the
+    root is not in a work tree or there is no git actor. None when the root is a file."""
+    if not os.path.isdir(op.root):
+        return None
+    exts = ops.op_extensions(op)
+    ask = ListFiles(extensions=sorted(exts), exclude=list(op.exclude))
+    reply = gather([(GIT_KIND, op.root, ask, None)], LIST_TIMEOUT)[0]
+    names = None if isinstance(reply, ResourceError) else reply.get("files")
+    if names is None:
+        return walk_files(op.root, exts, frozenset(op.exclude))
+    return [os.path.join(op.root, name) for name in names]
 
 
 def _code_line(text: str) -> str:
@@ -324,7 +345,8 @@ def _warm_after_first_search(ctx: ToolContext, language: str, path: Any) -> None
                     Index(root=root, files=files, languages=[lang]) for files in listed
                 ]  # the search's own listing of the workspace: no second `git ls-files`
             else:
-                shares = ops.split_work(Index(root=root, languages=[lang]), len(keys))
+                index = Index(root=root, languages=[lang])
+                shares = ops.split_work(index, len(keys), _listed(ctx.gather, index))
             calls = [(KIND, key, s, None) for key, s in zip(keys, shares, strict=True)]
             ctx.gather(calls, 30.0)
 
@@ -350,7 +372,8 @@ def warm_index(
     finds warm trees. Returns at once; the slots keep serving searches meanwhile."""
     keys = list(runtime.kind_keys(KIND))
     op = Index(root=str(workdir), languages=list(languages or []))
-    shares = ops.split_work(op, len(keys)) if keys else []  # one listing, made here
+    gather = functools.partial(runtime._gather, run_id)
+    shares = ops.split_work(op, len(keys), _listed(gather, op)) if keys else []  # one listing
     calls = [(KIND, key, share, None) for key, share in zip(keys, shares, strict=True)]
     replies = runtime._gather(run_id, calls, 30.0)
     return sum(int(r.get("queued", 0)) for r in replies if isinstance(r, dict))

@@ -4,10 +4,11 @@ the candidates or the closest lines when old_string does not name one place."""
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from typing import Any
 
-from tether.tools.harness.files import atomic_write, decode, regular_file
+from tether.tools.harness.files import atomic_write, decode, open_checked
 from tether.tools.results import ToolResult
 from tether.tools.spec import ToolContext
 
@@ -24,17 +25,19 @@ def edit(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     new: str = args["new_string"]
     replace_all = bool(args.get("replace_all", False))
     path = ctx.resolve_path(rel)
-    problem = regular_file(ctx, path, rel)
-    if problem is not None:
-        return problem
     if old == new:
         return ToolResult.error("old_string and new_string are the same; nothing to change.")
-    if path.stat().st_size > MAX_EDIT_BYTES:
-        return ToolResult.error(
-            f"'{rel}' is {path.stat().st_size} bytes; edit changes files up to "
-            f"{MAX_EDIT_BYTES // (1024 * 1024)} MiB. Use write to replace it whole."
-        )
-    raw = path.read_bytes()
+    opened = open_checked(ctx, path, rel)
+    if isinstance(opened, ToolResult):
+        return opened
+    with opened[0] as f:
+        if opened[1] > MAX_EDIT_BYTES:
+            return ToolResult.error(
+                f"'{rel}' is {opened[1]} bytes; edit changes files up to "
+                f"{MAX_EDIT_BYTES // (1024 * 1024)} MiB. Use write to replace it whole."
+            )
+        raw = f.read()
+        mode = os.fstat(f.fileno()).st_mode
     text = decode(raw, rel, "edit changes")
     if isinstance(text, ToolResult):
         return text
@@ -50,7 +53,7 @@ def edit(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     result = work.replace(old, new) if replace_all else work.replace(old, new, 1)
     if crlf:
         result = result.replace("\n", "\r\n")
-    atomic_write(path, result.encode("utf-8", errors="surrogatepass"), path.stat().st_mode)
+    atomic_write(path, result.encode("utf-8", errors="surrogatepass"), mode)
     lines = ", ".join(str(_line_of(work, s)) for s in starts[:20])
     count = f"{len(starts)} occurrences" if len(starts) > 1 else "1 occurrence"
     written = ctx.relative(path)

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import errno
 import os
 import stat
 from pathlib import Path
+from typing import BinaryIO
 
 from tether import atomic_files
 from tether.tools.guardrails import special_file
@@ -67,6 +69,33 @@ def regular_file(ctx: ToolContext, path: Path, rel: str) -> ToolResult | None:
     if what is not None:  # the guardrail refused it already, unless it changed since
         return ToolResult.error(f"'{rel}' is {what}, not a regular file; give a regular file.")
     return None
+
+
+def open_checked(ctx: ToolContext, path: Path, rel: str) -> tuple[BinaryIO, int] | ToolResult:
+    """`path` open for reading and its size, once `regular_file` found a regular file there
+    and the open file is one too (`atomic_files.open_regular`: a FIFO or a symlink swapped
+    in after the check is refused, never waited on); else the error to return."""
+    problem = regular_file(ctx, path, rel)
+    if problem is not None:
+        return problem
+    try:
+        f = atomic_files.open_regular(path)
+    except atomic_files.NotRegularFile as e:
+        what = special_file(e.st_mode) or "a directory"
+        return ToolResult.error(
+            f"'{rel}' became {what} while it was being opened, so it was not read; "
+            "give a regular file."
+        )
+    except FileNotFoundError:
+        return _missing(ctx, path, rel)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return ToolResult.error(
+                f"'{rel}' became a symlink while it was being opened, so it was not read; "
+                "call again to have the link resolved and checked."
+            )
+        return ToolResult.error(f"cannot open '{rel}': {e.strerror or e}")
+    return f, os.fstat(f.fileno()).st_size
 
 
 def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:

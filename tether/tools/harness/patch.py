@@ -13,7 +13,7 @@ from typing import Any
 
 from tether import atomic_files
 from tether.tools.harness.edit import MAX_EDIT_BYTES
-from tether.tools.harness.files import decode, regular_file
+from tether.tools.harness.files import decode, open_checked
 from tether.tools.results import ToolResult
 from tether.tools.spec import ToolContext
 from tether.tools.unidiff import FilePatch, PatchError, apply_hunks, parse_patch
@@ -25,6 +25,22 @@ class _Planned:
     path: Path
     new: bytes | None  # None: delete
     old: bytes | None  # None: did not exist
+
+
+def _current(ctx: ToolContext, path: Path, rel: str) -> bytes | None | ToolResult:
+    """The bytes of the file the patch changes (None: there is none yet), or the error."""
+    if not path.exists():
+        return None
+    opened = open_checked(ctx, path, rel)
+    if isinstance(opened, ToolResult):
+        return _nothing_changed(opened)
+    with opened[0] as f:
+        if opened[1] > MAX_EDIT_BYTES:
+            return ToolResult.error(
+                f"'{rel}' is larger than {MAX_EDIT_BYTES // (1024 * 1024)} MiB; apply_patch "
+                "changes smaller files only. Nothing was changed."
+            )
+        return f.read()
 
 
 def apply_patch(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
@@ -49,16 +65,10 @@ def apply_patch(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         if prior is not None:
             exists, current = prior.new is not None, prior.new
         else:
-            problem = regular_file(ctx, path, rel) if path.exists() else None
-            if problem is not None:
-                return _nothing_changed(problem)
-            exists = path.is_file()
-            if exists and path.stat().st_size > MAX_EDIT_BYTES:
-                return ToolResult.error(
-                    f"'{rel}' is larger than {MAX_EDIT_BYTES // (1024 * 1024)} MiB; apply_patch "
-                    "changes smaller files only. Nothing was changed."
-                )
-            current = path.read_bytes() if exists else None
+            got = _current(ctx, path, rel)
+            if isinstance(got, ToolResult):
+                return got
+            exists, current = got is not None, got
         try:
             new_bytes = _plan_one(rel, fp, exists, current)
         except PatchError as e:

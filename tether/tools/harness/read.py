@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tether.tools.harness.files import regular_file
+from tether.tools.harness.files import open_checked
 from tether.tools.results import ToolResult
 from tether.tools.spec import ToolContext
 
@@ -41,17 +41,18 @@ def _bounded_lines(f: Any) -> Any:
 def read(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     rel = args["path"]
     path = ctx.resolve_path(rel)
-    problem = regular_file(ctx, path, rel)
-    if problem is not None:
-        return problem
     start = int(args.get("start_line", 1))
     end = int(args["end_line"]) if "end_line" in args else None
     if end is not None and end < start:
         return ToolResult.error(
             f"end_line ({end}) is before start_line ({start}); give start_line <= end_line."
         )
-    size = path.stat().st_size
+    opened = open_checked(ctx, path, rel)
+    if isinstance(opened, ToolResult):
+        return opened
+    f, size = opened
     if size > MAX_WHOLE_READ_BYTES and "start_line" not in args and "end_line" not in args:
+        f.close()
         return ToolResult.error(
             f"'{rel}' is {size / 2**20:.1f} MiB, over the {MAX_WHOLE_READ_BYTES // 2**20} MiB "
             "read shows without a range. Read a range: read "
@@ -59,7 +60,7 @@ def read(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
             f"{MAX_READ_LINES} lines a call), or find the part you need first with ast_grep.",
             data={"path": rel, "size": size, "limit": MAX_WHOLE_READ_BYTES},
         )
-    with open(path, "rb") as f:
+    with f:
         head = f.read(8192)
         if b"\x00" in head:
             return ToolResult.error(

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tether import atomic_files
 from tether.lsp.positions import from_character
 from tether.tools.spec import ToolContext
 
@@ -67,7 +68,7 @@ class Lines:
                 if cached is not None and cached[0] == stamp:
                     lines = cached[1]
                 else:
-                    with open(p, "rb") as f:
+                    with atomic_files.open_regular(p, follow=True) as f:  # never blocks
                         lines = f.read().decode("utf-8", errors="replace").split("\n")
                     if len(_LINE_CACHE) > 512:
                         _LINE_CACHE.clear()

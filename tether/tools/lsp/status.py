@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tether.lsp.servers import SERVERS, resolve, rows_for, split_key
+from tether.lsp.servers import SERVERS, ServerRow, resolve, rows_for, split_key
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.messages.language_server_ops import Reload, Status
 from tether.tools.lsp.records import relative
@@ -107,7 +107,7 @@ def status(ctx: ToolContext, file: str | None) -> ToolResult:
             key_running = any(s["server"] == row.name for s in servers)
             avail_line = (
                 f"{row.name}: usable (marker {r.marker} at {relative(ctx, r.root or ctx.workdir) or '.'}, "
-                f"binary {r.binary})" + ("" if key_running else " - starts on first use")
+                f"binary {r.binary})" + ("" if key_running else _first_use(row))
             )
         else:
             avail_line = f"{row.name}: not usable for {label} - {r.why_not()}"
@@ -143,3 +143,12 @@ def reload(ctx: ToolContext, file: str | None) -> ToolResult:
             out.append(f"{name} for {relative(ctx, root) or '.'}: reload failed - {e.message}")
             data.append({"server": name, "root": relative(ctx, root), "error": e.message})
     return ToolResult.ok("\n".join(out), data={"reloaded": data})
+
+
+def _first_use(row: ServerRow) -> str:
+    """What happens on first use: the server starts, after its probe where it has one (run
+    by its actor, under the tree: the host runs no process to answer status)."""
+    if not row.probe_argv:
+        return " - starts on first use"
+    probe = " ".join([row.binaries[0], *row.probe_argv])
+    return f" - starts on first use, if `{probe}` runs (checked then, not here)"

@@ -6,11 +6,13 @@ couple of seconds per (server, directory) so a burst of calls does not re-walk t
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tether import atomic_files
 from tether.lsp.limits import LspLimits, too_large
 from tether.lsp.positions import PositionError, SymbolSpan, find_symbol
 from tether.lsp.servers import SERVERS, Resolution, ServerRow, resolve, rows_for
@@ -99,13 +101,19 @@ def read_file(ctx: ToolContext, rel: str) -> tuple[Path, str] | ToolResult:
     path = file_path(ctx, rel)
     if isinstance(path, ToolResult):
         return path
-    big = oversized(ctx, path, rel)
-    if big is not None:
-        return ToolResult.error(big)
-    try:
-        return path, path.read_bytes().decode("utf-8", errors="replace")
+    try:  # checked on the open file: a FIFO swapped in since is refused, not waited on
+        with atomic_files.open_regular(path) as f:
+            size, limit = os.fstat(f.fileno()).st_size, limits(ctx).max_file_bytes
+            if size > limit:
+                return ToolResult.error(too_large(rel, size, limit))
+            return path, f.read().decode("utf-8", errors="replace")
     except FileNotFoundError:
         return ToolResult.error(f"'{rel}' does not exist; check the path (workspace-relative).")
+    except OSError as e:  # NotRegularFile, a symlink swapped in (ELOOP), no permission
+        return ToolResult.error(
+            f"'{rel}' cannot be given to a language server: it is not a regular file now "
+            f"({e.strerror or e}); give a regular file."
+        )
 
 
 def file_server(

@@ -1,0 +1,156 @@
+"""`GitActor`: git, run under the tree (resource kind "git").
+
+A search lists the workspace's files once, on the host, and gives each parser slot its
+share (`tether.structural.ops.split_work`). In a git work tree that listing is git's (so
+.gitignore applies, as the ast-grep CLI does), and git is a process: it runs here, as this
+actor's watched subprocess (ProcessActor: its own process group, a parent-death signal,
+killed with the actor), so it belongs to the tree like every other process tether starts
+and dies with `shutdown()` and with the host. Reading the index instead would mean
+re-implementing git (index versions, split and sparse indexes, every ignore source).
+
+Key: the root directory's absolute path. Its one op, `ListFiles` (tether.messages.git_ops),
+answers {"files": [relative paths]} or {"files": None} when the root is not in a work tree
+(git missing, failed, or over GIT_TIMEOUT: the caller walks instead). One git runs at a
+time per root: calls that arrive meanwhile are served together by the next run, which sees
+any file written since they were sent.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from typing import Any
+
+from tether.actors.base import ResourceUnavailable
+from tether.actors.process import ProcessActor
+from tether.kinds import ChildSpec, KindSpec, Restart, Scope
+from tether.messages.calls import Call
+from tether.messages.git_ops import GIT, ListFiles
+from tether.structural.scan import (
+    GIT_IGNORED,
+    GIT_LIST,
+    GIT_TIMEOUT,
+    git_names,
+    select_listed,
+)
+
+MAX_OUTPUT = 256 << 20  # bytes of listing kept; more and the caller walks instead
+
+
+@dataclass(frozen=True)
+class RunDeadline:
+    """Timer tag: run `run_no` has had GIT_TIMEOUT s."""
+
+    run_no: int
+
+
+class GitActor(ProcessActor):
+    kind_name = "git"
+
+    def on_start(self, key: str, config: dict[str, Any]) -> None:
+        if not os.path.isabs(key) or not os.path.isdir(key):
+            raise ResourceUnavailable(f"git: the key {key!r} is not an absolute directory")
+        self.root = key
+        self.git = shutil.which("git")
+        self.running: list[Call] = []  # the calls the current run answers
+        self.next: list[Call] = []  # the calls the next run answers
+        self.out: list[bytes] = []
+        self.size = 0
+        self.step: tuple[str, ...] = GIT_LIST
+        self.run_no = 0
+        self.timed_out = False
+
+    def on_call(self, call: Call) -> None:
+        match GIT.parse(call):
+            case ListFiles():
+                self.next.append(call)
+                if not self.running:
+                    self._run_next()
+
+    def _run_next(self) -> None:
+        self.running, self.next = self.next, []
+        if not self.running:
+            return
+        if self.git is None:
+            self._answer(None)
+            return
+        self.run_no += 1
+        self.timed_out = False
+        self._spawn(GIT_LIST)
+        self.after(GIT_TIMEOUT, RunDeadline(self.run_no))
+
+    def _spawn(self, step: tuple[str, ...]) -> None:
+        assert self.git is not None
+        self.step, self.out, self.size = step, [], 0
+        env = dict(os.environ, GIT_OPTIONAL_LOCKS="0")  # a listing writes nothing, not even .git
+        try:
+            self.spawn([self.git, *step], cwd=self.root, env=env)
+        except OSError:
+            self._answer(None)
+
+    def on_stdout(self, data: bytes) -> None:
+        self.size += len(data)
+        if self.size > MAX_OUTPUT:
+            self.kill_process()
+            return
+        self.out.append(data)
+
+    def on_timer(self, tag: Any) -> None:
+        if isinstance(tag, RunDeadline) and tag.run_no == self.run_no and self.running:
+            self.timed_out = True
+            self.kill_process()  # (its exit answers the calls)
+
+    def on_exit(self, returncode: int | None) -> None:
+        if self.timed_out or self.size > MAX_OUTPUT or returncode != 0:
+            if self.step == GIT_IGNORED and not self.timed_out and returncode == 1:
+                self._answer([])  # a work tree with no files in it
+            else:
+                self._answer(None)  # not a work tree (or ignored by its repository)
+            return
+        if self.step == GIT_LIST and not self.out:
+            # `root` may sit in a directory the enclosing repository ignores (a Python
+            # under ~/.pyenv/versions): git lists nothing there, which is not "no files"
+            self._spawn(GIT_IGNORED)
+            return
+        self._answer(git_names(b"".join(self.out)) if self.step == GIT_LIST else None)
+
+    def _answer(self, names: list[str] | None) -> None:
+        running, self.running = self.running, []
+        prefix = os.path.join(self.root, "")
+        for call in running:
+            if names is None:
+                self.reply(call, {"files": None})
+                continue
+            op = GIT.parse(call)
+            assert isinstance(op, ListFiles)
+            listed = select_listed(
+                self.root,
+                (prefix + name for name in names),
+                frozenset(op.extensions),
+                frozenset(op.exclude),
+            )
+            self.reply(call, {"files": [path[len(prefix) :] for path in listed]})
+        self._run_next()
+
+    def health_extra(self) -> dict[str, Any]:
+        return {
+            "root": getattr(self, "root", ""),
+            "running": bool(getattr(self, "running", [])),
+            "waiting": len(getattr(self, "next", [])),
+            "runs": getattr(self, "run_no", 0),
+        }
+
+
+KINDS: list[KindSpec] = [
+    KindSpec(
+        kind="git",
+        actor_class="tether.actors.git:GitActor",
+        scope=Scope.SHARED,
+        # a crashed git actor is started afresh by the next call; one not used for ten
+        # minutes goes away (its key names a workspace root: there may be many)
+        child=ChildSpec(
+            restart=Restart.TEMPORARY, shutdown_timeout=3.0, max_restarts=5, idle_ttl=600.0
+        ),
+    )
+]
