@@ -22,9 +22,10 @@ Then (issue #17, not with --no-runtime):
 - multi: 8 runs search 8 different patterns at once; p50 and p99 of the per-search wall
   time, and the same for 8 CLI processes started at once;
 - pathological: several `$$$` against long argument lists, code nested thousands of
-  levels, and a multi-megabyte line with many matches, each through ast_grep (it must end
-  within its budget, a result or a budget error), while another run repeats a trivial
-  search (target: each under 0.5 s).
+  levels, a multi-megabyte line with many matches, and a sequence pattern on deeply nested
+  and on very long blocks, each through ast_grep (it must end within its budget, a result
+  or a budget error), while another run repeats a trivial search (target: each under
+  0.5 s).
 """
 
 from __future__ import annotations
@@ -176,37 +177,64 @@ def bench_multi(rt: Any, corpus: Path, handler: Any) -> None:
         run.close()
 
 
-def pathological_corpus(root: Path) -> dict[str, tuple[str, Path]]:
-    """name -> (pattern, directory) of each pathological case."""
-    cases: dict[str, tuple[str, Path]] = {}
-    d = root / "ellipses"
-    d.mkdir(parents=True)
+def pathological_corpus(root: Path) -> dict[str, tuple[str, str, Path]]:
+    """name -> (pattern, language, directory) of each pathological case."""
+    cases: dict[str, tuple[str, str, Path]] = {}
+
+    def case(name: str, pattern: str, lang: str, directory: str, files: dict[str, str]) -> None:
+        d = root / directory
+        d.mkdir(parents=True)
+        for fname, text in files.items():
+            (d / fname).write_text(text)
+        cases[name] = (pattern, lang, d)
+
     args = ", ".join(["a"] * 80)
-    (d / "calls.py").write_text("c = 1\n" + f"f({args})\n" * 400)
-    cases["4 x $$$ on 80-argument calls"] = ("f($$$A, a, $$$B, a, $$$C, c)", d)
-    d = root / "deep"
-    d.mkdir()
-    (d / "deep.py").write_text("x = " + "g(" * 3000 + "1" + ")" * 3000 + "\n")
-    cases["code nested 3000 calls deep"] = ("g(g(g($X)))", d)
-    d = root / "longline"
-    d.mkdir()
-    (d / "line.py").write_text("x = [" + "h(1), " * 300_000 + "]\n")  # ~2 MB, one line
-    cases["2 MB line, 300k matches"] = ("h($X)", d)
+    case(
+        "4 x $$$ on 80-argument calls", "f($$$A, a, $$$B, a, $$$C, c)", "python", "ellipses",
+        {"calls.py": "c = 1\n" + f"f({args})\n" * 400},
+    )  # fmt: skip
+    case(
+        "code nested 3000 calls deep", "g(g(g($X)))", "python", "deep",
+        {"deep.py": "x = " + "g(" * 3000 + "1" + ")" * 3000 + "\n"},
+    )  # fmt: skip
+    case(
+        "2 MB line, 300k matches", "h($X)", "python", "longline",
+        {"line.py": "x = [" + "h(1), " * 300_000 + "]\n"},  # ~2 MB, one line
+    )  # fmt: skip
+    case(
+        "sequence, 4000 blocks nested (js)", "a($X); b($Y);", "javascript", "deepseq",
+        {"deep.js": "{ a(1); b(2); " * 4000 + "}" * 4000 + "\n"},
+    )  # fmt: skip
+    case(
+        "sequence, one 12k-statement block (js)", "a($X); b($Y);", "javascript", "longblock",
+        {"block.js": "function f() {" + " a(1); b(2); x();" * 4000 + "}\n"},
+    )  # fmt: skip
     return cases
 
 
 def bench_pathological(rt: Any, handler: Any, tmp: Path) -> None:
     """Each pathological search ends within its budget while another run's trivial search
     keeps answering."""
+    from tether.actors.parser import POOL_KEYS
+    from tether.structural.scan import shard_of
+
     work = tmp / "patho"
     cases = pathological_corpus(work)
-    (work / "trivial.py").write_text("def k(x):\n    return trivial_call(x)\n")
+    # a search of one file asks only the slot that owns it: the trivial search is made on
+    # the pathological case's own slot, where it has to wait its turn
+    trivial_files: dict[int, str] = {}
+    for i in range(64):
+        path = work / f"trivial{i}.py"
+        path.write_text("def k(x):\n    return trivial_call(x)\n")
+        trivial_files.setdefault(shard_of(str(path), len(POOL_KEYS)), path.name)
     slow_run = rt.open_run("bench-patho", workdir=str(work))
     fast_run = rt.open_run("bench-trivial", workdir=str(work))
-    trivial = {"pattern": "trivial_call($X)", "language": "python", "path": "trivial.py"}
-    handler(fast_run.context(), trivial)
-    for name, (pattern, where) in cases.items():
-        args = {"pattern": pattern, "language": "python", "path": where.name}
+    for name, (pattern, lang, where) in cases.items():
+        slot = shard_of(str(next(where.iterdir())), len(POOL_KEYS))
+        trivial = {"pattern": "trivial_call($X)", "language": "python"}
+        trivial["path"] = trivial_files[slot]
+        handler(fast_run.context(), trivial)
+        args = {"pattern": pattern, "language": lang, "path": where.name}
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             t = time.perf_counter()
             slow = pool.submit(handler, slow_run.context(), args)
@@ -218,10 +246,10 @@ def bench_pathological(rt: Any, handler: Any, tmp: Path) -> None:
                 time.sleep(0.05)
             res = slow.result()
             took = time.perf_counter() - t
-        outcome = res.text.splitlines()[0][:90]
+        outcome = res.text.splitlines()[0][:60]
         worst = max(lat) if lat else 0.0
         print(
-            f"pathological {name:32}: {took:6.2f} s -> {outcome!r}; concurrent trivial "
+            f"pathological {name:38}: {took:6.2f} s -> {outcome!r}; concurrent trivial "
             f"search: {len(lat)} calls, max {worst:.2f} s, p50 "
             f"{pct(lat, 0.5) if lat else 0.0:.2f} s (target < 0.50)"
         )

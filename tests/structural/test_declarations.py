@@ -69,6 +69,14 @@ CASES: list[tuple[str, str, str, list[dict[str, str]], str]] = [
      "package p\nfunc (s *S) Len() int { return 0 }\nfunc Free() int { return 1 }\n",
      [{"R": "s", "T": "*S", "M": "Len", "P": "", "RET": "int", "B": "return 0"}],
      "declaration"),
+    # Ruby and PHP: `$` starts their own variables, so `$$$P` was no whole node (Ruby read
+    # it as a call of `$$`) and the method was refused; the metavariable character is `µ`
+    ("ruby", "def $M($$$P)\n  $$$B\nend",
+     "class A\n  def run(x)\n    go(x)\n  end\n  attr_reader :y\nend\n",
+     [{"M": "run", "P": "x", "B": "go(x)"}], "statement"),
+    ("php", "public function $M($$$P) { $$$B }",
+     "<?php\nclass A {\n  public function run($x) { go($x); }\n  private function no() {}\n}\n",
+     [{"M": "run", "P": "$x", "B": "go($x);"}], "class member"),
     # C preprocessor: the directive's node carries its newline; `# define` is a define
     ("c", "#define $NAME $VALUE",
      "#define MAX 10\n#define SQ(x) ((x)*(x))\n# define MIN 0\nint x;\n",

@@ -4,7 +4,7 @@ For every (language, pattern) the match ranges (start and end line and column) m
 equal on every file of the corpus. The corpora are code no one here wrote where the
 machine has it (the running Python's standard library, Go's standard library, the
 TypeScript and npm packages installed with node) plus small files of our own for C, Rust,
-TypeScript classes, Java, Kotlin and C# (tests/structural/corpus).
+TypeScript classes, Java, Kotlin, C#, Ruby and PHP (tests/structural/corpus).
 
 No case may pass vacuously: each must find something (issue #17, problem 6).
 
@@ -100,6 +100,8 @@ TS_FILES = [
 JAVA_FILES = [CORPUS / "Shapes.java"]
 KOTLIN_FILES = [CORPUS / "shapes.kt"]
 CSHARP_FILES = [CORPUS / "Shapes.cs"]
+RUBY_FILES = [CORPUS / "shapes.rb"]
+PHP_FILES = [CORPUS / "Shapes.php"]
 
 SUITE: dict[str, tuple[list[Path], list[str]]] = {
     "python": (PY_FILES, [
@@ -144,6 +146,14 @@ SUITE: dict[str, tuple[list[Path], list[str]]] = {
         "return $X;", "public int $P { get; set; }", "public $T $P => $E;",
         "public void $M($$$P) { $$$B }",
     ]),
+    "ruby": (RUBY_FILES, [
+        "def $M($$$P)\n  $$$B\nend", "def $M\n  $$$B\nend", "$A.each do |$X|\n  $$$B\nend",
+        "$X.new($$$A)", "$stdout.puts($X)", "puts $X", "attr_reader $$$A",
+    ]),
+    "php": (PHP_FILES, [
+        "new $C($$$A)", "array_map($F, $A)", "$F($$$A)", "$O->$M()", "$A * $B",
+        "$this->$P = $V;", "return $X;", "echo $X;", "public function $M($$$P): $R { $$$B }",
+    ]),
 }  # fmt: skip
 
 # (language, pattern) -> why the ranges may differ, citing SPEC.md / issue #4. Every one
@@ -187,6 +197,7 @@ DIVERGENCES: dict[tuple[str, str], str] = {
             ("csharp", "public int $P { get; set; }"),
             ("csharp", "public $T $P => $E;"),
             ("csharp", "public void $M($$$P) { $$$B }"),
+            ("php", "public function $M($$$P): $R { $$$B }"),
         ]
     },
 }

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tether.messages.parser_ops import Search
+from tether.messages.parser_ops import Search, Stats
 from tether.structural import ops
 from tether.structural.budget import Budget, BudgetExceeded
 from tether.structural.cache import ParseCache
@@ -84,6 +84,41 @@ def test_a_cancelled_budget_stops_at_the_next_check() -> None:
         search_in("f($X)", "f(1)\n" * 5000, budget)
 
 
+def test_the_budget_lets_a_scheduler_in_many_times_within_one_candidate() -> None:
+    # a job's generator yields only between candidates; one candidate of 80 arguments is
+    # ~85k matcher steps, so the slot's scheduler gets in through the budget's checks
+    lines: list[int] = []
+    budget = Budget(seconds=600, node_steps=10**9)
+    budget.pause = lambda: lines.append(budget.line)
+    search_in(FOUR_RUNS, "c = 1\n" + _args(80), budget)
+    assert budget.steps > 50_000
+    assert len([line for line in lines if line == 2]) >= budget.steps // 4096 // 2, lines
+
+
+def test_comparing_a_repeated_metavariable_is_budgeted_work() -> None:
+    # `$A == $A` compares two whole subtrees: 40k node pairs here, all in one candidate
+    side = "f(" + ", ".join(str(i) for i in range(20_000)) + ")"
+    budget = Budget(seconds=600, node_steps=10**9)
+    pauses: list[int] = []
+    budget.pause = lambda: pauses.append(budget.steps)
+    assert len(search_in("$A == $A", f"x = {side} == {side}\n", budget)) == 1
+    assert budget.steps > 40_000 and len(pauses) >= 5, (budget.steps, len(pauses))
+    with pytest.raises(BudgetExceeded, match="more than 10,000 steps"):
+        search_in("$A == $A", f"x = {side} == {side}\n", Budget(node_steps=10_000))
+
+
+def test_a_search_keeps_only_the_matches_it_shows_and_counts_them_all(tmp_path: Path) -> None:
+    code = "x = [" + "h(g(h(1))), " * 3000 + "]\n" + "h(2)\n" * 100
+    (tmp_path / "a.py").write_text(code)
+    every = search_source("h($X)", code, "python")
+    got = ops.op_search(
+        ParseCache(), Search(root=str(tmp_path), lang="python", pattern="h($X)", limit=7)
+    )
+    assert got["total"] == len(every) == 6100
+    shown = [(m["start_line"], m["start_col"], m["text"]) for m in got["matches"]]
+    assert shown == [(m["start_line"], m["start_col"], m["text"]) for m in every[:7]]
+
+
 def test_candidates_in_deep_code_cost_no_parent_walks() -> None:
     # `Node.parent` walks down from the root: per candidate, depth x nesting. Thousands of
     # levels of nesting, every level a candidate: the cursor walk keeps it linear-ish.
@@ -97,6 +132,45 @@ def test_candidates_in_deep_code_cost_no_parent_walks() -> None:
     small, big = timed(250), timed(1000)
     assert big < 3.0
     assert big < 40 * small, (small, big)  # 4x the depth: not 16x (or worse)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        lambda n: "{ a(1); b(2); " * n + "}" * n + "\n",  # nested n blocks deep
+        lambda n: "function f() {" + " a(1); b(2); x();" * n + "}\n",  # one block, 3n long
+    ],
+    ids=["deep", "long-block"],
+)
+def test_sequence_patterns_cost_no_parent_walks_nor_sibling_lists_per_candidate(
+    code: Any,
+) -> None:
+    # A sequence was tried per candidate first node: its parent (`Node.parent` walks down
+    # from the root: the depth) and all its siblings (the block's length) each time -
+    # quadratic in both cases (8x the code took 64x: 11 s for a 12,000-statement block).
+    # Tried per parent instead, each parent's children listed once: linear.
+    from tether.structural.languages import get_parser
+    from tether.structural.pattern import compile_pattern
+    from tether.structural.query import CandidateQuery
+    from tether.structural.search import find_in_tree
+
+    p = compile_pattern("a($X); b($Y);", "javascript")
+    assert p.is_sequence
+
+    def best_of_3(n: int) -> float:
+        src = code(n).encode()
+        tree = get_parser("javascript").parse(src)
+        times = []
+        for _ in range(3):
+            t = time.perf_counter()
+            got = find_in_tree(p, CandidateQuery(p), tree.root_node, src)
+            times.append(time.perf_counter() - t)
+            assert len(got) == n
+        return min(times)
+
+    small, big = best_of_3(500), best_of_3(4000)
+    assert big < 25 * small, (small, big)  # 8x the code: ~8x, where it was ~64x
+    assert big < 5.0
 
 
 def test_positions_on_a_huge_line_are_computed_in_one_pass() -> None:
@@ -238,3 +312,101 @@ def test_a_big_file_is_parsed_in_slices_to_the_same_tree(tmp_path: Path) -> None
     assert longest < PARSE_SLICE + 1.0
     assert str(tree.root_node) == str(get_parser("python").parse(entry.source).root_node)
     assert cache.tree(str(path), "python", entry) is tree and cache.parses == 1
+
+
+def _slot_jobs(runtime: Any, slot: str) -> dict[str, int]:
+    return runtime._call("probe", "parser", slot, Stats(), None, 30)["jobs"]
+
+
+@pytest.mark.slow
+def test_a_trivial_search_is_not_queued_behind_one_endless_candidate(
+    runtime: Any, tmp_path: Path
+) -> None:
+    # One candidate whose matching would take minutes (a generator cannot yield inside
+    # it); its caller gives up after 8 s. Before the slot preempted at budget checks, any
+    # call to that slot waited for the whole candidate: no trivial search could answer
+    # while it ran. Judged by order (answered while the slow call is still out, sent well
+    # after it), not by a latency bound.
+    from conftest import wait_until
+
+    from tether.actors.parser import POOL_KEYS
+
+    (tmp_path / "p.py").write_text("c = 1\n" + _args(1000))
+    (tmp_path / "t.py").write_text("g(1)\n")
+    slot = POOL_KEYS[0]
+    runtime.open_run("conv-slow", workdir=str(tmp_path))
+    fast = runtime.open_run("conv-fast", workdir=str(tmp_path))
+    trivial = {"pattern": "g($X)", "language": "python", "path": "t.py"}
+    assert fast.call("ast_grep", trivial).data["total"] == 1  # routes learned, warm
+    outcome: dict[str, Any] = {}
+
+    def endless() -> None:
+        try:
+            runtime._call(
+                "conv-slow", "parser", slot,
+                Search(root=str(tmp_path), lang="python", pattern=FOUR_RUNS, files=["p.py"],
+                       budget_s=120, budget_node_steps=10**9),
+                None, 8.0,
+            )  # fmt: skip
+        except Exception as exc:  # its deadline: what we expect
+            outcome["error"] = str(exc)
+
+    slow = threading.Thread(target=endless)
+    sent = time.monotonic()
+    slow.start()
+    try:
+        wait_until(lambda: _slot_jobs(runtime, slot).get("conv-slow"), timeout=30)
+        answered_during = 0
+        while slow.is_alive() and answered_during < 3:
+            res = fast.call("ast_grep", trivial)
+            assert not res.is_error and res.data["total"] == 1, res.text
+            answered_during += slow.is_alive()
+    finally:
+        slow.join(60)
+    assert answered_during == 3, (answered_during, outcome, time.monotonic() - sent)
+    assert "deadline" in outcome.get("error", "") or "did not answer" in outcome.get("error", ""), (
+        outcome
+    )
+    # the slot cancels the candidate at its caller's deadline: not wedged for minutes
+    wait_until(lambda: not _slot_jobs(runtime, slot), timeout=30)
+
+
+@pytest.mark.slow
+def test_runs_take_turns_not_jobs(runtime: Any, tmp_path: Path) -> None:
+    # Run A has five searches in flight on one slot, run B one of the same size. Fair per
+    # job, B would get a sixth of the slot and end with A's; fair per run it gets half,
+    # and ends while every one of A's is still running.
+    from conftest import wait_until
+
+    from tether.actors.parser import POOL_KEYS
+
+    for name in ("a0", "a1", "a2", "a3", "a4", "b"):
+        (tmp_path / f"{name}.py").write_text("c = 1\n" + _args(80) * 15)
+    slot = POOL_KEYS[0]
+    runtime.open_run("conv-a", workdir=str(tmp_path))
+    runtime.open_run("conv-b", workdir=str(tmp_path))
+    _slot_jobs(runtime, slot)  # the route to the slot learned: later calls use its channel
+
+    def search(name: str) -> Search:
+        return Search(root=str(tmp_path), lang="python", pattern=FOUR_RUNS, files=[f"{name}.py"])
+
+    a_done: list[float] = []
+
+    def run_a() -> None:
+        calls = [("parser", slot, search(f"a{i}"), None) for i in range(5)]
+        replies = runtime._gather("conv-a", calls, 120.0)
+        a_done.append(time.monotonic())
+        assert all(isinstance(r, dict) and r["total"] == 0 for r in replies), replies
+
+    a = threading.Thread(target=run_a)
+    a.start()
+    try:
+        wait_until(lambda: _slot_jobs(runtime, slot).get("conv-a") == 5, timeout=30)
+        b_reply = runtime._call("conv-b", "parser", slot, search("b"), None, 120.0)
+        b_done = time.monotonic()
+        a_pending = _slot_jobs(runtime, slot).get("conv-a", 0)
+    finally:
+        a.join(120)
+    assert b_reply["total"] == 0 and b_reply["stats"]["parsed"] == 1
+    assert a_pending == 5, a_pending  # none of A's five had finished when B's one did
+    assert a_done and a_done[0] > b_done

@@ -58,6 +58,14 @@ CASES = [
     ("kotlin", "println($X)", "fun main() {\n    println(1)\n    print(2)\n}\n", [("println(1)", {"X": "1"})]),
     ("csharp", "Console.WriteLine($X)", "class A { void F() { Console.WriteLine(1); Console.Write(2); } }\n", [("Console.WriteLine(1)", {"X": "1"})]),
     ("ruby", "puts $X", "puts 1\nprint 3\n", [("puts 1", {"X": "1"})]),
+    # php: an expression pattern is an expression (it was a statement with an invented `;`)
+    ("php", "array_map($F, $A)", "<?php\n$x = array_map($f, $a);\narray_sum($b);\n", [("array_map($f, $a)", {"F": "$f", "A": "$a"})]),
+    # sequences: siblings in one parent, nested blocks, a comment between, a metavariable first
+    ("javascript", "a($X); b($Y);", "{ a(1); b(2); { a(3); c(); b(4); { a(5); b(6); } } }\n", [("a(1); b(2);", {"X": "1", "Y": "2"}), ("a(5); b(6);", {"X": "5", "Y": "6"})]),
+    ("javascript", "$A; $B;", "f(1); g(2);\nfunction h() { x(); }\n", [("f(1); g(2);", {"A": "f(1)", "B": "g(2)"})]),
+    ("python", "$A = $B\nreturn $A", "def f():\n    x = 1\n    return x\ndef g():\n    y = 2\n    # note\n    return y\n    z = 3\n    return q\n", [("x = 1\n    return x", {"A": "x", "B": "1"}), ("y = 2\n    # note\n    return y", {"A": "y", "B": "2"})]),
+    ("python", "$S\nreturn $X", "def f():\n    x = 1\n    return x\nif a:\n    return b\n", [("x = 1\n    return x", {"S": "x = 1", "X": "x"})]),
+    ("python", "$$$A\nreturn $X", "def f():\n    x = 1\n    y = 2\n    return x\n", [("x = 1\n    y = 2\n    return x", {"A": "x = 1\n    y = 2", "X": "x"}), ("y = 2\n    return x", {"A": "y = 2", "X": "x"}), ("return x", {"A": "", "X": "x"})]),
     # `$X` binds a named node only, `$$X` any node (ast-grep's `test_meta_var_named`)
     ("javascript", "return $$A", "function f() { return; }\n", [("return;", {"A": ";"})]),
     ("javascript", "return $_", "function f() { return; return 1; }\n", [("return 1;", {})]),

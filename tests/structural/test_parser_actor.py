@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -236,6 +237,28 @@ def test_warming_stops_when_the_run_closes(runtime: Any, tmp_path: Path) -> None
     trees = sum(s["trees"] for s in _slot_stats(runtime, "conv-keeper"))
     assert trees < 4001  # the queue was dropped, not worked through
     assert not keeper.closed
+
+
+def test_a_one_file_search_asks_only_the_slot_that_owns_the_file(
+    runtime: Any, project: Path
+) -> None:
+    # Every slot used to get every search, and each had to answer: a search of one file
+    # waited on a slot busy with another run's work although that slot had nothing to do.
+    from tether.structural.scan import shard_of
+
+    if len(POOL_KEYS) < 2:
+        pytest.skip("a pool of one slot")
+    run = runtime.open_run("conv-owner", workdir=str(project))
+    path = project / "m3.py"
+    owner = shard_of(str(path), len(POOL_KEYS))
+    other = POOL_KEYS[(owner + 1) % len(POOL_KEYS)]
+    assert run.call("ast_grep", {"pattern": "foo($A, $B)", "path": "m3.py"}).data["total"] == 1
+    runtime._call("conv-owner", "parser", other, Stats(), None, 30)  # started, routed
+    runtime.inject("delay", target=f"parser:{other}", seconds=60)  # its next call: a minute
+    t = time.monotonic()
+    res = run.call("ast_grep", {"pattern": "foo($A, $B)", "path": "m3.py"})
+    assert not res.is_error and res.data["total"] == 1, res.text
+    assert time.monotonic() - t < 30, "the search waited on the delayed slot"
 
 
 def test_a_git_that_never_answers_is_killed_and_the_search_walks(

@@ -42,9 +42,11 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import select
 import signal
 import time
 import traceback
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -332,6 +334,7 @@ class ResourceActor(TetherActor):
         self._start_error: tuple[str, str] | None = None
         self._start_deferred = False
         self._channel: ChannelListener | None = None  # the host's direct calls
+        self._arrived: deque[tuple[Call, ChannelPeer]] = deque()  # read, not yet delivered
         self._channel_flush_armed = False
 
     # --- to override -----------------------------------------------------------------
@@ -568,6 +571,13 @@ class ResourceActor(TetherActor):
         return []
 
     def watched_ready(self, ready: list[int]) -> None:
+        self._read_channel(ready)
+        self.handle_watch(ready)
+
+    def _read_channel(self, ready: list[int]) -> None:
+        """Deliver the calls that came on the channel, in order. They wait in `_arrived`,
+        not in a local list, so a long handler's `serve_arrivals` takes the ones read
+        with it in the same batch too."""
         if self._channel is not None:
             for peer, data in self._channel.read(ready):
                 try:
@@ -576,8 +586,18 @@ class ResourceActor(TetherActor):
                     self.last_error = f"call channel: {exc}"
                     continue
                 if isinstance(call, Call):
-                    self._receive_call(call, peer)
-        self.handle_watch(ready)
+                    self._arrived.append((call, peer))
+        while self._arrived:
+            self._receive_call(*self._arrived.popleft())
+
+    def serve_arrivals(self) -> None:
+        """Take the calls already waiting on the call channel now, from inside a long
+        handler: they are delivered (on_call) without waiting for it to return to
+        thespian's loop. Calls sent through thespian wait for the loop as usual."""
+        if self._channel is None:
+            return
+        ready, _, _ = select.select(self._channel.fds(), [], [], 0)
+        self._read_channel(ready)
 
     def _arm_channel_flush(self) -> None:
         if not self._channel_flush_armed:

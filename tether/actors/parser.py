@@ -11,18 +11,30 @@ tick, so searches interleave) and unindex (a run closed: drop what is still queu
 it). A bad pattern or language is a `bad_request` with the compiler's message.
 
 Searches and edits are jobs (generators that yield between candidate nodes), run a slice
-at a time in turn, so one run's pathological search does not hold up another run's trivial
-one: a new call gets its first slice at once, and the rest of the work goes round-robin on
-timer ticks, between which the actor reads its mailbox. A job ends with its reply, with a
-budget error naming what to narrow (`tether.structural.budget`), or silently when its
-caller has gone (the call was swept past its deadline): the slot is never left busy.
+at a time, so one run's pathological search does not hold up another run's trivial one:
+
+- Fair per run, not per job: the queue is one line of jobs per run, and the runs take
+  turns (a slice of the first job of each), so a run with many searches in flight gets
+  the same share as a run with one. A new call runs its first slice at once when its run
+  has nothing queued here (a small search is answered right there); otherwise it queues
+  behind its own run's jobs.
+- Slices end on time even inside one candidate: a job's generator can only yield between
+  candidates, and one candidate can take tens of milliseconds of matching (hundreds on a
+  loaded machine). So the budget's periodic check (every few thousand matcher steps) calls
+  `_preempt`: once the slice is used up, the slot takes the calls waiting on its call
+  channel (their first slice runs there) and runs a slice of every other run's next job,
+  then resumes. One level deep: work run from there is not preempted again.
+
+A job ends with its reply, with a budget error naming what to narrow
+(`tether.structural.budget`), or silently when its caller has gone (the call was swept
+past its deadline): the slot is never left busy.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,11 +74,16 @@ class WorkTick:
     """Timer tag: run a slice of the next search or edit job."""
 
 
-@dataclass
+@dataclass(eq=False)
 class _Running:
     call: Call
     steps: Job
     budget: Budget
+    slice_ends: float = 0.0
+
+    @property
+    def run(self) -> str:
+        return self.call.run_id
 
 
 class ParserActor(ResourceActor):
@@ -77,7 +94,8 @@ class ParserActor(ResourceActor):
         self.index_owner: dict[str, str] = {}  # queued path -> the run that asked for it
         self.closed_runs: deque[str] = deque(maxlen=256)  # their late index calls: refused
         self.indexed = 0
-        self.jobs: deque[_Running] = deque()
+        self.jobs: OrderedDict[str, deque[_Running]] = OrderedDict()  # run -> its jobs
+        self.active: list[_Running] = []  # the job in its slice (and one run from _preempt)
         self.work_armed = False
 
     def on_timer(self, tag: Any) -> None:
@@ -85,9 +103,7 @@ class ParserActor(ResourceActor):
             case WorkTick():
                 self.work_armed = False
                 if self.jobs:
-                    job = self.jobs.popleft()
-                    if not self._slice(job):
-                        self.jobs.append(job)
+                    self._slice_or_queue(self._next_job())
                 self._arm_work()
             case IndexTick() if self.jobs:  # indexing is low priority: searches first
                 self.after(0.05, IndexTick())
@@ -127,21 +143,46 @@ class ParserActor(ResourceActor):
 
     def _start_job(self, call: Call, steps: Job, budget: Budget) -> None:
         job = _Running(call, steps, budget)
-        if not self._slice(job):  # a small search is answered right here
-            self.jobs.append(job)
+        budget.pause = lambda: self._preempt(job)
+        if self._busy(job.run):
+            self._queue(job)  # behind its own run's work: runs take turns, not jobs
+            self._arm_work()
+        else:
+            self._slice_or_queue(job)  # a small search is answered right here
+
+    def _busy(self, run: str) -> bool:
+        return run in self.jobs or any(job.run == run for job in self.active)
+
+    def _queue(self, job: _Running) -> None:
+        self.jobs.setdefault(job.run, deque()).append(job)
+
+    def _next_job(self, run: str | None = None) -> _Running:
+        """The first job of `run` (default: the run whose turn it is); the run goes to the
+        back of the line."""
+        if run is None:
+            run = next(iter(self.jobs))
+        line = self.jobs.pop(run)
+        job = line.popleft()
+        if line:
+            self.jobs[run] = line
+        return job
+
+    def _slice_or_queue(self, job: _Running) -> None:
+        if not self._slice(job):
+            self._queue(job)
             self._arm_work()
 
     def _slice(self, job: _Running) -> bool:
-        """Run `job` for up to SLICE seconds; True when it is settled (or abandoned)."""
+        """Run `job` for about SLICE seconds; True when it is settled (or abandoned)."""
         call = job.call
         if call.call_id not in self._open:
             job.steps.close()  # its caller has gone (swept past the deadline): stop
             return True
-        if call.deadline and time.monotonic() > call.deadline:
-            job.budget.cancel("its caller's deadline passed")
-        until = time.monotonic() + SLICE
+        self._cancel_if_late(job)
+        job.slice_ends = time.monotonic() + SLICE
+        self.active.append(job)
         try:
-            while time.monotonic() < until:
+            while time.monotonic() < job.slice_ends:
                 next(job.steps)
         except StopIteration as done:
             self.reply(call, done.value)
@@ -149,7 +190,32 @@ class ParserActor(ResourceActor):
         except (PatternError, LanguageError, RewriteError, BudgetExceeded) as exc:
             self.fail(call, ErrorCode.BAD_REQUEST, str(exc))
             return True
+        except Exception as exc:  # a bug or an unreadable file: the caller hears it now
+            self._log_exception(exc)
+            self.fail(call, ErrorCode.FAILED, f"{self.name}: {type(exc).__name__}: {exc}")
+            return True
+        finally:
+            self.active.remove(job)
         return False
+
+    def _cancel_if_late(self, job: _Running) -> None:
+        call = job.call
+        if call.call_id not in self._open:
+            job.budget.cancel("its caller has gone")
+        elif call.deadline and time.monotonic() > call.deadline:
+            job.budget.cancel("its caller's deadline passed")
+
+    def _preempt(self, job: _Running) -> None:
+        """Called from `job`'s budget checks: once its slice is used up, serve what waits
+        (new calls, then a slice of each other run's next job) and give it a new slice."""
+        if len(self.active) != 1 or time.monotonic() < job.slice_ends:
+            return  # not its slice's end yet, or already run from another job's _preempt
+        self._cancel_if_late(job)  # (the sweep that fails late calls runs between handlers)
+        self.serve_arrivals()
+        for run in [r for r in self.jobs if r != job.run]:
+            if run in self.jobs:
+                self._slice_or_queue(self._next_job(run))
+        job.slice_ends = time.monotonic() + SLICE
 
     def on_call(self, call: Call) -> None:
         op = PARSER.parse(call)
@@ -168,10 +234,17 @@ class ParserActor(ResourceActor):
             case Unindex(run=run):
                 payload = self._unindex(run or call.run_id)
             case Stats():
-                payload = self.cache.stats()
+                payload = {**self.cache.stats(), "jobs": self._jobs_by_run()}
             case Clear():
                 payload = op_clear(self.cache)
         self.reply(call, payload)
+
+    def _jobs_by_run(self) -> dict[str, int]:
+        """Searches and edits in flight here, per run (queued and running)."""
+        out = {run: len(line) for run, line in self.jobs.items()}
+        for job in self.active:
+            out[job.run] = out.get(job.run, 0) + 1
+        return out
 
     def health_extra(self) -> dict[str, Any]:
         return {
@@ -179,7 +252,7 @@ class ParserActor(ResourceActor):
             "cache": self.cache.stats(),
             "indexing": len(getattr(self, "index_queue", ())),
             "indexed": getattr(self, "indexed", 0),
-            "jobs": len(getattr(self, "jobs", ())),
+            "jobs": sum(self._jobs_by_run().values()) if hasattr(self, "jobs") else 0,
         }
 
 

@@ -36,6 +36,7 @@ class Search(Sharded):
     limit: int = 50
     budget_s: float = 0.0  # 0: the default (tether.structural.budget)
     budget_steps: int = 0
+    budget_node_steps: int = 0  # steps one candidate may take
 
 
 @PARSER.op
@@ -49,6 +50,7 @@ class Edit(Sharded):
     rewrite: str
     budget_s: float = 0.0
     budget_steps: int = 0
+    budget_node_steps: int = 0
 
 
 @PARSER.op
@@ -72,7 +74,8 @@ class Unindex:
 @PARSER.op
 @dataclass(frozen=True)
 class Stats:
-    """The slot's parse cache counters."""
+    """The slot's parse cache counters, and its searches and edits in flight per run
+    (`jobs`)."""
 
 
 @PARSER.op

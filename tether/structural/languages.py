@@ -251,6 +251,7 @@ CONTEXTS: dict[str, tuple[Context, ...]] = {
     ),
     "php": (
         Context("statement", "<?php\n", "\n"),
+        Context("expression", "<?php\n$__tether_x = (", ");\n"),
         Context("class member", "<?php\nclass __tether_C {\n", "\n}"),
     ),
     "ruby": (RAW_STATEMENT, Context("class member", "class TetherC\n", "\nend")),
@@ -296,8 +297,9 @@ def contexts_for(lang: str, fragment: str = "") -> tuple[Context, ...]:
 _METAVAR_CANDIDATES: tuple[str, ...] = ("$", "µ", "ǂ", "_")
 
 
-def _is_single_leafish(lang: str, text: str) -> bool:
-    """Whether `text` parses, in some context, as one error-free node spanning exactly it.
+def _is_single_leafish(lang: str, text: str, leaf: bool = False) -> bool:
+    """Whether `text` parses, in some context, as one error-free node spanning exactly it
+    (with `leaf`, a node without children).
 
     The node may be internal (Ruby reads `$$$ABC` as a call of `$$`): the compiler
     recognises a metavariable by the text of any node, as ast-grep does.
@@ -313,7 +315,8 @@ def _is_single_leafish(lang: str, text: str) -> bool:
                 continue
             node = tree.root_node.descendant_for_byte_range(start, end)
             if node is not None and node.start_byte == start and node.end_byte == end:
-                return True
+                if not leaf or node.child_count == 0:
+                    return True
     return False
 
 
@@ -322,7 +325,12 @@ def metavar_char(lang: str) -> str | None:
     """The character this grammar accepts as the start of an identifier-like metavariable."""
     if lang in BROKEN:
         return None  # never run a refused grammar: the probe would not return
-    for ch in _METAVAR_CANDIDATES:
-        if _is_single_leafish(lang, f"{ch}ABC") and _is_single_leafish(lang, f"{ch * 3}ABC"):
-            return ch
+    for leaves in (True, False):
+        # first a character that makes `$$$ABC` one leaf too: Ruby reads `$$$P` as a call
+        # of `$$`, which `def $M($$$P)` cannot hold (ast-grep finds that method; `µ` works)
+        for ch in _METAVAR_CANDIDATES:
+            if _is_single_leafish(lang, f"{ch}ABC", leaves) and _is_single_leafish(
+                lang, f"{ch * 3}ABC", leaves
+            ):
+                return ch
     return None

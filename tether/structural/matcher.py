@@ -34,13 +34,16 @@ Env = dict[str, Any]  # name -> Node | list[Node]
 _ERROR_KIND = 0xFFFF
 
 
-def same_code(a: Node, b: Node, src: bytes) -> bool:
+def same_code(a: Node, b: Node, src: bytes, budget: Budget | None = None) -> bool:
     """Structural equality of two nodes of one file, ignoring whitespace and comments.
 
-    Iterative: generated code nests deeper than Python's recursion limit.
+    Iterative: generated code nests deeper than Python's recursion limit. Each pair of
+    nodes compared is a step of `budget` (two huge subtrees are a long comparison).
     """
     stack = [(a, b)]
     while stack:
+        if budget is not None:
+            budget.step()
         x, y = stack.pop()
         if x.start_byte == y.start_byte and x.end_byte == y.end_byte and x.kind_id == y.kind_id:
             continue
@@ -64,16 +67,16 @@ def same_code(a: Node, b: Node, src: bytes) -> bool:
     return True
 
 
-def _same_run(a: list[Node], b: list[Node], src: bytes) -> bool:
-    return len(a) == len(b) and all(same_code(x, y, src) for x, y in zip(a, b, strict=True))
+def _same_run(a: list[Node], b: list[Node], src: bytes, budget: Budget) -> bool:
+    return len(a) == len(b) and all(same_code(x, y, src, budget) for x, y in zip(a, b, strict=True))
 
 
-def _bind_multi(p: MetaVar, nodes: list[Node], env: Env, src: bytes) -> Env | None:
+def _bind_multi(p: MetaVar, nodes: list[Node], env: Env, src: bytes, budget: Budget) -> Env | None:
     if p.name is None:
         return env
     prev = env.get(p.name)
     if prev is not None:
-        return env if isinstance(prev, list) and _same_run(prev, nodes, src) else None
+        return env if isinstance(prev, list) and _same_run(prev, nodes, src, budget) else None
     new = dict(env)
     new[p.name] = nodes
     return new
@@ -149,7 +152,7 @@ class Matcher:
             new = dict(env)
             new[p.name] = c
             return new
-        if isinstance(prev, list) or not same_code(prev, c, src):
+        if isinstance(prev, list) or not same_code(prev, c, src, self.budget):
             return None
         return env
 
@@ -186,14 +189,14 @@ class Matcher:
                     k += 1
                     skipped += 1
                 if k == n_ps:  # the ellipsis (and trailing punctuation) takes the rest
-                    bound = _bind_multi(p, _run(cs, j, n_cs, skipped), env, src)
+                    bound = _bind_multi(p, _run(cs, j, n_cs, skipped), env, src, self.budget)
                     return None if bound is None else (bound, n_cs)
                 if _is_multi(ps[k]):  # `$$$A, $$$B`: the first takes exactly one node
                     while j < n_cs and cs[j].is_extra:
                         j += 1
                     if j >= n_cs:
                         return None
-                    bound = _bind_multi(p, [cs[j]], env, src)
+                    bound = _bind_multi(p, [cs[j]], env, src, self.budget)
                     if bound is None:
                         return None
                     env, i, j = bound, k, j + 1
@@ -208,7 +211,7 @@ class Matcher:
                         bound = env  # binds nothing: no run to build
                     else:
                         self.budget.step(1 + (m - j) // 32)  # the run's copy is work too
-                        bound = _bind_multi(p, _run(cs, j, m, skipped), env, src)
+                        bound = _bind_multi(p, _run(cs, j, m, skipped), env, src, self.budget)
                     if bound is None:
                         continue
                     r = self._seq(ps, k, cs, m, bound, failed)
@@ -221,7 +224,7 @@ class Matcher:
                 for q in ps[i:]:
                     if not _is_multi(q):
                         return None
-                    env2 = _bind_multi(q, [], env, src)  # type: ignore[arg-type]
+                    env2 = _bind_multi(q, [], env, src, self.budget)  # type: ignore[arg-type]
                     if env2 is None:
                         return None
                     env = env2
@@ -249,21 +252,44 @@ class Matcher:
         if len(roots) == 1:
             env = self.node(roots[0], node, {})
             return None if env is None else (env, node, node)
-        parent = node.parent
+        parent = node.parent  # (one climb: searches go by parent, see `in_children`)
         if parent is None:
             return None
         cs = parent.children
         j = next((idx for idx, c in enumerate(cs) if c.id == node.id), -1)
-        if j < 0:
-            return None
-        r = self.seq(roots, 0, cs, j, {})
+        return None if j < 0 else self._sequence_at(pattern, cs, j)
+
+    def in_children(
+        self, pattern: Pattern, parent: Node
+    ) -> Iterator[tuple[Env, Node, Node] | None]:
+        """A sequence pattern tried at each of `parent`'s children its first root could
+        be, in order: per try, the match (env, first and last matched node) or None. A
+        generator, so the caller's scheduler runs between the tries."""
+        first = pattern.roots[0]
+        cs = parent.children
+        for j, c in enumerate(cs):
+            if not c.is_extra and _could_be(first, c):
+                self.budget.begin_node(c.start_point[0] + 1)
+                yield self._sequence_at(pattern, cs, j)
+
+    def _sequence_at(
+        self, pattern: Pattern, cs: list[Node], j: int
+    ) -> tuple[Env, Node, Node] | None:
+        r = self.seq(pattern.roots, 0, cs, j, {})
         if r is None:
             return None
         env, end = r
         last = end - 1
         while last > j and (cs[last].is_extra or cs[last].start_byte == cs[last].end_byte):
             last -= 1
-        return env, node, cs[last]
+        return env, cs[j], cs[last]
+
+
+def _could_be(p: PNode, c: Node) -> bool:
+    """Whether pattern node `p` could match `c` at all, by its kind (a cheap first test)."""
+    if isinstance(p, MetaVar):
+        return c.is_named or not p.named  # as the query `(_)` or `_` finds them
+    return p.kind_id == c.kind_id or p.kind_id == _ERROR_KIND
 
 
 def _names(p: PNode) -> Iterator[str]:

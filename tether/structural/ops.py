@@ -14,8 +14,8 @@ from collections.abc import Generator
 from typing import Any, TypeVar
 
 from tether.messages.parser_ops import Edit, Index, Search, Sharded
-from tether.structural.budget import DEFAULT_SECONDS, DEFAULT_STEPS, Budget
-from tether.structural.cache import ParseCache
+from tether.structural.budget import DEFAULT_NODE_STEPS, DEFAULT_SECONDS, DEFAULT_STEPS, Budget
+from tether.structural.cache import SLICED_PARSE_BYTES, ParseCache
 from tether.structural.languages import EXTENSIONS, extensions_of, get_parser, normalize
 from tether.structural.pattern import compile_pattern
 from tether.structural.query import CandidateQuery
@@ -25,6 +25,7 @@ from tether.structural.search import (
     FileResult,
     Positions,
     find_in_tree,
+    finish,
     is_binary,
     iter_search,
     match_record,
@@ -54,6 +55,18 @@ def split_work(op: S, nshards: int, listed: list[str] | None = None) -> list[S]:
     return [
         dataclasses.replace(share, files=mine) for share, mine in zip(shares, files, strict=True)
     ]
+
+
+def has_work(share: Sharded) -> bool:
+    """Whether a slot's share (from `split_work`) holds anything to do: a share listed
+    with no files, or a one-file root that hashes to another slot, needs no call - so a
+    search of one file or a small directory does not wait on a slot busy with another
+    run's work."""
+    if share.files is not None:
+        return bool(share.files)
+    if share.nshards > 1 and os.path.isfile(share.root):
+        return shard_of(share.root, share.nshards) == share.shard
+    return True
 
 
 def op_extensions(op: Sharded) -> frozenset[str]:
@@ -93,18 +106,14 @@ Job = Generator[None, None, dict[str, Any]]
 
 
 def budget_of(op: Search | Edit) -> Budget:
-    """The budget a search or edit runs under: `budget_s` seconds and `budget_steps`
-    matcher steps when the caller set them, else the defaults."""
-    return Budget(op.budget_s or DEFAULT_SECONDS, op.budget_steps or DEFAULT_STEPS)
-
-
-def finish(job: Job) -> dict[str, Any]:
-    """Run a job to its end in one go (callers without a scheduler)."""
-    while True:
-        try:
-            next(job)
-        except StopIteration as done:
-            return done.value
+    """The budget a search or edit runs under: `budget_s` seconds, `budget_steps` matcher
+    steps and `budget_node_steps` per candidate when the caller set them, else the
+    defaults."""
+    return Budget(
+        op.budget_s or DEFAULT_SECONDS,
+        op.budget_steps or DEFAULT_STEPS,
+        op.budget_node_steps or DEFAULT_NODE_STEPS,
+    )
 
 
 def search_job(cache: ParseCache, op: Search, budget: Budget) -> Job:
@@ -113,10 +122,12 @@ def search_job(cache: ParseCache, op: Search, budget: Budget) -> Job:
     pattern = compile_pattern(op.pattern, op.lang)
     results: list[FileResult] = []
     stats: dict[str, int] = {}
-    yield from iter_search(pattern, op.root, cache, results, stats, budget, **_common(op))
     limit = op.limit
+    yield from iter_search(
+        pattern, op.root, cache, results, stats, budget, keep=limit, **_common(op)
+    )
     results.sort(key=lambda r: r.path)
-    total = sum(len(r.matches) for r in results)
+    total = sum(r.total for r in results)
     records: list[dict[str, Any]] = []
     for r in results:
         pos = Positions(r.source)
@@ -230,7 +241,10 @@ def plan_index(op: Index) -> list[tuple[str, str]]:
     return out
 
 
-INDEX_MAX_FILE_BYTES = 512 * 1024  # bigger files are parsed when a search needs them
+# Bigger files are parsed when a search needs them, in slices (`ParseCache.tree_in_slices`):
+# an index chunk parses whole files, and a 512 KiB one held the slot ~0.15 s (more on a
+# loaded machine) while another run's search waited.
+INDEX_MAX_FILE_BYTES = SLICED_PARSE_BYTES
 
 
 def index_some(

@@ -83,8 +83,11 @@ def _root_kind_source(p: PNode) -> str:
 
 
 def query_source(pattern: Pattern) -> str:
-    """The full candidate query of a pattern (its first root for a sequence)."""
+    """The full candidate query of a pattern; of a sequence, the parents that hold a node
+    of its first root's kind (see `CandidateQuery.parents`)."""
     root = pattern.roots[0]
+    if pattern.is_sequence:
+        return _parent_source(root)
     if isinstance(root, MetaVar):
         return _root_kind_source(root)
     b = _Builder()
@@ -96,6 +99,11 @@ def query_source(pattern: Pattern) -> str:
     if body is None:
         return _root_kind_source(root)
     return f"({body} @root {' '.join(b.preds)})".replace(" )", ")")
+
+
+def _parent_source(first: PNode) -> str:
+    child = _root_kind_source(first).removesuffix(" @root")
+    return f"(_ {child}) @root"
 
 
 @functools.lru_cache(maxsize=256)
@@ -143,10 +151,11 @@ def _spaced_directive(t: Terminal) -> bool:
     return not t.named and len(t.text) > 1 and t.text.startswith(b"#")
 
 
-def anchored_candidates(anchor: Anchor, root: Node, src: bytes) -> Iterator[Node]:
+def anchored_candidates(anchor: Anchor, root: Node, src: bytes, up: int = 0) -> Iterator[Node]:
     """Roots found from every occurrence of the anchor's text: the node of the anchor's
     kind spanning exactly that text, then `depth` levels up, of the root's kind. Exact
-    for the structure above the anchor, so a superset of the matches.
+    for the structure above the anchor, so a superset of the matches. With `up`=1, the
+    parent of each such root instead (where a sequence pattern's siblings are), each once.
 
     One cursor walks down to the occurrences in file order, keeping the path from the root:
     the root `depth` up is read off the path, and the next occurrence only climbs as far
@@ -170,9 +179,9 @@ def anchored_candidates(anchor: Anchor, root: Node, src: bytes) -> Iterator[Node
         _descend(cursor, path, i, end)
         t = len(path) - 1
         while t >= 0 and path[t].start_byte == i and path[t].end_byte == end:
-            if path[t].kind_id == kid and t >= depth:
-                c = path[t - depth]
-                if c.kind_id == anchor.root_kind_id and c.id not in seen:
+            if path[t].kind_id == kid and t >= depth + up:
+                c = path[t - depth - up]
+                if path[t - depth].kind_id == anchor.root_kind_id and c.id not in seen:
                     seen.add(c.id)
                     yield c
             t -= 1
@@ -192,13 +201,19 @@ def _descend(cursor: TreeCursor, path: list[Node], start: int, end: int) -> None
 
 class CandidateQuery:
     """How to find a pattern's candidate roots: by an anchor's text, or by a query (with a
-    kind-only fallback)."""
+    kind-only fallback). For a sequence pattern, the candidates are the parents whose
+    children the sequence is tried against, each parent once: trying each candidate first
+    node instead meant climbing to its parent (`Node.parent` walks down from the tree's
+    root) and listing all its siblings, per candidate - depth x candidates on deep code,
+    siblings x candidates in a long block."""
 
     def __init__(self, pattern: Pattern):
         self.lang = pattern.lang
         self.anchor = choose_anchor(pattern)
+        self.up = 1 if pattern.is_sequence else 0
         self.source = query_source(pattern)
-        self.fallback_source = _root_kind_source(pattern.roots[0])
+        first = pattern.roots[0]
+        self.fallback_source = _parent_source(first) if self.up else _root_kind_source(first)
         self.full: Query | None = None
         self.fallback: Query | None = None
         if self.anchor is None:
@@ -206,10 +221,10 @@ class CandidateQuery:
             self.fallback = _compile(self.lang, self.fallback_source)
 
     def candidates(self, root: Node, src: bytes = b"") -> Iterable[Node]:
-        """Candidate roots, deduplicated, a superset of the true matches (in file order
-        from a query; as found from an anchor)."""
+        """Candidate roots (parents, for a sequence), deduplicated, a superset of the true
+        matches (in file order from a query; as found from an anchor)."""
         if self.anchor is not None:
-            return anchored_candidates(self.anchor, root, src)
+            return anchored_candidates(self.anchor, root, src, self.up)
         for q in (self.full, self.fallback):
             if q is None:
                 continue

@@ -66,7 +66,8 @@ def _target(ctx: ToolContext, args: dict[str, Any]) -> tuple[Path, str | None]:
 
 
 def _fan_out(ctx: ToolContext, op: Search | Edit) -> list[Mapping[str, Any]]:
-    """Run `op` on every pool slot (one shard each); in-process when there is no pool."""
+    """Run `op` on every pool slot with a share of the files (one shard each); in-process
+    when there is no pool."""
     try:
         keys = list(ctx.kind_keys(KIND))
     except ResourceError:
@@ -82,10 +83,11 @@ def _fan_out(ctx: ToolContext, op: Search | Edit) -> list[Mapping[str, Any]]:
         if op.lang not in fam.get("warmed", ()):
             # the workspace's files of this language: what warming indexes (no relisting)
             fam["listed"] = (op.lang, [s.files for s in shares])
-    calls = [(KIND, key, share, None) for key, share in zip(keys, shares, strict=True)]
-    replies = ctx.gather(calls, SEARCH_TIMEOUT, idempotent=True)
+    work = [(key, s) for key, s in zip(keys, shares, strict=True) if ops.has_work(s)]
+    calls = [(KIND, key, share, None) for key, share in work]
+    replies = ctx.gather(calls, SEARCH_TIMEOUT, idempotent=True) if calls else []
     out: list[Mapping[str, Any]] = []
-    for key, reply in zip(keys, replies, strict=True):
+    for (key, _), reply in zip(work, replies, strict=True):
         if isinstance(reply, ResourceError):
             if reply.code == ErrorCode.BAD_REQUEST:
                 raise ValueError(reply.message)
