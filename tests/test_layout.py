@@ -35,6 +35,7 @@ LAYERS: list[set[str]] = [
         "tether.roots",
         "tether.transport_auth",
         "tether.private_dirs",
+        "tether.scratch",
     },
     {"tether.thespian_patches"},
     # pure libraries, and the call-channel transport actors and host share
@@ -73,6 +74,7 @@ LIBRARY_MAY_IMPORT = {
     "tether.messages",
     "tether.processes",
     "tether.private_dirs",
+    "tether.scratch",
     "tether.protocol",
     "tether.atomic_files",
     "tether.roots",

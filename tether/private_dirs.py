@@ -27,12 +27,6 @@ def default_state_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"tether-{os.getuid()}"
 
 
-def cache_dir() -> Path:
-    """<state dir>/cache, made private: where tether keeps the caches of toolchains it
-    runs (go build's), so they outlive one session but never land in the user's home."""
-    return ensure_private_dir(ensure_private_dir(default_state_dir()) / "cache")
-
-
 def ensure_private_dir(directory: Path) -> Path:
     """Create `directory` (0700), or check the one there (`check_private_dir`)."""
     with contextlib.suppress(FileExistsError):

@@ -101,7 +101,13 @@ def go_build(project: Path) -> Path:
     import subprocess
 
     from tether.debug.adapters import BY_NAME, adapter_env
+    from tether.scratch import ProcessScratch
 
     build = ["go", "build", "-gcflags=all=-N -l", "-o", "prog", "."]
-    subprocess.run(build, cwd=project, env=adapter_env(BY_NAME["delve"]), check=True)
+    scratch = ProcessScratch("go-build")
+    try:
+        env = adapter_env(BY_NAME["delve"], scratch)
+        subprocess.run(build, cwd=project, env=env, check=True)
+    finally:
+        scratch.close()
     return project / "prog"

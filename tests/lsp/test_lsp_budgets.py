@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from tether.lsp import scratch
+from tether import scratch
 from tether.lsp.cancellation import FileCancellation
 from tether.lsp.documents import Documents, file_problem, read_text
 from tether.lsp.jsonrpc import Capabilities
 from tether.lsp.limits import MB, LspLimits, size_text, too_large
-from tether.lsp.scratch import ServerScratch
 from tether.lsp.servers import BY_NAME
 from tether.lsp.session.budgets import RequestWatch
+from tether.scratch import ProcessScratch
 
 # --- limits ---------------------------------------------------------------------------------
 
@@ -109,7 +109,7 @@ def test_an_abandoned_request_waits_until_anything_is_answered() -> None:
 
 
 def test_file_cancellation_is_where_basedpyright_looks(tmp_path: Path) -> None:
-    box = ServerScratch("basedpyright", state=tmp_path)
+    box = ProcessScratch("basedpyright", state=tmp_path)
     fc = FileCancellation(BY_NAME["basedpyright"].file_cancellation, box.tmp)
     try:
         assert fc.arg == f"--cancellationReceive=file:{fc.folder}"

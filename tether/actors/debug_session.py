@@ -270,7 +270,9 @@ class DebugSessionActor(ProcessActor):
             fresh.run(fresh.launch(row, program, config, request, wait), call)
             return
         argv = adapters.adapter_argv(row, binary)
-        self._adapter_pid = self.spawn(argv, cwd=str(root), env=adapters.adapter_env(row))
+        # its own TMPDIR (and its program's), removed once it ended
+        env = adapters.adapter_env(row, self.new_scratch(row.name))
+        self._adapter_pid = self.spawn(argv, cwd=str(root), env=env)
         with contextlib.suppress(psutil.Error):
             self._adapter_created = psutil.Process(self._adapter_pid).create_time()
         gen = fresh.launch(row, program, config, request, wait)

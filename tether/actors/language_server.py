@@ -41,12 +41,12 @@ from tether.actors.process import ProcessActor
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.lsp.cancellation import FileCancellation
 from tether.lsp.limits import LspLimits
-from tether.lsp.scratch import ServerScratch
 from tether.lsp.servers import BY_NAME, find_binary, split_key
 from tether.lsp.session import Session
 from tether.lsp.session.core import Deadline
 from tether.messages.calls import Call, ErrorCode
 from tether.messages.language_server_ops import LANGUAGE_SERVER, Reload, Status
+from tether.scratch import ProcessScratch
 
 PROBE_TIMEOUT = 10.0  # s a binary's probe (`rust-analyzer --version`) may take to answer
 PROBE_OUTPUT = 4096  # bytes of the probe's stdout kept for the message when it fails
@@ -78,7 +78,7 @@ class LanguageServerActor(ProcessActor):
         except (TypeError, ValueError) as e:
             raise ResourceUnavailable(f"{name}: bad limits in the kind's config: {e}") from e
         self.cancels: FileCancellation | None = None
-        self.scratch: ServerScratch | None = None
+        self.scratch: ProcessScratch | None = None
         if not root.is_dir():
             raise ResourceUnavailable(f"{name}: root {root} is not a directory")
         if not any((root / m).exists() for m in self.row.root_markers):
@@ -131,7 +131,7 @@ class LanguageServerActor(ProcessActor):
     def _launch(self) -> None:
         argv = [self.binary, *self.row.args]
         self._close_scratch()  # (the server before a reload has exited)
-        self.scratch = ServerScratch(self.row.name)  # where it writes, beside the workspace
+        self.scratch = ProcessScratch(self.row.name)  # where it writes, beside the workspace
         if self.row.file_cancellation:  # a new server numbers its requests from 1 again
             self.cancels = FileCancellation(self.row.file_cancellation, self.scratch.tmp)
             argv.append(self.cancels.arg)
@@ -139,7 +139,7 @@ class LanguageServerActor(ProcessActor):
             self.row, self.root, self, limits=self.limits, canceller=self.cancels
         )
         self.set_state("starting")
-        pid = self.spawn(argv, cwd=str(self.root), env=self.scratch.env())
+        pid = self.spawn(argv, cwd=str(self.root), env=self.scratch.env(go_offline=True))
         self.session.start(pid)
         self._check_started()
         self.after(self.row.startup_timeout + 0.5, StartupCheck())

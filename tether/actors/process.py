@@ -8,6 +8,10 @@ death of the process is noticed as soon as the kernel reports it. Writes are buf
 non-blocking; stderr keeps a bounded tail for status and error messages. On stop the whole
 process tree is killed (psutil) with SIGKILL, without waiting for it to cooperate: the
 stop runs in a message handler, and the actor process exits right after it anyway.
+
+A subprocess started with `env=self.new_scratch(name).env()` writes its temp files into
+its own private directory (`tether.scratch`), removed once it ended (after `on_exit`) or
+with the actor.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import psutil
 from tether.actors.base import FLUSH_RETRY, ResourceActor
 from tether.channels import OutBuffer
 from tether.processes import kill_tree
+from tether.scratch import ProcessScratch
 
 STDERR_TAIL_BYTES = 8192
 READ_CHUNK = 65536
@@ -64,6 +69,7 @@ class ProcessActor(ResourceActor):
         self._flush_armed = False
         self._watched: list[int] = []
         self._argv: list[str] = []
+        self._scratch: ProcessScratch | None = None
 
     # --- provided --------------------------------------------------------------------
     def spawn(self, argv: list[str], cwd: str, env: dict[str, str] | None = None) -> int:
@@ -95,6 +101,18 @@ class ProcessActor(ResourceActor):
         if self._started:
             self._report_pids()
         return self.proc.pid
+
+    def new_scratch(self, name: str) -> ProcessScratch:
+        """A private scratch directory for the next subprocess (start it with its `env()`):
+        the previous one is removed, this one once that subprocess ended."""
+        self._remove_scratch()
+        self._scratch = ProcessScratch(name)
+        return self._scratch
+
+    def _remove_scratch(self) -> None:
+        scratch, self._scratch = self._scratch, None
+        if scratch is not None:
+            scratch.close()
 
     def write(self, data: bytes) -> None:
         """Write to the subprocess's stdin (buffered; never blocks the message loop)."""
@@ -228,11 +246,15 @@ class ProcessActor(ResourceActor):
         self._close_pipes()
         if self._stopping:
             return
+        ended = self._scratch
         try:
             self.on_exit(returncode)
         except Exception as exc:
             self._log_exception(exc)
             self.stop("crash", self.exit_message(returncode))
+        finally:  # (after on_exit: it kills what the process left; unless it started anew)
+            if ended is not None and self._scratch is ended:
+                self._remove_scratch()
 
     def _close_pipes(self) -> None:
         self._watched = []
@@ -277,3 +299,4 @@ class ProcessActor(ResourceActor):
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=REAP_WAIT)
             self._close_pipes()
+        self._remove_scratch()

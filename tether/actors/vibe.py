@@ -15,7 +15,6 @@ restarted; its process dies with it (parent-death signal, owned pids reported).
 from __future__ import annotations
 
 import json
-import os
 import time
 from typing import Any
 
@@ -149,8 +148,9 @@ class VibeWorkerActor(ProcessActor):
         self.exit_code, self.killed = None, False
         self.prompts.clear()
         self.run_started, self.run_ended = time.monotonic(), 0.0
-        env = {**os.environ, **spec.env, "TETHER_WORKER_ID": spec.worker_id}
         try:
+            # its own TMPDIR, removed once this run of it ended
+            env = {**self.new_scratch("vibe").env(), **spec.env, "TETHER_WORKER_ID": spec.worker_id}
             self.spawn(argv, cwd=spec.cwd, env=env)
         except OSError as exc:
             self._finish("failed", None, f"cannot start {argv[0]!r}: {exc}")

@@ -31,8 +31,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from tether.private_dirs import cache_dir, ensure_private_dir
+from tether.private_dirs import ensure_private_dir
 from tether.roots import find_root
+from tether.scratch import ProcessScratch
 
 LLDB_VERSIONS = tuple(range(25, 10, -1))  # lldb-dap-NN / lldb-vscode-NN, newest first
 
@@ -60,8 +61,9 @@ class AdapterRow:
     port_attach: str = ""
     pid_attach: bool = False  # the adapter attaches to a local process by pid
     attach_help: str = ""  # what `attach` expects, said when it fails
-    # environment variable -> subdirectory of tether's private cache (`private_dirs`): the
-    # toolchain's caches there, never in the user's home (delve: go build's caches)
+    # environment variable -> subdirectory of the caches every process shares (`scratch`):
+    # the toolchain's caches there, never in the user's home (delve: go build's; GOCACHE is
+    # the servers' and checkers' go-build too)
     cache_env: Any = None
 
     def __post_init__(self) -> None:
@@ -334,12 +336,11 @@ def attach_config(row: AdapterRow, port: int | None, pid: int | None) -> dict[st
     raise ValueError(f"{row.name} cannot attach by {given}; it attaches to a {row.attach_help}")
 
 
-def adapter_env(row: AdapterRow) -> dict[str, str] | None:
-    """The adapter's environment: ours, with the toolchain caches of `row.cache_env` in
-    tether's private cache directory (None: ours unchanged)."""
-    if not row.cache_env:
-        return None
-    env = dict(os.environ)
+def adapter_env(row: AdapterRow, scratch: ProcessScratch) -> dict[str, str]:
+    """The adapter's environment, and so its program's: `scratch`'s (TMPDIR and the XDG
+    homes in it, the caches shared and kept beside it), with the toolchain caches of
+    `row.cache_env` in that shared cache directory."""
+    env = scratch.env()
     for var, sub in row.cache_env.items():
-        env[var] = str(ensure_private_dir(cache_dir() / sub))
+        env[var] = str(ensure_private_dir(scratch.cache / sub))
     return env

@@ -1,9 +1,13 @@
 """Starting a Jupyter kernel privately: its files, its command, its environment.
 
 Everything a kernel writes on our behalf lives under one tether-owned 0700 directory
-(`kernels_dir()`, beside the runtime's port file, never the user's home): the connection
-file (0600), IPython's profile, Jupyter's runtime/data/config dirs, matplotlib's config and
-Deno's cache. No kernelspec is installed anywhere: the kernel is started from its argv.
+(`kernels_dir()`, beside the runtime's port file, never the user's home): IPython's
+profile, Jupyter's data/config dirs, matplotlib's config and Deno's cache; and each
+kernel's own directory, a `ProcessScratch` there (its connection file (0600), its log, its
+TMPDIR and XDG state/data homes: a cell's temp files), removed with the kernel (`discard`)
+or, when the process that started it (which the kernel dies with) was killed, by the next
+kernel started. Caches (pip's, for `%pip`) are the shared, kept ones of `tether.scratch`.
+No kernelspec is installed anywhere: the kernel is started from its argv.
 
 Transport: ipykernel gets `ipc` (Unix sockets inside the kernel's own 0700 directory: no
 TCP port at all; a state dir so deep that a socket path would not fit gets loopback TCP
@@ -23,7 +27,6 @@ import secrets
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,8 +36,10 @@ from jupyter_client.connect import write_connection_file
 
 from tether.private_dirs import default_state_dir, ensure_private_dir
 from tether.processes import die_with_parent
+from tether.scratch import ProcessScratch
 
 LANGUAGES = ("python", "javascript")
+KERNELS = "kernels"  # under the runtime's private directory
 IPC_PATH_MAX = 100  # a Unix socket path must fit sun_path (108); a longer one gets loopback TCP
 
 
@@ -44,7 +49,7 @@ class KernelUnavailable(Exception):
 
 def kernels_dir() -> Path:
     """<the runtime's private directory>/kernels, checked like the runtime's own."""
-    return ensure_private_dir(ensure_private_dir(default_state_dir()) / "kernels")
+    return ensure_private_dir(ensure_private_dir(default_state_dir()) / KERNELS)
 
 
 def deno_binary() -> str:
@@ -96,13 +101,14 @@ def kernel_argv(language: str, connection_file: str) -> list[str]:
     return [deno_binary(), "jupyter", "--kernel", "--conn", connection_file]
 
 
-def kernel_env(directory: Path, root: Path) -> dict[str, str]:
+def kernel_env(scratch: ProcessScratch, root: Path) -> dict[str, str]:
     """The host's environment (it carries the runtime's token: orphan checks find the
-    kernel) with every tool's state dir pointed into tether's private directory."""
-    env = dict(os.environ)
+    kernel) with every tool's state dir pointed into tether's private directory, and
+    the kernel's temp files into its own."""
+    env = scratch.env()
     env.update(
         IPYTHONDIR=str(root / "ipython"),
-        JUPYTER_RUNTIME_DIR=str(directory),
+        JUPYTER_RUNTIME_DIR=str(scratch.base),
         JUPYTER_DATA_DIR=str(root / "jupyter-data"),
         JUPYTER_CONFIG_DIR=str(root / "jupyter-config"),
         MPLCONFIGDIR=str(root / "matplotlib"),
@@ -150,14 +156,15 @@ def launch(
     die_with_us: the kernel gets SIGKILL when the calling process dies (Linux)."""
     check_language(language)
     root = kernels_dir()
-    directory = Path(tempfile.mkdtemp(prefix=f"{language[:2]}-", dir=root))
+    scratch = ProcessScratch(language[:2], under=KERNELS)
+    directory = scratch.base
     fname, info = write_connection(language, directory)
     argv = [*launcher, *kernel_argv(language, fname)]
     with open(directory / "kernel.log", "wb") as log, _discard_on_error(directory, launcher):
         popen = subprocess.Popen(
             argv,
             cwd=cwd,
-            env=kernel_env(directory, root),
+            env=kernel_env(scratch, root),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -7,7 +7,7 @@ with `--cancellationReceive=file:<folder>`, it instead checks, every few millise
 its work, whether `<tmpdir>/python-languageserver-cancellation/<folder>/cancellation-<id>.tmp`
 exists, and aborts the request when it does (the next hover answered 0.01 s after the
 file was made). <tmpdir> is the server's TMPDIR: its private scratch directory
-(`tether.lsp.scratch`, inside the runtime's 0700 one), so no other user can plant or
+(`tether.scratch`, inside the runtime's 0700 one), so no other user can plant or
 remove a cancellation, and it is removed when the server ends.
 """
 

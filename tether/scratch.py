@@ -1,4 +1,9 @@
-"""A server process's private scratch directory: where it may write besides the workspace.
+"""A process's private scratch directory: where it may write besides the workspace.
+
+Every process tether starts gets one: language servers and project checkers, debug
+adapters (and so their debuggees), kernels (ipykernel, Deno), vibe workers. A debuggee, a
+user's cell or a worker writing to TMPDIR is the user's program: its temp files land in
+the scratch too, which lives as long as the process and is removed after it.
 
 Language servers and project checkers write beside their work: tsserver its cancellation
 pipes and logs under TMPDIR, gopls and `go vet` their build cache under ~/.cache/go-build,
@@ -16,8 +21,9 @@ nothing (tests/lsp/test_lsp_private_dirs.py checks it, for every server installe
 user's Go module cache is read but never filled (GOPROXY=off, GOTOOLCHAIN=local: nothing
 is downloaded for a server), and where there is none a private empty one stands in.
 
-The directory's name starts with the owning (actor) process's pid, so the next scratch
-made removes what a killed process left (`reap`).
+The directory's name starts with the owning (actor) process's pid - the process that
+started it, which it dies with - so the next scratch made removes what a killed process
+left (`reap`). Kernels keep theirs under `kernels` (`under`), their connection file in it.
 """
 
 from __future__ import annotations
@@ -30,16 +36,20 @@ from pathlib import Path
 
 from tether.private_dirs import default_state_dir, ensure_private_dir
 
-SUBDIR = "scratch"  # under the runtime's private directory: one directory per process
+SUBDIR = "scratch"  # (default) under the runtime's private directory: one directory per process
 CACHE = "cache"  # beside it: the caches every server and checker shares, kept
 
 
-class ServerScratch:
+# Go is never asked to download for a server or checker: a missing module is reported
+GO_OFFLINE = {"GOPROXY": "off", "GOTOOLCHAIN": "local"}
+
+
+class ProcessScratch:
     """One process's private directory: `env()` to start it with, `close()` when it ended."""
 
-    def __init__(self, name: str, state: Path | None = None) -> None:
+    def __init__(self, name: str, state: Path | None = None, under: str = SUBDIR) -> None:
         state = ensure_private_dir(state or default_state_dir())
-        parent = ensure_private_dir(state / SUBDIR)
+        parent = ensure_private_dir(state / under)
         reap(parent)
         self.base = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-{name}-", dir=parent))
         self.tmp = self.base / "tmp"
@@ -47,8 +57,9 @@ class ServerScratch:
             d.mkdir(mode=0o700)
         self.cache = ensure_private_dir(state / CACHE)
 
-    def env(self) -> dict[str, str]:
-        """This process's environment, with every place a server writes to pointed here."""
+    def env(self, go_offline: bool = False) -> dict[str, str]:
+        """This process's environment (ours, with every place it writes to pointed here).
+        go_offline: Go downloads nothing (`GO_OFFLINE`; servers and checkers)."""
         return {
             **os.environ,
             "TMPDIR": str(self.tmp),
@@ -59,10 +70,8 @@ class ServerScratch:
             "XDG_DATA_HOME": str(self.base / "data"),
             "GOCACHE": str(self.cache / "go-build"),
             "GOMODCACHE": go_module_cache() or str(self.cache / "go-mod"),
-            # the module cache is read, never filled: no module or toolchain is downloaded
-            # for a server (or a checker); a missing one is reported as missing
-            "GOPROXY": "off",
-            "GOTOOLCHAIN": "local",
+            "PIP_CACHE_DIR": str(self.cache / "pip"),  # (a kernel's %pip)
+            **(GO_OFFLINE if go_offline else {}),
         }
 
     def close(self) -> None:
