@@ -10,7 +10,6 @@ one of those directories is still empty and no scratch directory is left."""
 from __future__ import annotations
 
 import itertools
-import os
 from pathlib import Path
 from typing import Any
 
@@ -19,18 +18,11 @@ import pytest
 from lsp_support import copy_project, lsp_pids, need
 
 from tests.conftest import shutdown_without_orphans
+from tests.outside_dirs import fresh_outside, written
 
 pytestmark = pytest.mark.slow
 _ids = itertools.count()
 
-OUTSIDE = {
-    "HOME": "home",
-    "TMPDIR": "tmp",
-    "XDG_CACHE_HOME": "cache",
-    "XDG_STATE_HOME": "state",
-    "XDG_DATA_HOME": "data",
-    "XDG_CONFIG_HOME": "config",
-}
 # per project: the server, then (file, line, symbol) to ask about, and an edit to make
 CASES = {
     "python": (
@@ -48,23 +40,6 @@ CASES = {
 }
 
 
-def _written(top: Path) -> list[str]:
-    """What was made inside the directories under `top` (not the directories themselves)."""
-    return sorted(str(p.relative_to(top)) for d in top.iterdir() for p in d.rglob("*"))
-
-
-def _fresh_outside(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """HOME, TMPDIR and the XDG dirs of the actors and servers: fresh, empty, the test's."""
-    real_home = Path.home()
-    # what is found through HOME and must still be found: pyenv's shims, Go's module cache
-    monkeypatch.setenv("PYENV_ROOT", os.environ.get("PYENV_ROOT", str(real_home / ".pyenv")))
-    top = tmp_path / "outside"
-    for var, name in OUTSIDE.items():
-        (top / name).mkdir(parents=True)
-        monkeypatch.setenv(var, str(top / name))
-    return top
-
-
 def _server_env(pid: int) -> dict[str, str]:
     return psutil.Process(pid).environ()
 
@@ -77,7 +52,7 @@ def test_a_server_writes_nothing_outside_the_workspace(
     monkeypatch: pytest.MonkeyPatch,
     project: str,
 ) -> None:
-    outside = _fresh_outside(tmp_path, monkeypatch)
+    outside = fresh_outside(tmp_path, monkeypatch)
     root = copy_project(project, tmp_path / "ws")
     rt = runtime_factory(kind_modules=["tether.actors.language_server", "tether.actors.checker"])
     run = rt.open_run(f"private-{project}-{next(_ids)}", workdir=str(root))
@@ -104,5 +79,5 @@ def test_a_server_writes_nothing_outside_the_workspace(
     assert scratch and all(tether_state_dir in d.parents for d in scratch), scratch
     assert all(d.is_dir() for d in scratch)
     shutdown_without_orphans(rt)
-    assert _written(outside) == []  # HOME, TMPDIR, XDG dirs: nothing
+    assert written(outside) == []  # HOME, TMPDIR, XDG dirs: nothing
     assert not any(d.exists() for d in scratch)  # the server's own scratch: gone with it
