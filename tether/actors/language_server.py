@@ -46,7 +46,6 @@ from tether.lsp.session import Session
 from tether.lsp.session.core import Deadline
 from tether.messages.calls import Call, ErrorCode
 from tether.messages.language_server_ops import LANGUAGE_SERVER, Reload, Status
-from tether.scratch import ProcessScratch
 
 PROBE_TIMEOUT = 10.0  # s a binary's probe (`rust-analyzer --version`) may take to answer
 PROBE_OUTPUT = 4096  # bytes of the probe's stdout kept for the message when it fails
@@ -78,7 +77,6 @@ class LanguageServerActor(ProcessActor):
         except (TypeError, ValueError) as e:
             raise ResourceUnavailable(f"{name}: bad limits in the kind's config: {e}") from e
         self.cancels: FileCancellation | None = None
-        self.scratch: ProcessScratch | None = None
         if not root.is_dir():
             raise ResourceUnavailable(f"{name}: root {root} is not a directory")
         if not any((root / m).exists() for m in self.row.root_markers):
@@ -130,16 +128,18 @@ class LanguageServerActor(ProcessActor):
 
     def _launch(self) -> None:
         argv = [self.binary, *self.row.args]
-        self._close_scratch()  # (the server before a reload has exited)
-        self.scratch = ProcessScratch(self.row.name)  # where it writes, beside the workspace
+        # where it writes, beside the workspace (the scratch of the server before a reload,
+        # which has exited, goes)
+        scratch = self.new_scratch(self.row.name)
+        self.cancels = None
         if self.row.file_cancellation:  # a new server numbers its requests from 1 again
-            self.cancels = FileCancellation(self.row.file_cancellation, self.scratch.tmp)
+            self.cancels = FileCancellation(self.row.file_cancellation, scratch.tmp)
             argv.append(self.cancels.arg)
         self.session = Session(
             self.row, self.root, self, limits=self.limits, canceller=self.cancels
         )
         self.set_state("starting")
-        pid = self.spawn(argv, cwd=str(self.root), env=self.scratch.env(go_offline=True))
+        pid = self.spawn(argv, cwd=str(self.root), env=scratch.env(go_offline=True))
         self.session.start(pid)
         self._check_started()
         self.after(self.row.startup_timeout + 0.5, StartupCheck())
@@ -165,16 +165,6 @@ class LanguageServerActor(ProcessActor):
                 self.write(session.shutdown_bytes())
             except Exception:  # noqa: BLE001 - the process tree is killed right after anyway
                 pass
-
-    def release(self) -> None:
-        super().release()  # (kills the server's process tree)
-        self._close_scratch()
-
-    def _close_scratch(self) -> None:
-        self.cancels = None
-        scratch, self.scratch = getattr(self, "scratch", None), None
-        if scratch is not None:
-            scratch.close()
 
     def on_exit(self, returncode: int | None) -> None:
         if self._probing:
