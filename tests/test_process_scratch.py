@@ -11,15 +11,18 @@ the test's HOME, TMPDIR and XDG directories are still empty after shutdown."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
-from tests.conftest import shutdown_without_orphans, wait_until
+from tests.conftest import health_node, shutdown_without_orphans, wait_until
 from tests.outside_dirs import fresh_outside, written
 from tether.actors.kernel import kinds as kernel_kinds
 from tether.actors.vibe import KINDS as VIBE_KINDS
@@ -101,6 +104,37 @@ def test_a_kernel_writes_its_temp_files_into_its_own_scratch(
     shutdown_without_orphans(rt)
     assert not second.exists()
     assert written(outside) == []  # HOME, TMPDIR, XDG dirs: nothing
+
+
+def test_a_sigkilled_kernel_actors_scratch_is_reaped_by_the_next_kernel(
+    runtime_factory: Any, tether_state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The actor that started a kernel is SIGKILLed (no cleanup runs; its kernel dies with
+    it): the next kernel started removes the scratch it left."""
+    outside = fresh_outside(tmp_path, monkeypatch)
+    (tmp_path / "ws").mkdir()
+    rt = runtime_factory(kinds=kernel_kinds(spares=0))
+    run = rt.open_run("k-killed", workdir=str(tmp_path / "ws"))
+
+    def ev(code: str) -> Any:
+        return run.call("eval", {"code": code, "description": "write a temp file here"})
+
+    first = scratch_of(ev(CELLS["python"]).text, tether_state_dir)
+    node = health_node(rt.health(), "run:k-killed/kernel:python")
+    assert node is not None
+    actor_pid = node["pids"][0]["pid"]
+    os.kill(actor_pid, signal.SIGKILL)
+    wait_until(lambda: not psutil.pid_exists(actor_pid), timeout=10)
+    assert first.is_dir()  # nobody removed it: the process that would have is gone
+
+    def next_cell() -> str:
+        res = ev(CELLS["python"])  # (the first call after the kill may say: call again)
+        return "" if res.is_error else res.text
+
+    second = scratch_of(wait_until(next_cell, timeout=30), tether_state_dir)
+    assert second != first and not first.exists()
+    shutdown_without_orphans(rt)
+    assert written(outside) == []
 
 
 DEBUGGEE = textwrap.dedent(
