@@ -53,24 +53,6 @@ def process_info(pid: int) -> dict[str, Any]:
         return {"pid": pid, "cmd": "", "rss": 0, "cpu": 0.0, "alive": False}
 
 
-def _running(proc: psutil.Process) -> bool:
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def _wait_exited(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
-    """Wait until each process exited (a zombie counts: its parent may be gone and nobody
-    reaps it soon) or `timeout` passed; returns the ones still running."""
-    deadline = time.monotonic() + timeout
-    alive = [p for p in procs if _running(p)]
-    while alive and time.monotonic() < deadline:
-        psutil.wait_procs(alive, timeout=min(0.02, max(deadline - time.monotonic(), 0.001)))
-        alive = [p for p in alive if _running(p)]
-    return alive
-
-
 def kill_tree(pid: int, grace: float = 0.5, group: bool = True, wait: bool = True) -> list[int]:
     """Kill `pid`, its process group (if it leads one) and all its descendants.
 
@@ -98,7 +80,7 @@ def kill_tree(pid: int, grace: float = 0.5, group: bool = True, wait: bool = Tru
                 proc.send_signal(sig)
         if not procs or not wait:
             break
-        procs = _wait_exited(procs, wait_for)
+        procs = wait_gone(procs, time.monotonic() + wait_for)
         if not procs:
             break
     return signalled
@@ -352,6 +334,6 @@ def wait_gone(procs: list[psutil.Process], deadline: float) -> list[psutil.Proce
     returns the ones still running."""
     alive = [p for p in procs if still_running(p)]
     while alive and time.monotonic() < deadline:
-        psutil.wait_procs(alive, timeout=0.02)
+        psutil.wait_procs(alive, timeout=min(0.02, max(deadline - time.monotonic(), 0.001)))
         alive = [p for p in alive if still_running(p)]
     return alive

@@ -107,8 +107,9 @@ def test_read_only_surfaces_refuse_write_and_exec(
     run = _run_with(tmp_path, frozenset(Needs), surface, Registry(ALL))
     res = run.call(spec.name, {})
     assert res.is_error and res.data == {"refused": "tier"}
+    article = "an" if spec.tier is Tier.EXEC else "a"
     assert (
-        f"refused: {spec.name} is a {spec.tier.value}-tier tool and this run's surface is "
+        f"refused: {spec.name} is {article} {spec.tier.value}-tier tool and this run's surface is "
         f"{surface.value}, which may only call read tools" in res.text
     )
     assert CALLED == []

@@ -307,18 +307,6 @@ def _span_key(v: Node | list[Node]) -> Any:
     return (v.start_byte, v.end_byte, v.kind_id)
 
 
-def match_node(p: PNode, c: Node, env: Env, src: bytes) -> Env | None:
-    """Match one pattern node against one candidate node (no budget)."""
-    return Matcher(src).node(p, c, env)
-
-
-def match_at(
-    pattern: Pattern, node: Node, src: bytes, budget: Budget | None = None
-) -> tuple[Env, Node, Node] | None:
-    """Match the pattern with its (first) root at `node`: env, first and last matched node."""
-    return Matcher(src, budget).at(pattern, node)
-
-
 def iter_named(root: Node):
     """Every node of a tree in pre-order (the fallback when no query applies)."""
     cursor = root.walk()

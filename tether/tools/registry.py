@@ -268,8 +268,9 @@ class Registry:
             return self._unknown(site, name, connected)
         spec = self._specs[name]
         if site.surface in READ_ONLY_SURFACES and spec.tier is not Tier.READ:
+            article = "an" if spec.tier.value[0] in "aeiou" else "a"
             return ToolResult.error(
-                f"refused: {name} is a {spec.tier.value}-tier tool and this run's surface is "
+                f"refused: {name} is {article} {spec.tier.value}-tier tool and this run's surface is "
                 f"{site.surface.value}, which may only call read tools. Describe the change "
                 "you would make instead.",
                 data={"refused": "tier"},
