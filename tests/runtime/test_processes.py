@@ -468,3 +468,46 @@ def test_the_token_variable_is_named_in_one_place() -> None:
         if "TETHER_RUNTIME_TOKEN" in p.read_text()
     ]
     assert spelled == ["tether/processes.py"], spelled  # the rest use TOKEN_ENV
+
+
+def test_a_process_started_dying_with_us_dies_when_its_starter_is_sigkilled(tmp_path) -> None:
+    # the starter is SIGKILLed, so nothing of ours can kill the child: only the kernel's
+    # parent-death signal (set by setpriv, or a preexec_fn where there is none) does
+    starter = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from tether.processes import popen_dying_with_us;"
+            "p = popen_dying_with_us(['sleep', '600']); print(p.pid, flush=True);"
+            "sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=str(Path(__file__).resolve().parents[2]),
+    )
+    assert starter.stdout is not None
+    child = psutil.Process(int(starter.stdout.readline()))
+    wait_until(lambda: child.name() == "sleep", timeout=10.0)  # (setpriv has exec'd it)
+    starter.kill()
+    starter.wait()
+    wait_until(lambda: not alive([child]), timeout=10.0)
+
+
+def test_popen_dying_with_us_finds_programs_as_popen_does(tmp_path) -> None:
+    from tether.processes import popen_dying_with_us
+
+    with pytest.raises(FileNotFoundError, match="no-such-program-here"):
+        popen_dying_with_us(["no-such-program-here"])
+    with pytest.raises(FileNotFoundError):
+        popen_dying_with_us(["./missing.sh"], cwd=str(tmp_path))
+    script = tmp_path / "hello.sh"
+    script.write_text('#!/bin/sh\necho hello "$1"\n')
+    script.chmod(0o755)
+    relative = popen_dying_with_us(
+        ["./hello.sh", "there"], cwd=str(tmp_path), stdout=subprocess.PIPE
+    )
+    assert relative.communicate(timeout=10)[0] == b"hello there\n"
+    on_path = popen_dying_with_us(
+        ["hello.sh", "path"], env={"PATH": str(tmp_path)}, stdout=subprocess.PIPE
+    )
+    assert on_path.communicate(timeout=10)[0] == b"hello path\n"

@@ -155,6 +155,7 @@ class TetherActor(Actor):
         self._watchdog_armed = False
         self._got_start = False
         self._early: list[tuple[Any, bytes, Any, Any]] = []
+        self._pids_due = False  # owned pids changed: tell the parent after this message
 
     needs_start: ClassVar[bool] = True  # hold other messages until Start arrived
 
@@ -162,6 +163,8 @@ class TetherActor(Actor):
     def receiveMessage(self, msg: Any, sender: Any) -> Any:  # noqa: N802 (thespian's name)
         try:
             self._dispatch(msg, sender)
+            if self._pids_due:
+                self._send_pids()
         except Exception as exc:  # never let thespian retry-then-poison our messages
             self.last_error = f"internal error: {exc!r}"
             self._log_exception(exc)
@@ -505,6 +508,13 @@ class ResourceActor(TetherActor):
         self.send(self.myAddress, ActorExitRequest())
 
     def _report_pids(self) -> None:
+        # sent once the message being handled is done: listing a process tree takes
+        # milliseconds (psutil reads /proc), which a call's reply should not wait for; a
+        # process started meanwhile dies with us anyway (parent-death signal)
+        self._pids_due = True
+
+    def _send_pids(self) -> None:
+        self._pids_due = False
         if self._parent is not None:
             self.send_encoded(
                 self._parent, Pids(self.kind, self.key, self.incarnation, self.owned_pids())

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import ctypes
 import os
 import signal
 import subprocess
@@ -29,7 +28,7 @@ import psutil
 
 from tether.actors.base import FLUSH_RETRY, ResourceActor
 from tether.channels import OutBuffer
-from tether.processes import kill_tree
+from tether.processes import kill_tree, popen_dying_with_us
 from tether.scratch import ProcessScratch
 
 STDERR_TAIL_BYTES = 8192
@@ -42,13 +41,6 @@ REAP_WAIT = 0.05
 @dataclass(frozen=True)
 class StdinFlush:
     """Timer tag: retry the writes the subprocess's stdin did not take."""
-
-
-def _set_parent_death_signal() -> None:
-    """In the child, before exec: die with SIGKILL when the actor process that started us
-    dies (Linux prctl PR_SET_PDEATHSIG), even if the actor is SIGKILLed itself."""
-    with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
 
 
 class ProcessActor(ResourceActor):
@@ -70,6 +62,7 @@ class ProcessActor(ResourceActor):
         self._watched: list[int] = []
         self._argv: list[str] = []
         self._scratch: ProcessScratch | None = None
+        self._made_ahead: ProcessScratch | None = None  # make_scratch_ahead
 
     # --- provided --------------------------------------------------------------------
     def spawn(self, argv: list[str], cwd: str, env: dict[str, str] | None = None) -> int:
@@ -77,7 +70,7 @@ class ProcessActor(ResourceActor):
         if self.proc is not None and self.proc.poll() is None:
             raise RuntimeError(f"{self.name} already runs a subprocess (pid {self.proc.pid})")
         self._argv = list(argv)
-        self.proc = subprocess.Popen(
+        self.proc = popen_dying_with_us(
             argv,
             cwd=cwd,
             env=env,
@@ -86,7 +79,6 @@ class ProcessActor(ResourceActor):
             stderr=subprocess.PIPE,
             start_new_session=True,
             close_fds=True,
-            preexec_fn=_set_parent_death_signal,
         )
         assert self.proc.stdin and self.proc.stdout and self.proc.stderr
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
@@ -106,8 +98,17 @@ class ProcessActor(ResourceActor):
         """A private scratch directory for the next subprocess (start it with its `env()`):
         the previous one is removed, this one once that subprocess ended."""
         self._remove_scratch()
-        self._scratch = ProcessScratch(name)
+        made, self._made_ahead = self._made_ahead, None
+        self._scratch = made if made is not None and made.name == name else ProcessScratch(name)
+        if made is not None and made is not self._scratch:
+            made.close()
         return self._scratch
+
+    def make_scratch_ahead(self, name: str) -> None:
+        """Make the next `new_scratch(name)` now, while no call waits for it (a few ms of
+        directory work a start would otherwise add)."""
+        if self._made_ahead is None:
+            self._made_ahead = ProcessScratch(name)
 
     def _remove_scratch(self) -> None:
         scratch, self._scratch = self._scratch, None
@@ -300,3 +301,6 @@ class ProcessActor(ResourceActor):
                 proc.wait(timeout=REAP_WAIT)
             self._close_pipes()
         self._remove_scratch()
+        made, self._made_ahead = self._made_ahead, None
+        if made is not None:
+            made.close()

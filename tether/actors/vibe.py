@@ -74,6 +74,8 @@ class VibeWorkerActor(ProcessActor):
         op = WORKER.parse(call)
         if isinstance(op, Prepare):
             self.reply(call, {"prepared": True, "spawned": self.spec is not None})
+            if self.spec is None:
+                self.make_scratch_ahead("vibe")
             return
         if self.spec is None and not isinstance(op, Spawn):
             self.fail(call, ErrorCode.UNAVAILABLE, f"{self.key}: no such worker (gone)")

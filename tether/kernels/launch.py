@@ -35,7 +35,7 @@ from typing import Any
 from jupyter_client.connect import write_connection_file
 
 from tether.private_dirs import default_state_dir, ensure_private_dir
-from tether.processes import die_with_parent
+from tether.processes import popen_dying_with_us
 from tether.scratch import ProcessScratch
 
 LANGUAGES = ("python", "javascript")
@@ -161,7 +161,8 @@ def launch(
     fname, info = write_connection(language, directory)
     argv = [*launcher, *kernel_argv(language, fname)]
     with open(directory / "kernel.log", "wb") as log, _discard_on_error(directory, launcher):
-        popen = subprocess.Popen(
+        start = popen_dying_with_us if die_with_us else subprocess.Popen
+        popen = start(
             argv,
             cwd=cwd,
             env=kernel_env(scratch, root),
@@ -170,7 +171,6 @@ def launch(
             stderr=subprocess.STDOUT,
             start_new_session=True,
             close_fds=True,
-            preexec_fn=(lambda: die_with_parent(9)) if die_with_us else None,
         )
     return Launched(language, popen.pid, str(directory), info, popen)
 

@@ -50,6 +50,7 @@ POLL_SECONDS = 2.0  # how long one watcher Poll may stay open on the actor
 CALL_SLACK = 5.0  # s a held call's engine deadline exceeds its own wait
 CALL_TIMEOUT = 10.0
 PREPARE_TIMEOUT = 2.0
+PREPARER_IDLE_CHECK = 1.0  # s between the idle preparer's checks that its runtime still runs
 
 
 @dataclass(frozen=True)
@@ -172,11 +173,14 @@ class VibeWorkers:
         self._workers: dict[str, Worker] = {}
         self._next = 1  # the number of the next worker id
         self._closed = False
-        self._preparing: threading.Thread | None = None
+        self._prepare_wanted = threading.Event()
         with _TABLES_LOCK:
             _TABLES.setdefault(run.runtime, weakref.WeakSet()).add(self)
         run.on_close(self.close)
-        self._prepare_next()
+        self._prepare_wanted.set()
+        name = f"tether-vibe-prepare-{run.run_id}"
+        self._preparer = threading.Thread(target=self._preparer_loop, name=name, daemon=True)
+        self._preparer.start()
 
     # --- the five tools --------------------------------------------------------------
     def spawn(self, brief: str, label: str, tier: str) -> Worker:
@@ -212,7 +216,7 @@ class VibeWorkers:
                 del self._workers[worker_id]
             raise
         self._watch(worker)
-        self._prepare_next()
+        self._prepare_wanted.set()
         return worker
 
     def send(self, worker_id: str, message: str) -> tuple[Worker, bool]:
@@ -288,9 +292,9 @@ class VibeWorkers:
         open the run again), and none left in flight but the watchers' (they end when the
         run's actors do)."""
         self._closed = True
-        preparing = self._preparing
-        if preparing is not None:
-            preparing.join(PREPARE_TIMEOUT)
+        self._prepare_wanted.set()
+        if self._preparer is not threading.current_thread():
+            self._preparer.join(PREPARE_TIMEOUT)
 
     def _check_caps(self) -> None:
         live = len(self.live_ids())
@@ -342,18 +346,18 @@ class VibeWorkers:
                 if reaped:
                     del self._workers[worker_id]
 
-    def _prepare_next(self) -> None:
-        """Start the next worker's actor now, in the background: making an actor process
-        costs ~15 ms, which vibe_spawn would otherwise add to every spawn."""
-        worker_id = f"w{self._next}"
-
-        def prepare() -> None:
+    def _preparer_loop(self) -> None:
+        """Start the next worker's actor ahead of its vibe_spawn, each time one was taken:
+        making an actor process costs ~15-25 ms, which vibe_spawn would otherwise add. One
+        thread for the table's life (starting one per spawn cost ~2 ms of the spawn)."""
+        while not self._closed and not self.run.runtime.closed:
+            if not self._prepare_wanted.wait(PREPARER_IDLE_CHECK):
+                continue
+            self._prepare_wanted.clear()
+            if self._closed:
+                return
             with contextlib.suppress(Exception):  # a failure here only costs that time later
-                self._call(worker_id, Prepare(), PREPARE_TIMEOUT)
-
-        name = f"tether-vibe-prepare-{worker_id}"
-        self._preparing = threading.Thread(target=prepare, name=name, daemon=True)
-        self._preparing.start()
+                self._call(f"w{self._next}", Prepare(), PREPARE_TIMEOUT)
 
     # --- the watcher: permission prompts and the end of a run ------------------------
     def _watch(self, worker: Worker) -> None:
