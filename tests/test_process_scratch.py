@@ -189,13 +189,26 @@ WORKER = (
 )
 
 
+@pytest.mark.parametrize("backend_env", ["none", "pointing_elsewhere"])
 def test_a_vibe_worker_writes_its_temp_files_into_its_own_scratch(
-    runtime_factory: Any, tether_state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    runtime_factory: Any,
+    tether_state_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    backend_env: str,
 ) -> None:
     outside = fresh_outside(tmp_path, monkeypatch)
     (tmp_path / "ws").mkdir()
     rt = runtime_factory(kinds=VIBE_KINDS)
-    backends = {"fast": CommandBackend([sys.executable, "-c", WORKER])}
+    # a backend's configured env may not move the places a worker writes out of its scratch
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = (
+        {}
+        if backend_env == "none"
+        else {"TMPDIR": str(elsewhere), "XDG_STATE_HOME": str(elsewhere)}
+    )
+    backends = {"fast": CommandBackend([sys.executable, "-c", WORKER], env=env)}
     run = rt.open_run(
         "vibe", workdir=tmp_path / "ws", vibe=True, vibe_config=VibeConfig(backends=backends)
     )
@@ -216,3 +229,4 @@ def test_a_vibe_worker_writes_its_temp_files_into_its_own_scratch(
     run.close()
     shutdown_without_orphans(rt)
     assert written(outside) == []
+    assert list(elsewhere.iterdir()) == []

@@ -32,6 +32,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from tether.private_dirs import default_state_dir, ensure_private_dir
@@ -58,11 +59,16 @@ class ProcessScratch:
             d.mkdir(mode=0o700)
         self.cache = ensure_private_dir(state / CACHE)
 
-    def env(self, go_offline: bool = False) -> dict[str, str]:
+    def env(
+        self, go_offline: bool = False, given: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
         """This process's environment (ours, with every place it writes to pointed here).
-        go_offline: Go downloads nothing (`GO_OFFLINE`; servers and checkers)."""
+        go_offline: Go downloads nothing (`GO_OFFLINE`; servers and checkers). given: the
+        variables a configuration asks for (a vibe backend's env); the places a process
+        writes to stay here whatever they say."""
         return {
             **os.environ,
+            **(given or {}),
             "TMPDIR": str(self.tmp),
             "TMP": str(self.tmp),
             "TEMP": str(self.tmp),

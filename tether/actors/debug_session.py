@@ -34,6 +34,7 @@ import os
 import re
 import socket
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,11 @@ from tether.protocol import FramingError
 SESSION_TTL = 1800.0  # s: SPEC.md "debug", a hard TTL
 LISTEN_LINE = re.compile(rb"listening at:?\s*\[?([0-9.:a-fA-F]+?)\]?:(\d+)\s*$", re.M)
 SOCKET_CHUNK = 65536
+
+
+@dataclass(frozen=True)
+class ListenDeadline:
+    """Timer tag: the adapter had its startup time to say which port it listens on."""
 
 
 class DebugSessionActor(ProcessActor):
@@ -280,7 +286,7 @@ class DebugSessionActor(ProcessActor):
             self._listen_buf = b""
             self._waiting_port = (gen, call)
             fresh.state = "starting"
-            self.after(row.startup_timeout, "listen-deadline")
+            self.after(row.startup_timeout, ListenDeadline())
         else:
             fresh.run(gen, call)
 
@@ -371,8 +377,8 @@ class DebugSessionActor(ProcessActor):
                 self.sock.close()
             self.sock = None
 
-    def on_timer(self, tag: str) -> None:
-        if tag == "listen-deadline":
+    def on_timer(self, tag: Any) -> None:
+        if isinstance(tag, ListenDeadline):
             if self._waiting_port is not None:
                 _, call = self._waiting_port
                 self._waiting_port = None

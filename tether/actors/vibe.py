@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from tether.actors.process import ProcessActor
@@ -48,6 +49,22 @@ KINDS = [
         ChildSpec(Restart.TEMPORARY, shutdown_timeout=2.0),
     )
 ]
+
+
+# timer tags (ResourceActor.after / on_timer)
+@dataclass(frozen=True)
+class HeldDue:  # a held Wait/Poll has waited its time: answer it with the snapshot
+    call_id: str
+
+
+@dataclass(frozen=True)
+class CloseStdin:  # the brief is still being written to stdin: close it once flushed
+    pass
+
+
+@dataclass(frozen=True)
+class Reap:  # run `run_no` ended `reap_after` s ago: stop, unless another run started
+    run_no: int
 
 
 class VibeWorkerActor(ProcessActor):
@@ -121,7 +138,7 @@ class VibeWorkerActor(ProcessActor):
             self.reply(call, self.snapshot())
             return
         self.held[call.call_id] = (call, what)
-        self.after(max(float(seconds), 0.0), f"held:{call.call_id}")
+        self.after(max(float(seconds), 0.0), HeldDue(call.call_id))
 
     def _permit(self, call: Call, seq: int, allow: bool, reason: str) -> None:
         prompt = self.prompts.pop(seq, None)
@@ -152,7 +169,10 @@ class VibeWorkerActor(ProcessActor):
         self.run_started, self.run_ended = time.monotonic(), 0.0
         try:
             # its own TMPDIR, removed once this run of it ended
-            env = {**self.new_scratch("vibe").env(), **spec.env, "TETHER_WORKER_ID": spec.worker_id}
+            env = {
+                **self.new_scratch("vibe").env(given=spec.env),
+                "TETHER_WORKER_ID": spec.worker_id,
+            }
             self.spawn(argv, cwd=spec.cwd, env=env)
         except OSError as exc:
             self._finish("failed", None, f"cannot start {argv[0]!r}: {exc}")
@@ -169,7 +189,7 @@ class VibeWorkerActor(ProcessActor):
             self._stdin.close()
             self.proc.stdin.close()
         else:
-            self.after(0.01, "close_stdin")
+            self.after(0.01, CloseStdin())
 
     def _kill_process_tree(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -256,7 +276,7 @@ class VibeWorkerActor(ProcessActor):
         self.kills = []
         self._settle_held("wait", "poll")
         assert self.spec is not None
-        self.after(self.spec.reap_after, f"reap:{self.run_no}")
+        self.after(self.spec.reap_after, Reap(self.run_no))
 
     def _settle_held(self, *kinds: str) -> None:
         for call_id, (call, what) in list(self.held.items()):
@@ -264,18 +284,17 @@ class VibeWorkerActor(ProcessActor):
                 del self.held[call_id]
                 self.reply(call, self.snapshot())
 
-    def on_timer(self, tag: str) -> None:
-        what, _, arg = tag.partition(":")
-        if what == "held":
-            entry = self.held.pop(arg, None)
-            if entry is not None:
-                self.reply(entry[0], self.snapshot())
-        elif what == "close_stdin":
-            self._close_stdin_when_flushed()
-        elif what == "reap" and int(arg) == self.run_no and self.status not in RUNNING:
-            self.stop(
-                "normal", f"reaped {self.spec.reap_after if self.spec else 0:g} s after it ended"
-            )
+    def on_timer(self, tag: Any) -> None:
+        match tag:
+            case HeldDue(call_id=call_id):
+                entry = self.held.pop(call_id, None)
+                if entry is not None:
+                    self.reply(entry[0], self.snapshot())
+            case CloseStdin():
+                self._close_stdin_when_flushed()
+            case Reap(run_no=run_no) if run_no == self.run_no and self.status not in RUNNING:
+                reap_after = self.spec.reap_after if self.spec else 0
+                self.stop("normal", f"reaped {reap_after:g} s after it ended")
 
     # --- what the host sees ----------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:

@@ -22,6 +22,13 @@ from tether.debug.dap import DapClient, Event, Response
 from tether.messages.calls import ErrorCode
 
 
+@dataclass(frozen=True)
+class WaitDue:
+    """Timer tag: the step waiting as `wait_id` has waited its time."""
+
+    wait_id: int
+
+
 class DebugError(Exception):
     def __init__(self, code: str, message: str):
         super().__init__(message)
@@ -32,7 +39,7 @@ class DebugError(Exception):
 class SessionIO(Protocol):
     def send_dap(self, data: bytes) -> None: ...
 
-    def after(self, seconds: float, tag: str) -> None: ...
+    def after(self, seconds: float, tag: Any) -> None: ...
 
     def done(self, token: Any, payload: dict[str, Any]) -> None: ...
 
@@ -132,7 +139,7 @@ class Driver:
             cur.wait_id = next(self._wait_ids)
             ready = self._satisfied(wait)
             if ready is None:
-                self.io.after(max(wait.timeout, 0.001), f"dap:{cur.wait_id}")
+                self.io.after(max(wait.timeout, 0.001), WaitDue(cur.wait_id))
                 return
             cur.wait = None
             value, exc = ready
@@ -163,9 +170,9 @@ class Driver:
             cur.wait = None
             self._step(*ready)
 
-    def on_timer(self, tag: str) -> None:
+    def on_timer(self, tag: Any) -> None:
         cur = self.current
-        if cur is None or cur.wait is None or tag != f"dap:{cur.wait_id}":
+        if cur is None or cur.wait is None or tag != WaitDue(cur.wait_id):
             return
         wait, cur.wait = cur.wait, None
         if isinstance(wait, Until):
