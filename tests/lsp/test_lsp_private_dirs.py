@@ -17,7 +17,7 @@ import psutil
 import pytest
 from lsp_support import copy_project, lsp_pids, need
 
-from tests.conftest import shutdown_without_orphans
+from tests.conftest import shutdown_without_orphans, wait_until
 from tests.outside_dirs import fresh_outside, written
 
 pytestmark = pytest.mark.slow
@@ -70,6 +70,8 @@ def test_a_server_writes_nothing_outside_the_workspace(
         assert not r.is_error, r.text
     r = run.call("lsp", {"action": "diagnostics", "file": "*"})  # the project's checker too
     assert not r.is_error, r.text
+    # each checker run had its own scratch, removed once the run ended
+    wait_until(lambda: not list((tether_state_dir / "scratch").glob("*-checker-*")), timeout=10)
     text = (root / edited).read_text()
     r = run.call("write", {"path": edited, "content": text + "\n"})
     assert not r.is_error, r.text

@@ -17,6 +17,7 @@ from __future__ import annotations
 import glob
 import shutil
 import subprocess
+import sys
 import sysconfig
 from pathlib import Path
 
@@ -85,10 +86,13 @@ CORPUS = HERE / "corpus"
 RS_FILES = [CORPUS / "ring.rs"]
 NPM = _npm_root()
 JS_FILES = _files(NPM, ["npm/lib/*.js", "npm/lib/utils/*.js"], 16)
+# scripts/install.sh puts typescript into the virtualenv's node_modules, not npm's global root
+VENV_NODE_MODULES = Path(sys.prefix) / "lib" / "node_modules"
+TS_ROOT = VENV_NODE_MODULES if (VENV_NODE_MODULES / "typescript").is_dir() else NPM
 TS_FILES = [
     CORPUS / "shapes.ts",
     *_files(
-        NPM,
+        TS_ROOT,
         [
             "typescript/lib/lib.es5.d.ts",
             "typescript/lib/lib.dom.iterable.d.ts",

@@ -5,8 +5,9 @@ analyze: one run takes seconds to minutes and hundreds of MB. It runs here, as t
 subprocess (ProcessActor: its own process group, a parent-death signal, killed with the
 actor), so it belongs to the tree like every other process: it dies with `shutdown()` and
 with the host (the watchdog), and the next start reaps it by the runtime's token. What it
-writes beside the project (`go vet`'s build cache, temp files) goes to the actor's private
-scratch directory (`tether.scratch`), removed with the actor.
+writes beside the project (temp files) goes to each run's own private scratch directory
+(`ProcessActor.new_scratch`), removed once the run ended; build caches (`go vet`'s) go to
+the runtime's shared cache, kept.
 
 Key: "<server>:<absolute root>" as for language servers (`servers.make_key`): the row names
 the checker, its argv and the parser of its output (`servers.checker_argv`,
@@ -29,7 +30,6 @@ from tether.lsp.checkers import CHECKER_TIMEOUT, parse_checker_output
 from tether.lsp.servers import BY_NAME, CheckerUnavailable, checker_argv, split_key
 from tether.messages.calls import Call, ErrorCode
 from tether.messages.checker_ops import CHECKER, Check
-from tether.scratch import ProcessScratch
 
 MAX_OUTPUT = 64 << 20  # bytes of output a run may print before it is stopped
 GAVE_UP_CHECK = 1.0  # s between checks that a run still has a caller waiting
@@ -67,7 +67,6 @@ class CheckerActor(ProcessActor):
         self.size = 0
         self.run_no = 0
         self.failure = ""  # why the current run was stopped, if it was
-        self.scratch = ProcessScratch(f"{name}-checker")  # its build caches and temp files
 
     def on_call(self, call: Call) -> None:
         match CHECKER.parse(call):
@@ -91,7 +90,8 @@ class CheckerActor(ProcessActor):
         self.out, self.err, self.size, self.failure = [], [], 0, ""
         self.run_no += 1
         try:
-            self.spawn(argv, cwd=str(self.root), env=self.scratch.env(go_offline=True))
+            scratch = self.new_scratch(f"{self.row.name}-checker")
+            self.spawn(argv, cwd=str(self.root), env=scratch.env(go_offline=True))
         except OSError as exc:
             self._settle_running(None, ErrorCode.UNAVAILABLE, f"could not run {argv[0]}: {exc}")
             return
@@ -162,12 +162,6 @@ class CheckerActor(ProcessActor):
                 self.reply(call, payload)
             else:
                 self.fail(call, code, message)
-
-    def release(self) -> None:
-        super().release()  # (kills a run still going)
-        scratch = getattr(self, "scratch", None)
-        if scratch is not None:
-            scratch.close()
 
     def health_extra(self) -> dict[str, Any]:
         return {

@@ -31,3 +31,12 @@ export class Counter {
 export function total(counters: Counter[]): number {
   return counters.reduce((sum, c) => sum + c.value, 0);
 }
+
+export interface Shape {
+  area(): number;
+  readonly name: string;
+}
+
+export type Unit = "px" | "em";
+
+declare var DEBUG: boolean;
