@@ -170,6 +170,7 @@ class KernelHandle:
         # (channel "wire": its stdin connection is up; see KernelWire.stdin_ready)
         if self.got_info and self.got_iopub and self.prelude_done and self.wire.stdin_ready:
             self.ready = True
+            self.launched.mark_log()
             return True
         if self.got_info and self.got_iopub and not self.prelude_done and not self.prelude_id:
             code = bridge.prelude(self.language, self.nonce) + "\n" + magics.prelude(self.language)
@@ -418,7 +419,8 @@ class KernelActor(ResourceActor):
             self.fail(
                 waiting.call, ErrorCode.FAILED, f"{lost}. Run the cell again to use a fresh kernel."
             )
-        if self.cell is not None:
+        if self.cell is not None:  # it did not finish: an error, with what it printed
+            self.cell.interrupted = self.cell.interrupted or why
             self.cell.notes.append(f"{lost}. The next cell starts a fresh kernel.")
             self._finish(self.cell)
         self.carry_notes.append(f"{lost}: this cell ran in a fresh kernel")

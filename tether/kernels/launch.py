@@ -83,16 +83,23 @@ class Launched:
     directory: str
     connection: dict[str, Any]  # the connection file's content (transport, ports, key)
     popen: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    log_start: int = 0  # where its log's news begins: past its start-up banner once ready
 
     def log_tail(self, limit: int = 2000) -> str:
-        """The end of the kernel's own stdout/stderr (its crash message, if any)."""
+        """The end of the kernel's own stdout/stderr since `log_start` (its crash message,
+        if any; not ipykernel's banner on how to connect, printed at every start)."""
         try:
             with open(Path(self.directory) / "kernel.log", "rb") as log:
                 log.seek(0, os.SEEK_END)
-                log.seek(max(0, log.tell() - limit))
+                log.seek(max(self.log_start, log.tell() - limit))
                 return log.read().decode("utf-8", "replace").strip()
         except OSError:
             return ""
+
+    def mark_log(self) -> None:
+        """What the log holds now is the kernel's start-up talk: `log_tail` skips it."""
+        with contextlib.suppress(OSError):
+            self.log_start = (Path(self.directory) / "kernel.log").stat().st_size
 
 
 def kernel_argv(language: str, connection_file: str) -> list[str]:
