@@ -338,11 +338,21 @@ def test_the_kernel_actor_crashing_takes_its_kernel_along(
         return node is None or actor_pid not in pids or node["state"] != "ready"
 
     wait_until(supervisor_noticed, timeout=10)
-    after = ev(run, "1 + 1")
-    if after.is_error:  # the host had not heard of the crash yet: it says so, once
-        assert "call again" in after.text, after.text
+    # An eval is not idempotent, so a cell sent while the actor is still being restarted
+    # (or to the one that went, before its supervisor heard) is refused with "call again"
+    # / "try again" rather than resent. Under load that can happen more than once.
+    transient: list[str] = []
+
+    def evaluated() -> ToolResult | None:
         after = ev(run, "1 + 1")
-    assert after.text.strip() == "2"
+        if after.is_error:
+            assert "call again" in after.text or "try again" in after.text, after.text
+            transient.append(after.text)
+            return None
+        return after
+
+    after = wait_until(evaluated, timeout=20)
+    assert after.text.strip() == "2", (after.text, transient)
 
 
 def test_reset_starts_a_clean_kernel(runtime_factory: Any, workdir: Path) -> None:
