@@ -130,7 +130,7 @@ def test_a_crashed_session_actor_leaves_no_process(runtime, py_project) -> None:
     assert "previous one ended" in err(run, {"op": "stack"}).text
 
 
-def test_a_launch_after_a_crash_says_the_breakpoints_set_before_it_are_gone(
+def test_a_launch_after_a_crash_sets_the_breakpoints_again_and_says_why(
     runtime, py_project
 ) -> None:
     run = runtime.open_run("lost", workdir=str(py_project))
@@ -139,10 +139,34 @@ def test_a_launch_after_a_crash_says_the_breakpoints_set_before_it_are_gone(
     status = lambda: run.call("debug", {"op": "status"}).text  # noqa: E731
     wait_until(lambda: "the last one ended" in status(), timeout=20.0)
     res = ok(run, {"op": "launch", "program": "app.py"})
-    assert "the program exited with code 0" in res.text, res.text  # no breakpoint any more
-    assert "breakpoints set in it went with it" in res.text, res.text  # and it says why
-    again = ok(run, {"op": "launch", "program": "app.py"})  # said once, not forever
-    assert "went with it" not in again.text, again.text
+    # the run's breakpoints are its intent, kept by the host: the new session has them
+    assert res.text.startswith("stopped at app.py:5 (breakpoint)"), res.text
+    assert "they were set again before this start: app.py:5" in res.text, res.text
+    assert "died" in res.data["restored_breakpoints"]["why"], res.data
+    assert "went with it" not in res.text, res.text
+    ok(run, {"op": "terminate"})  # clears the breakpoints: none to set again
+    again = ok(run, {"op": "launch", "program": "app.py"})
+    assert "the program exited with code 0" in again.text, again.text
+    assert "set again" not in again.text, again.text
+
+
+def test_breakpoints_survive_their_run_actor_and_cleared_ones_stay_cleared(
+    runtime, py_project
+) -> None:
+    (py_project / "lib.py").write_text("x = 1\ny = 2\n")
+    run = runtime.open_run("rebuilt", workdir=str(py_project))
+    ok(run, {"op": "breakpoints", "file": "app.py", "lines": [5]})
+    ok(run, {"op": "breakpoints", "file": "lib.py", "lines": [2]})
+    ok(run, {"op": "breakpoints", "file": "lib.py", "lines": []})  # cleared: not restored
+    # the RunActor takes the session actor with it; the new one knows nothing of either
+    runtime.inject("crash_actor", target="run:rebuilt")
+    status = lambda: run.call("debug", {"op": "status"}).text  # noqa: E731
+    wait_until(lambda: "app.py" not in status(), timeout=20.0)
+    res = ok(run, {"op": "launch", "program": "app.py"})
+    assert res.text.startswith("stopped at app.py:5 (breakpoint)"), res.text
+    assert "they were set again before this start: app.py:5)" in res.text, res.text
+    assert list(res.data["restored_breakpoints"]["files"]) == [str(py_project / "app.py")]
+    ok(run, {"op": "terminate"})
 
 
 def test_the_ttl_ends_the_session_and_the_next_call_says_why(runtime_factory, py_project) -> None:

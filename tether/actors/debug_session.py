@@ -237,8 +237,8 @@ class DebugSessionActor(ProcessActor):
         if not binary:
             raise DebugError(ErrorCode.UNAVAILABLE, f"{row.name}: adapter not found; {row.install}")
         self._end_adapter()  # an exited program's adapter, if still there
-        # breakpoints set before a crash went with that incarnation: the launch says so
-        lost_before = "" if self.session.breakpoints else self.previous_end
+        # (breakpoints set before a crash went with that incarnation: the host, which
+        # keeps the run's, sets them again before this start; tether.tools.debug)
         self.previous_end = ""
         root = Path(op.root)
         if isinstance(op, Launch):
@@ -257,7 +257,6 @@ class DebugSessionActor(ProcessActor):
             )
         fresh = Session(self)
         fresh.breakpoints = self.session.breakpoints
-        fresh.lost_before = lost_before
         self.session = fresh
         self.row = row
         self._ending = False

@@ -370,8 +370,9 @@ class Conversation:
 
 EVAL_DESCRIPTION = "Echo this chaos call's own token back"
 BREAKPOINT_LOST = (
-    "a launch ran to the end past the breakpoint set just before it (seen when a fault "
-    "restarted the debug session in between: its breakpoints went with it, unannounced)"
+    "a launch ran to the end past the breakpoint set just before it (the host sets a run's "
+    "breakpoints again on a restarted session before a launch: a fault between that and the "
+    "launch itself can still take them)"
 )
 WEIGHTS = {
     "read": 3.0,

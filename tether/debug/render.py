@@ -107,10 +107,15 @@ def render_launch(p: Mapping[str, Any], workspace: Path) -> str:
         text += "\n" + "\n".join(
             render_breakpoints(rel(f, workspace), rows, True) for f, rows in bps.items()
         )
-    if p.get("lost_before"):
+    restored = p.get("restored_breakpoints")
+    if restored:
+        where = ", ".join(
+            f"{rel(f, workspace)}:{','.join(map(str, lines))}"
+            for f, lines in restored["files"].items()
+        )
         text += (
-            f"\n(note: the previous debug session ended before this launch: {p['lost_before']}; "
-            "breakpoints set in it went with it - set them again and relaunch if you need them)"
+            f"\n(note: the debug session was restarted since your breakpoints were set "
+            f"({restored['why']}); they were set again before this start: {where})"
         )
     return text
 

@@ -75,7 +75,6 @@ class Session(Driver):
     references: set[int] = field(default_factory=set)  # variable references valid now
     process_started: bool = False  # a `process` event came: the owner reports its pids
     attached: bool = False  # the program was running before us: terminate detaches from it
-    lost_before: str = ""  # why the previous session ended, when its breakpoints went with it
     _exit_re: re.Pattern[str] | None = None
 
     @property
@@ -254,8 +253,6 @@ class Session(Driver):
             self.state = "running"
         outcome = yield from self._outcome(mark, wait)
         outcome["breakpoints"] = {p: self._breakpoint_rows(p) for p in self.breakpoints}
-        if self.lost_before:
-            outcome["lost_before"] = self.lost_before
         return outcome
 
     def resume(self, command: str, thread_id: int | None, wait: float) -> Op:

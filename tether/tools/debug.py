@@ -9,6 +9,11 @@ program's directory up to the workspace AND the adapter's binary), then sends a 
 Every call is sent as idempotent: a call whose actor went away (its TTL, `terminate`, a
 crash) is retried once on the run's next session actor, which has no program of the old
 one to act on - it answers with why the previous session ended.
+
+The breakpoints a run set are its intent until it clears them (or `terminate` does), so
+the host keeps them (`ctx.state["debug"]`): a launch or attach on a session actor that lost
+them (restarted after a crash or its TTL, or built anew with its RunActor or the whole
+tree) sets them again first, and says so.
 """
 
 from __future__ import annotations
@@ -103,6 +108,7 @@ def _debug(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         path = ctx.resolve_path(_need(args, "file", op))
         lines = [int(n) for n in args.get("lines") or []]
         p = _send(ctx, SetBreakpoints(str(path), lines), INSPECT_TIMEOUT)
+        _remember(ctx, str(path), lines)
         return ToolResult.ok(
             render_breakpoints(rel(str(path), ws), p["breakpoints"], p["sent"]), data=p
         )
@@ -147,6 +153,7 @@ def _debug(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         return ToolResult.ok(dropped + (p["output"] or "(no output yet)"), data=p)
     if op == "terminate":
         p = _send(ctx, Terminate(), INSPECT_TIMEOUT)
+        ctx.state.get(FAMILY, {}).pop("breakpoints", None)  # (terminate clears them)
         left = p.get("processes_left") or []
         ended = (
             "detached from the attached program (its breakpoints removed, left running)"
@@ -194,12 +201,39 @@ def _start(ctx: ToolContext, args: dict[str, Any], op: str, wait: float) -> Tool
         )
     root = str(res.root)
     timeout = wait + row.startup_timeout + row.launch_timeout + 10.0
+    restored = _restore_breakpoints(ctx)
     if op == "launch":
         extra = [str(a) for a in args.get("args") or []]
         p = _send(ctx, Launch(row.name, str(where), root, extra, wait), timeout)
     else:
         p = _send(ctx, Attach(row.name, root, args.get("port"), args.get("pid"), wait), timeout)
+    if restored:
+        p["restored_breakpoints"] = restored
     return ToolResult.ok(render_launch(p, ws), data=p)
+
+
+def _remember(ctx: ToolContext, path: str, lines: list[int]) -> None:
+    remembered = ctx.state.setdefault(FAMILY, {}).setdefault("breakpoints", {})
+    if lines:
+        remembered[path] = list(lines)
+    else:
+        remembered.pop(path, None)
+
+
+def _restore_breakpoints(ctx: ToolContext) -> dict[str, Any]:
+    """Set again the breakpoints this run set that its session actor no longer has; what
+    was restored and why it had been lost ({} when nothing was missing)."""
+    remembered: dict[str, list[int]] = ctx.state.get(FAMILY, {}).get("breakpoints", {})
+    if not remembered:
+        return {}
+    status = _send(ctx, Status(), INSPECT_TIMEOUT)
+    missing = {f: lines for f, lines in remembered.items() if f not in status["breakpoints"]}
+    for path, lines in missing.items():
+        _send(ctx, SetBreakpoints(path, lines), INSPECT_TIMEOUT)
+    if not missing:
+        return {}
+    why = status.get("previous_end") or "its run's actors were started anew"
+    return {"why": why, "files": missing}
 
 
 _DESCRIPTION = """Drive a debugger (Python: debugpy, C/C++/Rust binaries: lldb-dap, Go: delve, Dart). \
