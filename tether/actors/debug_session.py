@@ -45,7 +45,7 @@ from tether.channels import OutBuffer
 from tether.debug import adapters
 from tether.debug.adapters import BY_NAME, AdapterRow
 from tether.debug.driver import DebugError
-from tether.debug.session import Session
+from tether.debug.session import Breakpoint, Session
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import Call, ErrorCode, ResourceError
 from tether.messages.control import Start
@@ -237,8 +237,9 @@ class DebugSessionActor(ProcessActor):
         if not binary:
             raise DebugError(ErrorCode.UNAVAILABLE, f"{row.name}: adapter not found; {row.install}")
         self._end_adapter()  # an exited program's adapter, if still there
-        # (breakpoints set before a crash went with that incarnation: the host, which
-        # keeps the run's, sets them again before this start; tether.tools.debug)
+        # breakpoints set before a crash (or a retried launch) went with that incarnation:
+        # the host keeps the run's and sends them along; those missing here are set again
+        restored = self._restore_breakpoints(op.breakpoints)
         self.previous_end = ""
         root = Path(op.root)
         if isinstance(op, Launch):
@@ -257,6 +258,7 @@ class DebugSessionActor(ProcessActor):
             )
         fresh = Session(self)
         fresh.breakpoints = self.session.breakpoints
+        fresh.restored = restored
         self.session = fresh
         self.row = row
         self._ending = False
@@ -288,6 +290,18 @@ class DebugSessionActor(ProcessActor):
             self.after(row.startup_timeout, ListenDeadline())
         else:
             fresh.run(gen, call)
+
+    def _restore_breakpoints(self, wanted: dict[str, list[int]]) -> dict[str, Any]:
+        """Set the run's breakpoints this session does not have; what was set and why it
+        was missing ({} when nothing was)."""
+        missing = {
+            f: lines for f, lines in wanted.items() if lines and f not in self.session.breakpoints
+        }
+        for path, lines in missing.items():
+            self.session.breakpoints[path] = [Breakpoint(int(n)) for n in dict.fromkeys(lines)]
+        if not missing:
+            return {}
+        return {"why": self.previous_end or "the run's actors were started anew", "files": missing}
 
     def _connect(self, host: str, port: int) -> None:
         """A DAP server listens (our delve, or the one an attach joins): connect (loopback

@@ -75,6 +75,7 @@ class Session(Driver):
     references: set[int] = field(default_factory=set)  # variable references valid now
     process_started: bool = False  # a `process` event came: the owner reports its pids
     attached: bool = False  # the program was running before us: terminate detaches from it
+    restored: dict[str, Any] = field(default_factory=dict)  # breakpoints set again at start
     _exit_re: re.Pattern[str] | None = None
 
     @property
@@ -253,6 +254,8 @@ class Session(Driver):
             self.state = "running"
         outcome = yield from self._outcome(mark, wait)
         outcome["breakpoints"] = {p: self._breakpoint_rows(p) for p in self.breakpoints}
+        if self.restored:
+            outcome["restored_breakpoints"] = self.restored
         return outcome
 
     def resume(self, command: str, thread_id: int | None, wait: float) -> Op:

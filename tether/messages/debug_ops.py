@@ -38,6 +38,9 @@ class Launch:
     root: str  # the directory holding the adapter's root marker: the program's cwd
     args: list[str] = field(default_factory=list)
     wait: float = 10.0  # s to wait for a stop or the exit before "still running"
+    # the run's breakpoints, kept by the host (file -> lines): a session that lost some (a
+    # new incarnation) sets them before it starts the program, and says so
+    breakpoints: dict[str, list[int]] = field(default_factory=dict)
 
 
 @DEBUG.op
@@ -48,6 +51,7 @@ class Attach:
     port: int | None = None
     pid: int | None = None
     wait: float = 2.0
+    breakpoints: dict[str, list[int]] = field(default_factory=dict)  # as for Launch
 
 
 @DEBUG.op

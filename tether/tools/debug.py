@@ -11,9 +11,10 @@ crash) is retried once on the run's next session actor, which has no program of 
 one to act on - it answers with why the previous session ended.
 
 The breakpoints a run set are its intent until it clears them (or `terminate` does), so
-the host keeps them (`ctx.state["debug"]`): a launch or attach on a session actor that lost
-them (restarted after a crash or its TTL, or built anew with its RunActor or the whole
-tree) sets them again first, and says so.
+the host keeps them (`ctx.state["debug"]`) and sends them with every launch and attach: a
+session actor that lost them (restarted after a crash or its TTL, built anew with its
+RunActor or the whole tree, or a retried launch on a new incarnation) sets them again
+before it starts the program, and says so.
 """
 
 from __future__ import annotations
@@ -201,14 +202,13 @@ def _start(ctx: ToolContext, args: dict[str, Any], op: str, wait: float) -> Tool
         )
     root = str(res.root)
     timeout = wait + row.startup_timeout + row.launch_timeout + 10.0
-    restored = _restore_breakpoints(ctx)
+    kept = dict(ctx.state.get(FAMILY, {}).get("breakpoints", {}))
     if op == "launch":
         extra = [str(a) for a in args.get("args") or []]
-        p = _send(ctx, Launch(row.name, str(where), root, extra, wait), timeout)
+        p = _send(ctx, Launch(row.name, str(where), root, extra, wait, kept), timeout)
     else:
-        p = _send(ctx, Attach(row.name, root, args.get("port"), args.get("pid"), wait), timeout)
-    if restored:
-        p["restored_breakpoints"] = restored
+        port, pid = args.get("port"), args.get("pid")
+        p = _send(ctx, Attach(row.name, root, port, pid, wait, kept), timeout)
     return ToolResult.ok(render_launch(p, ws), data=p)
 
 
@@ -218,22 +218,6 @@ def _remember(ctx: ToolContext, path: str, lines: list[int]) -> None:
         remembered[path] = list(lines)
     else:
         remembered.pop(path, None)
-
-
-def _restore_breakpoints(ctx: ToolContext) -> dict[str, Any]:
-    """Set again the breakpoints this run set that its session actor no longer has; what
-    was restored and why it had been lost ({} when nothing was missing)."""
-    remembered: dict[str, list[int]] = ctx.state.get(FAMILY, {}).get("breakpoints", {})
-    if not remembered:
-        return {}
-    status = _send(ctx, Status(), INSPECT_TIMEOUT)
-    missing = {f: lines for f, lines in remembered.items() if f not in status["breakpoints"]}
-    for path, lines in missing.items():
-        _send(ctx, SetBreakpoints(path, lines), INSPECT_TIMEOUT)
-    if not missing:
-        return {}
-    why = status.get("previous_end") or "its run's actors were started anew"
-    return {"why": why, "files": missing}
 
 
 _DESCRIPTION = """Drive a debugger (Python: debugpy, C/C++/Rust binaries: lldb-dap, Go: delve, Dart). \
