@@ -162,9 +162,11 @@ class TetherActor(Actor):
     # --- thespian entry point --------------------------------------------------------
     def receiveMessage(self, msg: Any, sender: Any) -> Any:  # noqa: N802 (thespian's name)
         try:
-            self._dispatch(msg, sender)
-            if self._pids_due:
-                self._send_pids()
+            try:
+                self._dispatch(msg, sender)
+            finally:  # (also after a handler that failed once it had started a process)
+                if self._pids_due:
+                    self._send_pids()
         except Exception as exc:  # never let thespian retry-then-poison our messages
             self.last_error = f"internal error: {exc!r}"
             self._log_exception(exc)
