@@ -49,7 +49,6 @@ class ProcessScratch:
     """One process's private directory: `env()` to start it with, `close()` when it ended."""
 
     def __init__(self, name: str, state: Path | None = None, under: str = SUBDIR) -> None:
-        self.name = name
         state = ensure_private_dir(state or default_state_dir())
         parent = ensure_private_dir(state / under)
         reap(parent)

@@ -45,7 +45,7 @@ from tether.channels import OutBuffer
 from tether.debug import adapters
 from tether.debug.adapters import BY_NAME, AdapterRow
 from tether.debug.driver import DebugError
-from tether.debug.session import Breakpoint, Session
+from tether.debug.session import Session
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import Call, ErrorCode, ResourceError
 from tether.messages.control import Start
@@ -298,7 +298,7 @@ class DebugSessionActor(ProcessActor):
             f: lines for f, lines in wanted.items() if lines and f not in self.session.breakpoints
         }
         for path, lines in missing.items():
-            self.session.breakpoints[path] = [Breakpoint(int(n)) for n in dict.fromkeys(lines)]
+            self.session.remember_breakpoints(path, lines)
         if not missing:
             return {}
         return {"why": self.previous_end or "the run's actors were started anew", "files": missing}

@@ -99,13 +99,11 @@ class ProcessActor(ResourceActor):
         the previous one is removed, this one once that subprocess ended."""
         self._remove_scratch()
         made, self._made_ahead = self._made_ahead, None
-        self._scratch = made if made is not None and made.name == name else ProcessScratch(name)
-        if made is not None and made is not self._scratch:
-            made.close()
+        self._scratch = made or ProcessScratch(name)
         return self._scratch
 
     def make_scratch_ahead(self, name: str) -> None:
-        """Make the next `new_scratch(name)` now, while no call waits for it (a few ms of
+        """Make the next `new_scratch` now, while no call waits for it (a few ms of
         directory work a start would otherwise add)."""
         if self._made_ahead is None:
             self._made_ahead = ProcessScratch(name)

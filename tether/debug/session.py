@@ -185,13 +185,17 @@ class Session(Driver):
     # --- ops -------------------------------------------------------------------------------
     def set_breakpoints(self, path: str, lines: list[int]) -> Op:
         """Remember them; when a program runs, send them (the adapter verifies them)."""
+        self.remember_breakpoints(path, lines)
+        if self.state in ("running", "stopped"):
+            yield from self._send_breakpoints(path, lines)
+        return {"file": path, "breakpoints": self._breakpoint_rows(path), "sent": self.live}
+
+    def remember_breakpoints(self, path: str, lines: list[int]) -> None:
+        """The lines of `path` to stop at (none: the file has no breakpoints)."""
         if lines:
             self.breakpoints[path] = [Breakpoint(int(n)) for n in dict.fromkeys(lines)]
         else:
             self.breakpoints.pop(path, None)
-        if self.state in ("running", "stopped"):
-            yield from self._send_breakpoints(path, lines)
-        return {"file": path, "breakpoints": self._breakpoint_rows(path), "sent": self.live}
 
     @property
     def live(self) -> bool:
