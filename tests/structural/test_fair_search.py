@@ -129,7 +129,8 @@ def test_candidates_in_deep_code_cost_no_parent_walks() -> None:
         assert len(got) == depth - 1
         return time.perf_counter() - t
 
-    small, big = timed(250), timed(1000)
+    # the best of three each: one 6 ms sample beside a scheduler stall made a 43x ratio in CI
+    small, big = min(timed(250) for _ in range(3)), min(timed(1000) for _ in range(3))
     assert big < 3.0
     assert big < 40 * small, (small, big)  # 4x the depth: not 16x (or worse)
 
