@@ -8,7 +8,7 @@ them alike:
   raw     host -> bare echo actor -> host              (the anchor: tell + listen)
   floor   host -> bare forwarder -> bare echo -> host  (any three-hop route, no tether code)
   tether  rt._call(...) to the SHARED "echo" actor: host -> actor -> host once the host
-          knows its address (tether.host_routes), on its call channel (tether.channels)
+          knows its address (tether.host.routes), on its call channel (tether.channels)
   run     rt._call(...) to a RUN-scoped echo actor: the same two hops once the host knows
           it (its first call went host -> root -> runs -> RunActor -> actor)
 Prints p50 / p99 and the ratios. Targets (issue #11): run p50 <= 0.3 ms and <= 1x raw;

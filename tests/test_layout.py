@@ -33,11 +33,9 @@ LAYERS: list[set[str]] = [
         "tether.processes",
         "tether.atomic_files",
         "tether.roots",
-        "tether.transport_auth",
         "tether.private_dirs",
         "tether.scratch",
     },
-    {"tether.thespian_patches"},
     # pure libraries, and the call-channel transport actors and host share
     {
         "tether.lsp",
@@ -56,13 +54,9 @@ LAYERS: list[set[str]] = [
         "tether.question_ports",
         "tether.tools",
         "tether.run",
-        "tether.contexts",
-        "tether.host_routes",
-        "tether.engine",
-        "tether.portfile",
+        "tether.host",
         "tether.runtime",
         "tether.health_view",
-        "tether.tree_watch",
         "tether.metrics",
     },
     # the public face and the command

@@ -5,13 +5,13 @@ external client (never shutting it down: that would stop the runtime), find the 
 supervisor by its global name, and ask it for health with a deadline, exactly as
 `Runtime.health()` does in-process. `render_tree` draws any health dict.
 
-Every connection into a runtime must prove its transport secret (tether.transport_auth).
+Every connection into a runtime must prove its transport secret (tether.host.transport_auth).
 We read it from the runtime's port file, `<state dir>/<N>.json`: that file is 0600 in a
-0700 directory owned by the user, and `tether.portfile` checks both before reading, so
+0700 directory owned by the user, and `tether.host.portfile` checks both before reading, so
 only the user who started the runtime (or root) can join it. The check matters for us
 too: whoever could plant that file could point us at an actor system of theirs, and we
 unpickle what it sends back. (Against processes of the same user a file mode is no
-boundary - they can read the runtime's memory - see tether.transport_auth.)
+boundary - they can read the runtime's memory - see tether.host.transport_auth.)
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import threading
 import time
 from typing import Any, TextIO
 
-from tether import thespian_patches
+from tether.host import thespian_patches
 
 STATE_MARK = {
     "ready": "",
@@ -72,7 +72,7 @@ def fetch_health(port: int, timeout: float = 5.0) -> dict[str, Any]:
 
 
 def _secret(port: int) -> bytes:
-    from tether.portfile import StateDirError, default_state_dir, runtime_secret
+    from tether.host.portfile import StateDirError, default_state_dir, runtime_secret
 
     where = default_state_dir()
     try:
@@ -90,8 +90,8 @@ def _secret(port: int) -> bytes:
 def _fetch(port: int, timeout: float, secret: bytes) -> dict[str, Any]:
     from thespian.actors import ActorSystem
 
-    from tether import transport_auth
-    from tether.contexts import post
+    from tether.host import transport_auth
+    from tether.host.contexts import post
     from tether.messages.codec import decode, encode
     from tether.messages.control import HealthQuery, HealthReport
     from tether.runtime import ROOT_NAME

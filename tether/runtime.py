@@ -11,7 +11,7 @@ per calling thread (a shared system object hands replies to the wrong thread); a
 a shared actor the host already knows goes on that thread's call channel to it instead
 (`tether.channels`: a Unix socket, ~0.1 ms a round trip where thespian takes ~0.45).
 Every thespian connection into the tree proves the runtime's secret, made here at start
-and inherited by the tree at fork (`tether.transport_auth`).
+and inherited by the tree at fork (`tether.host.transport_auth`).
 Every call carries a call id; a reply with another id — a late answer to a call that
 already timed out — is dropped, never handed to the next call.
 
@@ -23,7 +23,7 @@ port file (`state_dir/<admin_port>.json`) lets the next `Runtime.start()` (or
 
 The tree heals: a supervisor that dies is restarted by its parent and found again by the
 host (through the root, `CallEngine.ask_node`). Thespian's admin, its logger and the root
-have no parent in the tree: the host watches them (`tether.tree_watch`) and, when one
+have no parent in the tree: the host watches them (`tether.host.tree_watch`) and, when one
 dies, fails the calls open on the old tree at once, kills what is left of it and boots a
 new one (see "the tree heals" below); health shows the rebuilds.
 """
@@ -44,9 +44,19 @@ from typing import Any
 
 import psutil
 
-from tether import thespian_patches, transport_auth
-from tether.engine import DEFAULT_CALL_TIMEOUT, CallEngine
-from tether.host_routes import ROOT, RouteTable, Target
+from tether.host import thespian_patches, transport_auth
+from tether.host.engine import DEFAULT_CALL_TIMEOUT, CallEngine
+from tether.host.portfile import (
+    StateDirError,
+    default_state_dir,
+    ensure_private_dir,
+    pick_port,
+    port_listening,
+    reap_stale,
+    write_port_file,
+)
+from tether.host.routes import ROOT, RouteTable, Target
+from tether.host.tree_watch import TreeWatch
 from tether.kinds import KindSpec, Scope
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.messages.control import (
@@ -59,15 +69,6 @@ from tether.messages.control import (
     OpenRun,
 )
 from tether.metrics import Metrics
-from tether.portfile import (
-    StateDirError,
-    default_state_dir,
-    ensure_private_dir,
-    pick_port,
-    port_listening,
-    reap_stale,
-    write_port_file,
-)
 from tether.private_dirs import STATE_DIR_ENV
 from tether.processes import (
     TOKEN_ENV,
@@ -81,7 +82,6 @@ from tether.processes import (
     session_processes,
     wait_gone,
 )
-from tether.tree_watch import TreeWatch
 
 thespian_patches.apply()  # before any thespian transport or actor process exists
 name_forked_tree_processes()  # so the next start's reaper can prove they were ours
@@ -179,10 +179,10 @@ class Runtime:
         self.admin_create_time = 0.0
         self.root_pid = 0
         self._asys: Any = None
-        self._engine: CallEngine | None = None  # route, send, wait, retry (tether.engine)
+        self._engine: CallEngine | None = None  # route, send, wait, retry (tether.host.engine)
         self._ids = itertools.count(1)
         self._token = uuid.uuid4().hex[:12]
-        # every connection into the tree must prove it (tether.transport_auth)
+        # every connection into the tree must prove it (tether.host.transport_auth)
         self._secret = transport_auth.new_secret()
         self._closed = True
         self._known_pids: set[tuple[int, float]] = set()
@@ -485,7 +485,7 @@ class Runtime:
         host is gone, kill what is left of its actor system. Returns the admin ports reaped."""
         return reap_stale(Path(state_dir) if state_dir else default_state_dir())
 
-    # --- host-side calls (tether.engine) --------------------------------------------
+    # --- host-side calls (tether.host.engine) --------------------------------------------
     def _next_id(self) -> str:
         return f"{self._token}-{next(self._ids)}"
 
@@ -700,7 +700,7 @@ class Runtime:
 
     # --- the tree heals -----------------------------------------------------------
     # Supervisors restart every node below the root. The admin, its logger and the root
-    # have none: the host watches them (tether.tree_watch) and, when one dies, fails every
+    # have none: the host watches them (tether.host.tree_watch) and, when one dies, fails every
     # call open on the old tree at once, kills what is left of it, and boots a new admin and
     # root. Shared servers start again on their next call; a run's RunActor is started again
     # by its next call (the runs supervisor starts one for any run id it routes to, as after

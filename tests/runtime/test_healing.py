@@ -3,7 +3,7 @@ load, and the tool works again; health tells the truth meanwhile.
 
 A supervisor is restarted by its parent and found again by the host (through the root,
 which holds a lookup until the supervisor is up). The admin, its logger and the root have
-no parent in the tree: the host watches them (tether.tree_watch), fails the calls open on
+no parent in the tree: the host watches them (tether.host.tree_watch), fails the calls open on
 the old tree at once, and boots a new one. Every call ends before its deadline, no reply
 is ever handed to the wrong call, and nothing is left running after shutdown.
 """
@@ -213,8 +213,8 @@ def test_tree_watch_reports_the_first_death_at_once_and_nothing_after_stop() -> 
     import subprocess
     import sys
 
+    from tether.host.tree_watch import TreeWatch
     from tether.processes import proc_create_time
-    from tether.tree_watch import TreeWatch
 
     procs = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in "ab"]
     try:

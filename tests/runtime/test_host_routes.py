@@ -194,7 +194,7 @@ def test_incarnations_keep_growing_after_an_actor_is_forgotten(runtime_factory, 
 
 
 def test_a_call_waiting_for_a_newer_incarnation_gets_a_fresh_actor(runtime_factory, scope) -> None:
-    from tether.host_routes import Flight
+    from tether.host.routes import Flight
 
     rt = runtime_factory(kinds=[TTL_RUN if scope is Scope.RUN else TTL])
     route = learn_route(rt, "echo_ttl")

@@ -1,4 +1,4 @@
-"""The thespian patches (tether.thespian_patches): the guard that refuses an untested thespian,
+"""The thespian patches (tether.host.thespian_patches): the guard that refuses an untested thespian,
 and each loop patch measured by its effect in real actor processes, so that a patch that is
 still "installed" but no longer works fails here. (Loopback only: test_processes.py.)"""
 
@@ -17,16 +17,16 @@ import pytest
 
 import tether.runtime  # noqa: F401  (applies the patches at import)
 from tests.runtime.loop_probes import CHUNK, data_stack_room, eventpoll_fd_numbers, eventpoll_fds
-from tether import thespian_patches
-from tether.kinds import ChildSpec, KindSpec, Restart, Scope
-from tether.processes import processes_with_token
-from tether.thespian_patches import (
+from tether.host import thespian_patches
+from tether.host.thespian_patches import (
     ALLOW_UNTESTED_ENV,
     ThespianPatchError,
     _in_fresh_stack_chunk,
     _PollSelector,
     check_thespian,
 )
+from tether.kinds import ChildSpec, KindSpec, Restart, Scope
+from tether.processes import processes_with_token
 
 ROOT = Path(__file__).resolve().parents[2]
 

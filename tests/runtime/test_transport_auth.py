@@ -1,5 +1,5 @@
 """No process outside the runtime's tree can make a runtime process decode anything
-(tether.transport_auth): pickles from another user or from a process without the secret,
+(tether.host.transport_auth): pickles from another user or from a process without the secret,
 sent to the admin and to every actor port, never run; malformed frames and floods of idle
 connections drop their connections only."""
 
@@ -24,8 +24,8 @@ import psutil
 import pytest
 
 from tests.conftest import runtime_processes, wait_until
-from tether import transport_auth
-from tether.thespian_patches import MAX_FRAME, length_prefix_problem
+from tether.host import transport_auth
+from tether.host.thespian_patches import MAX_FRAME, length_prefix_problem
 
 NOBODY = 65534
 

@@ -7,7 +7,7 @@ back as lists, so message fields use lists.
 
 What thespian carries between actors is then either `bytes` or `(bytes, address)`: the
 address of an actor (which we never put inside a message body) rides beside the payload.
-Thespian still pickles that outer tuple; see `tether.thespian_patches` for why that is only
+Thespian still pickles that outer tuple; see `tether.host.thespian_patches` for why that is only
 ever reachable from this machine.
 """
 

@@ -5,7 +5,7 @@ on a host call's way (`Route`). It starts the resource actor (a kernel, a debug 
 vibe worker) under itself if needed, hands the call over once the actor's pid is known,
 and tells the host who took it (`RouteInfo`, with the run id). From then on the host calls
 that actor directly on its call channel, and watches its process while it waits, exactly
-as for shared kinds (`tether.engine`): one path, one set of guarantees (a dead actor is
+as for shared kinds (`tether.host.engine`): one path, one set of guarantees (a dead actor is
 noticed at once, an idempotent call is retried once on a newer incarnation).
 
 It holds nothing the host cannot rebuild: its kinds come with its Start, and its children

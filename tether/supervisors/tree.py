@@ -7,7 +7,7 @@
 
 A host's first call for a resource travels down this tree as a `Route` from the nearest
 supervisor the host knows (the root at worst), each one telling the host who took it
-(`RouteInfo`); the next calls go to the resource actor directly (`tether.engine`).
+(`RouteInfo`); the next calls go to the resource actor directly (`tether.host.engine`).
 
 The root also watches the host: if the host process dies, the root kills thespian's
 admin process and exits, and every actor's own watchdog takes down the rest.

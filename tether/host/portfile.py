@@ -3,7 +3,7 @@
 A runtime picks a free loopback port for thespian's admin (several runtimes and parallel
 tests on one machine never collide) and writes `<state_dir>/<admin_port>.json`: the host's
 and the admin's pid and start time, the admin's session, the runtime's token, and the
-transport secret (tether.transport_auth) that `tether status` needs to talk to it. If the
+transport secret (tether.host.transport_auth) that `tether status` needs to talk to it. If the
 host dies without shutting down, the actors' watchdogs take the tree down within a second;
 `reap_stale` (run by every `Runtime.start()`) kills whatever is still left and removes
 the file.
@@ -32,6 +32,7 @@ from typing import Any
 
 import psutil
 
+from tether.host.thespian_patches import LOOPBACK
 from tether.private_dirs import (
     StateDirError,
     check_private_dir,
@@ -46,7 +47,6 @@ from tether.processes import (
     same_process,
     session_processes,
 )
-from tether.thespian_patches import LOOPBACK
 
 MAX_PORT_FILE = 65536
 
@@ -195,7 +195,7 @@ def runtime_secret(port: int, directory: Path | None = None) -> bytes:
     """The transport secret of the runtime whose admin listens on `port`, from its port
     file in `directory` (default: `default_state_dir()`). Raises StateDirError or
     FileNotFoundError / ValueError saying what is missing."""
-    from tether.transport_auth import secret_from_hex
+    from tether.host.transport_auth import secret_from_hex
 
     directory = directory or default_state_dir()
     check_private_dir(directory)

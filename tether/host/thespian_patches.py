@@ -21,12 +21,12 @@ them. Three patches, each for a reason measured here:
 tests/runtime/test_loop_patches.py covers 2 and 3 by their effect in real actor processes.
 4. Authenticated connections (security): loopback still lets every local user, and code
    the agent runs, connect and have a pickle unpickled. `authenticate_connections` makes
-   every connection thespian opens or accepts a `tether.transport_auth.AuthSocket` (both
+   every connection thespian opens or accepts a `tether.host.transport_auth.AuthSocket` (both
    ends prove they hold the runtime's secret before a frame is read), caps connections
    that never say hello, and `StrictReceiveBuffer` drops a connection whose length prefix
    is not a sane number (thespian 4.0.1 died on a negative one: `recv(-n)` raised out of
    its loop). tests/runtime/test_transport_auth.py sends pickles and fuzz to every port.
-Not a patch, but an internal relied on: `tether.contexts.post` queues a host's message with
+Not a patch, but an internal relied on: `tether.host.contexts.post` queues a host's message with
 `systemBase._tx_to_actor` instead of `tell`, which waits on the receiver (checked below;
 tests/runtime/test_host_routes.py stops a supervisor mid-call).
 
@@ -51,7 +51,7 @@ import socket
 import types
 from typing import Any
 
-from tether import transport_auth
+from tether.host import transport_auth
 
 LOOPBACK = "127.0.0.1"
 _applied = False
@@ -357,7 +357,7 @@ def _strict_receive_buffer(base: type) -> type:
 
 def authenticate_connections() -> None:
     """Idempotent. Every connection thespian's TCP transport opens or accepts proves the
-    runtime's secret before a frame is read (tether.transport_auth), connections without
+    runtime's secret before a frame is read (tether.host.transport_auth), connections without
     a hello are capped, and frames with a corrupt length prefix drop their connection.
 
     Each transport authenticates with the secret current when it was made

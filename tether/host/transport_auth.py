@@ -23,7 +23,7 @@ The protocol, per TCP connection, both directions (`AuthSocket`):
 Connections that have not sent a valid hello are capped (`MAX_UNPROVEN` per process,
 older than `HELLO_DEADLINE` s first): a flood of idle connections costs a process at most
 that many descriptors. Frames from proven peers are still checked for sane length
-prefixes (tether.thespian_patches.StrictReceiveBuffer): a malformed frame drops its
+prefixes (tether.host.thespian_patches.StrictReceiveBuffer): a malformed frame drops its
 connection only.
 
 The secret: 32 random bytes made by the host at `Runtime.start` (`new_secret`) and set as
@@ -36,7 +36,7 @@ runtimes, each with its own. A process that never set one gets a random one: a b
 thespian system still works within its own tree, and nothing outside it can talk to it.
 
 Clients outside the tree (`tether status`) read the secret from the runtime's port file
-(tether.portfile): mode 0600 in a 0700 directory owned by the user, both checked before
+(tether.host.portfile): mode 0600 in a 0700 directory owned by the user, both checked before
 reading. That keeps it from other users. It does not keep it from processes of the same
 user, but nothing can: the same user may ptrace the runtime or read /proc/<pid>/mem, so
 the boundary against code the agent runs is another uid (or a sandbox), not a file mode.
@@ -49,7 +49,7 @@ applies on loopback, where reading another process's traffic takes root): the li
 not encrypted, and a connector's hello seen on the wire could be replayed to open a
 connection. Run the convention over a private or encrypted network (WireGuard, an SSH
 tunnel), or wrap `AuthSocket` in TLS with the secret as a pre-shared key - this module is
-the one place to do it. (tether.thespian_patches also binds every socket to loopback;
+the one place to do it. (tether.host.thespian_patches also binds every socket to loopback;
 scale-out must relax that to the member's interface.)
 """
 
@@ -138,7 +138,7 @@ class AuthSocket(socket.socket):
     """A thespian connection that proves both ends hold the secret before any frame.
 
     Only `send`, `sendall` and `recv` differ from a socket (thespian moves bytes with
-    send and recv only; tether.thespian_patches checks that): the first send is prefixed
+    send and recv only; tether.host.thespian_patches checks that): the first send is prefixed
     with this end's hello, and the first recv reads and checks the peer's hello."""
 
     __slots__ = ("_secret", "_connector", "_nonce", "_peer_nonce", "_out", "_in", "proven", "born")

@@ -20,7 +20,7 @@ through `CallEngine.call` (or `gather`, several at once). One path for every kin
   cannot serve.
 
 Thespian's `ask` is not thread-safe and hands a late reply to the next ask, so each thread
-has its own private() context (`tether.contexts`) and every call its own id.
+has its own private() context (`tether.host.contexts`) and every call its own id.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tether.channels import ChannelGone, HostChannel, HostChannels, wait_readable
-from tether.contexts import Contexts, post
-from tether.host_routes import (
+from tether.host.contexts import Contexts, post
+from tether.host.routes import (
     ROOT,
     DirectRoute,
     Flight,
