@@ -4,7 +4,8 @@
 # Debian marks externally managed.
 #
 #   apt   (as root, or with sudo; only what is missing): python3-venv, git, a C compiler
-#         (the C checker), clangd, Go and gopls, lldb-19 and delve (debug adapters; lldb-19
+#         (the C checker), clangd, Go and gopls, bubblewrap (the sandbox place), lldb-19 and
+#         delve (debug adapters; lldb-19
 #         also ships lldb-server-19, the gdb-remote server the lldb attach-by-port test uses).
 #         No Dart SDK: Debian, PyPI and npm ship none, so the Dart debug test skips
 #   .venv tether with its dev extras (pytest, ruff, mypy, basedpyright, ipykernel, deno, ...);
@@ -38,6 +39,7 @@ command -v clangd >/dev/null || need_apt+=(clangd)
 command -v go >/dev/null || need_apt+=(golang-go)
 command -v gopls >/dev/null || need_apt+=(gopls)
 command -v dlv >/dev/null || need_apt+=(delve)
+command -v bwrap >/dev/null || need_apt+=(bubblewrap)  # the sandbox place (tether.places)
 compgen -c lldb-dap | grep -q . || command -v lldb-vscode >/dev/null || need_apt+=(lldb-19)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "install: apt ${need_apt[*]}"

@@ -28,6 +28,7 @@ LAYERS: list[set[str]] = [
     # plain data and leaf helpers
     {
         "tether.kinds",
+        "tether.call_scope",
         "tether.messages",
         "tether.protocol",
         "tether.processes",
@@ -35,6 +36,7 @@ LAYERS: list[set[str]] = [
         "tether.roots",
         "tether.private_dirs",
         "tether.scratch",
+        "tether.places",
     },
     # pure libraries, and the call-channel transport actors and host share
     {
@@ -43,6 +45,7 @@ LAYERS: list[set[str]] = [
         "tether.debug",
         "tether.kernels",
         "tether.channels",
+        "tether.capacity",
         "tether.vibe_runner",
     },
     # resource actors and their bases, then the supervisors that run them (also actors)
@@ -72,6 +75,7 @@ LIBRARY_MAY_IMPORT = {
     "tether.protocol",
     "tether.atomic_files",
     "tether.roots",
+    "tether.places",
 }  # add only leaves of layer 0
 
 # Modules counted in the unit they are moving to. When the move is done the test below

@@ -1,0 +1,225 @@
+"""The `sandbox` place: a command wrapped in bubblewrap (`bwrap`), and what it sees.
+
+Why bubblewrap: it is what Claude Code uses on Linux, Debian packages it (`bubblewrap`),
+it needs no daemon and no image, and it starts in a few ms. What the wrapped process gets:
+
+- its own user namespace, uid `SANDBOX_UID`, and no capabilities: bubblewrap run by root
+  keeps every capability inside unless told (measured: CapEff 000001fffeffffff), so
+  `--cap-drop ALL` always (CapEff 0, root or not);
+- its own pid namespace (`--unshare-pid`; bwrap is its init, `--die-with-parent`): it sees
+  and signals only its own processes, and killing the bwrap process ends all of them;
+- its own network namespace always (`--unshare-net`): no host loopback (thespian's ports),
+  no abstract Unix sockets (the call channels live there), no metadata address. "Network
+  on" is user-mode egress, which this machine must provide (`network_helper`);
+- the workspace read-write; /usr, /etc (its secrets masked), /opt and the toolchains
+  read-only (the runtime's interpreter and its venv, and what the caller names);
+- a private /tmp (tmpfs, `Limits.tmp_mb`) holding its HOME; its own ipc and uts
+  namespaces; and nothing of the runtime's state dir (port files, the transport secret,
+  scratch dirs, caches) except the directories the caller binds for this one process
+  (a kernel's socket dir, a conversation's pip layer).
+
+Paths are the same inside as outside: a sandbox maps nothing, so paths in messages,
+tracebacks and tool results need no translation.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+
+from tether.places.place import Place, PlaceError
+from tether.private_dirs import default_state_dir
+
+SANDBOX_UID = 1000  # the uid (and gid) inside: not root, whoever runs the runtime
+HOME = "/tmp/home"  # inside the private /tmp: one size limit for both
+SYSTEM_RO = ("/usr", "/etc", "/opt")  # (each bound if it exists)
+ROOT_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")  # usrmerge symlinks
+# what /etc holds that a conversation must not read (each masked if it exists)
+ETC_SECRET_FILES = ("shadow", "shadow-", "gshadow", "gshadow-", "sudoers", "security/opasswd")
+ETC_SECRET_DIRS = ("ssh", "sudoers.d", "ssl/private")
+# variables that would point a process at the host's per-user places
+DROPPED_ENV = ("XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS", "SSH_AUTH_SOCK", "DISPLAY")
+NETWORK_HELPERS = ("pasta", "slirp4netns")
+
+
+def bwrap_binary() -> str:
+    found = shutil.which("bwrap")
+    if found is None:
+        raise PlaceError(
+            "the sandbox place needs bubblewrap and `bwrap` is not on PATH: install it "
+            "(Debian: apt-get install bubblewrap; scripts/install.sh does), or open the run "
+            "with place='host'"
+        )
+    return found
+
+
+@functools.lru_cache(maxsize=4)
+def _probe(bwrap: str) -> str:
+    """Empty if bwrap can make the namespaces a sandbox needs here, else why not (cached)."""
+    argv = [bwrap, *_namespaces(), "--ro-bind", "/", "/", "--", "true"]
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{bwrap} could not be run: {exc}"
+    if done.returncode == 0:
+        return ""
+    return done.stderr.decode("utf-8", "replace").strip() or f"exit status {done.returncode}"
+
+
+def check_available() -> str:
+    """The bwrap binary, once it was seen to start a sandbox here; else a PlaceError
+    naming what is missing."""
+    bwrap = bwrap_binary()
+    problem = _probe(bwrap)
+    if problem:
+        raise PlaceError(
+            f"the sandbox place cannot start here: bubblewrap failed ({problem}). It needs "
+            "user namespaces (sysctl user.max_user_namespaces > 0, and "
+            "kernel.unprivileged_userns_clone=1 where that exists; inside a container, one "
+            "that allows them); or open the run with place='host'"
+        )
+    return bwrap
+
+
+def network_helper() -> str:
+    """The user-mode network helper for "network on" (pasta, else slirp4netns)."""
+    for name in NETWORK_HELPERS:
+        found = shutil.which(name)
+        if found:
+            return found
+    raise PlaceError(
+        "a sandbox with network on needs user-mode networking, and neither pasta (Debian "
+        "package passt) nor slirp4netns is installed: install one, or use "
+        "Place.sandbox(network=False); the host's loopback is never opened to a sandbox"
+    )
+
+
+def _namespaces() -> list[str]:
+    return [
+        "--unshare-user",
+        "--uid",
+        str(SANDBOX_UID),
+        "--gid",
+        str(SANDBOX_UID),
+        "--cap-drop",
+        "ALL",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--unshare-net",
+        "--die-with-parent",
+        "--new-session",  # (no TIOCSTI into a terminal the runtime holds)
+    ]
+
+
+def toolchain_roots(paths: Iterable[str]) -> list[str]:
+    """The directories to bind read-only so each program in `paths` runs inside: for a
+    program in a `bin` dir, that dir's parent (an interpreter finds its lib beside it),
+    for both the path as given and where its symlinks lead."""
+    roots: list[str] = []
+    for path in paths:
+        for candidate in (os.path.abspath(path), os.path.realpath(path)):
+            parent = os.path.dirname(candidate)
+            root = os.path.dirname(parent) if os.path.basename(parent) == "bin" else parent
+            if root not in roots and not _under_system(root):
+                roots.append(root)
+    return roots
+
+
+def _under_system(path: str) -> bool:
+    return any(path == s or path.startswith(s + "/") for s in SYSTEM_RO) or path == "/"
+
+
+def runtime_toolchains() -> list[str]:
+    """The runtime's own interpreter and venv (read-only: a kernel or adapter runs on it)."""
+    return toolchain_roots([sys.executable, os.path.join(sys.base_prefix, "bin", "python3")]) + [
+        p for p in (sys.prefix, sys.base_prefix) if not _under_system(p)
+    ]
+
+
+def bwrap_argv(
+    place: Place,
+    argv: Sequence[str],
+    cwd: str,
+    workspace: str | None,
+    rw: Sequence[str] = (),
+    ro: Sequence[str] = (),
+) -> list[str]:
+    """`argv` wrapped in bubblewrap for `place` (a sandbox). rw: directories of this
+    process bound read-write at the same path (a kernel's socket dir); ro: toolchains
+    beyond the runtime's own."""
+    if place.kind != "sandbox":
+        raise PlaceError(f"bwrap_argv wraps for a sandbox place, not {place.kind!r}")
+    if place.network:
+        network_helper()  # (refuses with what to install; egress itself is not wired yet)
+        raise PlaceError(
+            "a sandbox with network on is not supported yet: use Place.sandbox(network=False)"
+        )
+    out = [check_available(), *_namespaces(), "--proc", "/proc", "--dev", "/dev"]
+    out += _system_binds()
+    size = str(place.limits.tmp_mb * 2**20)
+    out += ["--size", size, "--tmpfs", "/tmp", "--dir", HOME]
+    out += ["--size", size, "--tmpfs", "/dev/shm"]
+    seen: set[str] = set()
+    for path in [*runtime_toolchains(), *toolchain_roots(argv[:1]), *ro]:
+        if path not in seen and os.path.exists(path):
+            seen.add(path)
+            out += ["--ro-bind", path, path]
+    for path in [p for p in (workspace,) if p] + list(rw):
+        out += ["--bind", path, path]
+    out += ["--chdir", cwd, "--", *argv]
+    return out
+
+
+def _system_binds() -> list[str]:
+    out: list[str] = []
+    for path in SYSTEM_RO:
+        if os.path.isdir(path):
+            out += ["--ro-bind", path, path]
+    for link in ROOT_LINKS:
+        if os.path.islink(link):
+            out += ["--symlink", os.readlink(link), link]
+        elif os.path.isdir(link):
+            out += ["--ro-bind", link, link]
+    for name in ETC_SECRET_FILES:
+        if os.path.isfile(f"/etc/{name}"):
+            out += ["--ro-bind", "/dev/null", f"/etc/{name}"]
+    for name in ETC_SECRET_DIRS:
+        if os.path.isdir(f"/etc/{name}"):
+            out += ["--tmpfs", f"/etc/{name}"]
+    return out
+
+
+def sandbox_env(env: Mapping[str, str], rw: Sequence[str] = ()) -> dict[str, str]:
+    """The environment inside: `env` without what points at the runtime's state dir (other
+    than the directories bound for this process) or the host user's sessions, with HOME,
+    the temp dirs and the XDG homes in the private /tmp, and caches of its own."""
+    state = str(default_state_dir())
+    keep = tuple(rw)
+    out: dict[str, str] = {}
+    for name, value in env.items():
+        if name in DROPPED_ENV:
+            continue
+        if state in value and not any(p in value for p in keep):
+            continue
+        out[name] = value
+    out.update(
+        HOME=HOME,
+        TMPDIR="/tmp",
+        TMP="/tmp",
+        TEMP="/tmp",
+        XDG_CACHE_HOME=f"{HOME}/.cache",
+        XDG_CONFIG_HOME=f"{HOME}/.config",
+        XDG_STATE_HOME=f"{HOME}/.local/state",
+        XDG_DATA_HOME=f"{HOME}/.local/share",
+        GOCACHE=f"{HOME}/.cache/go-build",
+        PIP_CACHE_DIR=f"{HOME}/.cache/pip",
+        USER="sandbox",
+        LOGNAME="sandbox",
+    )
+    return out

@@ -1,0 +1,127 @@
+"""`wrap`: the command to exec so that a process runs in its place.
+
+Every spawn of a conversation's process goes through here (tether.actors.process,
+tether.kernels.launch): the owner says what it wants to run (argv, env, cwd), which
+directories of its own the process needs (a kernel's socket dir, read-write), and gets
+back the argv and env to hand to Popen. The owner keeps doing what it always does with
+the process (own session, parent-death signal, `kill_tree` of its pid): the wrapping keeps
+that true.
+
+- host: unchanged.
+- sandbox: `/bin/sh` joining the place's cgroup (`tether.places.cgroups`, where one is
+  delegated), exec'ing bwrap (`tether.places.sandbox`), whose init is pid 1 of the place's
+  pid namespace. Killing the tree of the spawned pid kills bwrap and its init, and the
+  kernel then kills everything left in that namespace: no process survives its owner
+  (and `--die-with-parent` covers an owner that was SIGKILLed).
+- prefix: the place's command, then `env -C <cwd inside> VAR=value... argv` with the
+  paths mapped (`Place.inside`); what the environment does with signals is its own (a
+  container's `exec` session dies with the command it ran).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from tether.places import cgroups, sandbox
+from tether.places.cgroups import Cgroup
+from tether.places.place import Place, PlaceError
+
+
+@dataclass(frozen=True)
+class Wrapped:
+    """A command ready to exec in its place, and what its owner asks of it afterwards."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    place: Place
+    cgroup: Cgroup | None = field(default=None, compare=False)
+
+    def exit_reason(self) -> str:
+        """Why the place may have ended the process ("" if no limit of the place was hit)."""
+        if self.cgroup is None:
+            return ""
+        limits = self.place.limits
+        if self.cgroup.oom_kills():
+            return (
+                f"it went over its place's memory limit ({limits.memory_mb} MiB) and the "
+                "kernel killed it"
+            )
+        if self.cgroup.pids_refused():
+            return f"its place refused new processes over its limit of {limits.pids}"
+        return ""
+
+    def release(self) -> None:
+        """The process ended: remove its place's cgroup if nothing else runs in it."""
+        if self.cgroup is not None:
+            self.cgroup.remove()
+
+
+def wrap(
+    place: Place,
+    argv: Sequence[str],
+    cwd: str,
+    env: Mapping[str, str] | None = None,
+    workspace: str | None = None,
+    rw: Sequence[str] = (),
+    ro: Sequence[str] = (),
+    group: str = "",
+) -> Wrapped:
+    """The command that runs `argv` (in `cwd`, with `env`, default ours) in `place`.
+
+    workspace: the conversation's directory (read-write in a sandbox); rw: directories of
+    this process's own, bound read-write (a sandbox) at their own path; ro: toolchains
+    beyond the runtime's own. group: the place instance (a run id) whose processes share
+    one cgroup with the place's limits (sandbox; "" for none)."""
+    if not argv:
+        raise PlaceError("nothing to run: the argv is empty")
+    environ = dict(os.environ if env is None else env)
+    if place.kind == "host":
+        return Wrapped(list(argv), environ, cwd, place)
+    if place.kind == "prefix":
+        return _prefix(place, argv, cwd, environ)
+    program = _resolve(argv[0], environ)
+    wrapped = sandbox.bwrap_argv(
+        place, [program, *argv[1:]], cwd, workspace, rw=[*rw], ro=[*ro, *_program_roots(argv[0])]
+    )
+    inner_env = sandbox.sandbox_env(environ, rw=[p for p in (workspace, *rw) if p])
+    cgroup = cgroups.make(cgroup_name(group), place.limits) if group else None
+    prefix = cgroup.join_argv() if cgroup is not None else []
+    return Wrapped([*prefix, *wrapped], inner_env, cwd, place, cgroup)
+
+
+def cgroup_name(group: str) -> str:
+    """A cgroup directory name for a place instance (a run id may hold any character)."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", group)[:40].lstrip(".")
+    return f"{safe}-{hashlib.sha256(group.encode()).hexdigest()[:8]}"
+
+
+def _resolve(program: str, env: Mapping[str, str]) -> str:
+    if os.sep in program:
+        return os.path.abspath(program)
+    found = shutil.which(program, path=env.get("PATH", os.defpath))
+    if found is None:
+        raise PlaceError(f"{program!r} is not on PATH, so it cannot be run in the place")
+    return found
+
+
+def _program_roots(program: str) -> list[str]:
+    """An interpreter given by a venv path (…/.venv/bin/python -> a base elsewhere)."""
+    return sandbox.toolchain_roots([program]) if os.sep in program else []
+
+
+def _prefix(place: Place, argv: Sequence[str], cwd: str, env: dict[str, str]) -> Wrapped:
+    given = {k: v for k, v in env.items() if os.environ.get(k) != v}
+    assigns = [f"{k}={_map_value(place, v)}" for k, v in sorted(given.items())]
+    inner = [_map_value(place, a) for a in argv]
+    command = [*place.command, "env", "-C", place.inside(cwd), *assigns, *inner]
+    return Wrapped(command, dict(os.environ), cwd, place)
+
+
+def _map_value(place: Place, value: str) -> str:
+    return place.inside(value) if os.path.isabs(value) else value
