@@ -10,6 +10,13 @@ prompt arrives, or its own timer fires; a `Kill` is answered once the pidfd says
 process is gone. A finished worker stays for `reap_after` seconds, then stops itself.
 Temporary: a crashed worker actor is reported to the host (its calls fail), never
 restarted; its process dies with it (parent-death signal, owned pids reported).
+
+An isolated worker (`Spawn.view`) runs on its own view of the workspace
+(tether.worker_views), made at its first run and kept across reruns (vibe_send builds on
+what it did) until the host says its change was resolved (`EndView`), it is killed, or
+the actor ends. Caps (`Spawn.caps`, per run): wall-clock seconds (a timer), output chars
+(counted as it arrives), tool calls and tokens (as the worker reports them, see
+tether.messages.worker_ops); the first one hit stops the run, status "capped".
 """
 
 from __future__ import annotations
@@ -19,12 +26,14 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from tether import worker_views
 from tether.actors.process import ProcessActor
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import Call, ErrorCode
 from tether.messages.worker_ops import (
     PROTOCOL_PREFIX,
     WORKER,
+    EndView,
     Kill,
     Permit,
     Poll,
@@ -63,6 +72,19 @@ class CloseStdin:  # the brief is still being written to stdin: close it once fl
 
 
 @dataclass(frozen=True)
+class CapDue:  # run `run_no` has run for its wall-clock cap
+    run_no: int
+
+
+CAP_WORDS = {
+    "seconds": "wall-clock time",
+    "output_chars": "output size",
+    "tool_calls": "tool calls",
+    "tokens": "tokens",
+}
+
+
+@dataclass(frozen=True)
 class Reap:  # run `run_no` ended `reap_after` s ago: stop, unless another run started
     run_no: int
 
@@ -85,6 +107,10 @@ class VibeWorkerActor(ProcessActor):
         self.kills: list[Call] = []
         self.rerun = False
         self.killed = False
+        self.view: worker_views.View | None = None
+        self.output_total = 0  # chars of output this run, for its output cap
+        self.reported: dict[str, int] = {}  # tool_calls / tokens, as the worker reported them
+        self.capped: dict[str, Any] | None = None  # the cap that stopped this run
 
     # --- calls -----------------------------------------------------------------------
     def on_call(self, call: Call) -> None:
@@ -114,6 +140,8 @@ class VibeWorkerActor(ProcessActor):
                 self._permit(call, seq, allow, reason)
             case Kill():
                 self._kill(call)
+            case EndView():
+                self._end_view(call)
 
     def _spawn(self, call: Call, spec: Spawn) -> None:
         if self.spec is not None:
@@ -148,9 +176,21 @@ class VibeWorkerActor(ProcessActor):
         self._answer_prompt(prompt, allow, reason)
         self.reply(call, {"delivered": True, **self.snapshot()})
 
+    def _end_view(self, call: Call) -> None:
+        if self.status in RUNNING:
+            self.fail(call, ErrorCode.BAD_REQUEST, f"worker {self.key} runs on its view now")
+            return
+        self._remove_view()
+        self.reply(call, self.snapshot())
+
+    def _remove_view(self) -> None:
+        view, self.view = self.view, None
+        worker_views.remove(view)
+
     def _kill(self, call: Call) -> None:
         self.rerun = False
         if self.status not in RUNNING:
+            self._remove_view()
             self.reply(call, {"was": self.status, **self.snapshot()})
             return
         self.killed = True
@@ -165,22 +205,44 @@ class VibeWorkerActor(ProcessActor):
         self.run_no += 1
         self.output, self.partial, self.result, self.error = "", "", "", ""
         self.exit_code, self.killed = None, False
+        self.output_total, self.reported, self.capped = 0, {}, None
         self.prompts.clear()
         self.run_started, self.run_ended = time.monotonic(), 0.0
         try:
+            argv = self._in_view(spec, argv)
             # its own TMPDIR, removed once this run of it ended
             env = {
                 **self.new_scratch("vibe").env(given=spec.env),
                 "TETHER_WORKER_ID": spec.worker_id,
             }
             self.spawn(argv, cwd=spec.cwd, env=env)
-        except OSError as exc:
+        except (OSError, worker_views.ViewError) as exc:
             self._finish("failed", None, f"cannot start {argv[0]!r}: {exc}")
             return
         self.status = "running"
+        if spec.caps.get("seconds"):
+            self.after(float(spec.caps["seconds"]), CapDue(self.run_no))
         if spec.brief_mode == "stdin":
             self.write(self.brief.encode())
             self._close_stdin_when_flushed()
+
+    def _in_view(self, spec: Spawn, argv: list[str]) -> list[str]:
+        """argv wrapped to run in the worker's view (made at its first run), if isolated."""
+        if not spec.view:
+            return argv
+        again = self.view is not None
+        if self.view is None:
+            self.view = worker_views.make(spec.cwd, spec.view)
+        return worker_views.wrap(self.view, argv, again=again)
+
+    def _check_cap(self, name: str, used: float) -> None:
+        assert self.spec is not None
+        limit = self.spec.caps.get(name)
+        if not limit or used < limit or self.capped is not None or self.status not in RUNNING:
+            return
+        self.capped = {"cap": name, "limit": limit, "used": used}
+        self._add_output(f"[tether] stopped: it reached its {CAP_WORDS[name]} cap ({limit:g})\n")
+        self._kill_process_tree()
 
     def _close_stdin_when_flushed(self) -> None:
         if self._stdin is None or self.proc is None or self.proc.stdin is None:
@@ -214,12 +276,18 @@ class VibeWorkerActor(ProcessActor):
     def _add_output(self, text: str) -> None:
         # trimmed in steps, not per line: a chatty worker must not cost a copy per line
         self.output += text
+        self.output_total += len(text)
         if len(self.output) > 2 * OUTPUT_KEEP:
             self.output = self.output[-OUTPUT_KEEP:]
+        if text and self.spec is not None:
+            self._check_cap("output_chars", self.output_total)
 
     def _protocol(self, payload: str) -> None:
         try:
             message = json.loads(payload)
+            if "usage" in message:
+                self._usage(message["usage"])
+                return
             ask = message["permission"]
             prompt = {
                 "id": ask.get("id", 0),
@@ -241,6 +309,12 @@ class VibeWorkerActor(ProcessActor):
         self.status = "waiting"
         self._settle_held("poll")
 
+    def _usage(self, reported: dict[str, Any]) -> None:
+        for name in ("tool_calls", "tokens"):
+            if name in reported:
+                self.reported[name] = int(reported[name])
+                self._check_cap(name, self.reported[name])
+
     def _answer_prompt(self, prompt: dict[str, Any], allow: bool, reason: str) -> None:
         verdict = "allowed" if allow else "denied"
         self._add_output(f"[tether] permission for {prompt['tool']} {verdict}: {reason}\n")
@@ -260,7 +334,13 @@ class VibeWorkerActor(ProcessActor):
             self._start_run()
             return
         if self.killed:
+            self._remove_view()  # a killed worker's change is dropped with its view
             self._finish("killed", returncode, "killed by vibe_kill")
+        elif self.capped is not None:
+            c = self.capped
+            used = f"{c['used']:.1f} s" if c["cap"] == "seconds" else f"{c['used']:g}"
+            why = f"stopped at its {CAP_WORDS[c['cap']]} cap ({c['limit']:g}; used {used})"
+            self._finish("capped", returncode, why)
         elif returncode == 0:
             self._finish("done", returncode, "")
         else:
@@ -292,6 +372,9 @@ class VibeWorkerActor(ProcessActor):
                     self.reply(entry[0], self.snapshot())
             case CloseStdin():
                 self._close_stdin_when_flushed()
+            case CapDue(run_no=run_no) if run_no == self.run_no:
+                limit = float(self.spec.caps["seconds"]) if self.spec else 0.0
+                self._check_cap("seconds", max(time.monotonic() - self.run_started, limit))
             case Reap(run_no=run_no) if run_no == self.run_no and self.status not in RUNNING:
                 reap_after = self.spec.reap_after if self.spec else 0
                 self.stop("normal", f"reaped {reap_after:g} s after it ended")
@@ -315,7 +398,15 @@ class VibeWorkerActor(ProcessActor):
             "error": self.error,
             "prompts": sorted(self.prompts.values(), key=lambda p: p["seq"]),
             "pid": self.proc.pid if self.proc is not None and self.status in RUNNING else None,
+            "view": self.view.to_dict() if self.view is not None else None,
+            "caps": dict(spec.caps) if spec else {},
+            "usage": {"output_chars": self.output_total, **self.reported},
+            "capped": self.capped,
         }
+
+    def release(self) -> None:
+        super().release()
+        self._remove_view()  # (the actor ends: reaped, killed with its run, or crashed)
 
     def health_extra(self) -> dict[str, Any]:
         return {"worker": {k: v for k, v in self.snapshot().items() if k != "output"}}

@@ -10,6 +10,10 @@ parent for permission, one line `@tether {"permission": {"id": 1, "tool": "write
 JSON line `{"permission": 1, "allow": true|false, "reason": "..."}` (brief mode "arg"
 only: in mode "stdin" the brief is followed by end of input, so a prompt is denied and
 the denial is shown in the worker's output).
+
+A worker whose backend counts its own tool calls and tokens reports them, cumulative for
+the run, with a line `@tether {"usage": {"tool_calls": 12, "tokens": 34000}}` (either key
+may be left out): that is what its `tool_calls` and `tokens` caps are checked against.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ WORKER = Vocabulary("vibe_worker")
 
 PROTOCOL_PREFIX = "@tether "
 BRIEF_MODES = ("arg", "stdin")
+CAP_NAMES = ("seconds", "output_chars", "tool_calls", "tokens")  # see vibe_workers.Caps
 
 
 @WORKER.op
@@ -38,6 +43,8 @@ class Spawn:
     cwd: str = "/"
     env: dict[str, str] = field(default_factory=dict)
     reap_after: float = 600.0  # s a finished worker is kept for list/wait, then reaped
+    view: str = ""  # "overlay" | "copy": each run works on its own view of cwd (worker_views)
+    caps: dict[str, float] = field(default_factory=dict)  # CAP_NAMES -> limit, per run
 
 
 @WORKER.op
@@ -93,3 +100,10 @@ class Permit:
 @dataclass(frozen=True)
 class Kill:
     """SIGKILL the worker's process tree; answered once the process is gone. Repeatable."""
+
+
+@WORKER.op
+@dataclass(frozen=True)
+class EndView:
+    """The worker's change was resolved (or is no longer wanted): remove its view. The next
+    run, if any, gets a new view of the workspace as it is then. Not while a run is live."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tether import atomic_files
@@ -23,6 +24,9 @@ from tether import atomic_files
 
 def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+ABSENT = "absent"  # a StagedFile's old_hash for a file that must not exist (it creates it)
 
 
 class ResolveError(Exception):
@@ -33,9 +37,10 @@ class ResolveError(Exception):
 class StagedFile:
     rel: str  # workspace-relative, for messages and data["written"]
     path: str  # absolute
-    old_hash: str
-    new: bytes
+    old_hash: str  # or ABSENT
+    new: bytes | None  # None: delete the file
     replacements: int
+    mode: int | None = None  # permission bits to write with; None keeps the file's own
 
 
 @dataclass
@@ -44,7 +49,9 @@ class StagedEdit:
     pattern: str
     rewrite: str
     files: list[StagedFile]
-    status: str = "staged"  # staged | accepted | discarded
+    status: str = "staged"  # staged | accepted | discarded (or a stager's own, e.g. superseded)
+    on_end: Callable[[StagedEdit], None] | None = None  # called once accepted or discarded
+    again: str = "Run ast_edit again"  # how to stage the change anew (for the messages)
 
 
 @dataclass
@@ -80,7 +87,13 @@ class Staging:
     def discard(self, edit_id: str) -> StagedEdit:
         edit = self.get(edit_id)
         edit.status = "discarded"
+        _ended(edit)
         return edit
+
+
+def _ended(edit: StagedEdit) -> None:
+    if edit.on_end is not None:
+        edit.on_end(edit)
 
 
 Fault = atomic_files.Fault  # (phase, index, path); raise to inject a failure
@@ -91,6 +104,10 @@ def moved_files(edit: StagedEdit) -> tuple[list[str], dict[str, bytes]]:
     moved: list[str] = []
     current: dict[str, bytes] = {}
     for f in edit.files:
+        if f.old_hash == ABSENT:
+            if os.path.lexists(f.path):
+                moved.append(f.rel)
+            continue
         try:
             with open(f.path, "rb") as fh:
                 data = fh.read()
@@ -113,11 +130,15 @@ def commit(edit: StagedEdit, fault: Fault | None = None) -> list[str]:
     if moved:
         raise ResolveError(
             f"{edit.edit_id} rejected: {len(moved)} file(s) changed since it was staged: "
-            f"{', '.join(moved)}. Nothing was written. Run ast_edit again to stage the change "
+            f"{', '.join(moved)}. Nothing was written. {edit.again} to stage the change "
             f"against the current files."
         )
+    changes = [
+        atomic_files.Delete(f.path) if f.new is None else atomic_files.Write(f.path, f.new, f.mode)
+        for f in edit.files
+    ]
     try:
-        atomic_files.commit([atomic_files.Write(f.path, f.new) for f in edit.files], fault=fault)
+        atomic_files.commit(changes, fault=fault)
     except atomic_files.CommitError as exc:
         rel = {os.path.abspath(f.path): f.rel for f in edit.files}
         where = rel.get(str(exc.path), str(exc.path))
@@ -134,4 +155,5 @@ def commit(edit: StagedEdit, fault: Fault | None = None) -> list[str]:
             f"disk space) and call resolve accept again, or discard it."
         ) from exc
     edit.status = "accepted"
+    _ended(edit)
     return [f.rel for f in edit.files]

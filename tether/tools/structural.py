@@ -202,7 +202,13 @@ def _ast_grep(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
 
 
 def _staging(ctx: ToolContext) -> tuple[Staging, threading.Lock]:
-    fam = ctx.state.setdefault(FAMILY, {})
+    return run_staging(ctx.state)
+
+
+def run_staging(state: dict[str, Any]) -> tuple[Staging, threading.Lock]:
+    """A run's staged edits and their lock, from its per-run state (also used by vibe
+    workers, whose changes `resolve` takes as well)."""
+    fam = state.setdefault(FAMILY, {})
     lock = fam.setdefault("lock", threading.Lock())
     staging = fam.setdefault("staging", Staging())
     return staging, lock

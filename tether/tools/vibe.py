@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from tether.messages.calls import ResourceError
+from tether.messages.worker_ops import CAP_NAMES
 from tether.tools.results import ToolResult
 from tether.tools.spec import Needs, Tier, ToolContext, ToolSpec
 from tether.tools.vibe_workers import LIVE, TIERS, VibeError, Worker, workers_of
@@ -26,11 +27,41 @@ def _tail(text: str, limit: int) -> str:
     return text if len(text) <= limit else f"[... {len(text) - limit} chars before]" + text[-limit:]
 
 
+def _amount(n: float) -> str:
+    for size, unit in ((1e6, "M"), (1e3, "k")):
+        if n >= size:
+            return f"{n / size:.3g}{unit}"
+    return f"{n:g}"
+
+
+def usage_text(s: dict[str, Any]) -> str:
+    """Elapsed time and use against the caps: "3.2 s of 1800 s, output 1.2k of 4M
+    chars, tool calls 3 of 500, tokens not reported"."""
+    caps, used = s.get("caps") or {}, s.get("usage") or {}
+
+    def of(name: str) -> str:
+        return f" of {_amount(caps[name])}" if name in caps else ""
+
+    parts = [
+        f"{s.get('elapsed', 0):.1f} s" + (f" of {caps['seconds']:g} s" if "seconds" in caps else "")
+    ]
+    parts.append(f"output {_amount(used.get('output_chars', 0))}{of('output_chars')} chars")
+    for name, words in (("tool_calls", "tool calls"), ("tokens", "tokens")):
+        if name in used:
+            parts.append(f"{words} {_amount(used[name])}{of(name)}")
+        elif name in caps:
+            parts.append(f"{words} not reported")
+    return ", ".join(parts)
+
+
 def _line(w: Worker) -> str:
     s = w.snapshot
     status = w.status if not w.gone else w.gone
     exit_code = f", exit {s['exit_code']}" if s.get("exit_code") not in (None, 0) else ""
-    head = f"{w.worker_id} [{w.tier}] {w.label!r}: {status}{exit_code}, {s.get('elapsed', 0):.1f} s"
+    head = f"{w.worker_id} [{w.tier}] {w.label!r}: {status}{exit_code}, {usage_text(s)}"
+    if w.isolated:
+        edit = w.change.edit_id if w.change is not None else None
+        head += f"; own view, change staged as {edit}" if edit else "; own view"
     if s.get("prompts"):
         head += f", waiting for permission to run {s['prompts'][0]['tool']}"
     body = s.get("output" if w.status in LIVE else "result", "")
@@ -40,8 +71,17 @@ def _line(w: Worker) -> str:
 
 def _data(w: Worker, **extra: Any) -> dict[str, Any]:
     s = w.snapshot
-    keys = ("label", "tier", "elapsed", "exit_code", "error", "run", "prompts")
-    return {"worker_id": w.worker_id, "status": w.status, **{k: s.get(k) for k in keys}, **extra}
+    keys = ("label", "tier", "elapsed", "exit_code", "error", "run", "prompts", "caps", "usage")
+    change = w.change.data() if w.change is not None else None
+    return {
+        "worker_id": w.worker_id,
+        "status": w.status,
+        **{k: s.get(k) for k in keys},
+        "capped": s.get("capped"),
+        "isolated": w.isolated,
+        "change": change,
+        **extra,
+    }
 
 
 def _guarded(fn: Any) -> Any:
@@ -59,9 +99,15 @@ def _guarded(fn: Any) -> Any:
 def _spawn(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     table = workers_of(ctx)
     tier = args.get("tier") or table.config.default_tier
-    w = table.spawn(args["brief"], args["label"], tier)
+    w = table.spawn(args["brief"], args["label"], tier, args.get("isolated"), args.get("caps"))
+    where = (
+        "on its own copy of the workspace (its change comes back staged, for resolve)"
+        if w.isolated
+        else "in the workspace itself"
+    )
     return ToolResult.ok(
-        f"Started worker {w.worker_id} ({w.label!r}, tier {tier}); it runs in the background. "
+        f"Started worker {w.worker_id} ({w.label!r}, tier {tier}) {where}; it runs in the "
+        "background. "
         f'Collect its result with vibe_wait {{"worker_id": "{w.worker_id}"}}; vibe_list shows '
         "its progress.",
         data=_data(w),
@@ -97,18 +143,27 @@ def _wait(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
             f"{_tail(s.get('output', ''), WAIT_CHARS) or '(none)'}",
             data=_data(w, finished=True, timed_out=False),
         )
-    ending = {"done": "finished", "failed": "failed", "killed": "was killed"}.get(
-        w.status, w.status
-    )
+    ending = {
+        "done": "finished",
+        "failed": "failed",
+        "killed": "was killed",
+        "capped": "was stopped",
+    }.get(w.status, w.status)
     error = f" ({s['error']})" if s.get("error") and w.status != "killed" else ""
+    so_far = " What it had done so far" if w.status == "capped" else " Result"
     text = (
-        f"Worker {w.worker_id} ({w.label!r}) {ending}{error} after {s.get('elapsed', 0):.1f} s. "
-        f"Result:\n{_tail(s.get('result', ''), WAIT_CHARS) or '(no output)'}"
+        f"Worker {w.worker_id} ({w.label!r}) {ending}{error} after {s.get('elapsed', 0):.1f} s "
+        f"({usage_text(s)}).{so_far}:\n"
+        f"{_tail(s.get('result', ''), WAIT_CHARS) or '(no output)'}"
     )
+    if w.change is not None:
+        text += "\n\n" + w.change.describe()
+    elif w.isolated and w.status == "killed":
+        text += "\n\nIts own view, and the change in it, were removed."
     data = _data(w, finished=True, timed_out=False)
     return (
         ToolResult.error(text, data=data)
-        if w.status == "failed"
+        if w.status in ("failed", "capped")
         else ToolResult.ok(text, data=data)
     )
 
@@ -117,6 +172,8 @@ def _kill(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     w, was = workers_of(ctx).kill(args["worker_id"])
     if was in LIVE:
         text = f"Killed worker {w.worker_id} ({w.label!r}): its process group is gone."
+        if w.isolated:
+            text += " Its own view, and the change in it, were removed."
     else:
         text = f"Worker {w.worker_id} had already ended ({w.gone or was}); nothing to stop."
     return ToolResult.ok(text, data=_data(w, killed_now=was in LIVE))
@@ -154,8 +211,10 @@ def specs() -> list[ToolSpec]:
             "vibe_spawn",
             "Start a background worker on a task and return at once with its id. tier 'fast' "
             "is for mechanical work with a clear spec, 'good' for design, judgement or "
-            'reviewing a fast worker\'s output. Example: vibe_spawn {"brief": "Add type hints '
-            'to src/util.py", "label": "hints", "tier": "fast"}',
+            "reviewing a fast worker's output. An isolated worker edits its own copy of the "
+            "workspace; when it ends, vibe_wait shows its change, staged as an edit_id for "
+            'resolve. Example: vibe_spawn {"brief": "Add type hints to src/util.py", '
+            '"label": "hints", "tier": "fast", "caps": {"seconds": 600}}',
             {
                 "brief": {"type": "string", "minLength": 1, "description": "the task, in full"},
                 "label": {
@@ -168,6 +227,19 @@ def specs() -> list[ToolSpec]:
                     "type": "string",
                     "enum": list(TIERS),
                     "description": "fast (default) or good",
+                },
+                "isolated": {
+                    "type": "boolean",
+                    "description": "work on its own copy-on-write view of the workspace, its "
+                    "change staged for resolve (default: true in a git work tree, else false)",
+                },
+                "caps": {
+                    "type": "object",
+                    "properties": {n: {"type": "number", "exclusiveMinimum": 0} for n in CAP_NAMES},
+                    "additionalProperties": False,
+                    "description": "lower this worker's caps below its tier's: seconds "
+                    "(wall-clock), output_chars, tool_calls, tokens (the last two as its "
+                    "backend reports them); a worker at a cap is stopped",
                 },
             },
             ["brief", "label"],
@@ -208,8 +280,9 @@ def specs() -> list[ToolSpec]:
         ),
         _spec(
             "vibe_list",
-            "The run's workers: id, label, tier, status, elapsed time, and the output so far "
-            "or the last result (both capped). Example: vibe_list {}",
+            "The run's workers: id, label, tier, status, elapsed time and use against its "
+            "caps, its staged change, and the output so far or the last result (both "
+            "capped). Example: vibe_list {}",
             {},
             [],
             _list,

@@ -12,6 +12,12 @@ actor (`Poll`, answered when a permission prompt arrives or the run ends) and an
 worker's permission prompts through the run's own gate (tether.tools.registry.permission:
 the run's approval policy, a permission card through its question port, fail closed when
 nobody can approve; every decision is written into the worker's output).
+
+An isolated worker runs on its own copy-on-write view of the workspace
+(tether.worker_views); when a run of it ends, its change is staged for `resolve`
+(tether.tools.vibe_changes). Caps (`Caps`, per tier in `VibeConfig.caps`, lowered per
+spawn) stop a run that goes on too long, prints too much, or reports too many tool calls
+or tokens.
 """
 
 from __future__ import annotations
@@ -28,9 +34,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tether import worker_views
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.messages.worker_ops import (
     BRIEF_MODES,
+    CAP_NAMES,
+    EndView,
     Kill,
     Permit,
     Poll,
@@ -40,12 +49,15 @@ from tether.messages.worker_ops import (
     Status,
     Wait,
 )
+from tether.tools import vibe_changes
 from tether.tools.registry import permission
-from tether.tools.spec import Tier
+from tether.tools.spec import Needs, Tier
+from tether.tools.vibe_changes import StagedChange
 
 KIND = "vibe_worker"
 TIERS = ("fast", "good")
 LIVE = ("new", "running", "waiting")
+ENDED_WITH_CHANGE = ("done", "failed", "capped")  # runs whose change (if isolated) is staged
 POLL_SECONDS = 2.0  # how long one watcher Poll may stay open on the actor
 CALL_SLACK = 5.0  # s a held call's engine deadline exceeds its own wait
 CALL_TIMEOUT = 10.0
@@ -117,15 +129,60 @@ Backend = CommandBackend | CallableBackend
 
 
 @dataclass(frozen=True)
+class Caps:
+    """What one run of a worker may use before it is stopped (None: no cap). tool_calls
+    and tokens count only what the worker reports (tether.messages.worker_ops); a
+    backend that reports nothing is capped by time and output alone."""
+
+    seconds: float | None = 1800.0  # wall-clock, from the start of the run
+    output_chars: int | None = 4_000_000  # chars printed (stdout)
+    tool_calls: int | None = 500
+    tokens: int | None = 5_000_000
+
+    def __post_init__(self) -> None:
+        for name in CAP_NAMES:
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not value > 0):
+                raise ValueError(f"Caps.{name} must be a number > 0 or None, got {value!r}")
+
+    def limits(self) -> dict[str, float]:
+        return {n: float(getattr(self, n)) for n in CAP_NAMES if getattr(self, n) is not None}
+
+    def lowered(self, asked: Mapping[str, Any], tier: str) -> Caps:
+        """These caps with those a spawn asks for; a spawn may lower a cap, not raise it."""
+        values: dict[str, Any] = {}
+        for name, value in asked.items():
+            if name not in CAP_NAMES:
+                raise VibeError(f"unknown cap {name!r}; caps: {', '.join(CAP_NAMES)}")
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise VibeError(f"cap {name} must be a number > 0, got {value!r}")
+            limit = getattr(self, name)
+            if limit is not None and value > limit:
+                raise VibeError(
+                    f"cap {name} {value:g} is above the {tier} tier's {limit:g}; ask for at "
+                    f"most {limit:g} (the host sets the tier's caps in VibeConfig.caps)"
+                )
+            values[name] = value
+        return Caps(**{n: values.get(n, getattr(self, n)) for n in CAP_NAMES})
+
+
+DEFAULT_CAPS = Caps()
+
+
+@dataclass(frozen=True)
 class VibeConfig:
     """Backends per tier ("fast", "good"), caps and reaping. max_per_runtime counts the
-    live workers of every run of the runtime."""
+    live workers of every run of the runtime. caps: per tier (DEFAULT_CAPS for a tier not
+    named). isolated: whether a spawn that does not say gets its own view of the
+    workspace; None (default) means yes where the workspace is a git work tree."""
 
     backends: Mapping[str, Backend]
     max_per_run: int = 4
     max_per_runtime: int = 8
     reap_after: float = 600.0  # s a finished worker stays listed, then its actor is reaped
     default_tier: str = "fast"
+    caps: Mapping[str, Caps] = field(default_factory=dict)
+    isolated: bool | None = None
 
     def __post_init__(self) -> None:
         for tier, backend in self.backends.items():
@@ -133,6 +190,12 @@ class VibeConfig:
                 raise ValueError(f"VibeConfig: unknown tier {tier!r}; tiers: {', '.join(TIERS)}")
             if not isinstance(backend, CommandBackend | CallableBackend):
                 raise ValueError(f"VibeConfig: tier {tier!r} has no backend: {backend!r}")
+        for tier, caps in self.caps.items():
+            if tier not in TIERS or not isinstance(caps, Caps):
+                raise ValueError(
+                    f"VibeConfig.caps maps a tier ({', '.join(TIERS)}) to Caps(...), got "
+                    f"{tier!r}: {caps!r}"
+                )
         if self.max_per_run < 1 or self.max_per_runtime < 1:
             raise ValueError("VibeConfig: max_per_run and max_per_runtime must be >= 1")
         if self.reap_after <= 0:
@@ -157,6 +220,9 @@ class Worker:
     watching: bool = False
     gone: str = ""  # why the actor is gone (crashed, reaped); "" while it is there
     ended_at: float = 0.0  # host clock: when the watcher saw the run end
+    isolated: bool = False
+    change: StagedChange | None = None  # the change of its last run (isolated only)
+    settling: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def status(self) -> str:
@@ -178,12 +244,21 @@ class VibeWorkers:
             _TABLES.setdefault(run.runtime, weakref.WeakSet()).add(self)
         run.on_close(self.close)
         self._prepare_wanted.set()
+        # the overlay probe (~10 ms, once per process) is made here, not in a spawn
+        self._probe = config.isolated is not False
         name = f"tether-vibe-prepare-{run.run_id}"
         self._preparer = threading.Thread(target=self._preparer_loop, name=name, daemon=True)
         self._preparer.start()
 
     # --- the five tools --------------------------------------------------------------
-    def spawn(self, brief: str, label: str, tier: str) -> Worker:
+    def spawn(
+        self,
+        brief: str,
+        label: str,
+        tier: str,
+        isolated: bool | None = None,
+        caps: Mapping[str, Any] | None = None,
+    ) -> Worker:
         backend = self.config.backends.get(tier)
         if backend is None:
             have = ", ".join(sorted(self.config.backends)) or "none"
@@ -192,6 +267,8 @@ class VibeWorkers:
                 f"{have}); use another tier"
             )
         argv, mode, env = backend.command()
+        limits = self.config.caps.get(tier, DEFAULT_CAPS).lowered(caps or {}, tier).limits()
+        view = self._view_kind(isolated)
         with self._lock:
             self._check_caps()
             worker_id = f"w{self._next}"
@@ -206,8 +283,10 @@ class VibeWorkers:
                 str(self.run.workdir),
                 {**env, **self._env()},
                 float(self.config.reap_after),
+                view,
+                limits,
             )
-            worker = Worker(worker_id, label, tier, {"status": "new"})
+            worker = Worker(worker_id, label, tier, {"status": "new"}, isolated=bool(view))
             self._workers[worker_id] = worker
         try:
             worker.snapshot = self._call(worker_id, op)
@@ -226,6 +305,7 @@ class VibeWorkers:
         if worker.status not in LIVE:
             with self._lock:
                 self._check_caps()
+        vibe_changes.supersede(self.run.state, worker.change)
         reply = self._call(worker_id, Send(message))
         worker.snapshot, worker.ended_at = reply, 0.0
         self._watch(worker)
@@ -236,6 +316,7 @@ class VibeWorkers:
         if worker.gone or worker.status not in LIVE:
             return worker, True
         worker.snapshot = self._call(worker_id, Wait(seconds), seconds + CALL_SLACK)
+        self._settle(worker)
         return worker, worker.status not in LIVE
 
     def kill(self, worker_id: str) -> tuple[Worker, str]:
@@ -262,6 +343,7 @@ class VibeWorkers:
                 self._lost(worker, answer)
             else:
                 worker.snapshot = answer
+                self._settle(worker)
         self._drop_reaped()
         return self.workers()
 
@@ -312,6 +394,56 @@ class VibeWorkers:
                 f"{self.config.max_per_runtime}); wait for one to finish, then spawn again"
             )
 
+    def _view_kind(self, isolated: bool | None) -> str:
+        """The view a new worker gets: "" (none: it works in the workspace), "overlay" or
+        "copy". VibeError when it asked for one that cannot be had here."""
+        workdir = str(self.run.workdir)
+        if isolated is None:
+            isolated = self.config.isolated
+        if isolated is None:  # the default: where a git work tree says files matter
+            isolated = worker_views.in_git_work_tree(workdir) and self._can_resolve()
+        if not isolated:
+            return ""
+        if not self._can_resolve():
+            raise VibeError(
+                "an isolated worker hands its change back through resolve, which this run "
+                "lacks (it needs the parser kind); spawn with isolated false to let it work "
+                "in the workspace itself"
+            )
+        try:
+            return worker_views.choose_kind(workdir, self.run.runtime.state_dir)
+        except worker_views.ViewError as exc:
+            raise VibeError(str(exc)) from exc
+
+    def _can_resolve(self) -> bool:
+        return Needs.PARSER in self.run.connected()
+
+    def _settle(self, worker: Worker) -> None:
+        """Stage the change of an isolated worker's run that ended (once per run)."""
+        snap = worker.snapshot
+        if not worker.isolated or snap.get("status") not in ENDED_WITH_CHANGE:
+            return
+        run_no, view = int(snap.get("run", 0)), snap.get("view")
+        with worker.settling:
+            if view is None or (worker.change is not None and worker.change.run == run_no):
+                return
+            worker.change = vibe_changes.stage(
+                self.run.state,
+                worker.worker_id,
+                worker.label,
+                run_no,
+                view,
+                lambda _edit: self._end_view(worker),
+            )
+            if worker.change.edit is None:  # nothing to resolve: the view can go now
+                self._end_view(worker)
+
+    def _end_view(self, worker: Worker) -> None:
+        if self._closed or worker.gone:
+            return  # (its actor, and the view with it, is gone)
+        with contextlib.suppress(ResourceError, VibeError):
+            worker.snapshot = self._call(worker.worker_id, EndView())
+
     def _env(self) -> dict[str, str]:
         import json
 
@@ -350,6 +482,9 @@ class VibeWorkers:
         """Start the next worker's actor ahead of its vibe_spawn, each time one was taken:
         making an actor process costs ~15-25 ms, which vibe_spawn would otherwise add. One
         thread for the table's life (starting one per spawn cost ~2 ms of the spawn)."""
+        if self._probe:
+            with contextlib.suppress(Exception):  # (a spawn would probe, and say why)
+                worker_views.overlay_mode(self.run.runtime.state_dir)
         while not self._closed and not self.run.runtime.closed:
             if not self._prepare_wanted.wait(PREPARER_IDLE_CHECK):
                 continue
@@ -388,6 +523,7 @@ class VibeWorkers:
                     self._answer(worker, prompt)
                 if worker.status not in LIVE:
                     self._ended(worker)
+                    self._settle(worker)
                     return
         except Exception:  # noqa: BLE001 - the runtime went away under us: nothing to watch
             return
