@@ -60,6 +60,7 @@ from thespian.actors import (
     WatchMessage,
 )
 
+from tether.capacity.usage import TREE_TRAITS, UsageRecord, traits_of
 from tether.channels import ChannelListener, ChannelPeer
 from tether.messages.calls import Call, ErrorCode, Reply, ResourceError
 from tether.messages.codec import CodecError, decode, encode
@@ -293,6 +294,8 @@ class TetherActor(Actor):
         return []
 
     def health_node(self) -> dict[str, Any]:
+        # (listed once: a process tree's descendants take psutil a scan of /proc, ~10 ms)
+        pids = [os.getpid(), *self.owned_pids()]
         return {
             "name": self.name,
             "kind": self.kind,
@@ -302,9 +305,16 @@ class TetherActor(Actor):
             "restarts": 0,
             "last_error": self.last_error,
             "pending": 0,
-            "pids": [process_info(os.getpid()), *(process_info(p) for p in self.owned_pids())],
+            "pids": [process_info(p) for p in pids],
             "children": [],
+            "usage": self.usage(pids).to_wire(),
         }
+
+    def usage(self, pids: list[int]) -> UsageRecord:
+        """What this actor costs (`pids`: its process and what it owns) and whether it may
+        be stopped (tether.capacity.usage); a supervisor is the tree itself: counted, never
+        stopped to make room."""
+        return UsageRecord.build(self.name, self.kind, pids, self.started_at, False, TREE_TRAITS)
 
     def _log_exception(self, exc: BaseException) -> None:
         import logging
@@ -712,6 +722,14 @@ class ResourceActor(TetherActor):
         if self._channel is not None:
             self._channel.close()
             self._channel = None
+
+    def usage(self, pids: list[int]) -> UsageRecord:
+        try:
+            traits = traits_of(self.kind, self.config)
+        except ValueError:  # a bad `capacity` entry in the kind's config: the table's
+            traits = traits_of(self.kind)
+        busy = bool(self._open or self._queued)
+        return UsageRecord.build(self.name, self.kind, pids, self._last_activity, busy, traits)
 
     def health_node(self) -> dict[str, Any]:
         node = super().health_node()
