@@ -4,8 +4,9 @@ CallableBackend): `python -m tether.vibe_runner module:function BRIEF`.
 The function is called as `function(brief, worker)` and returns the result text (printed
 last). `worker.progress(text)` shows progress while it runs; `worker.ask_permission(tool,
 tier, arguments)` asks the parent run (its approval policy, then its human) and returns
-True or False, with the reason in `worker.last_reason`. Being a process, it is killed like
-any other worker; an exception ends it with exit code 1 and the traceback on stderr.
+True or False, with the reason in `worker.last_reason`; `worker.report_usage(tool_calls,
+tokens)` reports its use so far (what its caps are checked against). Being a process, it
+is killed like any other worker; an exception ends it with exit code 1 and the traceback on stderr.
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ class WorkerIO:
 
     def progress(self, text: str) -> None:
         print(text, flush=True)
+
+    def report_usage(self, tool_calls: int | None = None, tokens: int | None = None) -> None:
+        """Its tool calls and tokens so far in this run (cumulative); a cap may stop it."""
+        usage = {k: v for k, v in (("tool_calls", tool_calls), ("tokens", tokens)) if v is not None}
+        print(PROTOCOL_PREFIX + json.dumps({"usage": usage}), flush=True)
 
     def ask_permission(
         self, tool: str, tier: str = "", arguments: Mapping[str, Any] | None = None
