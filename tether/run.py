@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from tether.call_scope import CallScope
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.questions import Answer, Card, CardKind, QuestionPort, ask_bounded
 from tether.tools.export import SCHEMA_FORMATS, export_schema
@@ -91,14 +92,37 @@ class RunContext:
         timeout: float,
         idempotent: bool = False,
     ) -> Mapping[str, Any]:
-        """runtime._call; `idempotent=True` lets the runtime retry once if the actor dies."""
+        """runtime._call; `idempotent=True` lets the runtime retry once if the actor dies.
+        Clamped to the call's deadline, and ended by its cancel handle (`scope`)."""
         rt = self._run.runtime
         if rt is None:
             raise ResourceError(
                 ErrorCode.UNAVAILABLE,
                 f"no runtime is connected to this run, so resource {kind!r} cannot be reached",
             )
-        return rt._call(self.run_id, kind, key, op, args, timeout, idempotent=idempotent)
+        scope = self.scope
+        timeout = self._within(scope, timeout, f"{kind} {key!r}")
+        return rt._call(
+            self.run_id, kind, key, op, args, timeout, idempotent, cancel=scope.cancel_handle
+        )
+
+    @property
+    def scope(self) -> CallScope:
+        return self._run.current_scope()
+
+    @staticmethod
+    def _within(scope: CallScope, timeout: float, what: str) -> float:
+        """`timeout` clamped to the call's deadline; a call already cancelled or past its
+        deadline is not sent at all."""
+        if scope.cancelled:
+            raise ResourceError(ErrorCode.CANCELLED, f"cancelled: {scope.cancel_handle.reason}")
+        left = scope.clamp(timeout)
+        if left <= 0:
+            raise ResourceError(
+                ErrorCode.DEADLINE,
+                f"the call's deadline passed before {what} was asked; call again with more time",
+            )
+        return left
 
     def call_tool(self, name: str, args: Mapping[str, Any]) -> ToolResult:
         return self._run.call(name, args)
@@ -117,7 +141,9 @@ class RunContext:
         if rt is None:
             err = ResourceError(ErrorCode.UNAVAILABLE, "no runtime is connected to this run")
             return [err for _ in batch]
-        return rt._gather(self.run_id, batch, timeout, idempotent=idempotent)
+        scope = self.scope
+        timeout = self._within(scope, timeout, f"{len(batch)} resources")
+        return rt._gather(self.run_id, batch, timeout, idempotent, cancel=scope.cancel_handle)
 
     def kind_keys(self, kind: str) -> list[str]:
         rt = self._run.runtime
@@ -209,6 +235,7 @@ class Run:
         self._serial: dict[str, threading.RLock] = {}
         self._serial_guard = threading.Lock()
         self._depth = threading.local()
+        self._scope = threading.local()  # the top-level call this thread serves
         self._context = RunContext(self)
         if prewarm:
             self._prewarm()
@@ -342,8 +369,17 @@ class Run:
         return [export_schema(s.spec, fmt) for s in self.tools()]
 
     # ---- calls -------------------------------------------------------------------------
-    def call(self, name: str, args: Mapping[str, Any] | None = None) -> ToolResult:
-        """Run one tool call through guardrails, approval, wrappers and handler."""
+    def current_scope(self) -> CallScope:
+        """The top-level call the calling thread serves (a fresh one outside any call)."""
+        scope = getattr(self._scope, "value", None)
+        return scope if scope is not None else CallScope.start()
+
+    def call(
+        self, name: str, args: Mapping[str, Any] | None = None, scope: CallScope | None = None
+    ) -> ToolResult:
+        """Run one tool call through guardrails, approval, wrappers and handler. `scope`:
+        the call's id, deadline and cancel handle (tether.call_scope); a nested call (the
+        eval bridge's) serves its caller's."""
         if self._closed:
             return ToolResult.error(f"{name}: this run is closed; open a new run to call tools.")
         depth = getattr(self._depth, "value", 0)
@@ -352,7 +388,11 @@ class Run:
                 f"{name}: tool calls nested {depth} deep (a tool calling tools calling tools); "
                 "refused to stop a loop. Call it from the top level instead."
             )
+        outer = getattr(self._scope, "value", None)
+        if scope is None:
+            scope = outer if outer is not None else CallScope.start()
         self._depth.value = depth + 1
+        self._scope.value = scope
         started = time.monotonic()
         try:
             result = self.registry.call(self, name, args)
@@ -362,28 +402,37 @@ class Run:
             result = ToolResult.error(f"{name} failed: {type(e).__name__}: {e}")
         finally:
             self._depth.value = depth
+            self._scope.value = outer
         metrics = getattr(self.runtime, "metrics", None)
         if metrics is not None and depth == 0:  # (a nested call is part of its caller's)
             tool = name if isinstance(name, str) and self.registry.get(name) else "(unknown)"
             metrics.observe(tool, time.monotonic() - started, result)
         return result
 
-    async def acall(self, name: str, args: Mapping[str, Any] | None = None) -> ToolResult:
-        """`call` for asyncio hosts: runs in its own worker thread, safe from many tasks."""
+    async def acall(
+        self, name: str, args: Mapping[str, Any] | None = None, scope: CallScope | None = None
+    ) -> ToolResult:
+        """`call` for asyncio hosts: runs in its own worker thread, safe from many tasks. A
+        cancelled task cancels the call (its scope): the resource stops its work too."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[ToolResult] = loop.create_future()
+        scope = scope if scope is not None else CallScope.start()
 
         def settle(result: ToolResult) -> None:
             if not future.done():
                 future.set_result(result)
 
         def work() -> None:
-            result = self.call(name, args)
+            result = self.call(name, args, scope)
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
                 loop.call_soon_threadsafe(settle, result)
 
         threading.Thread(target=work, name=f"tether-call-{name}", daemon=True).start()
-        return await future
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            scope.cancel("the caller's task was cancelled")
+            raise
 
     # ---- lifetime ----------------------------------------------------------------------
     @property

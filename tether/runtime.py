@@ -44,6 +44,7 @@ from typing import Any
 
 import psutil
 
+from tether.call_scope import CancelHandle
 from tether.host import thespian_patches, transport_auth
 from tether.host.engine import DEFAULT_CALL_TIMEOUT, CallEngine
 from tether.host.portfile import (
@@ -542,10 +543,11 @@ class Runtime:
         args: Mapping[str, Any] | None = None,
         timeout: float = DEFAULT_CALL_TIMEOUT,
         idempotent: bool = False,
+        cancel: CancelHandle | None = None,
     ) -> dict[str, Any]:
         """Ask the resource actor (kind, key) of run `run_id` to do `op` (CallEngine.call)."""
         engine, left = self._engine_within(timeout)
-        return engine.call(run_id, kind, key, op, args, left, idempotent)
+        return engine.call(run_id, kind, key, op, args, left, idempotent, cancel)
 
     def _gather(
         self,
@@ -553,10 +555,11 @@ class Runtime:
         calls: Sequence[tuple[str, str, str | Any, Mapping[str, Any] | None]],
         timeout: float = DEFAULT_CALL_TIMEOUT,
         idempotent: bool = False,
+        cancel: CancelHandle | None = None,
     ) -> list[dict[str, Any] | ResourceError]:
         """Several calls at once, answers in order (CallEngine.gather)."""
         engine, left = self._engine_within(timeout)
-        return engine.gather(run_id, calls, left, idempotent)
+        return engine.gather(run_id, calls, left, idempotent, cancel)
 
     def _system_died(self, what: str) -> ResourceError | None:
         """The error for a call on `what` when the actor system itself is gone, else None."""

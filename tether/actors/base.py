@@ -65,6 +65,7 @@ from tether.channels import ChannelListener, ChannelPeer
 from tether.messages.calls import Call, ErrorCode, Reply, ResourceError
 from tether.messages.codec import CodecError, decode, encode
 from tether.messages.control import (
+    CancelCall,
     HealthQuery,
     HealthReport,
     Inject,
@@ -368,6 +369,12 @@ class ResourceActor(TetherActor):
     def on_stop(self) -> None:
         """Release what the actor owns (ProcessActor already kills its process tree)."""
 
+    def on_cancel(self, call: Call, reason: str) -> None:
+        """The caller of the open `call` gave up (tether.call_scope): stop its work this
+        kind's own way (interrupt a cell, cancel a server request). The host has answered
+        the caller already; settling `call` now or later is harmless (the reply is dropped).
+        By default the work runs on and its result is dropped."""
+
     def health_extra(self) -> dict[str, Any]:
         """Kind-specific health fields (e.g. a language server's root and indexing state)."""
         return {}
@@ -472,6 +479,19 @@ class ResourceActor(TetherActor):
             self.send_encoded(sender, HealthReport(obj.query_id, self.health_node()))
         elif isinstance(obj, Inject):
             self._inject(obj, extra if extra is not None else sender)
+        elif isinstance(obj, CancelCall):
+            self._cancel(obj)
+
+    def _cancel(self, cancel: CancelCall) -> None:
+        """A call not yet delivered is dropped; an open one goes to on_cancel."""
+        for waiting in (self._queued, self._arrived):
+            for item in waiting:
+                if item[0].call_id == cancel.call_id:
+                    waiting.remove(item)  # type: ignore[arg-type]
+                    return
+        entry = self._open.get(cancel.call_id)
+        if entry is not None:
+            self.on_cancel(entry[0], cancel.reason)
 
     def _start(self, start: Start) -> None:
         self.state = "starting"
@@ -609,6 +629,8 @@ class ResourceActor(TetherActor):
                     continue
                 if isinstance(call, Call):
                     self._arrived.append((call, peer))
+                elif isinstance(call, CancelCall):
+                    self._cancel(call)
         while self._arrived:
             self._receive_call(*self._arrived.popleft())
 

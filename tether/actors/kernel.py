@@ -69,6 +69,11 @@ class Settle:  # a late publisher's end marker did not come in time: finish the 
 
 
 @dataclass(frozen=True)
+class RunWaiting:  # the cancelled cell stopped: run the cell that queued behind it
+    pass
+
+
+@dataclass(frozen=True)
 class KillIfStill:  # the cell was interrupted: kill the kernel if it still runs
     cell_id: str
 
@@ -274,6 +279,7 @@ class Cell:
     got_reply: bool = False
     got_idle: bool = False
     interrupted: str = ""
+    cancelled: bool = False  # its call was cancelled: the next cell may queue behind it
     notes: list[str] = field(default_factory=list)
     final: dict[str, Any] | None = None
     flush_id: str = ""  # (late publishers) the kernel_info request that marks the end
@@ -315,7 +321,8 @@ class KernelActor(ResourceActor):
                 self.reply(call, self.health_extra())
 
     def _execute(self, call: Call, op: Execute) -> None:
-        if self.cell is not None or self.waiting is not None:
+        winding_down = self.cell is not None and self.cell.cancelled and not op.reset
+        if (self.cell is not None and not winding_down) or self.waiting is not None:
             self.fail(
                 call,
                 ErrorCode.BAD_REQUEST,
@@ -344,8 +351,8 @@ class KernelActor(ResourceActor):
                 return
         self.last_used = time.monotonic()
         self.waiting = cell
-        if self.handle is not None and self.handle.ready:
-            self._run_waiting()
+        if self.handle is not None and self.handle.ready and self.cell is None:
+            self._run_waiting()  # (else it runs when the cancelled cell has stopped)
 
     def _tool_answer(self, call: Call, answer: ToolAnswer) -> None:
         cell = self.cell
@@ -519,6 +526,8 @@ class KernelActor(ResourceActor):
         rendered = cell.output.render()
         if cell is self.cell:
             self.cell = None
+            if self.waiting is not None and self.handle is not None and self.handle.ready:
+                self.after(0, RunWaiting())  # (after this cell's answer has gone)
         self.cells_run += 1
         self.last_used = time.monotonic()
         cell.final = {
@@ -564,10 +573,29 @@ class KernelActor(ResourceActor):
         else:
             self._arm_budget(cell)
             return
+        self._interrupt(cell, why)
+
+    def _interrupt(self, cell: Cell, why: str) -> None:
+        """interrupt_request on the control channel; killed if still running after grace."""
+        if self.handle is None or cell.interrupted:
+            return
         cell.interrupted = why
         cell.notes.append(f"{why}: it was interrupted; the output above is what it printed")
         self.handle.wire.send("control", "interrupt_request", {})
-        self.after(self.interrupt_grace, KillIfStill(cell_id))
+        self.after(self.interrupt_grace, KillIfStill(cell.cell_id))
+
+    def on_cancel(self, call: Call, reason: str) -> None:
+        """The eval call was cancelled: its cell is interrupted (the kernel and its state
+        stay), so the conversation's next cell runs at once."""
+        waiting = self.waiting
+        if waiting is not None and waiting.call is not None and waiting.call.call_id == call.call_id:
+            self.waiting = None  # (its kernel was still starting: nothing ran)
+            self.fail(call, ErrorCode.CANCELLED, f"cancelled before the cell ran: {reason}")
+            return
+        cell = self.cell
+        if cell is not None and cell.call is not None and cell.call.call_id == call.call_id:
+            cell.cancelled = True
+            self._interrupt(cell, f"the call was cancelled ({reason})")
 
     def on_timer(self, tag: Any) -> None:
         cell = self.cell
@@ -584,6 +612,8 @@ class KernelActor(ResourceActor):
                 )
             case Handshake():
                 self._handshake_tick()
+            case RunWaiting() if self.cell is None:
+                self._run_waiting()
             case MemoryCheck():
                 self._check_memory()
             case Reap():

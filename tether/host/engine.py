@@ -25,10 +25,12 @@ has its own private() context (`tether.host.contexts`) and every call its own id
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from tether.call_scope import CancelHandle
 from tether.channels import ChannelGone, HostChannel, HostChannels, wait_readable
 from tether.host.contexts import Contexts, post
 from tether.host.routes import (
@@ -43,7 +45,7 @@ from tether.host.routes import (
 from tether.kinds import KindSpec, Scope
 from tether.messages.calls import Call, ErrorCode, Reply, ResourceError
 from tether.messages.codec import CodecError, decode, encode
-from tether.messages.control import ListHops, Route, RouteInfo
+from tether.messages.control import CancelCall, ListHops, Route, RouteInfo
 from tether.messages.ops import is_op, op_args, op_name
 from tether.supervisors.policy import call_outcome_when_gone
 
@@ -171,14 +173,17 @@ class CallEngine:
         args: Mapping[str, Any] | None = None,
         timeout: float = DEFAULT_CALL_TIMEOUT,
         idempotent: bool = False,
+        cancel: CancelHandle | None = None,
     ) -> dict[str, Any]:
         """Ask the resource actor (kind, key) of run `run_id` to do `op` (an op instance, or
         its name with `args`). Returns its
         payload; raises ResourceError with a clear message on any failure. Never waits past
-        `timeout`. Thread-safe."""
+        `timeout`; a `cancel` that fires ends the wait (CANCELLED) and tells the actor.
+        Thread-safe."""
         self.check_open()
         call, data = self.make_call(run_id, kind, key, op, args, timeout, idempotent)
-        return self._payload(self.run_flights([Flight(call, data)], call.deadline)[0], timeout)
+        flights = self.run_flights([Flight(call, data)], call.deadline, cancel)
+        return self._payload(flights[0], timeout)
 
     def gather(
         self,
@@ -186,6 +191,7 @@ class CallEngine:
         calls: Sequence[tuple[str, str, str | Any, Mapping[str, Any] | None]],
         timeout: float = DEFAULT_CALL_TIMEOUT,
         idempotent: bool = False,
+        cancel: CancelHandle | None = None,
     ) -> list[dict[str, Any] | ResourceError]:
         """Send every (kind, key, op, args) at once and collect the answers, in order.
         A failed or late one is a ResourceError in its slot; the whole gather never waits
@@ -200,7 +206,7 @@ class CallEngine:
             except ResourceError as exc:
                 prepared.append(exc)
         flights = [f for f in prepared if isinstance(f, Flight)]
-        answers = iter(self.run_flights(flights, time.monotonic() + timeout))
+        answers = iter(self.run_flights(flights, time.monotonic() + timeout, cancel))
         results: list[dict[str, Any] | ResourceError] = []
         for item in prepared:
             if isinstance(item, ResourceError):
@@ -213,14 +219,14 @@ class CallEngine:
         return results
 
     def run_flights(
-        self, flights: Sequence[Flight], deadline: float
+        self, flights: Sequence[Flight], deadline: float, cancel: CancelHandle | None = None
     ) -> list[tuple[Flight, Reply | ResourceError | None]]:
         """Send `flights` and wait for their answers (None: none before the deadline)."""
         ctx = self.contexts.get()
         by_id = {f.call.call_id: f for f in flights}
         for flight in flights:
             self.send(ctx, flight)
-        got = _Wait(self, ctx, set(by_id), deadline, by_id).run()
+        got = _Wait(self, ctx, set(by_id), deadline, by_id, cancel=cancel).run()
         return [(f, got[f.call.call_id][0] if f.call.call_id in got else None) for f in flights]
 
     def send(self, ctx: Any, flight: Flight) -> None:
@@ -412,8 +418,10 @@ class _Wait:
         deadline: float,
         flights: dict[str, Flight],
         holder: DirectRoute | None = None,
+        cancel: CancelHandle | None = None,
     ):
         self.engine = engine
+        self.cancel = cancel
         self.ctx = ctx
         self.wanted = wanted
         self.deadline = deadline
@@ -433,6 +441,9 @@ class _Wait:
             now = time.monotonic()
             if self.engine.broken is not None:
                 self._fail_all(self.engine.broken)
+                break
+            if self.cancel is not None and self.cancel.cancelled:
+                self._cancel_open(self.cancel.reason)
                 break
             if now >= self.deadline:
                 break
@@ -456,6 +467,20 @@ class _Wait:
     def _fail_all(self, error: ResourceError) -> None:
         for ident in self.wanted - set(self.got):
             self.got[ident] = (error, None)
+
+    def _cancel_open(self, reason: str) -> None:
+        """The caller gave up: tell each actor holding one of our calls (one still on its way
+        through a supervisor runs on; its late reply is dropped) and answer CANCELLED."""
+        for flight in self.open():
+            data = encode(CancelCall(flight.call.call_id, reason))
+            with contextlib.suppress(ChannelGone, OSError, ResourceError):
+                if flight.channel is not None and flight.channel.send(data, 0.05):
+                    continue
+                if flight.route is not None:
+                    self.engine.tell(self.ctx, flight.route.address, data)
+        self._fail_all(
+            ResourceError(ErrorCode.CANCELLED, f"cancelled: {reason or 'the caller gave up'}")
+        )
 
     def _receive(self, wait: float) -> None:
         channels = self._open_channels()

@@ -9,6 +9,7 @@ process). Every Call gets exactly one `Reply`: a payload, or a typed error.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 
@@ -35,8 +36,8 @@ class Reply:
     message: str = ""  # for the model: what failed and what to do next
 
 
-class ErrorCode:
-    """Typed error codes of a failed Reply (plain strings so they cross msgpack as-is)."""
+class ErrorCode(StrEnum):
+    """Typed error codes of a failed Reply (a StrEnum: each crosses msgpack as its string)."""
 
     DEADLINE = "deadline"  # nobody answered in time
     RESOURCE_DIED = "resource_died"  # the process or actor died while the call was in flight
@@ -47,6 +48,7 @@ class ErrorCode:
     FAILED = "failed"  # the resource answered with an error of its own
     DROPPED = "dropped"  # fault injection dropped the reply
     MOVED = "moved"  # internal: the actor is going; the host routes the idempotent call again
+    CANCELLED = "cancelled"  # the caller cancelled the call (tether.call_scope)
 
 
 class ResourceError(Exception):

@@ -101,6 +101,16 @@ class RouteInfo:
 
 
 @dataclass(frozen=True)
+class CancelCall:
+    """Host -> the resource actor holding call `call_id`: its caller gave up (cancelled,
+    or its deadline passed). The host has answered the tool already; the actor stops the
+    work its own way (`ResourceActor.on_cancel`) and its late reply, if any, is dropped."""
+
+    call_id: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
 class HealthQuery:
     query_id: str
     deadline: float  # absolute time.monotonic()

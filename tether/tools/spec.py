@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from tether.call_scope import CallScope
     from tether.messages.calls import ResourceError
     from tether.tools.results import ToolResult
 
@@ -94,6 +95,11 @@ class ToolContext(Protocol):
 
     def call_tool(self, name: str, args: Mapping[str, Any]) -> ToolResult:
         """Run another tool through the full pipeline (the eval bridge uses this)."""
+
+    @property
+    def scope(self) -> CallScope:
+        """The top-level call this handler serves: its id, deadline and cancel handle
+        (every call_resource is clamped to its deadline and ends when it is cancelled)."""
 
 
 Handler = Callable[[ToolContext, dict[str, Any]], "ToolResult"]
