@@ -27,8 +27,13 @@ BROKEN: dict[str, str] = {
     "cobol": "its parser in tree-sitter-language-pack 0.13.0 never returns from parse()",
 }
 
+# `php` is the PHP-only grammar (tree-sitter-php's `php_only`, as ast-grep's): a pattern
+# fragment or a file of PHP code parses without a leading `<?php`. The pack's `php` grammar,
+# which reads text until `<?php` (PHP inside HTML), stays reachable as `php_html`.
+PHP_HTML = "php_html"
+
 LANGUAGES: tuple[str, ...] = tuple(
-    sorted(set(typing.get_args(_pack.SupportedLanguage)) - set(BROKEN))
+    sorted((set(typing.get_args(_pack.SupportedLanguage)) - set(BROKEN)) | {PHP_HTML})
 )
 
 ALIASES: dict[str, str] = {
@@ -152,7 +157,17 @@ def infer(language: str | None, path: str | None) -> str:
 
 @functools.cache
 def get_language(lang: str) -> Language:
+    if lang == "php":
+        return _php_only()
+    if lang == PHP_HTML:
+        lang = "php"
     return _pack.get_language(typing.cast(_pack.SupportedLanguage, lang))
+
+
+def _php_only() -> Language:
+    import tree_sitter_php  # a dependency (setup.cfg); the pack bundles only the HTML one
+
+    return Language(tree_sitter_php.language_php_only())
 
 
 _PARSERS: dict[str, Parser] = {}
@@ -170,9 +185,14 @@ def get_parser(lang: str) -> Parser:
 class Context:
     """A scaffold the pattern fragment is parsed inside: `prefix + fragment + suffix`."""
 
-    name: str  # statement | expression | class member | declaration
+    name: str  # statement | expression | <container> member | declaration
     prefix: str = ""
     suffix: str = ""
+
+    @property
+    def is_member(self) -> bool:
+        """A member rung: every member rung that reads the fragment is kept (SPEC.md)."""
+        return self.name.endswith(" member")
 
 
 RAW_STATEMENT = Context("statement")
@@ -193,6 +213,12 @@ _JS = (
     RAW_STATEMENT,
     Context("expression", "(", ")"),
     Context("class member", "class __tether_C {\n", "\n}"),
+    Context("object member", "({\n", "\n})"),
+)
+_TS = (
+    *_JS,
+    Context("interface member", "interface __tether_I {\n", "\n}"),
+    Context("object type member", "type __tether_T = {\n", "\n}"),
 )
 
 # The scaffold ladder per grammar, in the order SPEC.md gives (statement, expression, class
@@ -201,8 +227,8 @@ _JS = (
 CONTEXTS: dict[str, tuple[Context, ...]] = {
     "python": (RAW_STATEMENT, Context("expression", "__tether_x = (", ")")),
     "javascript": _JS,
-    "typescript": _JS,
-    "tsx": _JS,
+    "typescript": _TS,
+    "tsx": _TS,
     "dart": (
         Context("statement", "void __tether_f() {\n", "\n}"),
         Context("expression", "var __tether_x = ", ";"),
@@ -222,7 +248,8 @@ CONTEXTS: dict[str, tuple[Context, ...]] = {
     "rust": (
         Context("statement", "fn __tether_f() {\n", "\n}"),
         Context("expression", "fn __tether_f() {\nlet __tether_x = ", ";\n}"),
-        Context("class member", "impl __tether_C {\n", "\n}"),
+        Context("impl member", "impl __tether_C {\n", "\n}"),
+        Context("trait member", "trait __tether_T {\n", "\n}"),
         Context("match arm", "fn __tether_f() {\nmatch __tether_x {\n", "\n}\n}"),
         RAW_DECLARATION,
     ),
@@ -230,26 +257,40 @@ CONTEXTS: dict[str, tuple[Context, ...]] = {
         Context("statement", "class __tether_C { void __tether_f() {\n", "\n} }"),
         Context("expression", "class __tether_C { Object __tether_x = ", "; }"),
         Context("class member", "class __tether_C {\n", "\n}"),
+        Context("interface member", "interface __tether_I {\n", "\n}"),
         RAW_DECLARATION,
     ),
     "csharp": (
         Context("statement", "class __tether_C { void __tether_f() {\n", "\n} }"),
         Context("expression", "class __tether_C { object __tether_x = ", "; }"),
         Context("class member", "class __tether_C {\n", "\n}"),
+        Context("interface member", "interface __tether_I {\n", "\n}"),
         RAW_DECLARATION,
     ),
     "kotlin": (
         Context("statement", "fun __tether_f() {\n", "\n}"),
         Context("class member", "class __tether_C {\n", "\n}"),
+        Context("interface member", "interface __tether_I {\n", "\n}"),
         RAW_DECLARATION,
     ),
-    "swift": (RAW_STATEMENT, Context("class member", "class __tether_C {\n", "\n}")),
+    "swift": (
+        RAW_STATEMENT,
+        Context("class member", "class __tether_C {\n", "\n}"),
+        Context("protocol member", "protocol __tether_P {\n", "\n}"),
+    ),
     "scala": (
         Context("statement", "object __tether_O { def __tether_f() = {\n", "\n} }"),
         Context("class member", "class __tether_C {\n", "\n}"),
+        Context("trait member", "trait __tether_T {\n", "\n}"),
         RAW_DECLARATION,
     ),
     "php": (
+        RAW_STATEMENT,
+        Context("expression", "$__tether_x = (", ");\n"),
+        Context("class member", "class __tether_C {\n", "\n}"),
+        Context("interface member", "interface __tether_I {\n", "\n}"),
+    ),
+    PHP_HTML: (
         Context("statement", "<?php\n", "\n"),
         Context("expression", "<?php\n$__tether_x = (", ");\n"),
         Context("class member", "<?php\nclass __tether_C {\n", "\n}"),
@@ -278,6 +319,8 @@ MEMBER_KEYWORDS: dict[str, frozenset[str]] = {
     "tsx": frozenset({"public", "private", "protected", "readonly", "static"}),
     "javascript": frozenset({"static"}),
     "dart": frozenset({"static", "@override"}),
+    "php": frozenset({"public", "private", "protected", "abstract", "static", "final"}),
+    "swift": frozenset({"override", "public", "private", "fileprivate", "internal", "open"}),
 }
 
 
@@ -287,50 +330,69 @@ def contexts_for(lang: str, fragment: str = "") -> tuple[Context, ...]:
     ladder = CONTEXTS.get(lang, (RAW_STATEMENT,))
     words = fragment.split(None, 1)
     if words and words[0] in MEMBER_KEYWORDS.get(lang, ()):
-        members = tuple(c for c in ladder if c.name == "class member")
-        ladder = members + tuple(c for c in ladder if c.name != "class member")
+        members = tuple(c for c in ladder if c.is_member)
+        ladder = members + tuple(c for c in ladder if not c.is_member)
     return ladder
 
 
 # Candidate metavariable characters, tried in order. ast-grep uses `$` where the grammar
-# accepts it in identifiers and `µ` (a letter) elsewhere.
-_METAVAR_CANDIDATES: tuple[str, ...] = ("$", "µ", "ǂ", "_")
+# accepts it in identifiers, a letter elsewhere (`µ`; `_` for CSS and Nix, `z` for HTML,
+# whose tag names take only ASCII letters). The compiler tries the others too, per pattern
+# and per ladder rung, when the preferred one leaves a metavariable that is no whole node.
+METAVAR_CANDIDATES: tuple[str, ...] = ("$", "µ", "ǂ", "_", "z")
+
+# Places an expression or a name may stand in many grammars: the probe also looks there,
+# since some grammars' top level takes neither (JSON, Lua, CSS).
+_PROBE_HOLES: tuple[Context, ...] = (
+    Context("probe", "x = ", "\n"),
+    Context("probe", "f(", ")"),
+    Context("probe", "[", "]"),
+    Context("probe", ".a { color: ", "; }"),
+    Context("probe", "<", ">"),
+)
 
 
-def _is_single_leafish(lang: str, text: str, leaf: bool = False) -> bool:
-    """Whether `text` parses, in some context, as one error-free node spanning exactly it
-    (with `leaf`, a node without children).
-
-    The node may be internal (Ruby reads `$$$ABC` as a call of `$$`): the compiler
-    recognises a metavariable by the text of any node, as ast-grep does.
-    """
+def _spans_exactly(lang: str, text: str, level: int) -> bool:
+    """Whether `text` parses, in some context, as one node spanning exactly it. Level 0:
+    an error-free parse and a leaf; 1: error-free, any node (Ruby reads `$$$ABC` as a
+    call of `$$`: the compiler recognises a metavariable by the text of any node, as
+    ast-grep does); 2: any node, an ERROR node too, in a parse with errors elsewhere."""
     parser = get_parser(lang)
+    holes = contexts_for(lang) + (_PROBE_HOLES if level == 2 else ())
     for closer in CLOSERS:
-        for ctx in contexts_for(lang):
+        for ctx in holes:
             src = (ctx.prefix + text + closer + ctx.suffix).encode()
             start = len(ctx.prefix.encode())
             end = start + len(text.encode())
             tree = parser.parse(src)
-            if tree.root_node.has_error:
+            if level < 2 and tree.root_node.has_error:
                 continue
             node = tree.root_node.descendant_for_byte_range(start, end)
             if node is not None and node.start_byte == start and node.end_byte == end:
-                if not leaf or node.child_count == 0:
+                if level > 0 or node.child_count == 0:
                     return True
     return False
 
 
 @functools.cache
 def metavar_char(lang: str) -> str | None:
-    """The character this grammar accepts as the start of an identifier-like metavariable."""
+    """The character this grammar reads best as the start of a metavariable name; None
+    when no candidate makes `$ABC` one node anywhere."""
     if lang in BROKEN:
         return None  # never run a refused grammar: the probe would not return
-    for leaves in (True, False):
+    for level in (0, 1, 2):
         # first a character that makes `$$$ABC` one leaf too: Ruby reads `$$$P` as a call
         # of `$$`, which `def $M($$$P)` cannot hold (ast-grep finds that method; `µ` works)
-        for ch in _METAVAR_CANDIDATES:
-            if _is_single_leafish(lang, f"{ch}ABC", leaves) and _is_single_leafish(
-                lang, f"{ch * 3}ABC", leaves
+        for ch in METAVAR_CANDIDATES:
+            if _spans_exactly(lang, f"{ch}ABC", level) and _spans_exactly(
+                lang, f"{ch * 3}ABC", level
             ):
                 return ch
     return None
+
+
+def metavar_chars(lang: str) -> tuple[str, ...]:
+    """Every candidate character, the probed one first."""
+    best = metavar_char(lang)
+    rest = tuple(c for c in METAVAR_CANDIDATES if c != best)
+    return (best, *rest) if best is not None else rest

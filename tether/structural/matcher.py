@@ -130,7 +130,8 @@ class Matcher:
         self.budget.step()
         src = self.src
         if isinstance(p, Internal):
-            if p.kind_id != c.kind_id and p.kind_id != _ERROR_KIND:
+            # an ERROR node, in the pattern or in the code, is of no kind: its pieces match
+            if p.kind_id != c.kind_id and p.kind_id != _ERROR_KIND and not c.is_error:
                 return None
             if c.child_count == 0:
                 return None
@@ -230,8 +231,8 @@ class Matcher:
                     env = env2
                 return env, j
             c = cs[j]
-            if c.is_extra:  # comments never take part (SPEC.md: "however it is ... commented")
-                j += 1
+            if c.is_extra and not (c.is_error and _is_error_text(p)):
+                j += 1  # comments never take part (SPEC.md: "however it is ... commented")
                 continue
             matched = self.node(p, c, env)
             if matched is not None:
@@ -285,11 +286,16 @@ class Matcher:
         return env, cs[j], cs[last]
 
 
+def _is_error_text(p: PNode) -> bool:
+    """A pattern's ERROR node, matched by its text (an ERROR in the code may be extra)."""
+    return isinstance(p, Terminal) and p.kind_id == _ERROR_KIND
+
+
 def _could_be(p: PNode, c: Node) -> bool:
     """Whether pattern node `p` could match `c` at all, by its kind (a cheap first test)."""
     if isinstance(p, MetaVar):
         return c.is_named or not p.named  # as the query `(_)` or `_` finds them
-    return p.kind_id == c.kind_id or p.kind_id == _ERROR_KIND
+    return p.kind_id == c.kind_id or p.kind_id == _ERROR_KIND or c.is_error
 
 
 def _names(p: PNode) -> Iterator[str]:

@@ -2,52 +2,41 @@
 
 A fragment is parsed by the same grammar as the code, inside a scaffold (SPEC.md
 "ast_grep"): the ladder of contexts in `languages.CONTEXTS` is tried in order (statement,
-expression, class member, declaration; then again with a closing `;`) and the first
-context that parses the fragment *as written* wins: no ERROR or MISSING (invented) node
-inside the fragment, every metavariable a whole node (`_repairs`). Only when no context
-does is the one with the fewest repairs taken (an ERROR node outside a metavariable, or a
-missing closing bracket, still refuses a context outright). A fragment that covers
-several sibling nodes (two statements) becomes a *sequence* pattern, matched against
-consecutive siblings. A zero-width node left by error recovery (the empty body of
-`def $F($$$A):`) becomes an implicit `$$$`.
+expression, member rungs, declaration; then again with a closing `;`). A reading that
+parses the fragment *as written* (`weigh.weigh` is 0) wins at once; else the reading
+with the least repair (the first of those) is taken. Each rung is read with the grammar's
+preferred metavariable character first and, when a metavariable is then no whole node,
+with the other candidates (`languages.metavar_chars`). A missing closing bracket, or an
+ERROR node in a fragment that is not whole or uses a regex habit, refuses a rung
+outright (`weigh.hard_error`).
 
-Metavariables follow ast-grep: `$NAME` binds one named node, `$$NAME` one node of any
-kind, `$_` binds nothing, `$$$NAME` / `$$$` a (lazy) run of siblings. Names are UPPERCASE,
-digits and `_`. Before parsing, `$` is replaced by the grammar's probed metavariable
-character where `$` is not an identifier character (as ast-grep's `pre_process_pattern`).
+Members are the exception to "first": when the reading taken is a member rung, every
+other member rung (class, interface, object type, trait, ...) that reads the fragment as
+well is kept too (`Pattern.alternatives`), and the search matches each (SPEC.md).
 
-Regex and text habits get a specific error instead of a silent zero-match search.
+A fragment that covers several sibling nodes (two statements) becomes a *sequence*
+pattern, matched against consecutive siblings. A zero-width node left by error recovery
+(the empty body of `def $F($$$A):`) becomes an implicit `$$$`. A closing `;` that the
+ladder appended is dropped from the pattern, and the match ends before the code's own
+(`Pattern.trim_depth`): an edit of the match keeps it.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tree_sitter import Node
 
-from tether.structural import languages
-from tether.structural.languages import CLOSERS, Context, contexts_for, get_parser
+from tether.structural.habits import PatternError, check_habits, shown, unparseable_hints
+from tether.structural.languages import CLOSERS, Context, contexts_for, get_parser, metavar_chars
+from tether.structural.metavars import MetaVar, extract_metavar, preprocess
+from tether.structural.weigh import hard_error, weigh
 
+__all__ = ["MetaVar", "Pattern", "PatternError", "compile_pattern", "shown"]
 
-class PatternError(ValueError):
-    """A pattern we refuse to search; the message names the problem and the fix."""
-
-
-SHOWN_CHARS = 160  # a pattern quoted in a message is cut to about this many characters
 MAX_DEPTH = 120  # pattern nesting levels (the compiler and matcher recurse per level)
-
-
-def shown(source: str, limit: int = SHOWN_CHARS) -> str:
-    """`source` as quoted in a message: whole when short, else its head and tail around
-    an ellipsis that says how much was left out (a 10,000-character pattern echoed back
-    whole buries the sentence that says what is wrong)."""
-    if len(source) <= limit:
-        return source
-    head = source[: limit * 2 // 3]
-    tail = source[-(limit // 4) :]
-    return f"{head} … [{len(source) - len(head) - len(tail):,} characters] … {tail}"
 
 
 def _depth(node: Node) -> int:
@@ -63,19 +52,6 @@ def _depth(node: Node) -> int:
 
 
 # --- pattern nodes -----------------------------------------------------------------------
-
-
-class MetaVar:
-    __slots__ = ("name", "multi", "named")
-
-    def __init__(self, name: str | None, multi: bool, named: bool = True):
-        self.name = name  # None: anonymous ($_, $$$, implicit)
-        self.multi = multi
-        self.named = named
-
-    def __repr__(self) -> str:
-        sig = "$$$" if self.multi else ("$" if self.named else "$$")
-        return f"{sig}{self.name or '_'}"
 
 
 class Terminal:
@@ -115,141 +91,26 @@ class Pattern:
     metavars: frozenset[str] = field(default_factory=frozenset)
     literals: tuple[bytes, ...] = ()  # texts every match contains verbatim (prefilter)
     repairs: int = 0  # error recovery the accepting parse needed (0: parsed as written)
+    closer: str = ""  # the terminator the ladder appended ("" or ";")
+    trim_depth: int | None = None  # where the closer was, down the last root's last children
+    alternatives: tuple[Pattern, ...] = ()  # the other member rungs that read it
 
     @property
     def is_sequence(self) -> bool:
         return len(self.roots) > 1
 
+    @property
+    def variants(self) -> tuple[Pattern, ...]:
+        """Every reading searched: this one and its alternatives."""
+        return (self, *self.alternatives)
 
-# --- metavariables -----------------------------------------------------------------------
-
-_NAME = r"[A-Z_][A-Z0-9_]*"
-
-
-def _metavar_regexes(ch: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
-    c = re.escape(ch)
-    multi = re.compile(rf"{c}{c}{c}({_NAME})?")
-    single = re.compile(rf"({c}{c}?)({_NAME})")
-    return multi, single
-
-
-def extract_metavar(text: str, ch: str) -> MetaVar | None:
-    """The metavariable a node's whole text spells, if any (ast-grep `extract_meta_var`)."""
-    if not text or text[0] != ch:
-        return None
-    multi, single = _metavar_regexes(ch)
-    m = multi.fullmatch(text)
-    if m:
-        name = m.group(1)
-        return MetaVar(None if not name or name.startswith("_") else name, multi=True)
-    m = single.fullmatch(text)
-    if m:
-        name = m.group(2)
-        return MetaVar(
-            None if name.startswith("_") else name, multi=False, named=len(m.group(1)) == 1
-        )
-    return None
-
-
-def preprocess(source: str, ch: str) -> str:
-    """Replace `$` by the grammar's metavariable character where it starts a metavariable."""
-    if ch == "$":
-        return source
-    out: list[str] = []
-    dollars = 0
-    for c in source:
-        if c == "$":
-            dollars += 1
-            continue
-        if dollars:
-            replace = c.isupper() or c == "_" or dollars == 3
-            out.append((ch if replace else "$") * dollars)
-            dollars = 0
-        out.append(c)
-    if dollars:
-        out.append((ch if dollars == 3 else "$") * dollars)
-    return "".join(out)
-
-
-# --- habits ------------------------------------------------------------------------------
-
-# Grammars in which `$name` is ordinary code (variables), so a lowercase `$x` is not a habit.
-_DOLLAR_VARIABLES = frozenset({"php", "perl", "bash", "fish", "powershell", "make", "ruby"})
-
-_REGEX_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"\.\*|\.\+|\.\?"), "`.*` is regex"),
-    (re.compile(r"\\[wdsbWDSB]"), "`\\w`/`\\d`/`\\s` are regex classes"),
-    (re.compile(r"\(\?[:=!<]"), "`(?:` is a regex group"),
-    (re.compile(r"\[\^"), "`[^...]` is a regex class"),
-)
-
-
-def check_habits(source: str, lang: str) -> None:
-    """Errors for habits that can never mean what the model wanted, whatever the grammar."""
-    glued = re.search(r"(?<![A-Za-z0-9_$])[A-Za-z0-9_]+\$+[A-Z_][A-Za-z0-9_]*", source)
-    if glued:
-        raise PatternError(
-            f"`{glued.group(0)}` in the pattern glues a metavariable to other characters; a "
-            f"metavariable matches a whole node, never part of an identifier. Match the whole "
-            f"identifier with `$NAME` (e.g. `$HOOK($$$ARGS)`) and filter the results, or write "
-            f"the full name literally."
-        )
-    if lang not in _DOLLAR_VARIABLES:
-        lower = re.search(r"(?<![A-Za-z0-9_$])\$+([a-z][A-Za-z0-9_]*)", source)
-        if lower:
-            name = lower.group(1)
-            raise PatternError(
-                f"`{lower.group(0)}` is not a metavariable: metavariable names are UPPERCASE "
-                f"letters, digits and `_`. Write `${name.upper()}` (or `$$${name.upper()}` for "
-                f"a run of nodes, `$_` to match without binding)."
-            )
-    alt = re.fullmatch(r"\s*([\w.$]+)(\|[\w.$]+)+\s*", source)
-    if alt:
-        raise PatternError(
-            f"`{shown(source.strip())}` looks like a regex alternation; a pattern is one piece of "
-            f"code, not a choice. Search each alternative separately (one ast_grep call per "
-            f"pattern). To search the bitwise-or expression itself, write it with spaces: "
-            f"`{' | '.join(source.strip().split('|'))}`."
-        )
-
-
-def _unparseable_hints(source: str) -> str:
-    hints = [msg for rx, msg in _REGEX_HINTS if rx.search(source)]
-    if hints:
-        return (
-            f" It looks like a regular expression ({'; '.join(hints)}): patterns are code, "
-            f"not regex. Use `$X` for one node and `$$$` for any run of nodes, e.g. "
-            f"`foo($$$)` instead of `foo(.*)`."
-        )
-    if "..." in source:
-        return " Write `$$$` (or `$$$ARGS`) for 'anything here', not `...`."
-    if re.search(r"(?<![\w)\]])\*(?![\w(])", source):
-        return " `*` is not a wildcard here: write `$X` for one node, `$$$` for several."
-    return " Check brackets and quotes; metavariables are `$NAME`, `$$$NAME` and `$_`."
+    @property
+    def contexts(self) -> tuple[str, ...]:
+        """The contexts the pattern was read in (several for a member)."""
+        return tuple(v.context for v in self.variants)
 
 
 # --- compile -----------------------------------------------------------------------------
-
-
-def _first_error(node: Node, src: bytes = b"", ch: str | None = None) -> Node | None:
-    """The first ERROR node, or a MISSING closing bracket/quote (an unfinished fragment).
-
-    An ERROR node that is exactly one metavariable is not an error: `$$$B` where the
-    grammar wants an item (Rust's `impl X { $$$B }`) becomes a metavariable all the same.
-    """
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if n.is_error:
-            text = src[n.start_byte : n.end_byte].decode(errors="replace")
-            if ch is not None and extract_metavar(text, ch) is not None:
-                continue
-            return n
-        if n.is_missing and n.type in (")", "]", "}", '"', "'", "`", "end"):
-            return n
-        if n.has_error:
-            stack.extend(reversed(n.children))
-    return None
 
 
 def _locate(root: Node, start: int, end: int, src: bytes = b"") -> list[Node] | None:
@@ -277,44 +138,6 @@ def _locate(root: Node, start: int, end: int, src: bytes = b"") -> list[Node] | 
     if kids and kids[0].start_byte == start and kids[-1].end_byte == end:
         return kids
     return None
-
-
-def _repairs(root: Node, start: int, end: int, src: bytes, ch: str | None) -> int:
-    """How much error recovery the parse of the fragment [start, end) needed: ERROR and
-    MISSING (invented) nodes inside it, and metavariables that are not a whole node. A
-    rung with repairs parsed something else than what was written (`async $M() {}` as a
-    call then a block): the ladder goes on to the next rung."""
-    count = 0
-    stack = [root]
-    while stack:
-        n = stack.pop()
-        if n.end_byte < start or n.start_byte > end:
-            continue
-        if n.is_missing:
-            count += 1
-        elif n.is_error and n.start_byte >= start and n.end_byte <= end:
-            # `$$$P` where the grammar wants one parameter or statement is an ERROR node
-            # in ast-grep too, and still the whole run; a single `$M` in ERROR is not
-            mv = extract_metavar(src[n.start_byte : n.end_byte].decode(errors="replace"), ch or "")
-            count += 0 if mv is not None and mv.multi else 1
-        if n.has_error:
-            stack.extend(n.children)
-    if ch is not None:
-        multi, single = _metavar_regexes(ch)
-        text = src[start:end].decode(errors="replace")
-        spans = [m.span() for m in multi.finditer(text)]
-        spans += [m.span() for m in single.finditer(text) if not _inside(m.span(), spans)]
-        for s, e in spans:
-            bs = start + len(text[:s].encode())
-            be = bs + len(text[s:e].encode())
-            node = root.descendant_for_byte_range(bs, be)
-            if node is None or node.start_byte != bs or node.end_byte != be:
-                count += 1
-    return count
-
-
-def _inside(span: tuple[int, int], spans: list[tuple[int, int]]) -> bool:
-    return any(s <= span[0] and span[1] <= e for s, e in spans)
 
 
 # Grammars whose keyword tokens are spelled exactly as their kind (no case-insensitive
@@ -376,6 +199,9 @@ class _Converter:
         text = self.src[n.start_byte : n.end_byte].decode(errors="replace")
         return self.ch is not None and extract_metavar(text, self.ch) is not None
 
+    def _holds_metavar(self, text: bytes) -> bool:
+        return self.ch is not None and self.ch.encode() in text
+
     def convert(self, n: Node) -> PNode:
         text = self.src[n.start_byte : n.end_byte]
         if self.ch is not None:
@@ -388,60 +214,193 @@ class _Converter:
             if n.start_byte == n.end_byte and n.is_named:
                 return MetaVar(None, multi=True)  # zero-width from error recovery: implicit $$$
             return Terminal(n.kind_id, n.type, text, n.is_named)
+        if n.is_error and not self._holds_metavar(text):
+            # an ERROR node without a metavariable is matched by its text (a Go rune
+            # literal of several characters): its pieces are no structure to compare
+            return Terminal(n.kind_id, n.type, text, True)
         kids = tuple(
             self.convert(c)
             for c in n.children
-            if not c.is_missing and (not c.is_extra or (c.is_error and self._spells_metavar(c)))
+            if not c.is_missing and (not c.is_extra or c.is_error)
         )
         if not kids and n.start_byte == n.end_byte:
             return MetaVar(None, multi=True)
         return Internal(n.kind_id, n.type, kids)
 
 
+def _strip_closer(p: PNode, closer: str) -> tuple[PNode, int | None]:
+    """`p` without the closer the ladder appended, if it ends `p`'s chain of last
+    children, and how deep it was (None: not found, `p` unchanged)."""
+    chain: list[Internal] = []
+    node: PNode = p
+    while isinstance(node, Internal) and node.children:
+        chain.append(node)
+        last = node.children[-1]
+        if isinstance(last, Terminal) and not last.named and last.text == closer.encode():
+            if len(node.children) == 1:
+                return p, None
+            if node is p and len(p.children) == 2 and isinstance(p.children[0], Internal):
+                # a node that only holds what was written and our closer (C#'s local
+                # declaration statement around `int $A = 0`): what was written is the
+                # pattern, and it matches a field's declaration too
+                return p.children[0], None
+            rebuilt: PNode = Internal(node.kind_id, node.kind, node.children[:-1])
+            for up in reversed(chain[:-1]):
+                rebuilt = Internal(up.kind_id, up.kind, (*up.children[:-1], rebuilt))
+            return rebuilt, len(chain)
+        node = last
+    return p, None
+
+
+def _terminates(root: Node, end: int, closer: str) -> bool:
+    """Whether the closer appended at [end - len, end) is a terminator token that closes
+    something before it (not HTML text, not an empty statement of its own)."""
+    size = len(closer.encode())
+    leaf = root.descendant_for_byte_range(end - size, end)
+    if leaf is None or leaf.is_named or leaf.type != closer or leaf.parent is None:
+        return False
+    return leaf.parent.start_byte < end - size
+
+
+def _too_deep(original: str) -> PatternError:
+    return PatternError(
+        f"pattern `{shown(original)}` nests too deep (its syntax tree has more than "
+        f"{MAX_DEPTH} levels, the most a pattern may have); match the outer levels and put "
+        f"a metavariable where the inner ones are (e.g. `f(g($X))` instead of spelling "
+        f"every level out)."
+    )
+
+
+def _only_metavar(roots: tuple[PNode, ...], original: str) -> None:
+    if len(roots) != 1 or not isinstance(roots[0], MetaVar):
+        return
+    if roots[0].multi:
+        raise PatternError(
+            "a pattern that is only `$$$` matches everything; give it some code around "
+            "the metavariable, e.g. `foo($$$ARGS)`."
+        )
+    raise PatternError(
+        f"a pattern that is only a metavariable (`{shown(original)}`) matches every node of "
+        f"every file; give it some code around the metavariable, e.g. `$X.close()` or "
+        f"`return $X`."
+    )
+
+
 def _try_context(
-    lang: str, frag: str, ctx: Context, closer: str, ch: str | None, original: str = ""
+    lang: str, frag: str, ctx: Context, closer: str, ch: str | None, original: str
 ) -> tuple[Pattern | None, Node | None, bytes]:
+    """The reading of `frag` (already preprocessed for `ch`) in one rung, or None with
+    the error that refused it."""
     src = (ctx.prefix + frag + closer + ctx.suffix).encode()
     start = len(ctx.prefix.encode())
     end = start + len((frag + closer).encode())
     tree = get_parser(lang).parse(src)
-    err = _first_error(tree.root_node, src, ch)
+    err = hard_error(tree.root_node, src, ch, original)
     if err is not None:
         return None, err, src
     nodes = _locate(tree.root_node, start, end, src)
     if nodes is None:
         return None, None, src
+    if closer and not _terminates(tree.root_node, end, closer):
+        return None, None, src  # the closer is text, or a node of its own (an empty statement)
     if max(_depth(n) for n in nodes) > MAX_DEPTH:
-        raise PatternError(
-            f"pattern `{shown(original or frag)}` nests too deep (its syntax tree has "
-            f"more than {MAX_DEPTH} levels, the most a pattern may have); match the outer levels and put a metavariable where "
-            f"the inner ones are (e.g. `f(g($X))` instead of spelling every level out)."
-        )
+        raise _too_deep(original)
     conv = _Converter(src, ch)
-    roots = tuple(conv.convert(n) for n in nodes if not n.is_extra)
+    roots = tuple(conv.convert(n) for n in nodes if not n.is_extra or n.is_error)
     if not roots:
         return None, None, src
-    if len(roots) == 1 and isinstance(roots[0], MetaVar) and not roots[0].multi:
-        raise PatternError(
-            f"a pattern that is only a metavariable (`{shown(original or frag)}`) matches every node of every "
-            f"file; give it some code around the metavariable, e.g. `$X.close()` or "
-            f"`return $X`."
-        )
-    if len(roots) == 1 and isinstance(roots[0], MetaVar) and roots[0].multi:
-        raise PatternError(
-            "a pattern that is only `$$$` matches everything; give it some code around "
-            "the metavariable, e.g. `foo($$$ARGS)`."
-        )
+    _only_metavar(roots, original)
+    trim_depth = None
+    if closer:
+        last, trim_depth = _strip_closer(roots[-1], closer)
+        roots = (*roots[:-1], last)
+    repairs = weigh(lang, tree.root_node, start, end, src, ch)
     pattern = Pattern(
         lang=lang,
-        source=frag,
+        source=original,
         roots=roots,
         context=ctx.name + (f" + '{closer}'" if closer else ""),
         metavars=frozenset(conv.names),
         literals=_literals(roots, lang),
-        repairs=_repairs(tree.root_node, start, end, src, ch),
+        repairs=repairs,
+        closer=closer if trim_depth is not None else "",
+        trim_depth=trim_depth,
     )
     return pattern, None, src
+
+
+def _chars_for(lang: str, frag: str) -> tuple[str | None, ...]:
+    """The metavariable characters to read `frag` with, best first: none needed when it
+    has no `$`; never one the fragment already spells before a capital (`_FOO` in a
+    Python pattern is a name, not a metavariable)."""
+    if "$" not in frag:
+        return (None,)
+    usable = tuple(
+        ch for ch in metavar_chars(lang)
+        if ch == "$" or not re.search(rf"{re.escape(ch)}[A-Z_]", frag)
+    )  # fmt: skip
+    return usable
+
+
+@dataclass
+class _Ladder:
+    """One pattern's walk down the ladder: the best reading so far, and why rungs
+    refused it (for the error when none reads it)."""
+
+    lang: str
+    frag: str
+    chars: tuple[str | None, ...]
+    best: Pattern | None = None
+    best_ctx: Context | None = None
+    tried: list[str] = field(default_factory=list)
+    first_err: tuple[Node, bytes, int, str] | None = None
+
+    def read(self, ctx: Context, closer: str) -> Pattern | None:
+        """The best reading of the fragment in one rung, over the metavariable chars."""
+        best: Pattern | None = None
+        for ch in self.chars:
+            processed = preprocess(self.frag, ch) if ch else self.frag
+            p, err, src = _try_context(self.lang, processed, ctx, closer, ch, self.frag)
+            if p is None:
+                if err is not None and self.first_err is None:
+                    self.first_err = (err, src, len(ctx.prefix.encode()), processed)
+                continue
+            if best is None or p.repairs < best.repairs:
+                best = p
+            if p.repairs == 0:
+                break
+        if best is None:
+            self.tried.append(ctx.name + (f" + '{closer}'" if closer else ""))
+        return best
+
+    def offer(self, p: Pattern, ctx: Context) -> None:
+        if self.best is None or p.repairs < self.best.repairs:
+            self.best, self.best_ctx = p, ctx
+
+
+def _with_members(
+    ladder: _Ladder, taken: Pattern, ctx: Context, rungs: tuple[Context, ...]
+) -> Pattern:
+    """`taken` (read in member rung `ctx`) with every other member rung that reads the
+    fragment as well, each distinct reading once."""
+    seen = {repr(taken.roots)}
+    others: list[Pattern] = []
+    for other in rungs:
+        if not other.is_member or other == ctx:
+            continue
+        p = ladder.read(other, taken.closer)
+        if p is None or p.repairs > taken.repairs:
+            continue
+        key = repr(p.roots)
+        if key in seen:
+            continue
+        seen.add(key)
+        others.append(p)
+    if not others:
+        return taken
+    common = set(taken.literals).intersection(*(set(o.literals) for o in others))
+    literals = tuple(t for t in taken.literals if t in common)
+    return replace(taken, alternatives=tuple(others), literals=literals)
 
 
 def compile_pattern(source: str, lang: str) -> Pattern:
@@ -450,46 +409,35 @@ def compile_pattern(source: str, lang: str) -> Pattern:
     if not frag:
         raise PatternError("the pattern is empty: pass a code fragment such as `foo($X)`.")
     check_habits(frag, lang)
-    ch = languages.metavar_char(lang)
-    if (
-        ch is None
-        and "$" in frag
-        and extract_metavar(frag, "$") is None
-        and re.search(r"\$\$?\$?[A-Z_]", frag)
-    ):
-        raise PatternError(
-            f"the {lang} grammar accepts no metavariable character, so `$NAME` cannot be "
-            f"used in {lang} patterns; search for literal code instead."
-        )
-    processed = preprocess(frag, ch) if ch else frag
-    tried: list[str] = []
-    first_err: tuple[Node, bytes, int] | None = None
-    best: Pattern | None = None
+    ladder = _Ladder(lang, frag, _chars_for(lang, frag))
+    rungs = contexts_for(lang, frag)
     for closer in CLOSERS:
-        for ctx in contexts_for(lang, frag):
-            pattern, err, src = _try_context(lang, processed, ctx, closer, ch, frag)
-            if pattern is not None:
-                pattern.source = frag
-                if pattern.repairs == 0:
-                    return pattern
-                if best is None or pattern.repairs < best.repairs:
-                    best = pattern  # the first rung with the fewest repairs, if none is clean
+        for ctx in rungs:
+            p = ladder.read(ctx, closer)
+            if p is None:
                 continue
-            tried.append(ctx.name + (f" + '{closer}'" if closer else ""))
-            if err is not None and first_err is None:
-                first_err = (err, src, len(ctx.prefix.encode()))
-    if best is not None:
-        return best
+            if p.repairs == 0:
+                return _with_members(ladder, p, ctx, rungs) if ctx.is_member else p
+            ladder.offer(p, ctx)
+    if ladder.best is not None and ladder.best_ctx is not None:
+        if ladder.best_ctx.is_member:
+            return _with_members(ladder, ladder.best, ladder.best_ctx, rungs)
+        return ladder.best
+    raise _unparseable(ladder)
+
+
+def _unparseable(ladder: _Ladder) -> PatternError:
+    frag = ladder.frag
     where = ""
-    if first_err is not None:
-        node, src, offset = first_err
+    if ladder.first_err is not None:
+        node, src, offset, processed = ladder.first_err
         rel = max(0, node.start_byte - offset)
         line = processed.encode()[:rel].count(b"\n") + 1
         near = src[node.start_byte : node.end_byte][:40].decode(errors="replace").strip()
         what = f"missing `{node.type}`" if node.is_missing else f"near `{near}`"
         where = f" The parser stopped at pattern line {line} ({what})."
-    raise PatternError(
-        f"pattern `{shown(frag)}` is not valid {lang} in any context tried "
-        f"({', '.join(dict.fromkeys(tried))}), so it was not searched.{where}"
-        f"{_unparseable_hints(frag)}"
+    return PatternError(
+        f"pattern `{shown(frag)}` is not valid {ladder.lang} in any context tried "
+        f"({', '.join(dict.fromkeys(ladder.tried))}), so it was not searched.{where}"
+        f"{unparseable_hints(frag)}"
     )

@@ -40,6 +40,7 @@ from tether.structural.pattern import (
 )
 
 MATCH_LIMIT = 1024
+ERROR_KIND = 0xFFFF  # a pattern's ERROR node is of no kind: it may stand at any node
 
 
 def _literal(text: str) -> str | None:
@@ -181,7 +182,9 @@ def anchored_candidates(anchor: Anchor, root: Node, src: bytes, up: int = 0) -> 
         while t >= 0 and path[t].start_byte == i and path[t].end_byte == end:
             if path[t].kind_id == kid and t >= depth + up:
                 c = path[t - depth - up]
-                if path[t - depth].kind_id == anchor.root_kind_id and c.id not in seen:
+                top = path[t - depth]
+                fits = anchor.root_kind_id in (top.kind_id, ERROR_KIND) or top.is_error
+                if fits and c.id not in seen:
                     seen.add(c.id)
                     yield c
             t -= 1
@@ -199,8 +202,8 @@ def _descend(cursor: TreeCursor, path: list[Node], start: int, end: int) -> None
         path.append(c)
 
 
-class CandidateQuery:
-    """How to find a pattern's candidate roots: by an anchor's text, or by a query (with a
+class VariantQuery:
+    """How to find the candidate roots of one reading of a pattern: by an anchor's text, or by a query (with a
     kind-only fallback). For a sequence pattern, the candidates are the parents whose
     children the sequence is tried against, each parent once: trying each candidate first
     node instead meant climbing to its parent (`Node.parent` walks down from the tree's
@@ -216,7 +219,7 @@ class CandidateQuery:
         self.fallback_source = _parent_source(first) if self.up else _root_kind_source(first)
         self.full: Query | None = None
         self.fallback: Query | None = None
-        if self.anchor is None:
+        if self.anchor is None and getattr(first, "kind_id", None) != ERROR_KIND:
             self.full = _compile(self.lang, self.source)
             self.fallback = _compile(self.lang, self.fallback_source)
 
@@ -243,3 +246,11 @@ class CandidateQuery:
         from tether.structural.matcher import iter_named
 
         return list(iter_named(root))
+
+
+class CandidateQuery:
+    """The candidate queries of every reading of a pattern: one, or one per member
+    context that accepted it (`Pattern.variants`), each searched and the matches merged."""
+
+    def __init__(self, pattern: Pattern):
+        self.parts = [(v, VariantQuery(v)) for v in pattern.variants]

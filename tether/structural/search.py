@@ -60,16 +60,46 @@ def iter_tree(
     matcher = Matcher(src, budget)
     kept = _Kept(keep)
     count = 0
-    for node in cq.candidates(root, src):
-        tries = matcher.in_children(pattern, node) if cq.up else (matcher.at(pattern, node),)
-        for r in tries:
-            if r is not None:
-                env, first, last = r
-                count += 1
-                kept.add(first.start_byte, last.end_byte, env)
-            yield
+    several = len(cq.parts) > 1
+    seen: set[tuple[int, int]] = set()  # a node two readings match is one match
+    for variant, vq in cq.parts:
+        for node in vq.candidates(root, src):
+            tries = matcher.in_children(variant, node) if vq.up else (matcher.at(variant, node),)
+            for r in tries:
+                if r is not None:
+                    env, first, last = r
+                    span = (first.start_byte, match_end(variant, last))
+                    if several:
+                        if span in seen:
+                            continue
+                        seen.add(span)
+                    count += 1
+                    kept.add(span[0], span[1], env)
+                yield
     out.extend(kept.in_order())
     return count
+
+
+def match_end(pattern: Pattern, last: Node) -> int:
+    """Where a match ends: the end of its last node, less the terminator the ladder
+    appended to the pattern (`int $A = 0` read with a closing `;`: an edit of the match
+    keeps the code's `;`). The terminator sits `pattern.trim_depth` levels down the last
+    node's chain of last children."""
+    depth = pattern.trim_depth
+    if depth is None:
+        return last.end_byte
+    node = last
+    for _ in range(depth - 1):
+        kids = [c for c in node.children if not c.is_extra]
+        if not kids:
+            return last.end_byte
+        node = kids[-1]
+    kids = [c for c in node.children if not c.is_extra]
+    tail = kids[-1] if kids else None
+    if tail is not None and len(kids) > 1 and tail.type == pattern.closer:
+        if not tail.is_named and not tail.is_missing:
+            return kids[-2].end_byte
+    return last.end_byte
 
 
 class _Kept:
