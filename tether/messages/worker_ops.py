@@ -26,7 +26,7 @@ WORKER = Vocabulary("vibe_worker")
 
 PROTOCOL_PREFIX = "@tether "
 BRIEF_MODES = ("arg", "stdin")
-CAP_NAMES = ("seconds", "output_chars", "tool_calls", "tokens")  # see vibe_workers.Caps
+CAP_NAMES = ("seconds", "output_chars", "tool_calls", "tokens")  # see tether.tools.vibe_config.Caps
 
 
 @WORKER.op

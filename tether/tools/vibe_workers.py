@@ -1,10 +1,5 @@
-"""The host side of vibe workers: backends per tier, caps, and one run's worker table.
-
-    config = VibeConfig(backends={
-        "fast": CommandBackend(["my-agent", "--print"]),          # brief as last argument
-        "good": CommandBackend(["claude", "-p"], brief="stdin"),  # brief on stdin
-    })                                  # or CallableBackend("mypkg.workers:review")
-    run = rt.open_run("conv", workdir=..., vibe=True, vibe_config=config)
+"""The host side of vibe workers: one run's worker table (its configuration, backends per
+tier and caps, is tether.tools.vibe_config, re-exported here).
 
 Each worker is a `vibe_worker` actor of the run (tether.actors.vibe). `VibeWorkers` keeps,
 per run, which workers exist and a watcher thread per running worker: it long-polls the
@@ -23,22 +18,16 @@ or tokens.
 from __future__ import annotations
 
 import contextlib
-import inspect
-import os
-import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from tether import worker_views
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.messages.worker_ops import (
-    BRIEF_MODES,
-    CAP_NAMES,
     EndView,
     Kill,
     Permit,
@@ -53,9 +42,31 @@ from tether.tools import vibe_changes
 from tether.tools.registry import permission
 from tether.tools.spec import Needs, Tier
 from tether.tools.vibe_changes import StagedChange
+from tether.tools.vibe_config import (
+    DEFAULT_CAPS,
+    TIERS,
+    Backend,
+    CallableBackend,
+    Caps,
+    CommandBackend,
+    VibeConfig,
+    VibeError,
+)
+
+__all__ = [
+    "TIERS",
+    "Backend",
+    "CallableBackend",
+    "Caps",
+    "CommandBackend",
+    "VibeConfig",
+    "VibeError",
+    "VibeWorkers",
+    "Worker",
+    "workers_of",
+]
 
 KIND = "vibe_worker"
-TIERS = ("fast", "good")
 LIVE = ("new", "running", "waiting")
 ENDED_WITH_CHANGE = ("done", "failed", "capped")  # runs whose change (if isolated) is staged
 POLL_SECONDS = 2.0  # how long one watcher Poll may stay open on the actor
@@ -63,147 +74,6 @@ CALL_SLACK = 5.0  # s a held call's engine deadline exceeds its own wait
 CALL_TIMEOUT = 10.0
 PREPARE_TIMEOUT = 2.0
 PREPARER_IDLE_CHECK = 1.0  # s between the idle preparer's checks that its runtime still runs
-
-
-@dataclass(frozen=True)
-class CommandBackend:
-    """A worker is a command (an agent CLI): the brief as its last argument ("arg") or on
-    its stdin ("stdin", then end of input)."""
-
-    argv: Sequence[str]
-    brief: str = "arg"
-    env: Mapping[str, str] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if not self.argv or not all(isinstance(a, str) for a in self.argv):
-            raise ValueError(
-                f"CommandBackend.argv must be a non-empty list of str, got {self.argv!r}"
-            )
-        if self.brief not in BRIEF_MODES:
-            raise ValueError(
-                f"CommandBackend.brief must be one of {', '.join(BRIEF_MODES)}, got {self.brief!r}"
-            )
-
-    def command(self) -> tuple[list[str], str, dict[str, str]]:
-        return list(self.argv), self.brief, dict(self.env)
-
-
-@dataclass(frozen=True)
-class CallableBackend:
-    """A worker is a Python function `f(brief, worker) -> str`, run in its own process by
-    tether.vibe_runner (so it can be killed like any worker). `target` is the function or
-    "module:function"; it must be importable by that name (no lambdas, no closures)."""
-
-    target: str | Callable[..., Any]
-    python: str = sys.executable
-
-    def __post_init__(self) -> None:
-        name = _import_name(self.target)
-        module, sep, attr = name.partition(":")
-        if not sep or not module or not attr:
-            raise ValueError(
-                f"CallableBackend.target must be 'module:function' or a module-level function, "
-                f"got {self.target!r}"
-            )
-
-    def command(self) -> tuple[list[str], str, dict[str, str]]:
-        package_root = str(Path(__file__).resolve().parents[2])  # so the runner imports this tether
-        path = os.pathsep.join(p for p in (package_root, *sys.path) if p)
-        argv = [self.python, "-m", "tether.vibe_runner", _import_name(self.target)]
-        return argv, "arg", {"PYTHONPATH": path}
-
-
-def _import_name(target: str | Callable[..., Any]) -> str:
-    if isinstance(target, str):
-        return target
-    module, qualname = getattr(target, "__module__", ""), getattr(target, "__qualname__", "")
-    if not module or not qualname or "<" in qualname or not inspect.isfunction(target):
-        raise ValueError(
-            f"CallableBackend needs a module-level function, got {target!r}; pass "
-            "'module:function' for anything else"
-        )
-    return f"{module}:{qualname}"
-
-
-Backend = CommandBackend | CallableBackend
-
-
-@dataclass(frozen=True)
-class Caps:
-    """What one run of a worker may use before it is stopped (None: no cap). tool_calls
-    and tokens count only what the worker reports (tether.messages.worker_ops); a
-    backend that reports nothing is capped by time and output alone."""
-
-    seconds: float | None = 1800.0  # wall-clock, from the start of the run
-    output_chars: int | None = 4_000_000  # chars printed (stdout)
-    tool_calls: int | None = 500
-    tokens: int | None = 5_000_000
-
-    def __post_init__(self) -> None:
-        for name in CAP_NAMES:
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not value > 0):
-                raise ValueError(f"Caps.{name} must be a number > 0 or None, got {value!r}")
-
-    def limits(self) -> dict[str, float]:
-        return {n: float(getattr(self, n)) for n in CAP_NAMES if getattr(self, n) is not None}
-
-    def lowered(self, asked: Mapping[str, Any], tier: str) -> Caps:
-        """These caps with those a spawn asks for; a spawn may lower a cap, not raise it."""
-        values: dict[str, Any] = {}
-        for name, value in asked.items():
-            if name not in CAP_NAMES:
-                raise VibeError(f"unknown cap {name!r}; caps: {', '.join(CAP_NAMES)}")
-            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-                raise VibeError(f"cap {name} must be a number > 0, got {value!r}")
-            limit = getattr(self, name)
-            if limit is not None and value > limit:
-                raise VibeError(
-                    f"cap {name} {value:g} is above the {tier} tier's {limit:g}; ask for at "
-                    f"most {limit:g} (the host sets the tier's caps in VibeConfig.caps)"
-                )
-            values[name] = value
-        return Caps(**{n: values.get(n, getattr(self, n)) for n in CAP_NAMES})
-
-
-DEFAULT_CAPS = Caps()
-
-
-@dataclass(frozen=True)
-class VibeConfig:
-    """Backends per tier ("fast", "good"), caps and reaping. max_per_runtime counts the
-    live workers of every run of the runtime. caps: per tier (DEFAULT_CAPS for a tier not
-    named). isolated: whether a spawn that does not say gets its own view of the
-    workspace; None (default) means yes where the workspace is a git work tree."""
-
-    backends: Mapping[str, Backend]
-    max_per_run: int = 4
-    max_per_runtime: int = 8
-    reap_after: float = 600.0  # s a finished worker stays listed, then its actor is reaped
-    default_tier: str = "fast"
-    caps: Mapping[str, Caps] = field(default_factory=dict)
-    isolated: bool | None = None
-
-    def __post_init__(self) -> None:
-        for tier, backend in self.backends.items():
-            if tier not in TIERS:
-                raise ValueError(f"VibeConfig: unknown tier {tier!r}; tiers: {', '.join(TIERS)}")
-            if not isinstance(backend, CommandBackend | CallableBackend):
-                raise ValueError(f"VibeConfig: tier {tier!r} has no backend: {backend!r}")
-        for tier, caps in self.caps.items():
-            if tier not in TIERS or not isinstance(caps, Caps):
-                raise ValueError(
-                    f"VibeConfig.caps maps a tier ({', '.join(TIERS)}) to Caps(...), got "
-                    f"{tier!r}: {caps!r}"
-                )
-        if self.max_per_run < 1 or self.max_per_runtime < 1:
-            raise ValueError("VibeConfig: max_per_run and max_per_runtime must be >= 1")
-        if self.reap_after <= 0:
-            raise ValueError(f"VibeConfig.reap_after must be > 0 seconds, got {self.reap_after!r}")
-
-
-class VibeError(Exception):
-    """A vibe call that cannot be done; the message says what to do instead."""
 
 
 # the worker tables of each runtime, for the per-runtime cap
