@@ -1,0 +1,66 @@
+"""The governor's decision table (tether.capacity.policy): one line per case."""
+
+from __future__ import annotations
+
+import pytest
+
+from tether.capacity.policy import Settings, candidates, decide
+from tether.capacity.usage import MIB, UsageRecord
+
+NOW = 10_000.0
+
+
+def rec(name, mib, idle, state=False, busy=False, spare=False, evictable=True):
+    kind = name.split("/")[-1].split(":")[0]
+    return UsageRecord(name, kind, mib * MIB, NOW - idle, state, busy, spare, evictable)
+
+
+POOL = rec("kernel_pool:python", 90, 100, spare=True)
+LS_OLD = rec("language_server:py:/a", 200, 600)
+LS_NEW = rec("language_server:ts:/a", 190, 60)
+LS_JUST = rec("language_server:go:/a", 150, 0.5)  # answered half a second ago
+LS_BUSY = rec("language_server:c:/a", 300, 900, busy=True)
+KERNEL_IDLE = rec("run:c1/kernel:python", 100, 3600, state=True)
+KERNEL_FRESH = rec("run:c2/kernel:python", 100, 30, state=True)
+DEBUG = rec("run:c3/debug_session:s", 80, 7200, state=True)
+VIBE = rec("run:c1/vibe_worker:w1", 60, 9000, evictable=False)
+ROOT = rec("root", 10, 9000, evictable=False)
+ALL = [ROOT, VIBE, DEBUG, KERNEL_FRESH, KERNEL_IDLE, LS_BUSY, LS_JUST, LS_NEW, LS_OLD, POOL]
+DEFAULT = Settings()
+OPT_IN = Settings(evict_idle_kernels_after=1800)
+
+
+@pytest.mark.parametrize(
+    ("need_mib", "settings", "stops", "enough"),
+    [
+        (0, DEFAULT, [], True),  # nothing needed: nothing stopped
+        (50, DEFAULT, [POOL], True),  # spares first
+        (90, DEFAULT, [POOL], True),
+        (91, DEFAULT, [POOL, LS_OLD], True),  # then idle servers, least recently used first
+        (400, DEFAULT, [POOL, LS_OLD, LS_NEW], True),
+        (481, DEFAULT, [], False),  # state may not go by default: refuse, stop nothing
+        (481, OPT_IN, [POOL, LS_OLD, LS_NEW, DEBUG], True),  # opted in: idle >= 30 min, LRU
+        (570, OPT_IN, [POOL, LS_OLD, LS_NEW, DEBUG, KERNEL_IDLE], True),
+        (700, OPT_IN, [], False),  # the fresh kernel, busy server, vibe worker, root stay
+    ],
+)
+def test_decide(need_mib, settings, stops, enough):
+    plan = decide(ALL, need_mib * MIB, NOW, settings)
+    assert (list(plan.stop), plan.enough) == (stops, enough)
+    assert plan.freed == sum(r.bytes for r in stops)
+
+
+def test_partial_stops_all_it_may_when_over_budget():
+    plan = decide(ALL, 10_000 * MIB, NOW, DEFAULT, partial=True)
+    assert (list(plan.stop), plan.enough) == ([POOL, LS_OLD, LS_NEW], False)
+
+
+def test_never_busy_never_unevictable_never_just_used_never_protected():
+    names = {r.name for r in candidates(ALL, NOW, OPT_IN, protect={LS_NEW.name})}
+    assert names == {POOL.name, LS_OLD.name, DEBUG.name, KERNEL_IDLE.name}
+
+
+@pytest.mark.parametrize("after", [-1, "30", True])
+def test_a_bad_opt_in_is_named(after):
+    with pytest.raises(ValueError, match=f"evict_idle_kernels_after must be .* got {after!r}"):
+        Settings(evict_idle_kernels_after=after)
