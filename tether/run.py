@@ -27,6 +27,7 @@ from typing import Any
 
 from tether.call_scope import CallScope
 from tether.messages.calls import ErrorCode, ResourceError
+from tether.places import Place, check
 from tether.questions import Answer, Card, CardKind, QuestionPort, ask_bounded
 from tether.tools.export import SCHEMA_FORMATS, export_schema
 from tether.tools.guardrails import (
@@ -75,6 +76,7 @@ class RunContext:
         self.run_id = run.run_id
         self.workdir = run.workdir if run.workdir is not None else Path(os.devnull)
         self.state = run.state
+        self.place: Place = run.place  # where the run's processes run (tether.places)
 
     # -- ToolContext ----------------------------------------------------------------------
     def resolve_path(self, rel: str) -> Path:
@@ -195,6 +197,7 @@ class Run:
         serial_timeout: float = DEFAULT_SERIAL_TIMEOUT,
         prewarm: bool = False,
         vibe_config: Any = None,
+        place: Place | str | None = None,
     ):
         """`prewarm`: parse the workspace in the parser pool's background right away, so the
         run's first ast_grep finds warm trees. Off by default: on a large checkout it costs
@@ -202,8 +205,11 @@ class Run:
         the run's first ast_grep, the rest of that language's files are indexed anyway:
         a second search is then likely.)
         `vibe_config`: the vibe workers' backends per tier and caps
-        (tether.tools.vibe_workers.VibeConfig)."""
+        (tether.tools.vibe_workers.VibeConfig).
+        `place`: where the run's processes run (kernels first; tether.places): "host",
+        "sandbox", a `Place`; default the runtime's (`Runtime.start(place=...)`), else host."""
         self.runtime = runtime
+        self.place = check(Place.parse(place, default=getattr(runtime, "default_place", None)))
         self.run_id = str(run_id or "")
         self.surface = _surface(surface)
         if workdir is not None:

@@ -70,6 +70,7 @@ from tether.messages.control import (
     OpenRun,
 )
 from tether.metrics import Metrics
+from tether.places import Place
 from tether.private_dirs import STATE_DIR_ENV
 from tether.processes import (
     TOKEN_ENV,
@@ -200,6 +201,7 @@ class Runtime:
         self._rebuilds = 0
         self._tree_note = ""  # the last rebuild, or the one under way, in words
         self.metrics: Metrics | None = None  # with Runtime.start(metrics_port=...)
+        self.default_place = Place.host()  # a run's place unless open_run names one
 
     # --- lifecycle -------------------------------------------------------------------
     @classmethod
@@ -211,6 +213,7 @@ class Runtime:
         start_timeout: float = 10.0,
         state_dir: str | os.PathLike[str] | None = None,
         metrics_port: int | None = None,
+        place: Any = None,
     ) -> Runtime:
         """Boot thespian multiprocTCPBase on loopback and the supervision tree.
 
@@ -220,8 +223,11 @@ class Runtime:
         directory (0700; its port file, its kernels' files; default: $TETHER_STATE_DIR, else
         $XDG_RUNTIME_DIR/tether, else <tmp>/tether-<uid>). metrics_port: serve Prometheus
         metrics on 127.0.0.1:metrics_port (0: a free one, see `rt.metrics.port`).
+        place: the runs' default place (tether.places: "host", the default, "sandbox" or
+        a Place); `open_run(..., place=...)` overrides it per run.
         """
         rt = cls(_token=_START_TOKEN)
+        rt.default_place = Place.parse(place)
         rt.state_dir = Path(state_dir) if state_dir else default_state_dir()
         specs = list(kinds) if kinds is not None else load_kinds(kind_modules or ())
         rt.kinds = {k.kind: k for k in specs}

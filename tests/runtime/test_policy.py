@@ -5,7 +5,16 @@ from __future__ import annotations
 import pytest
 
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
-from tether.supervisors.policy import Decision, ExitReason, backoff, decide, within_intensity
+from tether.messages.calls import Call, ErrorCode
+from tether.supervisors.policy import (
+    Decision,
+    ExitReason,
+    GoneAction,
+    backoff,
+    call_outcome_when_gone,
+    decide,
+    within_intensity,
+)
 
 P, T, TMP = Restart.PERMANENT, Restart.TRANSIENT, Restart.TEMPORARY
 N, S, C, U = ExitReason.NORMAL, ExitReason.SHUTDOWN, ExitReason.CRASH, ExitReason.UNAVAILABLE
@@ -101,3 +110,24 @@ def test_kind_spec_errors(kwargs: dict, message: str) -> None:
 def test_specs_round_trip_their_wire_form() -> None:
     spec = KindSpec("k", "m:C", Scope.RUN, ChildSpec(Restart.PERMANENT, ttl=3.0), {"keys": ["a"]})
     assert KindSpec.from_wire(spec.to_wire()) == spec
+
+
+def _call(deadline: float = 0.0, idempotent: bool = False) -> Call:
+    return Call("c1", "r", "echo", "k", "echo", deadline=deadline, idempotent=idempotent)
+
+
+@pytest.mark.parametrize(
+    "call, retried, reason, action, code",
+    [
+        (_call(deadline=1.0), False, "crash", GoneAction.DROP, None),  # the caller gave up
+        (_call(), False, "unavailable", GoneAction.ERROR, ErrorCode.UNAVAILABLE),
+        (_call(idempotent=True), False, "crash", GoneAction.RETRY, None),
+        (_call(idempotent=True), True, "crash", GoneAction.ERROR, ErrorCode.RESOURCE_DIED),
+        (_call(), False, "crash", GoneAction.ERROR, ErrorCode.RESOURCE_DIED),
+    ],
+)
+def test_call_outcome_when_gone(call, retried, reason, action, code):
+    outcome = call_outcome_when_gone(call, retried, reason, "boom", now=2.0)
+    assert (outcome.action, outcome.code) == (action, code)
+    if code is ErrorCode.RESOURCE_DIED:
+        assert "echo:k went away while handling 'echo' (crash: boom)" in outcome.message

@@ -39,12 +39,15 @@ import psutil
 from tether.actors.base import ResourceActor, ResourceUnavailable
 from tether.kernels import bridge, magics
 from tether.kernels.launch import KernelUnavailable, Launched, deno_binary, discard, launch
+from tether.kernels.layer import Layer, make_layer
 from tether.kernels.outputs import CellOutput
 from tether.kernels.wire import KernelWire
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import Call, ErrorCode
 from tether.messages.kernel_ops import KERNEL, POOL, Execute, PoolStatus, Status, Take, ToolAnswer
+from tether.places import Place
 from tether.processes import kill_tree
+from tether.scratch import ProcessScratch
 
 START_TIMEOUT = 60.0  # s for a new kernel to answer kernel_info and run its prelude
 HANDSHAKE_RETRY = 0.2  # s between kernel_info requests until iopub is seen to be connected
@@ -222,8 +225,12 @@ class KernelHandle:
             else "died"
         )
         tail = self.launched.log_tail(400)
-        return f"the {self.language} kernel (pid {self.pid}) {how}" + (
-            f"; its last words: {tail}" if tail else ""
+        wrapped = self.launched.wrapped
+        limit = wrapped.exit_reason() if wrapped is not None else ""
+        return (
+            f"the {self.language} kernel (pid {self.pid}) {how}"
+            + (f": {limit}" if limit else "")
+            + (f"; its last words: {tail}" if tail else "")
         )
 
     def owned_pids(self) -> list[int]:
@@ -309,6 +316,8 @@ class KernelActor(ResourceActor):
         self.memory_mb = 0.0
         self.memory_armed = False
         self.settle_caps = 0
+        self.place = Place.host()  # where its kernel runs (the run's place, with each Execute)
+        self.layer_dir: ProcessScratch | None = None  # the conversation's %pip layer
 
     # --- calls ---------------------------------------------------------------------------
     def on_call(self, call: Call) -> None:
@@ -390,7 +399,16 @@ class KernelActor(ResourceActor):
         if self.handle is None:
             if self.language == "javascript":
                 deno_binary()  # KernelUnavailable with the install hint, before any start
-            launched = launch(self.language, op.cwd or os.getcwd(), op.launcher)
+            self.place = Place.from_wire(op.place) if op.place else Place.host()
+            layer = self._layer(op.cwd) if self.place.kind != "host" else None
+            launched = launch(
+                self.language,
+                op.cwd or os.getcwd(),
+                op.launcher,
+                place=self.place,
+                layer=layer,
+                group=self.name.split("/", 1)[0],  # the run: its processes share its limits
+            )
             self.handle = KernelHandle(launched, bridge.new_nonce(), prelude_done=False)
         self.handle.handshake()
         self.after(HANDSHAKE_RETRY, Handshake())
@@ -399,6 +417,20 @@ class KernelActor(ResourceActor):
         if not self.memory_armed:
             self.memory_armed = True
             self.after(MEMORY_CHECK, MemoryCheck())
+
+    def _layer(self, workspace: str) -> Layer | None:
+        """The conversation's Python layer (made once; kept across its kernels, removed
+        with this actor): the project's interpreter, and where %pip installs."""
+        if self.language != "python":
+            return None
+        if not workspace:
+            raise ValueError(
+                "a kernel in a sandbox or prefix place needs the run's working directory: "
+                "open the run with workdir=..."
+            )
+        if self.layer_dir is None:
+            self.layer_dir = ProcessScratch("layer", under="layers")
+        return make_layer(str(self.layer_dir.base / "venv"), workspace)
 
     def _drop_kernel(self) -> None:
         if self.handle is not None:
@@ -673,6 +705,9 @@ class KernelActor(ResourceActor):
 
     def on_stop(self) -> None:
         self._drop_kernel()
+        layer_dir = getattr(self, "layer_dir", None)
+        if layer_dir is not None:
+            layer_dir.close()
 
     def health_extra(self) -> dict[str, Any]:
         handle = getattr(self, "handle", None)
@@ -680,6 +715,7 @@ class KernelActor(ResourceActor):
             self.memory_mb = tree_rss_mb(handle.pid)
         return {
             "language": getattr(self, "language", self.key),
+            "place": getattr(self, "place", Place.host()).describe(),
             "kernel_pid": handle.pid if handle else None,
             "kernel_ready": bool(handle and handle.ready),
             "memory_mb": round(self.memory_mb, 1) if handle else 0.0,

@@ -47,7 +47,7 @@ from tether.messages.calls import Call, ErrorCode, Reply, ResourceError
 from tether.messages.codec import CodecError, decode, encode
 from tether.messages.control import CancelCall, ListHops, Route, RouteInfo
 from tether.messages.ops import is_op, op_args, op_name
-from tether.supervisors.policy import call_outcome_when_gone
+from tether.supervisors.policy import GoneAction, call_outcome_when_gone
 
 DEFAULT_CALL_TIMEOUT = 30.0
 WATCH_PERIOD = 0.5  # while a call waits, how often the host checks the process holding it
@@ -597,14 +597,16 @@ class _Wait:
                 self._gone(other, gone)
 
     def _gone(self, flight: Flight, gone: Gone) -> None:
-        what, code, message = call_outcome_when_gone(
+        outcome = call_outcome_when_gone(
             flight.call, flight.retried, gone.reason, gone.error, time.monotonic()
         )
-        if what == "retry":
-            flight.send_after(gone.incarnation, as_retry=True)
-            self._send(flight)
-        elif what == "error":
-            self.got[flight.call.call_id] = (ResourceError(code, message), None)
+        match outcome.action:
+            case GoneAction.RETRY:
+                flight.send_after(gone.incarnation, as_retry=True)
+                self._send(flight)
+            case GoneAction.ERROR:
+                error = ResourceError(outcome.code or ErrorCode.FAILED, outcome.message)
+                self.got[flight.call.call_id] = (error, None)
 
     def _resend_later(self, flight: Flight, dead: DirectRoute) -> None:
         self.engine.routes.forget(dead.target, dead.incarnation)

@@ -17,6 +17,12 @@ random 256-bit key that only the connection file (0600, in a 0700 dir) holds.
 
 A launcher (a command prefix that enters the conversation's isolated environment) is put
 in front of the argv; ipc paths must then be visible inside it (a shared /tmp).
+
+A place (`tether.places`): in a sandbox the kernel runs on the conversation's layer
+(`tether.kernels.layer`: the project's interpreter, %pip into the layer), its own
+directory (connection file, ipc sockets, IPython's profile) bound read-write at its own
+path, so the host reaches it through those sockets and nothing else; every other state
+of the kernel (HOME, TMPDIR, caches) is in the sandbox's private /tmp.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ from typing import Any
 
 from jupyter_client.connect import write_connection_file
 
+from tether.kernels.layer import Layer
+from tether.places import Place, PlaceError, Wrapped, wrap
 from tether.private_dirs import default_state_dir, ensure_private_dir
 from tether.processes import popen_dying_with_us
 from tether.scratch import ProcessScratch
@@ -84,6 +92,7 @@ class Launched:
     connection: dict[str, Any]  # the connection file's content (transport, ports, key)
     popen: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     log_start: int = 0  # where its log's news begins: past its start-up banner once ready
+    wrapped: Wrapped | None = field(default=None, repr=False)  # how it entered its place
 
     def log_tail(self, limit: int = 2000) -> str:
         """The end of the kernel's own stdout/stderr since `log_start` (its crash message,
@@ -102,9 +111,9 @@ class Launched:
             self.log_start = (Path(self.directory) / "kernel.log").stat().st_size
 
 
-def kernel_argv(language: str, connection_file: str) -> list[str]:
+def kernel_argv(language: str, connection_file: str, python: str = "") -> list[str]:
     if language == "python":
-        return [sys.executable, "-m", "ipykernel_launcher", "-f", connection_file]
+        return [python or sys.executable, "-m", "ipykernel_launcher", "-f", connection_file]
     return [deno_binary(), "jupyter", "--kernel", "--conn", connection_file]
 
 
@@ -146,6 +155,9 @@ def write_connection(language: str, directory: Path) -> tuple[str, dict[str, Any
 def _discard_on_error(directory: Path, launcher: Sequence[str]) -> Iterator[None]:
     try:
         yield
+    except PlaceError:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
     except OSError as exc:
         shutil.rmtree(directory, ignore_errors=True)
         if launcher:
@@ -157,31 +169,67 @@ def _discard_on_error(directory: Path, launcher: Sequence[str]) -> Iterator[None
 
 
 def launch(
-    language: str, cwd: str, launcher: Sequence[str] = (), die_with_us: bool = True
+    language: str,
+    cwd: str,
+    launcher: Sequence[str] = (),
+    die_with_us: bool = True,
+    place: Place | None = None,
+    layer: Layer | None = None,
+    group: str = "",
 ) -> Launched:
     """Start a kernel for `language` in its own session (process group) and private dir.
-    die_with_us: the kernel gets SIGKILL when the calling process dies (Linux)."""
+    die_with_us: the kernel gets SIGKILL when the calling process dies (Linux). place:
+    where it runs (default the host), cwd being the conversation's workspace; layer: the
+    Python it runs on there (and where %pip installs); group: the place instance (run)."""
     check_language(language)
+    place = place or Place.host()
     root = kernels_dir()
     scratch = ProcessScratch(language[:2], under=KERNELS)
     directory = scratch.base
     fname, info = write_connection(language, directory)
-    argv = [*launcher, *kernel_argv(language, fname)]
+    argv = [*launcher, *kernel_argv(language, fname, layer.python if layer else "")]
+    env = kernel_env(scratch, root)
+    if place.kind != "host":  # its profile and config are its own, not the runtime's
+        env.update(_own_state(directory))
+    with _discard_on_error(directory, launcher):
+        wrapped = wrap(
+            place,
+            argv,
+            cwd=cwd,
+            env=env,
+            workspace=cwd,
+            rw=[str(directory), *([layer.directory] if layer else [])],
+            ro=layer.toolchains() if layer else [],
+            group=group,
+        )
     with open(directory / "kernel.log", "wb") as log, _discard_on_error(directory, launcher):
         start = popen_dying_with_us if die_with_us else subprocess.Popen
         popen = start(
-            argv,
-            cwd=cwd,
-            env=kernel_env(scratch, root),
+            wrapped.argv,
+            cwd=wrapped.cwd,
+            env=wrapped.env,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
             close_fds=True,
         )
-    return Launched(language, popen.pid, str(directory), info, popen)
+    return Launched(language, popen.pid, str(directory), info, popen, wrapped=wrapped)
+
+
+def _own_state(directory: Path) -> dict[str, str]:
+    return {
+        "IPYTHONDIR": str(directory / "ipython"),
+        "JUPYTER_DATA_DIR": str(directory / "jupyter-data"),
+        "JUPYTER_CONFIG_DIR": str(directory / "jupyter-config"),
+        "MPLCONFIGDIR": str(directory / "matplotlib"),
+        "DENO_DIR": str(directory / "deno"),
+    }
 
 
 def discard(launched: Launched) -> None:
-    """Remove a kernel's private directory (its process is its owner's business)."""
+    """Remove a kernel's private directory (its process is its owner's business), and its
+    place's cgroup if nothing else of the place runs in it."""
     shutil.rmtree(launched.directory, ignore_errors=True)
+    if launched.wrapped is not None:
+        launched.wrapped.release()

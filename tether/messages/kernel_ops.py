@@ -31,6 +31,7 @@ class Execute:
     launcher: list[str] = field(default_factory=list)  # command prefix (isolated env)
     cwd: str = ""  # where a new kernel starts (the run's working directory)
     spare: dict[str, Any] | None = None  # a started kernel handed over by the spare pool
+    place: dict[str, Any] | None = None  # the run's place (tether.places wire form); None: host
 
 
 @KERNEL.op

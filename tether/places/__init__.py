@@ -6,6 +6,6 @@ A pure library (no actors, no thespian, nothing of the host): `Place` is the dat
 """
 
 from tether.places.place import Limits, Place, PlaceError
-from tether.places.wrap import Wrapped, wrap
+from tether.places.wrap import Wrapped, check, wrap
 
-__all__ = ["Limits", "Place", "PlaceError", "Wrapped", "wrap"]
+__all__ = ["Limits", "Place", "PlaceError", "Wrapped", "check", "wrap"]

@@ -95,6 +95,21 @@ def wrap(
     return Wrapped([*prefix, *wrapped], inner_env, cwd, place, cgroup)
 
 
+def check(place: Place) -> Place:
+    """`place`, once it is seen to be able to start here; else a PlaceError naming what is
+    missing (bubblewrap, user namespaces, a network helper)."""
+    if place.kind == "sandbox":
+        sandbox.check_available()
+        if place.network:
+            sandbox.bwrap_argv(place, ["true"], "/", None)  # (says what network on lacks)
+    elif place.kind == "prefix" and shutil.which(place.command[0]) is None:
+        raise PlaceError(
+            f"the prefix place's command {place.command[0]!r} is not on PATH: install it, or "
+            "give its full path"
+        )
+    return place
+
+
 def cgroup_name(group: str) -> str:
     """A cgroup directory name for a place instance (a run id may hold any character)."""
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", group)[:40].lstrip(".")

@@ -6,7 +6,8 @@ reason) and restart intensity in a few lines over a monotonic clock. So do we:
     decide(spec, reason)                 -> Decision.RESTART | FORGET | ESCALATE
     within_intensity(times, now, spec)   -> may we restart once more?
     backoff(spec, restarts_in_period)    -> seconds to wait before that restart
-    call_outcome_when_gone(call, ...)    -> drop | retry | error, for a call in flight
+    call_outcome_when_gone(call, ...)    -> CallOutcome (DROP | RETRY | ERROR), for a call
+                                            in flight
 
 ESCALATE means "this child must not be restarted and that is an error": the supervisor
 gives up on it, keeps it in the tree as failed, and says why in health.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from tether.kinds import ChildSpec, Restart
 from tether.messages.calls import Call, ErrorCode
@@ -54,14 +56,15 @@ def decide(spec: ChildSpec, reason: ExitReason) -> Decision:
     raise AssertionError(f"unhandled restart case {spec.restart!r} x {reason!r}")
 
 
+def recent_restarts(restart_times: Sequence[float], now: float, spec: ChildSpec) -> list[float]:
+    """The restarts inside the intensity window: the last `spec.period` seconds (the one
+    place that window is computed)."""
+    return [t for t in restart_times if now - t < spec.period]
+
+
 def within_intensity(restart_times: Sequence[float], now: float, spec: ChildSpec) -> bool:
     """True if one more restart keeps us within max_restarts in the last `period` seconds."""
-    recent = [t for t in restart_times if now - t < spec.period]
-    return len(recent) < spec.max_restarts
-
-
-def recent_restarts(restart_times: Sequence[float], now: float, spec: ChildSpec) -> list[float]:
-    return [t for t in restart_times if now - t < spec.period]
+    return len(recent_restarts(restart_times, now, spec)) < spec.max_restarts
 
 
 def backoff(spec: ChildSpec, restarts_in_period: int) -> float:
@@ -69,22 +72,38 @@ def backoff(spec: ChildSpec, restarts_in_period: int) -> float:
     return min(spec.backoff_initial * (2 ** max(restarts_in_period, 0)), spec.backoff_max)
 
 
+class GoneAction(enum.Enum):
+    DROP = "drop"  # past its deadline: the caller has given up, nobody to tell
+    RETRY = "retry"  # idempotent and not retried yet: send it to the next incarnation
+    ERROR = "error"  # tell the caller (`code`, `message`)
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    action: GoneAction
+    code: ErrorCode | None = None
+    message: str = ""
+
+
+DROP = CallOutcome(GoneAction.DROP)
+RETRY = CallOutcome(GoneAction.RETRY)
+
+
 def call_outcome_when_gone(
     call: Call, retried: bool, reason: str, error: str, now: float
-) -> tuple[str, str, str]:
+) -> CallOutcome:
     """What becomes of `call`, in flight when the incarnation serving it went away for
     `reason` (an ExitReason value). One rule for both routers (the host for shared kinds,
-    the RunActor for run kinds):
-    ("drop", "", "") past its deadline (the caller has given up); ("retry", "", "") once
-    for an idempotent call; otherwise ("error", code, message) for the caller."""
+    the RunActor for run kinds): DROP past its deadline, RETRY once for an idempotent call,
+    otherwise an ERROR for the caller."""
     if call.deadline and call.deadline < now:
-        return ("drop", "", "")
+        return DROP
     if reason == ExitReason.UNAVAILABLE.value:
-        return ("error", ErrorCode.UNAVAILABLE, error)
+        return CallOutcome(GoneAction.ERROR, ErrorCode.UNAVAILABLE, error)
     if call.idempotent and not retried:
-        return ("retry", "", "")
-    return (
-        "error",
+        return RETRY
+    return CallOutcome(
+        GoneAction.ERROR,
         ErrorCode.RESOURCE_DIED,
         f"{_name(call)} went away while handling {call.op!r} "
         f"({reason}{': ' + error if error else ''}); it is restarted on the next call — "

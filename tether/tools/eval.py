@@ -101,7 +101,9 @@ def _eval(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     reset = bool(args.get("reset", False))
     spare = None
     first = language not in settings.kernels
-    if settings.use_spares and not settings.launcher and (first or reset):
+    place = getattr(ctx, "place", None)  # (tether.places.Place; a spare runs on the host)
+    placed = place is not None and place.kind != "host"
+    if settings.use_spares and not settings.launcher and not placed and (first or reset):
         spare = _take_spare(ctx, language, create_actor=first)
     op = Execute(
         code=rewritten.code,
@@ -112,6 +114,7 @@ def _eval(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         launcher=settings.launcher,
         cwd=str(ctx.workdir) if str(ctx.workdir) != "/dev/null" else "",
         spare=spare,
+        place=place.to_wire() if placed and place is not None else None,
     )
     timeout = settings.wall + REPLY_SLACK
     payload = ctx.call_resource(KIND, language, op_name(op), op_args(op), timeout)
