@@ -15,12 +15,15 @@ slow enough here for a timing test that does not flake, so it has none."""
 from __future__ import annotations
 
 import itertools
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import wait_until
 from lsp_support import health_nodes, in_background, kinds, need, timed
+
+from tether.call_scope import CallScope
 
 pytestmark = pytest.mark.slow
 _ids = itertools.count()
@@ -93,6 +96,30 @@ def test_typescript_stops_a_cancelled_search_and_answers_the_next_call(
         ),
         lambda run: _hover(run, "src/a.ts", 1, "hello"),
     )
+    _caller_cancels_and_the_server_is_free(rt, root.resolve())
+
+
+def _caller_cancels_and_the_server_is_free(rt: Any, root: Path) -> None:
+    """A caller that gives up (its CallScope cancelled, as an MCP cancel does) before the
+    budget: the call ends at once saying so, the server hears `$/cancelRequest`, and another
+    conversation's hover is answered within 2 s of the cancel."""
+    a = rt.open_run(f"gives-up-{next(_ids)}", workdir=str(root))
+    b = rt.open_run(f"next-{next(_ids)}", workdir=str(root))
+    before = _status(b)["cancelled_requests"]
+    scope = CallScope.start(timeout=60)
+    references = {"action": "references", "file": "src/a.ts", "line": 1, "symbol": "hello"}
+    thread, box = in_background(lambda: a.call("lsp", references, scope))
+    wait_until(
+        lambda: any(n["extra"].get("pending_requests") for n in health_nodes(rt)), timeout=20
+    )
+    cancelled_at = time.monotonic()
+    scope.cancel("the client cancelled")
+    thread.join(10)
+    assert box and box[0][0].is_error and "cancelled" in box[0][0].text, box
+    hover, _ = timed(_hover, b, "src/a.ts", 1, "hello")
+    assert not hover.is_error, hover.text
+    assert time.monotonic() - cancelled_at < 2.0 + 0.5, "the server was still busy"
+    assert _status(b)["cancelled_requests"] == before + 1
 
 
 @need("clangd")

@@ -239,6 +239,9 @@ class LanguageServerActor(ProcessActor):
                 deadline = call.deadline or (time.monotonic() + 30.0)
                 self.session.handle(request, call, deadline)
 
+    def on_cancel(self, call: Call, reason: str) -> None:
+        self.session.cancel(call, reason)  # (a call reaches on_cancel only after on_call)
+
     # --- health / status --------------------------------------------------------------------
     def status_payload(self) -> dict[str, Any]:
         st = self.session.status()

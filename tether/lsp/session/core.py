@@ -47,6 +47,7 @@ from tether.messages.calls import ErrorCode
 from tether.messages.language_server_ops import (
     Diagnostics,
     DocumentSymbols,
+    Hierarchy,
     LanguageServerOp,
     Navigate,
     Rename,
@@ -128,8 +129,11 @@ class Op:
 
     @property
     def op(self) -> str:
-        """The op's name, for messages (a navigation: its action)."""
+        """The op's name, for messages (a navigation: its action; a hierarchy: its action
+        and direction)."""
         req = self.request
+        if isinstance(req, Hierarchy):
+            return f"{req.action} {req.direction}"
         return req.action if isinstance(req, Navigate) else op_name(req)
 
 
@@ -159,6 +163,7 @@ class SessionCore:
         self.changed_at: dict[str, float] = {}  # uri -> when we last sent a change/open
         self.edit_epoch = 0  # WorkspaceEdits this session wrote; edited_at: path -> epoch
         self.edited_at: dict[Path, int] = {}
+        self.unimplemented: set[str] = set()  # advertised, but answered "method not found"
         self.ops: dict[int, Op] = {}
         self.queued: list[Op] = []
         self.waits: dict[int, tuple[Op, FreshWait]] = {}  # calls waiting for diagnostics
@@ -332,7 +337,7 @@ class SessionCore:
         match op.request:
             case Navigate(path=path) | DocumentSymbols(path=path) | Diagnostics(path=path):
                 return path
-            case Rename(path=path):
+            case Rename(path=path) | Hierarchy(path=path):
                 return path
             case WorkspaceSymbols() if self.row.symbols_need_open and not self.docs.open:
                 sample = sample_file(self.row, self.root)
@@ -420,6 +425,16 @@ class SessionCore:
             op = p.context[0] if p.context else None
             cap = op.deadline if op is not None else p.deadline
             p.deadline = max(p.deadline, self.watch.deadline(p.method, now, cap))
+
+    def cancel(self, token: Any, reason: str) -> None:
+        """The caller of `token`'s call gave up (tether.call_scope): cancel its requests at
+        the server (`$/cancelRequest`, and the cancellation file where the server polls one)
+        so the shared server is free for the others, and drop the call."""
+        for op in [o for o in self.ops.values() if o.token is token]:
+            for rid, p in list(self.rpc.pending.items()):
+                if p.context and p.context[0] is op:
+                    self._cancel(rid)
+            self._fail(op, ErrorCode.CANCELLED, f"{op.op} was cancelled: {reason}")
 
     def _cancel(self, rid: int) -> None:
         """Abandon one of our requests (it is no longer wanted) and tell the server."""
