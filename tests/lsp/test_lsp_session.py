@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
+from tether.lsp.jsonrpc import Capabilities
 from tether.lsp.servers import BY_NAME
 from tether.lsp.session import Session
 from tether.messages.calls import ResourceError
-from tether.messages.language_server_ops import Diagnostics, Navigate, Rename, Sync
+from tether.messages.language_server_ops import Diagnostics, Hierarchy, Navigate, Rename, Sync
 from tether.protocol import FrameDecoder, encode
 
 
@@ -432,3 +433,64 @@ def test_clangd_tweak_edits_land_only_during_a_write_tier_call(tmp_path):
         assert main.read_text() == "static int helper() { return 1; }\nint main() {\n  auto placeholder = 1 + 2;\n  int total = placeholder;\n  return total + helper();\n}\n"  # fmt: skip
     finally:
         d.close()
+
+
+# --- call and type hierarchy ---------------------------------------------------------------
+def _item(path: Path, name: str, line: int) -> dict:
+    rng = {"start": {"line": line, "character": 0}, "end": {"line": line, "character": 3}}
+    return {"name": name, "kind": 12, "uri": path.as_uri(), "range": rng, "selectionRange": rng}
+
+
+def _err(s: Session, req: dict, code: int, message: str) -> None:
+    s.feed(encode({"jsonrpc": "2.0", "id": req["id"], "error": {"code": code, "message": message}}))
+
+
+def test_a_hierarchy_the_server_does_not_advertise_is_never_sent(tmp_path):
+    (tmp_path / "a.go").write_text("package a\n")
+    s, io = start(tmp_path, {"callHierarchyProvider": True}, server="gopls")
+    s.handle(Hierarchy("subtypes", str(tmp_path / "a.go"), 0, 0), "t", io.t + 10)
+    assert not io.requests("textDocument/prepareTypeHierarchy")
+    assert io.results["t"] == (False, ("unavailable", "gopls does not offer type_hierarchy subtypes (textDocument/prepareTypeHierarchy is not in its advertised capabilities). Servers in the table that have subtypes: clangd 15+, dart. Instead, lsp implementation on the type lists what implements it."))  # fmt: skip
+
+
+def test_method_not_found_is_believed_and_never_asked_again(tmp_path):
+    f = tmp_path / "a.c"
+    f.write_text("int f(void);\n")
+    s, io = start(tmp_path, {"callHierarchyProvider": True}, server="clangd")
+    s.handle(Hierarchy("outgoing", str(f), 0, 4), "t1", io.t + 10)
+    answer(s, io.requests("textDocument/prepareCallHierarchy")[0], [_item(f, "f", 0)])
+    _err(s, io.requests("callHierarchy/outgoingCalls")[0], -32601, "method not found")
+    ok, (code, message) = io.results["t1"]
+    assert code == "unavailable" and message.startswith('clangd does not offer call_hierarchy outgoing (it answered callHierarchy/outgoingCalls "method not found", though it advertises the provider; clangd has it from release 20). Servers in the table that have outgoing calls: basedpyright, typescript-language-server, gopls'), message  # fmt: skip
+    s.handle(Hierarchy("outgoing", str(f), 0, 4), "t2", io.t + 10)
+    assert io.results["t2"][1] == (code, message)
+    assert len(io.requests("textDocument/prepareCallHierarchy")) == 1  # not asked again
+    s.handle(Hierarchy("incoming", str(f), 0, 4), "t3", io.t + 10)  # the other direction is
+    assert len(io.requests("textDocument/prepareCallHierarchy")) == 2
+
+
+def test_each_prepared_item_is_followed_and_repeats_merged(tmp_path):
+    f = tmp_path / "a.c"
+    f.write_text("int f(int);\nint f(long);\nint g(void) { return f(1); }\n")
+    s, io = start(tmp_path, {"callHierarchyProvider": True}, server="clangd")
+    s.handle(Hierarchy("incoming", str(f), 0, 4, limit=50), "t", io.t + 10)
+    answer(s, io.requests("textDocument/prepareCallHierarchy")[0], [_item(f, "f", 0), _item(f, "f", 1)])  # fmt: skip
+    site = {"start": {"line": 2, "character": 21}, "end": {"line": 2, "character": 22}}
+    call = {"from": _item(f, "g", 2), "fromRanges": [site, site]}  # tsserver repeats sites
+    answer(s, io.requests("callHierarchy/incomingCalls")[0], [call])
+    assert "t" not in io.results  # the second overload is asked about too
+    answer(s, io.requests("callHierarchy/incomingCalls")[1], [call])
+    payload = io.results["t"][1]
+    assert payload["total"] == 1 and [o["line"] for o in payload["origin"]] == [1, 2]
+    (caller,) = payload["items"]
+    assert (caller["name"], caller["line"], caller["sites_path"]) == ("g", 3, str(f))
+    assert [(x["line"], x["character"]) for x in caller["sites"]] == [(3, 21)]
+
+
+def test_a_dynamically_registered_hierarchy_covers_its_follow_ups():
+    caps = Capabilities()
+    caps.register({"registrations": [{"id": "c", "method": "textDocument/prepareCallHierarchy"}]})
+    assert caps.supports("callHierarchy/incomingCalls") and caps.supports(
+        "callHierarchy/outgoingCalls"
+    )
+    assert not caps.supports("typeHierarchy/subtypes")

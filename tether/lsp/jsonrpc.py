@@ -148,6 +148,21 @@ CAPABILITY_OF: dict[str, str] = {
     "textDocument/diagnostic": "diagnosticProvider",
     "workspace/diagnostic": "diagnosticProvider",
     "workspace/executeCommand": "executeCommandProvider",
+    # one provider covers a hierarchy's prepare request and its follow-ups (LSP 3.17)
+    "textDocument/prepareCallHierarchy": "callHierarchyProvider",
+    "callHierarchy/incomingCalls": "callHierarchyProvider",
+    "callHierarchy/outgoingCalls": "callHierarchyProvider",
+    "textDocument/prepareTypeHierarchy": "typeHierarchyProvider",
+    "typeHierarchy/supertypes": "typeHierarchyProvider",
+    "typeHierarchy/subtypes": "typeHierarchyProvider",
+}
+
+# a follow-up request is registered dynamically under the method that starts it
+REGISTERED_AS: dict[str, str] = {
+    "callHierarchy/incomingCalls": "textDocument/prepareCallHierarchy",
+    "callHierarchy/outgoingCalls": "textDocument/prepareCallHierarchy",
+    "typeHierarchy/supertypes": "textDocument/prepareTypeHierarchy",
+    "typeHierarchy/subtypes": "textDocument/prepareTypeHierarchy",
 }
 
 
@@ -177,7 +192,8 @@ class Capabilities:
         cap = CAPABILITY_OF.get(method)
         if cap is not None and self.static.get(cap):
             return True
-        return any(m == method for m, _ in self.dynamic.values())
+        registered = REGISTERED_AS.get(method, method)
+        return any(m == registered for m, _ in self.dynamic.values())
 
     def register(self, params: Any) -> None:
         for r in (params or {}).get("registrations", []):

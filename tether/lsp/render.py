@@ -4,7 +4,8 @@ What a model reads well, and why:
 - every location as `path:line` plus the code on that line, so the answer can be checked
   without another read;
 - hover as the signature block and then the doc comment;
-- references grouped by file, in file order, with a count;
+- references grouped by file, in file order, with a count; callers, callees, supertypes
+  and subtypes too, each caller with the lines where it calls;
 - caps stated as "capped at 50 of N" so a model knows it saw a prefix, not everything.
 
 Records (`ToolResult.data`) carry the same: path (workspace-relative when inside the
@@ -18,6 +19,7 @@ from typing import Any
 from tether.lsp.diagnostics import SEVERITY_NAMES
 
 CAPS = {"references": 50, "definition": 50, "type_definition": 50, "implementation": 50,
+        "call_hierarchy": 50, "type_hierarchy": 50,
         "workspace_symbols": 100, "document_symbols": 200, "code_actions": 50,
         "diagnostics": 100, "folded": 20}  # fmt: skip
 
@@ -152,3 +154,60 @@ def folded(new: list[dict[str, Any]], pending: list[str], cap: int = CAPS["folde
             "call lsp diagnostics on the file to see them."
         )
     return "\n".join(out)
+
+
+HIERARCHY_WHAT = {"incoming": "caller", "outgoing": "callee",
+                  "supertypes": "supertype", "subtypes": "subtype"}  # fmt: skip
+SITES_SHOWN = 5  # call sites shown under each caller or callee
+
+
+def hierarchy(
+    direction: str,
+    symbol: str,
+    records: list[dict[str, Any]],
+    total: int,
+    where: str,
+    origin: list[dict[str, Any]],
+) -> str:
+    """call_hierarchy / type_hierarchy: the items grouped by file like references; under
+    each caller the lines where it calls the symbol, under each callee where it is called."""
+    calls = direction in ("incoming", "outgoing")
+    if not origin:
+        named = "function or method" if calls else "class, interface or other type"
+        return (
+            f"no {'call' if calls else 'type'} hierarchy for `{symbol}` at {where}: the server "
+            f"found no {named} there. Point at its name where it is declared or used."
+        )
+    first = origin[0]
+    about = f"`{symbol}` ({first['kind']} at {first['path']}:{first['line']})"
+    what = HIERARCHY_WHAT[direction]
+    if not records:
+        return f"no {what}s of {about}."
+    out = [f"{_plural(total, what)} of {about}{capped(len(records), total)}:"]
+    by_file: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        by_file.setdefault(r["path"], []).append(r)
+    for path, recs in by_file.items():
+        out.append(f"{path} ({len(recs)})")
+        for r in recs:
+            out.append("  " + _hierarchy_item(r, direction))
+            sites = r.get("sites") or []
+            for s in sites[:SITES_SHOWN]:
+                at = f"{s['path']}:" if direction == "outgoing" else ""
+                out.append(f"      {at}{s['line']}: {s.get('text', '').strip()}")
+            more = int(r.get("sites_total", len(sites))) - min(len(sites), SITES_SHOWN)
+            if more > 0:
+                out.append(f"      … and {_plural(more, 'more call')}")
+    return "\n".join(out)
+
+
+def _hierarchy_item(r: dict[str, Any], direction: str) -> str:
+    if direction in ("supertypes", "subtypes"):
+        code = r.get("text", "").strip()
+        return f"{r['line']}: {code or r['kind'] + ' ' + r['name']}"
+    if r["kind"] in ("module", "file"):  # tsserver: a call at a module's top level
+        head = f"top level of {r['name']}"
+    else:
+        detail = f" - {r['detail']}" if r.get("detail") else ""  # a signature, a module
+        head = f"{r['line']}: {r['kind']} {r['name']}{detail}"
+    return head + (", calling it at:" if direction == "incoming" else ", called at:")

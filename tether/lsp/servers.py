@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,10 @@ from types import MappingProxyType
 from typing import Any
 
 from tether.lsp.checkers import PARSERS
+from tether.messages.language_server_ops import HierarchyDirection
 from tether.roots import find_root
+
+DIRECTIONS: tuple[HierarchyDirection, ...] = typing.get_args(HierarchyDirection)
 
 
 def _frozen(d: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
@@ -97,6 +101,15 @@ class ServerRow:
     # `$/cancelRequest` only between requests, too late to stop a slow one): the argument
     # naming the folder, "{folder}" in it (`tether.lsp.cancellation`)
     file_cancellation: str = ""
+    # the hierarchy directions the server answers (lsp call_hierarchy / type_hierarchy),
+    # each with the release it came in ("" when every release we know has it): what a
+    # refusal names as the servers that have it. The live answer is the server's own
+    # advertised capabilities, and a method it says it does not implement
+    hierarchy: Mapping[str, str] = field(default_factory=_frozen)
+    # servers that know only the files opened in them (clangd without its background
+    # index, which would write .cache/ into the workspace): an answer about other files'
+    # code (callers, subtypes) says it may be missing some
+    open_files_only: bool = False
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", self.name):
@@ -113,6 +126,12 @@ class ServerRow:
             raise ValueError(f"{self.name}: workspace_loaded_log is not a regex: {e}") from e
         if self.file_cancellation and "{folder}" not in self.file_cancellation:
             raise ValueError(f"{self.name}: file_cancellation must contain {{folder}}")
+        unknown = sorted(set(self.hierarchy) - set(DIRECTIONS))
+        if unknown:
+            raise ValueError(
+                f"{self.name}: hierarchy directions {unknown} are not among {list(DIRECTIONS)}"
+            )
+        object.__setattr__(self, "hierarchy", _frozen(self.hierarchy))
         object.__setattr__(self, "extensions", _frozen(self.extensions))
         object.__setattr__(self, "init_options", _frozen(self.init_options))
         object.__setattr__(self, "settings", _frozen(self.settings))
@@ -137,6 +156,8 @@ _PY_SETTINGS = {
     "python": {"analysis": {"typeCheckingMode": "standard"}},
 }
 
+_CALLS = {"incoming": "", "outgoing": ""}
+
 SERVERS: tuple[ServerRow, ...] = (
     ServerRow(
         name="basedpyright",
@@ -158,6 +179,7 @@ SERVERS: tuple[ServerRow, ...] = (
         checker_name="basedpyright --outputjson",
         local_bin_dirs=(".venv/bin", "venv/bin"),
         file_cancellation="--cancellationReceive=file:{folder}",
+        hierarchy=_CALLS,
     ),
     ServerRow(
         name="typescript-language-server",
@@ -184,6 +206,7 @@ SERVERS: tuple[ServerRow, ...] = (
         # (the syntax server answers `any` for what it cannot see while it loads)
         init_options={"tsserver": {"useSyntaxServer": "never"}},
         symbols_need_open=True,
+        hierarchy=_CALLS,  # advertised only to a client that declares callHierarchy
     ),
     ServerRow(
         name="clangd",
@@ -199,6 +222,7 @@ SERVERS: tuple[ServerRow, ...] = (
         root_markers=("compile_commands.json", "compile_flags.txt", "CMakeLists.txt"),
         binaries=("clangd", "clangd-18", "clangd-17", "clangd-16", "clangd-15", "clangd-14"),
         args=("--background-index=false", "--log=error"),
+        open_files_only=True,
         checker=Checker(
             ("cc", "-fsyntax-only", "-fdiagnostics-color=never"),
             "gcc",
@@ -206,6 +230,9 @@ SERVERS: tuple[ServerRow, ...] = (
             files=(".c",),
         ),
         checker_name="cc -fsyntax-only (with compile_flags.txt) on every .c file",
+        # clangd 14 advertises typeHierarchyProvider for its older, non-standard protocol
+        # and answers the LSP 3.17 requests "method not found", as it does outgoingCalls
+        hierarchy={"incoming": "", "outgoing": "20", "supertypes": "15", "subtypes": "15"},
     ),
     ServerRow(
         name="gopls",
@@ -214,6 +241,7 @@ SERVERS: tuple[ServerRow, ...] = (
         binaries=("gopls",),
         checker=Checker(("go", "vet", "./..."), "gcc", stream="stderr"),
         checker_name="go vet ./...",
+        hierarchy=_CALLS,
     ),
     ServerRow(
         name="rust-analyzer",
@@ -223,6 +251,7 @@ SERVERS: tuple[ServerRow, ...] = (
         checker=Checker(("cargo", "check", "--message-format", "short"), "gcc", "stderr"),
         checker_name="cargo check",
         probe_argv=("--version",),  # ~/.cargo/bin/rust-analyzer may be a rustup proxy
+        hierarchy=_CALLS,
     ),
     ServerRow(
         name="dart",
@@ -232,6 +261,7 @@ SERVERS: tuple[ServerRow, ...] = (
         args=("language-server", "--protocol=lsp"),
         checker=Checker(("dart", "analyze", "--format", "machine"), "dart-machine", "both"),
         checker_name="dart analyze",
+        hierarchy=dict.fromkeys(DIRECTIONS, ""),
     ),
 )
 
@@ -269,6 +299,15 @@ def sample_file(row: ServerRow, root: Path, limit: int = SAMPLE_LIMIT) -> Path |
 
 
 BY_NAME: Mapping[str, ServerRow] = MappingProxyType({r.name: r for r in SERVERS})
+
+
+def having(direction: str, table: tuple[ServerRow, ...] = SERVERS) -> list[str]:
+    """The servers of the table that answer `direction`, as "name" or "name 20+"."""
+    return [
+        f"{r.name} {r.hierarchy[direction]}+" if r.hierarchy[direction] else r.name
+        for r in table
+        if direction in r.hierarchy
+    ]
 
 
 def rows_for(path: str | Path, table: tuple[ServerRow, ...] = SERVERS) -> list[ServerRow]:

@@ -34,6 +34,29 @@ class Navigate:
     limit: int = 0
 
 
+# incoming / outgoing: call hierarchy; supertypes / subtypes: type hierarchy (LSP 3.17)
+HierarchyDirection = Literal["incoming", "outgoing", "supertypes", "subtypes"]
+
+
+@LANGUAGE_SERVER.op
+@dataclass(frozen=True)
+class Hierarchy:
+    """One level of the call or type hierarchy at a position: who calls the symbol there or
+    what it calls, its supertypes or subtypes. `limit` caps the items that cross back (0:
+    all)."""
+
+    direction: HierarchyDirection
+    path: str
+    line0: int
+    char: int
+    limit: int = 0
+
+    @property
+    def action(self) -> str:
+        """The `lsp` action it serves: call_hierarchy or type_hierarchy."""
+        return "call_hierarchy" if self.direction in ("incoming", "outgoing") else "type_hierarchy"
+
+
 @LANGUAGE_SERVER.op
 @dataclass(frozen=True)
 class DocumentSymbols:
@@ -95,5 +118,13 @@ class Reload:
 
 
 LanguageServerOp = (
-    Navigate | DocumentSymbols | WorkspaceSymbols | Diagnostics | Sync | Rename | Status | Reload
+    Navigate
+    | Hierarchy
+    | DocumentSymbols
+    | WorkspaceSymbols
+    | Diagnostics
+    | Sync
+    | Rename
+    | Status
+    | Reload
 )

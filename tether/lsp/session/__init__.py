@@ -9,14 +9,15 @@ operation id, settled by a later response, publish, or timer (its deadline).
 
 Operations: the ops of `tether.messages.language_server_ops` (paths are absolute, positions
 code-point indexes already resolved host-side from `line` + `symbol`): Navigate (definition,
-type_definition, implementation, references, hover, code_actions), DocumentSymbols,
-WorkspaceSymbols, Diagnostics, Sync (after a write: sync+save+diagnose), Rename, Status;
-`Session.serve` dispatches them with one `match`.
+type_definition, implementation, references, hover, code_actions), Hierarchy (one level of
+the call or type hierarchy), DocumentSymbols, WorkspaceSymbols, Diagnostics, Sync (after a
+write: sync+save+diagnose), Rename, Status; `Session.serve` dispatches them with one `match`.
 
 Layout: `core` (SessionCore: lifecycle, the op table, deadlines, the server's input),
-`freshness` (DiagnosingSession: diagnostics and sync, and when they are fresh), `queries`
-(Session: navigation, symbols, rename), `records` (answers -> records), `capabilities`
-(what the client advertises).
+`freshness` (DiagnosingSession: diagnostics and sync, and when they are fresh),
+`hierarchy` (HierarchySession: call and type hierarchy), `queries` (Session: navigation,
+symbols, rename), `records` (answers -> records), `capabilities` (what the client
+advertises).
 """
 
 from tether.lsp.session.capabilities import client_capabilities

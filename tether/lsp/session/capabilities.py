@@ -55,6 +55,10 @@ def client_capabilities() -> dict[str, Any]:
                 "dataSupport": True,
             },
             "rename": {"prepareSupport": True},
+            # servers may advertise a hierarchy only when the client declares it
+            # (typescript-language-server's callHierarchyProvider)
+            "callHierarchy": {"dynamicRegistration": False},
+            "typeHierarchy": {"dynamicRegistration": False},
             "publishDiagnostics": {"versionSupport": True, "relatedInformation": False},
             "diagnostic": {"dynamicRegistration": True, "relatedDocumentSupport": True},
         },

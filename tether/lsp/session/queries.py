@@ -1,4 +1,5 @@
-"""The queries: navigation, symbols and rename - and `Session`, the whole state machine.
+"""The queries: navigation, symbols and rename - and `Session`, the whole state machine
+(hierarchies are `hierarchy.py`'s).
 
 Each op checks the server advertises the method, opens the document if needed, converts
 the position to the server's encoding and sends one request; the answer becomes records
@@ -18,11 +19,12 @@ from tether.lsp.jsonrpc import Response
 from tether.lsp.servers import sample_file
 from tether.lsp.session import records
 from tether.lsp.session.core import Op
-from tether.lsp.session.freshness import DiagnosingSession
+from tether.lsp.session.hierarchy import HierarchySession
 from tether.messages.calls import ErrorCode
 from tether.messages.language_server_ops import (
     Diagnostics,
     DocumentSymbols,
+    Hierarchy,
     Navigate,
     Rename,
     Status,
@@ -40,13 +42,15 @@ NAV_METHODS = {
 }
 
 
-class Session(DiagnosingSession):
+class Session(HierarchySession):
     """One client session with one language server process (see the package docstring)."""
 
     def serve(self, op: Op) -> None:
         match op.request:
             case Navigate() as nav:
                 self._nav(op, nav)
+            case Hierarchy() as h:
+                self._hierarchy(op, h)
             case DocumentSymbols() as ds:
                 self._document_symbols(op, ds)
             case WorkspaceSymbols() as ws:

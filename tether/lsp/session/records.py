@@ -26,10 +26,14 @@ def location(uri: str, rng: dict[str, Any]) -> dict[str, Any]:
     Characters stay in the server's units: converting them to code points needs the
     line's text, which the host reads anyway for the record's `text` (reading every
     referenced file here too doubled the cost of a large `references`)."""
+    return {"path": str(path_of(uri)), **span(rng)}
+
+
+def span(rng: dict[str, Any]) -> dict[str, int]:
+    """A range as 1-based lines and characters in the negotiated encoding."""
     s, e = rng.get("start") or {}, rng.get("end") or {}
     sl = int(s.get("line", 0))
     return {
-        "path": str(path_of(uri)),
         "line": sl + 1,
         "character": int(s.get("character", 0)),
         "end_line": int(e.get("line", sl)) + 1,
@@ -120,3 +124,39 @@ def hover_text(r: Any) -> str:
     if isinstance(c, list):
         return "\n\n".join(t for t in (one(x) for x in c) if t).strip()
     return one(c).strip()
+
+
+SITES_CAP = 20  # call sites kept per caller or callee (a generated function may have thousands)
+
+
+def hierarchy_item(item: dict[str, Any]) -> dict[str, Any]:
+    """A CallHierarchyItem / TypeHierarchyItem -> a location record at its name (its
+    selectionRange), with its name, kind and detail."""
+    rec = location(item.get("uri", ""), item.get("selectionRange") or item.get("range") or {})
+    rec.update(
+        name=item.get("name", ""),
+        kind=SYMBOL_KINDS.get(int(item.get("kind") or 0), "symbol"),
+        detail=item.get("detail") or "",
+    )
+    return rec
+
+
+def hierarchy_calls(calls: Any, key: str) -> list[dict[str, Any]]:
+    """CallHierarchyIncomingCall[] (`key` "from") / OutgoingCall[] ("to") -> item records,
+    each with the call sites (`fromRanges`: in the caller's file for incoming calls, in the
+    asked-about item's file for outgoing ones), without repeats (tsserver lists a site
+    twice)."""
+    out = []
+    for call in calls or []:
+        rec = hierarchy_item(call.get(key) or {})
+        sites, seen = [], set()
+        for rng in call.get("fromRanges") or []:
+            site = span(rng)
+            mark = (site["line"], site["character"])
+            if mark not in seen:
+                seen.add(mark)
+                sites.append(site)
+        rec["sites"] = sites[:SITES_CAP]
+        rec["sites_total"] = len(sites)
+        out.append(rec)
+    return out

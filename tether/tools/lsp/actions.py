@@ -24,6 +24,7 @@ from tether.messages.language_server_ops import (
     WorkspaceSymbols,
 )
 from tether.tools.lsp.checker import project_check
+from tether.tools.lsp.hierarchy import DIRECTIONS, hierarchy
 from tether.tools.lsp.records import Lines, model_records, relative, severe
 from tether.tools.lsp.status import reload, status
 from tether.tools.lsp.targets import ask, file_server, locate
@@ -32,13 +33,17 @@ from tether.tools.spec import ToolContext
 
 QUERY_TIMEOUT = 30.0
 NAV: tuple[NavAction, ...] = typing.get_args(NavAction)
-ACTIONS = ("diagnostics", *NAV, "symbols", "status", "reload")
+HIERARCHIES = tuple(DIRECTIONS)  # call_hierarchy, type_hierarchy
+ACTIONS = ("diagnostics", *NAV, *HIERARCHIES, "symbols", "status", "reload")
 
 
 def lsp(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     action = args["action"]
     if action in NAV:
         return _nav(ctx, action, args)
+    if action in HIERARCHIES:
+        bad = _unexpected(action, args, {"file", "line", "symbol", "direction"})
+        return bad or hierarchy(ctx, action, args)
     if action == "diagnostics":
         file = args.get("file")
         if not file:

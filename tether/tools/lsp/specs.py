@@ -12,11 +12,15 @@ Positions are a 1-indexed `line` plus a `symbol` substring on that line (never a
 use "name#2" for its second occurrence on the line.
 Actions:
 - definition / type_definition / implementation / references / hover / code_actions: file, line, symbol
+- call_hierarchy: file, line, symbol, direction "incoming" (who calls it) or "outgoing" (what it calls)
+- type_hierarchy: file, line, symbol, direction "supertypes" or "subtypes"
 - diagnostics: file (errors and warnings of one file), or file "*" (runs the project's own checker)
 - symbols: query (workspace search, cap 100) or file (that file's symbols, cap 200)
 - status: which servers run for which root, or why one cannot (marker or binary missing)
 - reload: restart the server for this workspace (or for file's server)
-References are capped at 50. Example: {"action": "references", "file": "src/app.py", \
+References and hierarchies are capped at 50; a hierarchy is one level (ask again about a \
+caller to go further), and a server without one says so and names the servers that have it. \
+Example: {"action": "references", "file": "src/app.py", \
 "line": 12, "symbol": "load_config"}"""
 
 
@@ -46,6 +50,12 @@ def specs() -> list[ToolSpec]:
                         "description": "substring of that line naming the symbol (name#2 = 2nd)",
                     },
                     "query": {"type": "string", "description": "workspace symbol search"},
+                    "direction": {
+                        "type": "string",
+                        "enum": ["incoming", "outgoing", "supertypes", "subtypes"],
+                        "description": "call_hierarchy: incoming | outgoing; "
+                        "type_hierarchy: supertypes | subtypes",
+                    },
                 },
                 "required": ["action"],
                 "additionalProperties": False,

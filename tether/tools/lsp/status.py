@@ -36,7 +36,7 @@ def _running_keys(ctx: ToolContext) -> list[str]:
 
 # a server that died under the status query is being restarted (if its supervisor gave up,
 # the next status says GAVE_UP)
-STATE_OF_ERROR = {
+STATE_OF_ERROR: dict[str, str] = {
     ErrorCode.GAVE_UP: "failed",
     ErrorCode.RESTARTING: "restarting",
     ErrorCode.RESOURCE_DIED: "restarting",
