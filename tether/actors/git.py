@@ -13,6 +13,11 @@ answers {"files": [relative paths]} or {"files": None} when the root is not in a
 (git missing, failed, or over GIT_TIMEOUT: the caller walks instead). One git runs at a
 time per root: calls that arrive meanwhile are served together by the next run, which sees
 any file written since they were sent.
+
+git runs on the host against a directory the conversation can write, so it runs with the
+repository's executable settings neutralised (`hardened_argv`: core.fsmonitor, hooks,
+pagers and helpers pinned off on the command line, which outranks every config file; the
+system config unread; tests/places/test_host_git.py plants them and sees nothing run).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from tether.actors.base import ResourceUnavailable
 from tether.actors.process import ProcessActor
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import Call
-from tether.messages.git_ops import GIT, ListFiles
+from tether.messages.git_ops import GIT, ListFiles, hardened_argv, hardened_env
 from tether.structural.scan import (
     GIT_IGNORED,
     GIT_LIST,
@@ -83,9 +88,11 @@ class GitActor(ProcessActor):
     def _spawn(self, step: tuple[str, ...]) -> None:
         assert self.git is not None
         self.step, self.out, self.size = step, [], 0
-        env = dict(os.environ, GIT_OPTIONAL_LOCKS="0")  # a listing writes nothing, not even .git
+        # the workspace's repository is the conversation's to write: its fsmonitor, hooks
+        # and helpers must not run here (tether.messages.git_ops.HARDENED_CONFIG)
+        env = hardened_env(os.environ)
         try:
-            self.spawn([self.git, *step], cwd=self.root, env=env)
+            self.spawn(hardened_argv(self.git, *step), cwd=self.root, env=env)
         except OSError:
             self._answer(None)
 
