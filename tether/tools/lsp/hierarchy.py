@@ -82,8 +82,8 @@ def hierarchy(ctx: ToolContext, action: str, args: dict[str, Any]) -> ToolResult
     if target.row.open_files_only and direction in ("incoming", "subtypes") and origin:
         what = "callers" if direction == "incoming" else "subtypes"
         text += (
-            f"\n({target.row.name} knows only the files opened in it so far (by lsp calls "
-            f"and writes): {what} in the others may be missing, as for references.)"
+            f"\n({target.row.name} knows only the files opened in it so far, by lsp calls "
+            f"and writes: {what} in the others may be missing, as for references.)"
         )
     return ToolResult.ok(
         text,
