@@ -44,6 +44,7 @@ from tether.actors.process import ProcessActor
 from tether.channels import OutBuffer
 from tether.debug import adapters
 from tether.debug.adapters import BY_NAME, AdapterRow
+from tether.debug.breakpoints import Breakpoint, FunctionBreakpoint
 from tether.debug.driver import DebugError
 from tether.debug.session import Session
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
@@ -60,6 +61,8 @@ from tether.messages.debug_ops import (
     Pause,
     Scopes,
     SetBreakpoints,
+    SetExceptionBreakpoints,
+    SetFunctionBreakpoints,
     Stack,
     Status,
     StepIn,
@@ -69,6 +72,7 @@ from tether.messages.debug_ops import (
     Threads,
     Variables,
 )
+from tether.places import Place
 from tether.processes import kill_tree, session_processes
 from tether.protocol import FramingError
 
@@ -139,8 +143,12 @@ class DebugSessionActor(ProcessActor):
         match op:
             case Status():
                 self.done(call, self._status())
-            case SetBreakpoints(file=file, lines=lines):
-                s.run(s.set_breakpoints(file, [int(n) for n in lines]), call)
+            case SetBreakpoints(file=file, breakpoints=specs):
+                s.run(s.set_breakpoints(file, list(specs)), call)
+            case SetFunctionBreakpoints(functions=specs):
+                s.run(s.set_functions(list(specs)), call)
+            case SetExceptionBreakpoints(exceptions=kinds):
+                s.run(s.set_exceptions(list(kinds)), call)
             case Launch() | Attach():
                 self._start_session(op, call)
             case Continue(thread_id=t, wait=w):
@@ -239,7 +247,7 @@ class DebugSessionActor(ProcessActor):
         self._end_adapter()  # an exited program's adapter, if still there
         # breakpoints set before a crash (or a retried launch) went with that incarnation:
         # the host keeps the run's and sends them along; those missing here are set again
-        restored = self._restore_breakpoints(op.breakpoints)
+        restored = self._restore_breakpoints(op)
         self.previous_end = ""
         root = Path(op.root)
         if isinstance(op, Launch):
@@ -257,7 +265,15 @@ class DebugSessionActor(ProcessActor):
                 op.wait,
             )
         fresh = Session(self)
-        fresh.breakpoints = self.session.breakpoints
+        old = self.session
+        # what the agent set, and the files as the last launch read them (a breakpoint
+        # follows its text from there)
+        fresh.breakpoints, fresh.functions, fresh.exceptions = (
+            old.breakpoints,
+            old.functions,
+            old.exceptions,
+        )
+        fresh.loaded = old.loaded
         fresh.restored = restored
         self.session = fresh
         self.row = row
@@ -274,15 +290,26 @@ class DebugSessionActor(ProcessActor):
                     f"nothing accepts on 127.0.0.1:{op.port} ({e}); {row.name} attaches to a "
                     f"{row.attach_help}",
                 ) from e
-            fresh.run(fresh.launch(row, program, config, request, wait), call)
+            fresh.run(fresh.launch(row, program, config, request, wait, time.time()), call)
             return
         argv = adapters.adapter_argv(row, binary)
         # its own TMPDIR (and its program's), removed once it ended
         env = adapters.adapter_env(row, self.new_scratch(row.name))
-        self._adapter_pid = self.spawn(argv, cwd=str(root), env=env)
+        place = Place.from_wire(op.place) if op.place else None
+        if place is not None and place.kind != "host" and row.transport == "tcp":
+            raise DebugError(
+                ErrorCode.UNAVAILABLE,
+                f"{row.name} listens on loopback TCP, which a {place.kind} place does not "
+                "share with the host (and no relay is built yet): debug it in a host run, or "
+                "use a stdio adapter (debugpy, lldb-dap)",
+            )
+        # in the run's place: the adapter, and so the program it starts (tether.places)
+        self._adapter_pid = self.spawn(
+            argv, cwd=str(root), env=env, place=place, workspace=str(root)
+        )
         with contextlib.suppress(psutil.Error):
             self._adapter_created = psutil.Process(self._adapter_pid).create_time()
-        gen = fresh.launch(row, program, config, request, wait)
+        gen = fresh.launch(row, program, config, request, wait, time.time())
         if row.transport == "tcp":
             self._listen_buf = b""
             self._waiting_port = (gen, call)
@@ -291,17 +318,27 @@ class DebugSessionActor(ProcessActor):
         else:
             fresh.run(gen, call)
 
-    def _restore_breakpoints(self, wanted: dict[str, list[int]]) -> dict[str, Any]:
+    def _restore_breakpoints(self, op: Launch | Attach) -> dict[str, Any]:
         """Set the run's breakpoints this session does not have; what was set and why it
         was missing ({} when nothing was)."""
+        s = self.session
         missing = {
-            f: lines for f, lines in wanted.items() if lines and f not in self.session.breakpoints
+            f: specs for f, specs in op.breakpoints.items() if specs and f not in s.breakpoints
         }
-        for path, lines in missing.items():
-            self.session.remember_breakpoints(path, lines)
-        if not missing:
-            return {}
-        return {"why": self.previous_end or "the run's actors were started anew", "files": missing}
+        for path, specs in missing.items():
+            s.remember_breakpoints(path, [Breakpoint.from_spec(x) for x in specs])
+        restored: dict[str, Any] = {}
+        if missing:
+            restored["files"] = {f: [int(x["line"]) for x in v] for f, v in missing.items()}
+        if op.functions and not s.functions:
+            s.functions = [FunctionBreakpoint.from_spec(x) for x in op.functions]
+            restored["functions"] = [f.name for f in s.functions]
+        if op.exceptions is not None and s.exceptions is None:
+            s.exceptions = list(op.exceptions)
+            restored["exceptions"] = s.exceptions
+        if restored:
+            restored["why"] = self.previous_end or "the run's actors were started anew"
+        return restored
 
     def _connect(self, host: str, port: int) -> None:
         """A DAP server listens (our delve, or the one an attach joins): connect (loopback

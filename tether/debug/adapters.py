@@ -26,11 +26,13 @@ import os
 import re
 import shutil
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from tether.debug.breakpoints import Features
 from tether.private_dirs import ensure_private_dir
 from tether.roots import find_root
 from tether.scratch import ProcessScratch
@@ -65,6 +67,14 @@ class AdapterRow:
     # the toolchain's caches there, never in the user's home (delve: go build's; GOCACHE is
     # the servers' and checkers' go-build too)
     cache_env: Any = None
+    # breakpoints (tether.debug.breakpoints): what the table knows each adapter does, used
+    # where its capabilities do not say (delve before 1.26 takes hitCondition silently)
+    breakpoint_features: tuple[str, ...] = ()  # of: condition, log_message, function
+    hit_formats: Any = None  # our hit operator (==, >=, %) -> the adapter's hitCondition
+    hit_equal_by_removal: bool = False  # '== N': an ignore count, then removed at its stop
+    exception_map: Any = None  # raised / uncaught -> the adapter's filter ("" = built in)
+    exception_help: str = ""  # what it does not stop on, and why
+    log_category: str = "stdout"  # the output category of a logpoint's message
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z][a-z0-9_-]*", self.name):
@@ -79,7 +89,7 @@ class AdapterRow:
             )
         if bool(self.port_attach or self.pid_attach) != bool(self.attach_help):
             raise ValueError(f"{self.name}: attach_help says what it attaches to, iff it does")
-        for name in ("launch_extra", "cache_env"):
+        for name in ("launch_extra", "cache_env", "hit_formats", "exception_map"):
             object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name) or {})))
 
 
@@ -94,6 +104,9 @@ ADAPTERS: tuple[AdapterRow, ...] = (
         adapter_id="debugpy",
         exception_filters=("uncaught",),
         launch_extra={"console": "internalConsole", "justMyCode": True, "stopOnEntry": False},
+        breakpoint_features=("condition", "log_message", "function"),
+        hit_formats={"==": "=={n}", ">=": ">={n}", "%": "%{n}"},  # pydevd's own spelling
+        exception_map={"raised": "raised", "uncaught": "uncaught"},
         port_attach="connect",
         attach_help="port of a program started with python -m debugpy --listen 127.0.0.1:PORT",
     ),
@@ -116,6 +129,17 @@ ADAPTERS: tuple[AdapterRow, ...] = (
             "stopOnEntry": False,
             "preRunCommands": ["settings set target.input-path /dev/null"],
         },
+        breakpoint_features=("condition", "log_message", "function"),
+        # lldb-dap's hitCondition is a number: that many minus one hits ignored, then every
+        # hit stops (an lldb ignore count); '% N' has no such form
+        hit_formats={"==": "{n}", ">=": "{n}"},
+        hit_equal_by_removal=True,
+        exception_map={"raised": "cpp_throw"},
+        exception_help=(
+            "lldb-dap's filters are C++/Objective-C throw and catch; an uncaught C++ exception "
+            "aborts the program, which stops on SIGABRT anyway"
+        ),
+        log_category="console",
         port_attach="adapter",
         pid_attach=True,
         attach_help=(
@@ -133,6 +157,13 @@ ADAPTERS: tuple[AdapterRow, ...] = (
         transport="tcp",
         adapter_id="go",
         launch_extra={"stopOnEntry": False},
+        breakpoint_features=("condition", "log_message", "function"),
+        hit_formats={"==": "== {n}", ">=": ">= {n}", "%": "% {n}"},
+        exception_map={"uncaught": ""},
+        exception_help=(
+            "delve always stops on an unrecovered panic and a fatal runtime error, and has no "
+            "filter for a panic that is recovered"
+        ),
         exit_console=r"Process \d+ has exited with status (-?\d+)",
         port_attach="connect",
         pid_attach=True,
@@ -156,6 +187,7 @@ ADAPTERS: tuple[AdapterRow, ...] = (
         ),
         adapter_id="dart",
         launch_extra={"console": "debugConsole"},
+        exception_map={"raised": "All", "uncaught": "Unhandled"},
         port_attach="adapter",
         attach_help=(
             "port of a Dart VM service on 127.0.0.1 (dart run --enable-vm-service=PORT "
@@ -270,6 +302,7 @@ def adapters_report(workspace: Path) -> list[dict[str, Any]]:
                 if binary and marker_anywhere
                 else Resolution(row, workspace if marker_anywhere else None, "", binary).why_not(),
                 "install": "" if binary else row.install,
+                "breakpoints": features(row).report(),
             }
         )
     return out
@@ -334,6 +367,33 @@ def attach_config(row: AdapterRow, port: int | None, pid: int | None) -> dict[st
     if not row.attach_help:
         raise ValueError(f"{row.name} cannot attach to a running program; launch it instead")
     raise ValueError(f"{row.name} cannot attach by {given}; it attaches to a {row.attach_help}")
+
+
+def features(row: AdapterRow, capabilities: Mapping[str, Any] | None = None) -> Features:
+    """What `row`'s adapter does with breakpoints: its `capabilities` (initialize's answer)
+    where they say, else the table. An exception filter it does not advertise is not used."""
+    caps = capabilities or {}
+    claims = row.breakpoint_features
+
+    def says(key: str, feature: str) -> bool:
+        return bool(caps.get(key, feature in claims))
+
+    hit_ok = caps.get("supportsHitConditionalBreakpoints", True) is not False
+    exceptions = dict(row.exception_map)
+    if "exceptionBreakpointFilters" in caps:
+        offered = {f.get("filter") for f in caps.get("exceptionBreakpointFilters") or []}
+        exceptions = {k: v for k, v in exceptions.items() if v == "" or v in offered}
+    return Features(
+        adapter=row.name,
+        condition=says("supportsConditionalBreakpoints", "condition"),
+        hit_formats=dict(row.hit_formats) if hit_ok else {},
+        hit_equal_by_removal=row.hit_equal_by_removal,
+        log_message=says("supportsLogPoints", "log_message"),
+        function=says("supportsFunctionBreakpoints", "function"),
+        exceptions=exceptions,
+        exception_help=row.exception_help or "it offers no such filter",
+        source="capabilities" if caps else "table",
+    )
 
 
 def adapter_env(row: AdapterRow, scratch: ProcessScratch) -> dict[str, str]:

@@ -54,8 +54,15 @@ def render_outcome(p: Mapping[str, Any], workspace: Path) -> str:
         where = f"{rel(str(top.get('file', '')), workspace)}:{top.get('line', '?')}" if top else "?"
         reason = p.get("reason", "")
         lines.append(f"stopped at {where} ({reason}) in thread {p.get('thread_id')}")
+        if p.get("breakpoint"):
+            lines.append(f"  by the breakpoint at {_rel_spot(str(p['breakpoint']), workspace)}")
         if top.get("source"):
             lines.append(f"  {top.get('line')} | {top['source']}")
+        for f in p.get("changed_since_launch") or []:
+            lines.append(
+                f"({rel(f, workspace)} changed since launch: the program runs the code it loaded, "
+                "and the lines and text shown are that code; launch again to run the edit)"
+            )
         exc = p.get("exception")
         if exc:
             lines.append(f"exception: {exc.get('type') or '?'}: {exc.get('message', '')}")
@@ -81,23 +88,94 @@ def render_outcome(p: Mapping[str, Any], workspace: Path) -> str:
     return "\n".join(lines)
 
 
+def _rel_spot(spot: str, workspace: Path) -> str:
+    path, sep, rest = spot.partition(":")
+    return rel(path, workspace) + sep + rest if sep and path.startswith("/") else spot
+
+
+def _what(b: Mapping[str, Any]) -> str:
+    """A breakpoint's conditions, as the agent gave them."""
+    parts = []
+    if b.get("condition"):
+        parts.append(f"if {b['condition']}")
+    if b.get("hit_condition"):
+        parts.append(f"hit {b['hit_condition']}")
+    if b.get("log_message"):
+        parts.append(f"logs {b['log_message']!r}, no stop")
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+def _state(b: Mapping[str, Any], sent: bool) -> str:
+    why = f": {b['message']}" if b.get("message") else ""
+    match b.get("state"):
+        case "lost":
+            return f"LOST its anchor, not set{why}; set it again where it belongs"
+        case "refused":
+            return f"NOT set{why}"
+        case "spent":
+            return f"spent{why}"
+    if not sent:
+        return "set (verified when a program is launched)"
+    if b.get("verified"):
+        moved = b.get("actual_line") and b.get("actual_line") != b.get("line")
+        return f"verified, moved to line {b['actual_line']}" if moved else "verified"
+    return f"NOT verified{why}"
+
+
 def render_breakpoints(file: str, rows: list[Mapping[str, Any]], sent: bool) -> str:
     if not rows:
         return f"breakpoints in {file} cleared"
-    out = [f"breakpoints in {file}:"]
+    changed = any(b.get("changed_since_launch") for b in rows)
+    head = f"breakpoints in {file}:"
+    if changed:
+        head = (
+            f"breakpoints in {file} (changed since launch: they stay on the code the program "
+            "runs; the next launch moves each to where its text is then):"
+        )
+    out = [head]
     for b in rows:
         moved = b.get("actual_line") and b.get("actual_line") != b.get("line")
-        if not sent:
-            state = "set (verified when a program is launched)"
-        elif b.get("verified"):
-            state = f"verified, moved to line {b['actual_line']}" if moved else "verified"
-        else:
-            why = f": {b['message']}" if b.get("message") else ""
-            state = f"NOT verified{why}"
-        shown = b.get("actual_line") if moved else b.get("line")
+        shown = b.get("actual_line") if moved and b.get("verified") else b.get("line")
         src = f" | {b['source']}" if b.get("source") else " | (no such line)"
-        out.append(f"  line {b.get('line')}: {state}  [{shown}{src}]")
+        came = (
+            f" (moved from line {b['moved_from']}: its text moved)" if b.get("moved_from") else ""
+        )
+        out.append(f"  line {b.get('line')}{came}{_what(b)}: {_state(b, sent)}  [{shown}{src}]")
     return "\n".join(out)
+
+
+def render_functions(rows: list[Mapping[str, Any]], sent: bool) -> str:
+    if not rows:
+        return "function breakpoints cleared"
+    out = ["function breakpoints:"]
+    for f in rows:
+        out.append(f"  {f.get('name')}{_what(f)}: {_state(f, sent)}")
+    return "\n".join(out)
+
+
+def render_exceptions(report: Mapping[str, Any], sent: bool) -> str:
+    asked = report.get("asked")
+    if asked is None:
+        default = ", ".join(report.get("default") or []) or "none"
+        text = f"exceptions: the adapter's default ({default})"
+    else:
+        text = f"exceptions: stop on {', '.join(asked)}" if asked else "exceptions: stop on none"
+    if not sent and asked:
+        text += " (mapped to the adapter's filters when a program is launched)"
+    notes = report.get("notes") or []
+    return text + "".join(f"\n  {n}" for n in notes)
+
+
+def render_all_breakpoints(p: Mapping[str, Any], workspace: Path) -> str:
+    sent = p.get("state") in ("running", "stopped")
+    parts = [
+        render_breakpoints(rel(f, workspace), rows, sent)
+        for f, rows in (p.get("breakpoints") or {}).items()
+    ] or ["no line breakpoints"]
+    if p.get("functions"):
+        parts.append(render_functions(p["functions"], sent))
+    parts.append(render_exceptions(p.get("exceptions") or {}, sent))
+    return "\n".join(parts)
 
 
 def render_launch(p: Mapping[str, Any], workspace: Path) -> str:
@@ -107,12 +185,21 @@ def render_launch(p: Mapping[str, Any], workspace: Path) -> str:
         text += "\n" + "\n".join(
             render_breakpoints(rel(f, workspace), rows, True) for f, rows in bps.items()
         )
+    if p.get("functions"):
+        text += "\n" + render_functions(p["functions"], True)
+    exc = p.get("exceptions") or {}
+    if exc.get("asked") is not None or exc.get("notes"):
+        text += "\n" + render_exceptions(exc, True)
     restored = p.get("restored_breakpoints")
     if restored:
-        where = ", ".join(
+        spots = [
             f"{rel(f, workspace)}:{','.join(map(str, lines))}"
-            for f, lines in restored["files"].items()
-        )
+            for f, lines in (restored.get("files") or {}).items()
+        ]
+        spots += [f"function {n}" for n in restored.get("functions") or []]
+        if restored.get("exceptions") is not None:
+            spots.append(f"exceptions {restored['exceptions']}")
+        where = ", ".join(spots)
         text += (
             f"\n(note: the debug session was restarted since your breakpoints were set "
             f"({restored['why']}); they were set again before this start: {where})"
@@ -132,8 +219,14 @@ def render_status(p: Mapping[str, Any], workspace: Path) -> str:
         lines.append(render_outcome(p["stopped"], workspace))
     if state == "exited":
         lines.append(f"exit code {p.get('exit_code')}; call output to read what it printed")
+    sent = state in ("running", "stopped")
     for f, rows in (p.get("breakpoints") or {}).items():
-        lines.append(render_breakpoints(rel(f, workspace), rows, state in ("running", "stopped")))
+        lines.append(render_breakpoints(rel(f, workspace), rows, sent))
+    if p.get("functions"):
+        lines.append(render_functions(p["functions"], sent))
+    exc = p.get("exceptions") or {}
+    if exc.get("asked") is not None:
+        lines.append(render_exceptions(exc, sent))
     if p.get("ttl"):
         lines.append(f"session TTL {p['ttl']:g} s, up {p.get('uptime')} s")
     return "\n".join(lines)
@@ -146,4 +239,19 @@ def render_adapters(rows: Sequence[Mapping[str, Any]]) -> str:
             out.append(f"{r['adapter']}: usable ({r['binary']}; marker {r['marker']})")
         else:
             out.append(f"{r['adapter']}: not usable here: {r['why_not']}")
+        if r.get("breakpoints"):
+            out.append("  breakpoints: " + _features_line(r["breakpoints"]))
     return "\n".join(out)
+
+
+def _features_line(f: Mapping[str, Any]) -> str:
+    """What an adapter does with breakpoints, and where that is known from."""
+    hits = ", ".join(repr(h) for h in f.get("hit_condition") or []) or "none"
+    exc = f.get("exceptions") or {}
+    shown = [f"{k} ({v or 'always on'})" for k, v in exc.items()]
+    yes = lambda k: "yes" if f.get(k) else "no"  # noqa: E731
+    return (
+        f"condition {yes('condition')}, hit_condition {hits}, log_message {yes('log_message')}, "
+        f"functions {yes('function')}, exceptions {', '.join(shown) or 'none'} "
+        f"(from its {'capabilities in this run' if f.get('source') == 'capabilities' else 'table row'})"
+    )

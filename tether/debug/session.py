@@ -22,21 +22,12 @@ import collections
 import re
 from collections.abc import Generator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from tether.debug.adapters import AdapterRow
 from tether.debug.dap import AdapterRequest, Event, Response
-from tether.debug.driver import (
-    Answer,
-    Ask,
-    DebugError,
-    Driver,
-    Fire,
-    Op,
-    Until,
-    Wait,
-)
+from tether.debug.driver import Answer, Ask, DebugError, Fire, Op, Until, Wait
+from tether.debug.session_breakpoints import SessionBreakpoints
 from tether.messages.calls import ErrorCode
 
 MAX_FRAMES = 30  # stack: frames shown
@@ -50,20 +41,8 @@ EXIT_GRACE = 0.5  # s to wait for an exit code after `terminated` (delve prints 
 
 
 @dataclass
-class Breakpoint:
-    line: int
-    verified: bool = False
-    actual_line: int | None = None
-    message: str = ""
-
-
-@dataclass
-class Session(Driver):
-    row: AdapterRow | None = None
-    state: str = "none"  # none | starting | running | stopped | exited | ended
+class Session(SessionBreakpoints):
     program: str = ""
-    capabilities: dict[str, Any] = field(default_factory=dict)
-    breakpoints: dict[str, list[Breakpoint]] = field(default_factory=dict)  # path -> lines
     output: collections.deque[str] = field(default_factory=collections.deque)
     output_len: int = 0
     output_dropped: int = 0
@@ -154,8 +133,17 @@ class Session(Driver):
                 self.exit_code = int(m.group(1))
                 self.log.append(Event("exited", {"exitCode": self.exit_code}))
             return
-        if category in ("stdout", "stderr") or (category == "console" and self.row is None):
+        if category in ("stdout", "stderr") or (category == "console" and self._console_kept()):
             self.add_output(text)
+
+    def _console_kept(self) -> bool:
+        """Console output is the adapter's own talk, except where logpoints write there
+        (lldb-dap): then it is kept with the program's, as logpoints are."""
+        if self.row is None:
+            return True
+        return self.row.log_category == "console" and any(
+            b.log_message and b.active for bps in self.breakpoints.values() for b in bps
+        )
 
     def add_output(self, text: str) -> None:
         """The debuggee's output (adapter events, or delve's own stdout): the tail is kept."""
@@ -178,55 +166,23 @@ class Session(Driver):
         bp = body.get("breakpoint") or {}
         path = (bp.get("source") or {}).get("path")
         for known in self.breakpoints.get(str(path), []):
-            if bp.get("line") in (known.line, known.actual_line) or bp.get("id") is None:
+            if known.id is not None and bp.get("id") is not None:
+                same = known.id == bp.get("id")  # an id names it exactly
+            else:
+                same = bp.get("line") in (known.line, known.actual_line) or bp.get("id") is None
+            if same and known.active:
                 known.verified = bool(bp.get("verified", known.verified))
                 known.actual_line = bp.get("line", known.actual_line)
 
     # --- ops -------------------------------------------------------------------------------
-    def set_breakpoints(self, path: str, lines: list[int]) -> Op:
-        """Remember them; when a program runs, send them (the adapter verifies them)."""
-        self.remember_breakpoints(path, lines)
-        if self.state in ("running", "stopped"):
-            yield from self._send_breakpoints(path, lines)
-        return {"file": path, "breakpoints": self._breakpoint_rows(path), "sent": self.live}
-
-    def remember_breakpoints(self, path: str, lines: list[int]) -> None:
-        """The lines of `path` to stop at (none: the file has no breakpoints)."""
-        if lines:
-            self.breakpoints[path] = [Breakpoint(int(n)) for n in dict.fromkeys(lines)]
-        else:
-            self.breakpoints.pop(path, None)
-
-    @property
-    def live(self) -> bool:
-        return self.state in ("starting", "running", "stopped")
-
-    def _send_breakpoints(self, path: str, lines: list[int]) -> Generator[Wait, Any, None]:
-        resp = yield Ask(
-            "setBreakpoints",
-            {"source": {"path": path}, "breakpoints": [{"line": n} for n in lines]},
-            self._timeout(),
-        )
-        answered = resp.body.get("breakpoints") or []
-        for known, got in zip(self.breakpoints.get(path, []), answered, strict=False):
-            known.verified = bool(got.get("verified"))
-            known.actual_line = got.get("line")
-            known.message = str(got.get("message") or "")
-
-    def _breakpoint_rows(self, path: str) -> list[dict[str, Any]]:
-        return [
-            {
-                "line": b.line,
-                "verified": b.verified,
-                "actual_line": b.actual_line,
-                "message": b.message,
-                "source": _source_line(path, b.actual_line or b.line),
-            }
-            for b in self.breakpoints.get(path, [])
-        ]
-
     def launch(
-        self, row: AdapterRow, program: str, config: dict[str, Any], request: str, wait: float
+        self,
+        row: AdapterRow,
+        program: str,
+        config: dict[str, Any],
+        request: str,
+        wait: float,
+        now: float = 0.0,
     ) -> Op:
         """The handshake, then the first outcome (a stop, the exit, or still running)."""
         self.row = row
@@ -245,19 +201,20 @@ class Session(Driver):
                 f"{row.name} did not get ready (no 'initialized' event) within "
                 f"{row.launch_timeout:g} s",
             )
-        for path, bps in list(self.breakpoints.items()):
-            yield from self._send_breakpoints(path, [b.line for b in bps])
-        if row.exception_filters or "exceptionBreakpointFilters" in self.capabilities:
-            yield Ask(
-                "setExceptionBreakpoints", {"filters": list(row.exception_filters)}, self._timeout()
-            )
+        # the files as the program loads them: each breakpoint follows its text there first
+        self.anchor_at_launch()
+        self.launched_at = now
+        yield from self.send_all()
         if self.capabilities.get("supportsConfigurationDoneRequest"):
             yield Ask("configurationDone", None, self._timeout())
         yield Answer(seq, row.launch_timeout)
         if self.state == "starting":
             self.state = "running"
         outcome = yield from self._outcome(mark, wait)
-        outcome["breakpoints"] = {p: self._breakpoint_rows(p) for p in self.breakpoints}
+        outcome.update(self.all_breakpoints())
+        feats = self.features()
+        if feats is not None:
+            outcome["features"] = feats.report()
         if self.restored:
             outcome["restored_breakpoints"] = self.restored
         return outcome
@@ -325,6 +282,13 @@ class Session(Driver):
             "frames": frames[:TOP_FRAMES],
             "total_frames": total,
         }
+        if frames and "breakpoint" in str(body.get("reason", "")):
+            lines, fns = self.stop_causes(list(body.get("hitBreakpointIds") or []), frames[0])
+            out["breakpoint"] = self.describe(lines, fns)
+            yield from self.spend_hit_once(lines, fns)
+        changed = sorted({f["file"] for f in frames if self.changed_since_launch(f["file"])})
+        if changed:
+            out["changed_since_launch"] = changed
         if body.get("reason") == "exception" or body.get("reason") == "panic":
             out["exception"] = yield from self._exception(thread, body)
         if frames:
@@ -372,7 +336,7 @@ class Session(Driver):
                     "name": f.get("name", ""),
                     "file": path or source.get("name", ""),
                     "line": line,
-                    "source": _source_line(path, line) if path else "",
+                    "source": self.line_text(path, line) if path else "",
                 }
             )
         total = int(resp.body.get("totalFrames") or len(raw))
@@ -493,9 +457,6 @@ class Session(Driver):
             pass  # detaching is still better than leaving it attached
 
     # --- checks ---------------------------------------------------------------------------
-    def _timeout(self) -> float:
-        return 10.0
-
     def _require_stopped(self) -> None:
         if self.state != "stopped":
             raise DebugError(ErrorCode.BAD_REQUEST, self._not_stopped())
@@ -533,7 +494,7 @@ class Session(Driver):
             "stopped": self.last_stop if self.state == "stopped" else {},
             "exit_code": self.exit_code,
             "end_reason": self.end_reason,
-            "breakpoints": {p: self._breakpoint_rows(p) for p in self.breakpoints},
+            **self.all_breakpoints(),
         }
 
 
@@ -557,19 +518,3 @@ def _cap(text: str, limit: int = MAX_VALUE) -> str:
     if len(text) <= limit:
         return text
     return text[:limit] + f"... ({len(text) - limit} more characters)"
-
-
-def _source_line(path: str, line: int) -> str:
-    """The text of `line` (1-based) of `path`, stripped ("" when unreadable)."""
-    if not path or not line or line < 1:
-        return ""
-    try:
-        with Path(path).open("rb") as f:
-            for n, raw in enumerate(f, 1):
-                if n == line:
-                    return _cap(raw.decode("utf-8", "replace").strip(), 200)
-                if n > line:
-                    break
-    except OSError:
-        return ""
-    return ""

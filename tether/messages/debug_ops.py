@@ -8,6 +8,7 @@ Paths are absolute and already confined to the workspace by the tool's guardrail
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from tether.messages.ops import Vocabulary
 
@@ -25,9 +26,31 @@ class Status:
 @DEBUG.op
 @dataclass(frozen=True)
 class SetBreakpoints:
+    """A file's line breakpoints, replacing its others (none: cleared). Each is a spec of
+    `tether.debug.breakpoints.line_specs` (line, condition, hit_condition, log_message, and
+    text: its anchor, when the host sets it again)."""
+
     op_name = "breakpoints"
     file: str
-    lines: list[int] = field(default_factory=list)
+    breakpoints: list[dict[str, Any]] = field(default_factory=list)
+
+
+@DEBUG.op
+@dataclass(frozen=True)
+class SetFunctionBreakpoints:
+    """The function breakpoints (name, condition, hit_condition), replacing the others."""
+
+    op_name = "function_breakpoints"
+    functions: list[dict[str, Any]] = field(default_factory=list)
+
+
+@DEBUG.op
+@dataclass(frozen=True)
+class SetExceptionBreakpoints:
+    """Stop on these exceptions (raised / uncaught; none: on no exception at all)."""
+
+    op_name = "exception_breakpoints"
+    exceptions: list[str] = field(default_factory=list)
 
 
 @DEBUG.op
@@ -38,9 +61,13 @@ class Launch:
     root: str  # the directory holding the adapter's root marker: the program's cwd
     args: list[str] = field(default_factory=list)
     wait: float = 10.0  # s to wait for a stop or the exit before "still running"
-    # the run's breakpoints, kept by the host (file -> lines): a session that lost some (a
-    # new incarnation) sets them before it starts the program, and says so
-    breakpoints: dict[str, list[int]] = field(default_factory=dict)
+    # the run's breakpoints, kept by the host (file -> specs as for SetBreakpoints): a
+    # session that lost some (a new incarnation) sets them before it starts the program,
+    # and says so; so for function breakpoints and exceptions (None: never set)
+    breakpoints: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    functions: list[dict[str, Any]] = field(default_factory=list)
+    exceptions: list[str] | None = None
+    place: dict[str, Any] | None = None  # the run's place (tether.places wire); None: host
 
 
 @DEBUG.op
@@ -51,7 +78,10 @@ class Attach:
     port: int | None = None
     pid: int | None = None
     wait: float = 2.0
-    breakpoints: dict[str, list[int]] = field(default_factory=dict)  # as for Launch
+    breakpoints: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # as for Launch
+    functions: list[dict[str, Any]] = field(default_factory=list)
+    exceptions: list[str] | None = None
+    place: dict[str, Any] | None = None  # as for Launch
 
 
 @DEBUG.op

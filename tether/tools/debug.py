@@ -22,11 +22,15 @@ from __future__ import annotations
 from typing import Any
 
 from tether.debug import adapters
+from tether.debug import breakpoints as bp
 from tether.debug.render import (
     frame_line,
     rel,
     render_adapters,
+    render_all_breakpoints,
     render_breakpoints,
+    render_exceptions,
+    render_functions,
     render_launch,
     render_outcome,
     render_status,
@@ -44,6 +48,8 @@ from tether.messages.debug_ops import (
     Pause,
     Scopes,
     SetBreakpoints,
+    SetExceptionBreakpoints,
+    SetFunctionBreakpoints,
     Stack,
     Status,
     StepIn,
@@ -101,18 +107,15 @@ def _debug(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     wait = float(args.get("wait", ATTACH_WAIT if op == "attach" else DEFAULT_WAIT))
     if op == "adapters":
         rows = adapters.adapters_report(ws)
+        seen = ctx.state.get(FAMILY, {}).get("features", {})
+        for r in rows:  # what an adapter said of itself in this run beats the table
+            r["breakpoints"] = seen.get(r["adapter"], r["breakpoints"])
         return ToolResult.ok(render_adapters(rows), data={"adapters": rows})
     if op == "status":
         p = _send(ctx, Status(), INSPECT_TIMEOUT)
         return ToolResult.ok(render_status(p, ws), data=p)
     if op == "breakpoints":
-        path = ctx.resolve_path(_need(args, "file", op))
-        lines = [int(n) for n in args.get("lines") or []]
-        p = _send(ctx, SetBreakpoints(str(path), lines), INSPECT_TIMEOUT)
-        _remember(ctx, str(path), lines)
-        return ToolResult.ok(
-            render_breakpoints(rel(str(path), ws), p["breakpoints"], p["sent"]), data=p
-        )
+        return _breakpoints(ctx, args)
     if op in ("launch", "attach"):
         return _start(ctx, args, op, wait)
     if op in STEPS:
@@ -154,7 +157,8 @@ def _debug(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         return ToolResult.ok(dropped + (p["output"] or "(no output yet)"), data=p)
     if op == "terminate":
         p = _send(ctx, Terminate(), INSPECT_TIMEOUT)
-        ctx.state.get(FAMILY, {}).pop("breakpoints", None)  # (terminate clears them)
+        for kind in ("breakpoints", "functions", "exceptions"):  # (terminate clears them)
+            ctx.state.get(FAMILY, {}).pop(kind, None)
         left = p.get("processes_left") or []
         ended = (
             "detached from the attached program (its breakpoints removed, left running)"
@@ -202,22 +206,87 @@ def _start(ctx: ToolContext, args: dict[str, Any], op: str, wait: float) -> Tool
         )
     root = str(res.root)
     timeout = wait + row.startup_timeout + row.launch_timeout + 10.0
-    kept = dict(ctx.state.get(FAMILY, {}).get("breakpoints", {}))
+    state = ctx.state.get(FAMILY, {})
+    kept = dict(state.get("breakpoints", {}))
+    fns, kinds = list(state.get("functions") or []), state.get("exceptions")
     if op == "launch":
         extra = [str(a) for a in args.get("args") or []]
-        p = _send(ctx, Launch(row.name, str(where), root, extra, wait, kept), timeout)
+        launch = Launch(row.name, str(where), root, extra, wait, kept, fns, kinds, _place(ctx))
+        p = _send(ctx, launch, timeout)
     else:
         port, pid = args.get("port"), args.get("pid")
-        p = _send(ctx, Attach(row.name, root, port, pid, wait, kept), timeout)
+        attach = Attach(row.name, root, port, pid, wait, kept, fns, kinds, _place(ctx))
+        p = _send(ctx, attach, timeout)
+    _keep_launch(ctx, p, row.name)
     return ToolResult.ok(render_launch(p, ws), data=p)
 
 
-def _remember(ctx: ToolContext, path: str, lines: list[int]) -> None:
-    remembered = ctx.state.setdefault(FAMILY, {}).setdefault("breakpoints", {})
-    if lines:
-        remembered[path] = list(lines)
-    else:
-        remembered.pop(path, None)
+def _place(ctx: ToolContext) -> dict[str, Any] | None:
+    """The run's place for the adapter and its debuggee (None: the host)."""
+    place = getattr(ctx, "place", None)
+    return place.to_wire() if place is not None and place.kind != "host" else None
+
+
+def _breakpoints(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+    """Line breakpoints of one file, function breakpoints, exceptions: whichever are given
+    (each replaces what was set of its kind); none given: the list of all of them."""
+    ws = ctx.workdir
+    given = [k for k in ("file", "functions", "exceptions") if args.get(k) is not None]
+    if args.get("lines") is not None and args.get("file") is None:
+        return ToolResult.error("debug breakpoints: lines needs file (the source file they are in)")
+    try:
+        specs = bp.line_specs(args.get("lines") or []) if "file" in given else []
+        fns = bp.function_specs(args["functions"]) if "functions" in given else []
+        kinds = bp.exception_kinds(args["exceptions"]) if "exceptions" in given else []
+    except bp.BreakpointError as e:
+        return ToolResult.error(f"debug breakpoints: {e}")
+    if not given:
+        p = _send(ctx, Status(), INSPECT_TIMEOUT)
+        return ToolResult.ok(render_all_breakpoints(p, ws), data=p)
+    texts, data = [], {}
+    if "file" in given:
+        path = str(ctx.resolve_path(args["file"]))
+        p = _send(ctx, SetBreakpoints(path, specs), INSPECT_TIMEOUT)
+        _keep_lines(ctx, {path: p["breakpoints"]}, replace=[path])
+        texts.append(render_breakpoints(rel(path, ws), p["breakpoints"], p["sent"]))
+        data.update(p)
+    if "functions" in given:
+        p = _send(ctx, SetFunctionBreakpoints(fns), INSPECT_TIMEOUT)
+        _kept(ctx)["functions"] = [f["spec"] for f in p["functions"]]
+        texts.append(render_functions(p["functions"], p["sent"]))
+        data.update(p)
+    if "exceptions" in given:
+        p = _send(ctx, SetExceptionBreakpoints(kinds), INSPECT_TIMEOUT)
+        _kept(ctx)["exceptions"] = kinds
+        texts.append(render_exceptions(p["exceptions"], p["sent"]))
+        data.update(p)
+    return ToolResult.ok("\n".join(texts), data=data)
+
+
+def _kept(ctx: ToolContext) -> dict[str, Any]:
+    return ctx.state.setdefault(FAMILY, {})
+
+
+def _keep_lines(
+    ctx: ToolContext, rows: dict[str, list[dict[str, Any]]], replace: list[str] | None = None
+) -> None:
+    """The run's line breakpoints, as the session answered them (their anchors, and their
+    lines as the last launch moved them); `replace`: files whose set is exactly `rows`."""
+    kept = _kept(ctx).setdefault("breakpoints", {})
+    for path in replace or []:
+        kept.pop(path, None)
+    for path, file_rows in rows.items():
+        if file_rows:
+            kept[path] = [r["spec"] for r in file_rows]
+
+
+def _keep_launch(ctx: ToolContext, p: dict[str, Any], adapter: str) -> None:
+    """After a launch: the breakpoints as it moved them, and what the adapter said it can do."""
+    _keep_lines(ctx, p.get("breakpoints") or {})
+    if p.get("functions"):
+        _kept(ctx)["functions"] = [f["spec"] for f in p["functions"]]
+    if p.get("features"):
+        _kept(ctx).setdefault("features", {})[adapter] = p["features"]
 
 
 _DESCRIPTION = """Drive a debugger (Python: debugpy, C/C++/Rust binaries: lldb-dap, Go: delve, Dart). \
@@ -225,7 +294,13 @@ One session per conversation (hard TTL 30 min); calls run one at a time.
 Ops:
 - adapters: which adapters can be used here, and why not
 - status: whether a session runs, and where it is stopped
-- breakpoints: file, lines[] (empty clears the file); may be set before launch
+- breakpoints: file + lines[] (empty clears the file); each line a number or {"line": 12, \
+"condition": "x > 3", "hit_condition": "900", "log_message": "x={x}"} (hit_condition: N = the Nth hit \
+only, ">= N" = from the Nth on, "% N" = every Nth; log_message: a logpoint, written to output, no stop); \
+functions: [name or {"name", "condition", "hit_condition"}] (replaces them); exceptions: ["raised", \
+"uncaught"] (replaces; [] stops on none). May be set before launch; no arguments: lists them all. \
+A breakpoint follows its line's text: an edit while a program runs leaves it on the code that \
+runs ("changed since launch"); the next launch moves it to where its text is now, or says it lost it
 - launch: program (a .py file, a Go package dir or .go file, an executable built with -g), args[]; \
 stops at your breakpoints, or says it exited (code, output tail) or still runs
 - attach: adapter + port (debugpy --listen, lldb gdb-remote, dlv --headless) or pid (lldb, delve); \
@@ -235,6 +310,15 @@ terminate detaches and leaves that program running
 - evaluate: expression, frame_id? ; output: the program's output (bounded) ; terminate
 Frame ids and references go stale when the program moves: call stack again after a step.
 Example: {"op": "breakpoints", "file": "app.py", "lines": [12]} then {"op": "launch", "program": "app.py"}"""
+
+
+_CONDITIONS: dict[str, Any] = {
+    "condition": {"type": "string", "description": "stop only when this expression is true"},
+    "hit_condition": {
+        "type": ["string", "integer"],
+        "description": 'N: the Nth hit only; ">= N": from the Nth on; "% N": every Nth',
+    },
+}
 
 
 def specs() -> list[ToolSpec]:
@@ -250,7 +334,49 @@ def specs() -> list[ToolSpec]:
                     "file": {"type": "string", "description": "workspace-relative source file"},
                     "lines": {
                         "type": "array",
-                        "items": {"type": "integer", "minimum": 1, "maximum": MAX_LINE},
+                        "items": {
+                            "anyOf": [
+                                {"type": "integer", "minimum": 1, "maximum": MAX_LINE},
+                                {
+                                    "type": "object",
+                                    "properties": {
+                                        "line": {
+                                            "type": "integer",
+                                            "minimum": 1,
+                                            "maximum": MAX_LINE,
+                                        },
+                                        **_CONDITIONS,
+                                        "log_message": {
+                                            "type": "string",
+                                            "description": "a logpoint: {expr} interpolated",
+                                        },
+                                    },
+                                    "required": ["line"],
+                                    "additionalProperties": False,
+                                },
+                            ]
+                        },
+                    },
+                    "functions": {
+                        "type": "array",
+                        "items": {
+                            "anyOf": [
+                                {"type": "string", "minLength": 1},
+                                {
+                                    "type": "object",
+                                    "properties": {
+                                        "name": {"type": "string", "minLength": 1},
+                                        **_CONDITIONS,
+                                    },
+                                    "required": ["name"],
+                                    "additionalProperties": False,
+                                },
+                            ]
+                        },
+                    },
+                    "exceptions": {
+                        "type": "array",
+                        "items": {"type": "string", "enum": list(bp.EXCEPTION_KINDS)},
                     },
                     "program": {"type": "string", "description": "workspace-relative program"},
                     "args": {"type": "array", "items": {"type": "string"}},
