@@ -14,6 +14,9 @@ the same files. For each pattern:
 
 Targets (issue #4): equal counts; cold <= 2x the CLI; warm <= 0.5x the CLI.
 
+members (issue #25): a member pattern searched in all the member rungs that read it
+against its costliest single rung, on TypeScript's lib .d.ts files (target <= 1.5x).
+
 Then (issue #17, not with --no-runtime):
 
 - second: a fresh run (caches cleared) searches one pattern, waits 3 s, and searches
@@ -257,18 +260,66 @@ def bench_pathological(rt: Any, handler: Any, tmp: Path) -> None:
     fast_run.close()
 
 
+MEMBER_PATTERNS = ["readonly $F: $T;", "$M($$$P): $R;", "$F?: $T;"]
+
+
+def bench_members() -> None:
+    """A member pattern searched in every member rung that reads it (class, interface,
+    object type) against the same search in one rung, on TypeScript's lib .d.ts files,
+    warm (trees cached), in-process, best of 3. The one rung is the costliest single
+    reading (the one with the most matches: each match costs its record), so the ratio is
+    what trying the other rungs adds (target <= 1.5)."""
+    import dataclasses
+
+    from tether.structural.cache import ParseCache
+    from tether.structural.pattern import compile_pattern
+    from tether.structural.search import search_paths
+
+    lib = Path(sys.prefix) / "lib" / "node_modules" / "typescript" / "lib"
+    if not lib.is_dir():
+        print(f"members: skipped ({lib} not found; scripts/install.sh puts typescript there)")
+        return
+    cache = ParseCache()
+
+    def best(p: Any) -> tuple[float, int]:
+        walls, total = [], 0
+        for _ in range(3):
+            t = time.perf_counter()
+            results, _ = search_paths(p, str(lib), cache)
+            walls.append(time.perf_counter() - t)
+            total = sum(r.total for r in results)
+        return min(walls), total
+
+    for pattern in MEMBER_PATTERNS:
+        compiled = compile_pattern(pattern, "typescript")
+        search_paths(compiled, str(lib), cache)  # parse once (untimed)
+        t_all, n_all = best(compiled)
+        singles = [
+            best(dataclasses.replace(v, alternatives=(), same_in=())) for v in compiled.variants
+        ]
+        t_one, n_one = max(singles)
+        print(
+            f"members {pattern:18}: {len(compiled.contexts)} rungs ({len(compiled.variants)} "
+            f"readings) {t_all:.3f} s ({n_all} matches); costliest one rung {t_one:.3f} s "
+            f"({n_one}); ratio {t_all / t_one:.2f} (target <= 1.50)"
+        )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--patterns", type=int, default=len(PATTERNS))
     ap.add_argument("--no-runtime", action="store_true", help="in-process, one process")
     ap.add_argument(
         "--only",
-        choices=["table", "second", "multi", "pathological"],
+        choices=["table", "second", "multi", "pathological", "members"],
         action="append",
         help="run only these parts (repeatable); default all",
     )
     opts = ap.parse_args()
     patterns = PATTERNS[: opts.patterns]
+    if opts.only == ["members"]:
+        bench_members()
+        return 0
 
     from tether.actors.parser import POOL_KEYS
     from tether.messages.parser_ops import Clear, Stats
@@ -317,7 +368,9 @@ def main() -> int:
             return int(res.data["total"]), wall
 
         print(f"tether: {pool}; machine: {os.cpu_count()} cores\n")
-        parts = set(opts.only or ["table", "second", "multi", "pathological"])
+        parts = set(opts.only or ["table", "second", "multi", "pathological", "members"])
+        if "members" in parts:
+            bench_members()
         if rt is not None and "second" in parts:
             bench_second(rt, corpus, handler, clear)
         if rt is not None and "multi" in parts:

@@ -81,7 +81,21 @@ def test_errors_are_specific(project):
 def test_no_match_says_so(project):
     res = call(Run(workdir=project), "ast_grep", pattern="nothing_here($A)", language="python")
     assert not res.is_error and res.text.startswith("No matches for `nothing_here($A)` (python)")
-    assert res.data == {"matches": [], "total": 0, "binary": 0}
+    assert res.data == {"matches": [], "total": 0, "binary": 0, "contexts": ["statement"]}
+
+
+def test_a_member_pattern_says_which_containers_it_was_read_in(tmp_path):
+    (tmp_path / "m.ts").write_text(
+        "class A {\n  readonly a: number;\n}\ninterface B {\n  readonly b: string;\n}\n"
+    )
+    res = call(Run(workdir=tmp_path), "ast_grep", pattern="readonly $F: $T;", language="ts")
+    assert not res.is_error, res.text
+    assert res.data["total"] == 2
+    assert res.data["contexts"] == ["class member", "interface member", "object type member"]
+    assert res.text.splitlines()[0] == (
+        "2 matches in 1 file, the pattern read as a class member, an interface member or an "
+        "object type member:"
+    )
 
 
 def test_edit_stages_then_accept_writes(project):

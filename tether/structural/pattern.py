@@ -93,7 +93,8 @@ class Pattern:
     repairs: int = 0  # error recovery the accepting parse needed (0: parsed as written)
     closer: str = ""  # the terminator the ladder appended ("" or ";")
     trim_depth: int | None = None  # where the closer was, down the last root's last children
-    alternatives: tuple[Pattern, ...] = ()  # the other member rungs that read it
+    alternatives: tuple[Pattern, ...] = ()  # the other member rungs' own readings
+    same_in: tuple[str, ...] = ()  # other member rungs that read it exactly so
 
     @property
     def is_sequence(self) -> bool:
@@ -107,7 +108,7 @@ class Pattern:
     @property
     def contexts(self) -> tuple[str, ...]:
         """The contexts the pattern was read in (several for a member)."""
-        return tuple(v.context for v in self.variants)
+        return tuple(c for v in self.variants for c in (v.context, *v.same_in))
 
 
 # --- compile -----------------------------------------------------------------------------
@@ -262,6 +263,19 @@ def _terminates(root: Node, end: int, closer: str) -> bool:
     return leaf.parent.start_byte < end - size
 
 
+_SEPARATORS = (b";", b",")
+
+
+def _without_separator(roots: tuple[PNode, ...]) -> tuple[PNode, ...]:
+    """A sequence without its last root when that is a lone `;` or `,`: a TypeScript
+    class or interface body holds a member's `;` as a sibling of the member, and the
+    member is what was meant (in a body whose members end with `,` or a line break too)."""
+    last = roots[-1] if len(roots) > 1 else None
+    if isinstance(last, Terminal) and not last.named and last.text in _SEPARATORS:
+        return roots[:-1]
+    return roots
+
+
 def _too_deep(original: str) -> PatternError:
     return PatternError(
         f"pattern `{shown(original)}` nests too deep (its syntax tree has more than "
@@ -307,6 +321,7 @@ def _try_context(
         raise _too_deep(original)
     conv = _Converter(src, ch)
     roots = tuple(conv.convert(n) for n in nodes if not n.is_extra or n.is_error)
+    roots = _without_separator(roots)
     if not roots:
         return None, None, src
     _only_metavar(roots, original)
@@ -352,6 +367,7 @@ class _Ladder:
     chars: tuple[str | None, ...]
     best: Pattern | None = None
     best_ctx: Context | None = None
+    best_closer: str = ""
     tried: list[str] = field(default_factory=list)
     first_err: tuple[Node, bytes, int, str] | None = None
 
@@ -373,34 +389,35 @@ class _Ladder:
             self.tried.append(ctx.name + (f" + '{closer}'" if closer else ""))
         return best
 
-    def offer(self, p: Pattern, ctx: Context) -> None:
+    def offer(self, p: Pattern, ctx: Context, closer: str) -> None:
         if self.best is None or p.repairs < self.best.repairs:
-            self.best, self.best_ctx = p, ctx
+            self.best, self.best_ctx, self.best_closer = p, ctx, closer
 
 
 def _with_members(
-    ladder: _Ladder, taken: Pattern, ctx: Context, rungs: tuple[Context, ...]
+    ladder: _Ladder, taken: Pattern, ctx: Context, closer: str, rungs: tuple[Context, ...]
 ) -> Pattern:
     """`taken` (read in member rung `ctx`) with every other member rung that reads the
     fragment as well, each distinct reading once."""
-    seen = {repr(taken.roots)}
-    others: list[Pattern] = []
+    readings: dict[str, Pattern] = {repr(taken.roots): taken}
     for other in rungs:
         if not other.is_member or other == ctx:
             continue
-        p = ladder.read(other, taken.closer)
+        p = ladder.read(other, closer)
         if p is None or p.repairs > taken.repairs:
             continue
         key = repr(p.roots)
-        if key in seen:
-            continue
-        seen.add(key)
-        others.append(p)
+        if key in readings:
+            first = readings[key]
+            readings[key] = replace(first, same_in=(*first.same_in, p.context))
+        else:
+            readings[key] = p
+    first, *others = readings.values()
     if not others:
-        return taken
-    common = set(taken.literals).intersection(*(set(o.literals) for o in others))
-    literals = tuple(t for t in taken.literals if t in common)
-    return replace(taken, alternatives=tuple(others), literals=literals)
+        return first
+    common = set(first.literals).intersection(*(set(o.literals) for o in others))
+    literals = tuple(t for t in first.literals if t in common)
+    return replace(first, alternatives=tuple(others), literals=literals)
 
 
 def compile_pattern(source: str, lang: str) -> Pattern:
@@ -417,12 +434,13 @@ def compile_pattern(source: str, lang: str) -> Pattern:
             if p is None:
                 continue
             if p.repairs == 0:
-                return _with_members(ladder, p, ctx, rungs) if ctx.is_member else p
-            ladder.offer(p, ctx)
-    if ladder.best is not None and ladder.best_ctx is not None:
-        if ladder.best_ctx.is_member:
-            return _with_members(ladder, ladder.best, ladder.best_ctx, rungs)
-        return ladder.best
+                return _with_members(ladder, p, ctx, closer, rungs) if ctx.is_member else p
+            ladder.offer(p, ctx, closer)
+    best, ctx = ladder.best, ladder.best_ctx
+    if best is not None and ctx is not None:
+        return (
+            _with_members(ladder, best, ctx, ladder.best_closer, rungs) if ctx.is_member else best
+        )
     raise _unparseable(ladder)
 
 

@@ -249,8 +249,29 @@ class VariantQuery:
 
 
 class CandidateQuery:
-    """The candidate queries of every reading of a pattern: one, or one per member
-    context that accepted it (`Pattern.variants`), each searched and the matches merged."""
+    """The candidate queries of every reading of a pattern (`Pattern.variants`: one, or
+    one per member context that accepted it), the matches merged. Readings whose anchor is
+    the same text at the same depth share one walk (a class field and an interface
+    property both anchored on `readonly`): the walk is most of a warm search, and the
+    readings differ only in the root's kind, checked per candidate."""
 
     def __init__(self, pattern: Pattern):
-        self.parts = [(v, VariantQuery(v)) for v in pattern.variants]
+        self.groups: list[tuple[tuple[Pattern, ...], VariantQuery]] = []
+        shared: dict[tuple[bytes, int, int], list[Pattern]] = {}
+        for v in pattern.variants:
+            vq = VariantQuery(v)
+            a = vq.anchor
+            if a is None or vq.up:
+                self.groups.append(((v,), vq))
+            else:
+                shared.setdefault((a.needle, a.kind_id, a.depth), []).append(v)
+        for (needle, kind_id, depth), vs in shared.items():
+            vq = VariantQuery(vs[0])
+            if len(vs) > 1:  # any root kind: each reading checks its own
+                vq.anchor = Anchor(needle, kind_id, depth, ERROR_KIND)
+            self.groups.append((tuple(vs), vq))
+
+    @property
+    def several(self) -> bool:
+        """Whether two readings may match one node (then each match is kept once)."""
+        return sum(len(vs) for vs, _ in self.groups) > 1

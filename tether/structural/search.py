@@ -60,24 +60,35 @@ def iter_tree(
     matcher = Matcher(src, budget)
     kept = _Kept(keep)
     count = 0
-    several = len(cq.parts) > 1
+    several = cq.several
     seen: set[tuple[int, int]] = set()  # a node two readings match is one match
-    for variant, vq in cq.parts:
+    for variants, vq in cq.groups:
         for node in vq.candidates(root, src):
-            tries = matcher.in_children(variant, node) if vq.up else (matcher.at(variant, node),)
-            for r in tries:
-                if r is not None:
-                    env, first, last = r
-                    span = (first.start_byte, match_end(variant, last))
-                    if several:
-                        if span in seen:
-                            continue
-                        seen.add(span)
-                    count += 1
-                    kept.add(span[0], span[1], env)
-                yield
+            for variant in variants:
+                if len(variants) > 1 and not _could_root(variant, node):
+                    continue
+                tries = (
+                    matcher.in_children(variant, node) if vq.up else (matcher.at(variant, node),)
+                )
+                for r in tries:
+                    if r is not None:
+                        env, first, last = r
+                        span = (first.start_byte, match_end(variant, last))
+                        if several:
+                            if span in seen:
+                                continue
+                            seen.add(span)
+                        count += 1
+                        kept.add(span[0], span[1], env)
+                    yield
     out.extend(kept.in_order())
     return count
+
+
+def _could_root(variant: Pattern, node: Node) -> bool:
+    """Whether `node` has the kind of the reading's root (readings sharing one walk)."""
+    kind_id = getattr(variant.roots[0], "kind_id", None)
+    return kind_id is None or kind_id in (node.kind_id, 0xFFFF) or node.is_error
 
 
 def match_end(pattern: Pattern, last: Node) -> int:

@@ -171,14 +171,19 @@ def _search(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         if binary
         else ""
     )
+    contexts = list(pattern.contexts)
+    read_as = _read_as(contexts)
     if total == 0:
         text = (
             f"No matches for `{shown(pattern.source)}` ({lang}) in {where}. The pattern was "
-            f"parsed as a {pattern.context}; loosen it with metavariables ($X, $$$ARGS) "
+            f"parsed as {read_as}; loosen it with metavariables ($X, $$$ARGS) "
             f"if you expected matches."
         )
-        return ToolResult.ok(text + skipped, data={"matches": [], "total": 0, "binary": binary})
+        data = {"matches": [], "total": 0, "binary": binary, "contexts": contexts}
+        return ToolResult.ok(text + skipped, data=data)
     head = f"{total} match{'es' if total != 1 else ''} in {nfiles} file{'s' if nfiles != 1 else ''}"
+    if len(contexts) > 1:  # a member pattern is searched in every container that reads it
+        head += f", the pattern read as {read_as}"
     if total > len(listed):
         head += f" (showing the first {len(listed)}; raise max_results or narrow `path` for more)"
     lines = [head + ":"]
@@ -186,9 +191,14 @@ def _search(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         lines.append(f"{m['path']}:{m['start_line']}: {_code_line(m['text'])}")
         if m["captures"]:
             lines.append(f"    {_captures_text(m['captures'])}")
-    return ToolResult.ok(
-        "\n".join(lines) + skipped, data={"matches": listed, "total": total, "binary": binary}
-    )
+    data = {"matches": listed, "total": total, "binary": binary, "contexts": contexts}
+    return ToolResult.ok("\n".join(lines) + skipped, data=data)
+
+
+def _read_as(contexts: list[str]) -> str:
+    """'a statement'; 'a class member, an interface member or an object type member'."""
+    named = [f"{'an' if c[0] in 'aeiou' else 'a'} {c}" for c in contexts]
+    return named[0] if len(named) == 1 else f"{', '.join(named[:-1])} or {named[-1]}"
 
 
 def _ast_grep(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
