@@ -436,11 +436,11 @@ def compile_pattern(source: str, lang: str) -> Pattern:
             if p.repairs == 0:
                 return _with_members(ladder, p, ctx, closer, rungs) if ctx.is_member else p
             ladder.offer(p, ctx, closer)
-    best, ctx = ladder.best, ladder.best_ctx
-    if best is not None and ctx is not None:
-        return (
-            _with_members(ladder, best, ctx, ladder.best_closer, rungs) if ctx.is_member else best
-        )
+    best, rung = ladder.best, ladder.best_ctx
+    if best is not None and rung is not None:
+        if rung.is_member:
+            return _with_members(ladder, best, rung, ladder.best_closer, rungs)
+        return best
     raise _unparseable(ladder)
 
 
