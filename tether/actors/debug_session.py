@@ -73,6 +73,7 @@ from tether.messages.debug_ops import (
     Variables,
 )
 from tether.places import Place
+from tether.places.sandbox import python_inside
 from tether.processes import kill_tree, session_processes
 from tether.protocol import FramingError
 
@@ -252,6 +253,8 @@ class DebugSessionActor(ProcessActor):
         root = Path(op.root)
         if isinstance(op, Launch):
             config = adapters.launch_config(row, Path(op.program), list(op.args), root)
+            if op.place and isinstance(config.get("python"), str):  # (one the place has)
+                config["python"] = python_inside(config["python"], str(root))
             self._built = config.get("output", "")
             request, program, wait = "launch", op.program, op.wait
         else:

@@ -12,6 +12,11 @@ stop runs in a message handler, and the actor process exits right after it anywa
 A subprocess started with `env=self.new_scratch(name).env()` writes its temp files into
 its own private directory (`tether.scratch`), removed once it ended (after `on_exit`) or
 with the actor.
+
+`spawn(..., place=...)` starts it in a place (`tether.places`): the command is wrapped
+(bubblewrap for a sandbox), and everything above stays true of the wrapped process (its
+pid is the one watched and killed; the place's init takes the rest down with it). When it
+ends, the place's cgroup is released, and an exit caused by a limit of the place says so.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import psutil
 
 from tether.actors.base import FLUSH_RETRY, ResourceActor
 from tether.channels import OutBuffer
+from tether.places import Place, Wrapped, wrap
 from tether.processes import kill_tree, popen_dying_with_us
 from tether.scratch import ProcessScratch
 
@@ -63,13 +69,37 @@ class ProcessActor(ResourceActor):
         self._argv: list[str] = []
         self._scratch: ProcessScratch | None = None
         self._made_ahead: ProcessScratch | None = None  # make_scratch_ahead
+        self._wrapped: Wrapped | None = None  # how the subprocess entered its place
 
     # --- provided --------------------------------------------------------------------
-    def spawn(self, argv: list[str], cwd: str, env: dict[str, str] | None = None) -> int:
-        """Start the subprocess (own process group, stdin/stdout/stderr pipes); returns its pid."""
+    def spawn(
+        self,
+        argv: list[str],
+        cwd: str,
+        env: dict[str, str] | None = None,
+        place: Place | None = None,
+        workspace: str | None = None,
+        rw: list[str] | None = None,
+    ) -> int:
+        """Start the subprocess (own process group, stdin/stdout/stderr pipes); returns its pid.
+        place: where it runs (default the host; tether.places.wrap), workspace: the
+        conversation's directory there (read-write), rw: more directories of its own."""
         if self.proc is not None and self.proc.poll() is None:
             raise RuntimeError(f"{self.name} already runs a subprocess (pid {self.proc.pid})")
         self._argv = list(argv)
+        self._release_place()
+        if place is not None and place.kind != "host":
+            scratch = [str(self._scratch.base)] if self._scratch is not None else []
+            self._wrapped = wrap(
+                place,
+                argv,
+                cwd=cwd,
+                env=env,
+                workspace=workspace,
+                rw=[*scratch, *(rw or [])],
+                group=self.name.split("/", 1)[0],  # a run's processes share its limits
+            )
+            argv, env, cwd = self._wrapped.argv, self._wrapped.env, self._wrapped.cwd
         self.proc = popen_dying_with_us(
             argv,
             cwd=cwd,
@@ -141,7 +171,14 @@ class ProcessActor(ResourceActor):
         )
         tail = self.stderr_tail().strip()
         tail = f"; stderr tail: {tail[-500:]}" if tail else ""
+        limit = self._wrapped.exit_reason() if self._wrapped is not None else ""
+        how += f": {limit}" if limit else ""
         return f"{self.name}: {argv0} (pid {pid}) {how}{tail}"
+
+    def _release_place(self) -> None:
+        wrapped, self._wrapped = self._wrapped, None
+        if wrapped is not None:
+            wrapped.release()
 
     def stderr_tail(self) -> str:
         """The last few KiB of the subprocess's stderr, for status and errors."""
@@ -254,6 +291,8 @@ class ProcessActor(ResourceActor):
         finally:  # (after on_exit: it kills what the process left; unless it started anew)
             if ended is not None and self._scratch is ended:
                 self._remove_scratch()
+            if self.proc is proc:
+                self._release_place()
 
     def _close_pipes(self) -> None:
         self._watched = []
@@ -299,6 +338,7 @@ class ProcessActor(ResourceActor):
                 proc.wait(timeout=REAP_WAIT)
             self._close_pipes()
         self._remove_scratch()
+        self._release_place()
         made, self._made_ahead = self._made_ahead, None
         if made is not None:
             made.close()

@@ -142,6 +142,25 @@ def runtime_toolchains() -> list[str]:
     ]
 
 
+def visible(path: str, workspace: str | None) -> bool:
+    """True if `path` (and where its symlinks lead) is there inside a sandbox of `workspace`
+    without binding more: the system, the runtime's toolchains, the workspace."""
+    roots = [*SYSTEM_RO, *runtime_toolchains(), *([workspace] if workspace else [])]
+    return all(
+        any(p == r or p.startswith(r.rstrip("/") + "/") for r in roots)
+        for p in (os.path.abspath(path), os.path.realpath(path))
+    )
+
+
+def python_inside(python: str, workspace: str | None) -> str:
+    """`python` if a sandbox of `workspace` has it (a project venv, the system's), else the
+    runtime's own base Python (a version manager's shim on PATH is not there)."""
+    if visible(python, workspace):
+        return python
+    base = os.path.join(sys.base_prefix, "bin", f"python{sys.version_info[0]}")
+    return base if os.access(base, os.X_OK) else sys.executable
+
+
 def bwrap_argv(
     place: Place,
     argv: Sequence[str],

@@ -41,18 +41,20 @@ class Wrapped:
     cwd: str
     place: Place
     cgroup: Cgroup | None = field(default=None, compare=False)
+    # the cgroup's counts when this process started (a run's processes share one cgroup)
+    baseline: tuple[int, int] = (0, 0)
 
     def exit_reason(self) -> str:
         """Why the place may have ended the process ("" if no limit of the place was hit)."""
         if self.cgroup is None:
             return ""
         limits = self.place.limits
-        if self.cgroup.oom_kills():
+        if self.cgroup.oom_kills() > self.baseline[0]:
             return (
                 f"it went over its place's memory limit ({limits.memory_mb} MiB) and the "
                 "kernel killed it"
             )
-        if self.cgroup.pids_refused():
+        if self.cgroup.pids_refused() > self.baseline[1]:
             return f"its place refused new processes over its limit of {limits.pids}"
         return ""
 
@@ -91,8 +93,10 @@ def wrap(
     )
     inner_env = sandbox.sandbox_env(environ, rw=[p for p in (workspace, *rw) if p])
     cgroup = cgroups.make(cgroup_name(group), place.limits) if group else None
-    prefix = cgroup.join_argv() if cgroup is not None else []
-    return Wrapped([*prefix, *wrapped], inner_env, cwd, place, cgroup)
+    if cgroup is None:
+        return Wrapped(wrapped, inner_env, cwd, place)
+    baseline = (cgroup.oom_kills(), cgroup.pids_refused())
+    return Wrapped([*cgroup.join_argv(), *wrapped], inner_env, cwd, place, cgroup, baseline)
 
 
 def check(place: Place) -> Place:

@@ -1,0 +1,54 @@
+"""debug in a sandbox place: debugpy (adapter and debuggee) in bubblewrap, driven over the
+adapter's stdio; the program cannot read another conversation's workspace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import health_node, wait_until
+from tests.debug.support import gone, ok, session_pids
+from tests.places.test_places import needs_sandbox
+
+pytestmark = needs_sandbox
+
+PROGRAM = """\
+import os
+
+
+def peek(path):
+    try:
+        return open(path).read()
+    except OSError as e:
+        return type(e).__name__
+
+
+other = peek({secret!r})
+me = os.getuid()
+print("other:", other, "uid:", me)
+"""
+
+
+def test_a_sandboxed_debuggee_stops_and_cannot_read_another_workspace(
+    runtime: Any, tmp_path: Path
+) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    (b / "secret.txt").write_text("B's secret")
+    (a / "app.py").write_text(PROGRAM.format(secret=str(b / "secret.txt")))
+    (a / "pyproject.toml").write_text("[project]\nname = \"app\"\n")
+    run = runtime.open_run("dbg", workdir=str(a), place="sandbox")
+    ok(run, {"op": "breakpoints", "file": "app.py", "lines": [13]})
+    first = ok(run, {"op": "launch", "program": "app.py"})
+    assert first.text.startswith("stopped at app.py:13 (breakpoint)"), first.text
+    assert "other (str) = 'FileNotFoundError'" in first.text, first.text
+    assert "me (int) = 1000" in first.text, first.text
+    pids = session_pids(runtime, "dbg")
+    assert pids
+    done = ok(run, {"op": "continue"})
+    assert "other: FileNotFoundError uid: 1000" in done.text, done.text
+    node = health_node(runtime.health(), "run:dbg/debug_session:session")
+    assert node is not None
+    run.close()
+    assert wait_until(lambda: gone(pids), 10)
