@@ -118,7 +118,8 @@ def _state(b: Mapping[str, Any], sent: bool) -> str:
         return "set (verified when a program is launched)"
     if b.get("verified"):
         moved = b.get("actual_line") and b.get("actual_line") != b.get("line")
-        return f"verified, moved to line {b['actual_line']}" if moved else "verified"
+        said = f" ({b['message']})" if b.get("message") else ""
+        return (f"verified, moved to line {b['actual_line']}" if moved else "verified") + said
     return f"NOT verified{why}"
 
 

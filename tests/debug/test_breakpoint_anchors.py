@@ -1,0 +1,130 @@
+"""A breakpoint remembers its line's text: an edit while a program runs never makes a stop
+land on a shifted line (debugpy and delve, real adapters), and the next launch moves each
+breakpoint to where its text is, or says it lost its anchor."""
+
+from __future__ import annotations
+
+import shutil
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.debug.conftest import need
+from tests.debug.support import err, ok
+
+PY = textwrap.dedent(
+    """\
+    def step(i):
+        return i * 2
+
+
+    def main():
+        total = 0
+        for i in range(3):
+            total += step(i)
+        print("done", total)
+
+
+    main()
+    """
+)
+GO = textwrap.dedent(
+    """\
+    package main
+
+    import "fmt"
+
+    func step(i int) int {
+    \treturn i * 2
+    }
+
+    func main() {
+    \ttotal := 0
+    \tfor i := 0; i < 3; i++ {
+    \t\ttotal += step(i)
+    \t}
+    \tfmt.Println("done", total)
+    }
+    """
+)
+# adapter -> (source, marker, text, program, step line, call line, comment)
+CASES = {
+    "debugpy": ("app.py", "pyproject.toml", PY, "app.py", 2, 8, "#"),
+    "delve": ("main.go", "go.mod", GO, ".", 6, 12, "//"),
+}
+STEP_TEXT = {"debugpy": "return i * 2", "delve": "return i * 2"}
+
+
+def project(tmp_path: Path, adapter: str) -> tuple[str, str, int, int, str]:
+    need(adapter)
+    if adapter == "delve" and not shutil.which("go"):
+        pytest.skip("go is not installed (delve builds the package with it)")
+    source, marker, text, program, step, call, comment = CASES[adapter]
+    (tmp_path / marker).write_text(
+        "module example.com/demo\n\ngo 1.19\n" if marker == "go.mod" else "[project]\nname='d'\n"
+    )
+    (tmp_path / source).write_text(text)
+    return source, program, step, call, comment
+
+
+def stop_line(res: Any) -> int:
+    assert res.data["outcome"] == "stopped", res.text
+    return int(res.data["frames"][0]["line"])
+
+
+def run_to_exit(run: Any, allowed: set[int]) -> None:
+    """Continue until the program exits; every stop on the way is on one of `allowed`."""
+    for _ in range(20):
+        res = ok(run, {"op": "continue", "wait": 60})
+        if res.data["outcome"] == "exited":
+            return
+        assert stop_line(res) in allowed, res.text
+    raise AssertionError("the program did not exit within 20 continues")
+
+
+@pytest.mark.parametrize("adapter", sorted(CASES))
+def test_an_edit_while_it_runs_never_shifts_a_stop(runtime, tmp_path, adapter) -> None:
+    source, program, step, call, comment = project(tmp_path, adapter)
+    path = tmp_path / source
+    run = runtime.open_run(f"edit-{adapter}", workdir=str(tmp_path))
+    ok(run, {"op": "breakpoints", "file": source, "lines": [step]})
+    first = ok(run, {"op": "launch", "program": program, "wait": 60})
+    assert stop_line(first) == step, first.text
+
+    # three lines inserted above: the program runs on the code it loaded
+    path.write_text(f"{comment} one\n{comment} two\n{comment} three\n" + path.read_text())
+    listed = ok(run, {"op": "breakpoints"})
+    assert f"breakpoints in {source} (changed since launch" in listed.text, listed.text
+    assert f"line {step}: verified  [{step} | {STEP_TEXT[adapter]}]" in listed.text, listed.text
+    assert "changed since launch" in ok(run, {"op": "status"}).text
+    again = ok(run, {"op": "continue", "wait": 60})
+    assert stop_line(again) == step, again.text  # not step + 3: that is other code now
+    assert again.data["frames"][0]["source"] == STEP_TEXT[adapter], again.text
+    assert f"{source} changed since launch: the program runs the code it loaded" in again.text
+
+    # lines asked for now are lines of the file now: mapped to the code that runs
+    mapped = ok(run, {"op": "breakpoints", "file": source, "lines": [step + 3, call + 3]})
+    assert f"line {call + 3} of the file now; line {call} of the code it runs" in mapped.text
+    new_only = err(run, {"op": "breakpoints", "file": source, "lines": [1]})
+    assert "line 1 of" in new_only.text and "changed since launch" in new_only.text
+    at_call = ok(run, {"op": "continue", "wait": 60})
+    assert stop_line(at_call) == call, at_call.text
+    assert "step(i)" in at_call.data["frames"][0]["source"], at_call.text
+    run_to_exit(run, {step, call})
+
+    # the next launch moves each breakpoint to where its text is now
+    moved = ok(run, {"op": "launch", "program": program, "wait": 60})
+    assert f"line {step + 3} (moved from line {step}: its text moved)" in moved.text, moved.text
+    assert stop_line(moved) == call + 3, moved.text
+    run_to_exit(run, {step + 3, call + 3})
+
+    # a line whose text changed has lost its anchor: reported, not set, never stopped at
+    path.write_text(path.read_text().replace("return i * 2", "return i * 3"))
+    lost = ok(run, {"op": "launch", "program": program, "wait": 60})
+    assert f"line {step + 3}: LOST its anchor, not set" in lost.text, lost.text
+    assert "is no longer in the file" in lost.text, lost.text
+    assert stop_line(lost) == call + 3, lost.text
+    run_to_exit(run, {call + 3})
+    ok(run, {"op": "terminate"})
