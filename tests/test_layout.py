@@ -63,7 +63,7 @@ LAYERS: list[set[str]] = [
         "tether.metrics",
     },
     # the public face and the command
-    {"tether", "tether.demo", "tether.chaos", "tether.cli", "tether.mcp_server"},
+    {"tether", "tether.demo", "tether.chaos", "tether.cli", "tether.mcp_server", "tether.serve"},
 ]
 
 LIBRARIES = {"tether.lsp", "tether.structural", "tether.debug", "tether.kernels"}

@@ -7,7 +7,8 @@
     tether status --port N                    the health tree of a running runtime
     tether top --port N [--interval S]        a live view of its actors, redrawn in place
     tether mcp --workdir DIR [--surface S]    one run's tools over MCP stdio
-    tether serve [--metrics-port P]           a runtime that stays up (for status, metrics)
+    tether serve --workdir NAME=DIR [--port P] many conversations' tools over MCP streamable
+                                              HTTP (bearer token; /healthz /readyz /metrics)
     tether demo [--project DIR]               the tools on the bundled example project
     tether chaos --workdir DIR [--duration S] [--runs N] [--seed N] [--json]
                                               tool calls under injected faults, checked
@@ -198,28 +199,27 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    import signal
-    import threading
+    from tether.serve import ConfigError, load
 
-    from tether.runtime import Runtime, RuntimeStartError
-
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
     try:
-        rt = Runtime.start(admin_port=args.admin_port, metrics_port=args.metrics_port)
-    except RuntimeStartError as e:
-        raise SystemExit(f"tether serve: {e}") from None
-    with rt:
-        print(
-            f"tether: runtime up, admin port {rt.admin_port} (tether status --port {rt.admin_port})"
+        config = load(
+            args.config,
+            args.workdir,
+            host=args.host,
+            port=args.port,
+            max_conversations=args.max_conversations,
+            grace=args.grace,
         )
-        if rt.metrics is not None:
-            print(f"tether: metrics on http://127.0.0.1:{rt.metrics.port}/metrics")
-        print("tether: Ctrl-C or SIGTERM to stop", flush=True)
-        stop.wait()
-    print("tether: stopped", flush=True)
-    return 0
+    except ConfigError as e:
+        raise SystemExit(f"tether serve: {e}") from None
+    if not config.loopback and not args.public:
+        raise SystemExit(
+            f"tether serve: --host {config.host} is not loopback; the server runs code for its "
+            "clients. Put it behind a TLS proxy and pass --public to mean it."
+        )
+    from tether.serve.app import serve
+
+    return serve(config, state_dir=args.state_dir, admin_port=args.admin_port)
 
 
 def _cmd_demo(rest: list[str]) -> int:
@@ -279,9 +279,22 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.add_argument("--workdir", required=True, help="the working directory of the run")
     mcp.add_argument("--surface", choices=SURFACES, default="default")
 
-    serve = sub.add_parser("serve", help="start a runtime and keep it up until interrupted")
-    serve.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
+    serve = sub.add_parser("serve", help="serve conversations' tools over MCP streamable HTTP")
+    serve.add_argument(
+        "--workdir",
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        help="a directory clients may open conversations on, by NAME (repeatable)",
+    )
+    serve.add_argument("--config", help="a JSON config file (workdirs, limits)")
+    serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default 8765; 0: a free one)")
+    serve.add_argument("--max-conversations", type=int, help="open conversations at most")
+    serve.add_argument("--grace", type=float, help="seconds SIGTERM waits for calls in flight")
+    serve.add_argument("--state-dir", help="the runtime's state dir (token, port files)")
     serve.add_argument("--admin-port", type=int, help="pin the actor system's admin port")
+    serve.add_argument("--public", action="store_true", help="allow a non-loopback --host")
 
     sub.add_parser("demo", help="run the tools on the bundled example project", add_help=False)
     sub.add_parser(

@@ -8,6 +8,13 @@ subprocess and talks JSON-RPC on its stdin/stdout. The server is a thin face on 
 content, an error as `isError`; `ToolResult.to_mcp`). Nothing is decided here that the run
 does not already decide: guardrails, tiers and the surface are the run's.
 
+The conversion is shared with `tether serve` (tether.serve): `mcp_tool` (a title, annotations
+that say what the tool does rather than only its tier - ast_edit only stages, so it is not
+destructive - and an `outputSchema`, since results carry `structuredContent`), `mcp_result`
+and `unknown_tool` (a protocol error, as MCP says, not an `isError` result). The text block
+of a result is what the model reads, not the structured content serialised: the structured
+content is for programs, the text is written for the model.
+
 The runtime starts inside `stdio_server()`, which points fd 1 at stderr while it serves, so
 the actor tree and the servers it starts (forked from this process) can never write into
 the protocol stream.
@@ -23,11 +30,93 @@ import anyio
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
 
 from tether.run import Run
+from tether.tools.results import ToolResult
 from tether.tools.spec import Surface
 
 SERVER_NAME = "tether"
+
+TITLES = {
+    "read": "Read a file",
+    "write": "Write a file",
+    "edit": "Edit a file",
+    "apply_patch": "Apply a patch",
+    "lsp": "Language server query",
+    "lsp_rename": "Rename a symbol project-wide",
+    "ast_grep": "Structural search",
+    "ast_edit": "Structural rewrite (staged)",
+    "resolve": "Accept or discard a staged change",
+    "debug": "Drive a debugger",
+    "eval": "Run a cell in a persistent interpreter",
+    "ask_user": "Ask the human",
+    "vibe_spawn": "Start a background worker",
+    "vibe_send": "Message a background worker",
+    "vibe_wait": "Wait for a background worker",
+    "vibe_kill": "Stop a background worker",
+    "vibe_list": "List background workers",
+}
+
+# Where a tool's effect is not its tier's (tether.tools.export.TIER_ANNOTATIONS): ast_edit
+# writes nothing (it stages; resolve writes), ask_user reaches a human, a vibe worker is an
+# agent of its own that may edit (the gate is on its tools), stopping one loses its work.
+ANNOTATIONS: dict[str, dict[str, bool]] = {
+    "ast_edit": {"destructiveHint": False},
+    "ask_user": {"idempotentHint": False, "openWorldHint": True},
+    "vibe_spawn": {"readOnlyHint": False, "idempotentHint": False, "openWorldHint": True},
+    "vibe_send": {"readOnlyHint": False, "idempotentHint": False, "openWorldHint": True},
+    "vibe_kill": {"readOnlyHint": False, "destructiveHint": True},
+    "vibe_wait": {"idempotentHint": False},
+}
+
+# Every result may carry `structuredContent` (the ToolResult's data), of a shape per tool
+# and action: the schema says it is an object, and each result is one.
+OUTPUT_SCHEMA: dict[str, Any] = {"type": "object", "additionalProperties": True}
+
+
+def mcp_tool(schema: dict[str, Any]) -> types.Tool:
+    """A tool declaration (`export_schema(spec, "mcp")`) as MCP's `Tool`."""
+    name = schema["name"]
+    title = TITLES.get(name, name)
+    annotations = {**schema.get("annotations", {}), **ANNOTATIONS.get(name, {}), "title": title}
+    return types.Tool.model_validate(
+        {**schema, "title": title, "annotations": annotations, "outputSchema": OUTPUT_SCHEMA}
+    )
+
+
+def mcp_result(result: ToolResult) -> types.CallToolResult:
+    out = result.to_mcp()
+    if not result.is_error and "structuredContent" not in out:
+        # A declared outputSchema means every success carries structured content.
+        out["structuredContent"] = {} if result.data is None else {"value": _plain(result.data)}
+    return types.CallToolResult.model_validate(out)
+
+
+def _plain(value: Any) -> Any:
+    import json
+
+    try:
+        return json.loads(json.dumps(value, default=str))
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def unknown_tool(name: str, known: list[str]) -> MCPError:
+    """MCP (server/tools, error handling): an unknown tool is a protocol error."""
+    return MCPError(
+        code=types.INVALID_PARAMS,
+        message=f"unknown tool {name!r}: call tools/list; this server has {', '.join(known)}",
+    )
+
+
+def server_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tether")
+    except PackageNotFoundError:
+        return "0+unknown"
 
 
 class McpFace:
@@ -40,17 +129,25 @@ class McpFace:
     async def list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        tools = [types.Tool.model_validate(t) for t in self.run.tool_schemas("mcp")]
+        tools = [mcp_tool(t) for t in self.run.tool_schemas("mcp")]
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
+        known = [t.name for t in self.run.tools()]
+        if params.name not in known:
+            raise unknown_tool(params.name, known)
         result = await self.run.acall(params.name, dict(params.arguments or {}))
-        return types.CallToolResult.model_validate(result.to_mcp())
+        return mcp_result(result)
 
     def server(self) -> Server[Any]:
-        return Server(SERVER_NAME, on_list_tools=self.list_tools, on_call_tool=self.call_tool)
+        return Server(
+            SERVER_NAME,
+            version=server_version(),
+            on_list_tools=self.list_tools,
+            on_call_tool=self.call_tool,
+        )
 
 
 @contextlib.contextmanager

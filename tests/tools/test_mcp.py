@@ -67,14 +67,41 @@ def test_a_client_lists_the_tools_with_their_tiers_and_calls_them(tmp_path) -> N
     wait_until(lambda: not serving(tmp_path), timeout=15.0)
 
 
-def test_a_plan_surface_shows_no_write_tool_and_refuses_one(tmp_path) -> None:
-    tools, (refused,) = drive(
-        tmp_path, "--surface", "plan", calls=[("write", {"path": "x.txt", "content": "x"})]
-    )
+def test_a_plan_surface_shows_no_write_tool_and_a_call_to_one_is_a_protocol_error(
+    tmp_path,
+) -> None:
+    from mcp.shared.exceptions import MCPError
+
+    async def go() -> Any:
+        async with session_over_stdio(tmp_path, "--surface", "plan") as streams:
+            async with ClientSession(streams[0], streams[1]) as session:
+                info = await session.initialize()
+                tools = (await session.list_tools()).tools
+                try:
+                    await session.call_tool("write", {"path": "x.txt", "content": "x"})
+                except MCPError as e:
+                    return info, tools, e
+                raise AssertionError("a hidden tool was called")
+
+    info, tools, refused = anyio.run(go)
     names = {t.name for t in tools}
     assert "read" in names and "write" not in names
-    assert refused.is_error and "write" in refused.content[0].text
+    assert refused.error.code == -32602 and "unknown tool 'write'" in refused.error.message
+    assert info.server_info.version == "0.1.0"
     assert not (tmp_path / "x.txt").exists()
+    wait_until(lambda: not serving(tmp_path), timeout=15.0)
+
+
+def test_tools_carry_titles_output_schemas_and_annotations_that_match_them(tmp_path) -> None:
+    tools, (staged,) = drive(
+        tmp_path, calls=[("ast_grep", {"pattern": "print($X)", "language": "python"})]
+    )
+    by_name = {t.name: t for t in tools}
+    assert by_name["ast_edit"].annotations.destructive_hint is False  # it only stages
+    assert by_name["resolve"].annotations.destructive_hint is True
+    assert by_name["lsp"].title == "Language server query"
+    assert by_name["read"].output_schema == {"type": "object", "additionalProperties": True}
+    assert not staged.is_error and isinstance(staged.structured_content, dict)
     wait_until(lambda: not serving(tmp_path), timeout=15.0)
 
 

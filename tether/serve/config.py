@@ -1,0 +1,139 @@
+"""What a `tether serve` may give its clients, as validated data.
+
+A client never names a path or a place: it names one of the *workdirs* the operator listed
+(`--workdir NAME=DIR`, or the "workdirs" of a JSON config file), and the conversation gets
+that entry's directory, place and surface. So no request can open a conversation on `/`,
+or on the host when the operator said sandbox: the allowlist is the only way in.
+
+    {"host": "127.0.0.1", "port": 8765, "max_conversations": 16, "grace": 20,
+     "workdirs": {"app": {"path": "/srv/app", "place": "sandbox", "surface": "default"}}}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tether.places import Place
+from tether.tools.spec import Surface
+
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+class ConfigError(ValueError):
+    """A config value that cannot be served; the message names it and what to write."""
+
+
+@dataclass(frozen=True)
+class Workdir:
+    """One entry of the allowlist: a directory, where its processes run, what it sees."""
+
+    name: str
+    path: Path
+    place: str = "host"
+    surface: Surface = Surface.DEFAULT
+
+    @classmethod
+    def parse(cls, name: str, value: Any) -> Workdir:
+        if not NAME.match(name):
+            raise ConfigError(
+                f"workdir name {name!r} is not a plain name: use letters, digits, '_', '.', '-'"
+            )
+        spec = {"path": value} if isinstance(value, str) else value
+        if not isinstance(spec, Mapping) or not isinstance(spec.get("path"), str):
+            raise ConfigError(
+                f'workdir {name!r}: give a path, or {{"path": DIR, "place": ..., '
+                f'"surface": ...}}; got {value!r}'
+            )
+        path = Path(spec["path"]).expanduser().resolve()
+        if not path.is_dir():
+            raise ConfigError(f"workdir {name!r}: {str(path)!r} is not a directory")
+        place = str(spec.get("place", "host"))
+        try:
+            Place.parse(place)
+        except ValueError as e:
+            raise ConfigError(f"workdir {name!r}: {e}") from None
+        surfaces = [s.value for s in Surface]
+        surface = str(spec.get("surface", "default"))
+        if surface not in surfaces:
+            raise ConfigError(
+                f"workdir {name!r}: surface {surface!r} is not one of {', '.join(surfaces)}"
+            )
+        return cls(name=name, path=path, place=place, surface=Surface(surface))
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    host: str = "127.0.0.1"
+    port: int = 8765  # 0: a free port (printed, and in the serve file)
+    workdirs: Mapping[str, Workdir] = field(default_factory=dict)
+    max_conversations: int = 16
+    grace: float = 20.0  # seconds a SIGTERM waits for calls in flight, then cancels them
+    call_timeout: float = 600.0  # no tool call outlives this, whatever the client asked
+    allowed_hosts: Sequence[str] = ()  # extra Host values (behind a proxy), beside loopback
+
+    def __post_init__(self) -> None:
+        if not self.workdirs:
+            raise ConfigError(
+                "no workdirs to serve: pass --workdir NAME=DIR (repeatable) or a --config "
+                'file with "workdirs"; clients open conversations on those names only'
+            )
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"port {self.port} is not 0..65535")
+        if self.max_conversations < 1:
+            raise ConfigError(f"max_conversations must be >= 1, got {self.max_conversations}")
+        if not self.grace > 0 or not self.call_timeout > 0:
+            raise ConfigError("grace and call_timeout are seconds > 0")
+
+    @property
+    def loopback(self) -> bool:
+        return self.host in LOOPBACK
+
+    def workdir(self, name: str) -> Workdir:
+        """The entry called `name`; the error lists the names there are."""
+        try:
+            return self.workdirs[name]
+        except KeyError:
+            raise ConfigError(
+                f"no workdir {name!r} on this server; it serves {', '.join(sorted(self.workdirs))}"
+                " (the operator's allowlist: a client cannot name a path)"
+            ) from None
+
+
+def load(
+    path: str | os.PathLike[str] | None, pairs: Sequence[str], **overrides: Any
+) -> ServeConfig:
+    """The config file (if any), then `--workdir NAME=DIR` pairs, then flags that were given."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            data = json.loads(Path(path).read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise ConfigError(f"config {str(path)!r}: {e}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"config {str(path)!r}: the top level must be a JSON object")
+    raw = dict(data.pop("workdirs", {}) or {})
+    for pair in pairs:
+        name, sep, directory = pair.partition("=")
+        if not sep:
+            raise ConfigError(f"--workdir takes NAME=DIR, e.g. app=/srv/app; got {pair!r}")
+        raw[name] = directory
+    unknown = set(data) - {
+        "host",
+        "port",
+        "max_conversations",
+        "grace",
+        "call_timeout",
+        "allowed_hosts",
+    }
+    if unknown:
+        raise ConfigError(f"config: unknown keys {sorted(unknown)}")
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    workdirs = {name: Workdir.parse(name, value) for name, value in raw.items()}
+    return ServeConfig(workdirs=workdirs, **data)

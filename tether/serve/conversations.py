@@ -1,0 +1,186 @@
+"""The conversations of one `tether serve`: server-minted handles, each a `Run`.
+
+A conversation is not an MCP session. On MCP 2026-07-28 there may be no session at all
+(every request stands alone), and one 2025-11-25 session may drive several conversations
+(or a conversation may outlive the HTTP session that opened it: a reconnect keeps it). So
+the handle is ours: `open_conversation` mints it (unguessable, `c-` + 96 random bits),
+binds it to one allowlisted workdir (`config.Workdir`: its path, place and surface), and
+every later call names it. It is also what a load balancer keys affinity on (the
+`Mcp-Param-Conversation` header a 2026-07-28 client mirrors from the argument).
+
+Calls in flight are tracked here, by their `CallScope`, so a drain can wait for them and
+then cancel what is left, and the in-flight count is one number for /metrics and /readyz.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tether.call_scope import CallScope
+from tether.serve.config import ServeConfig, Workdir
+
+
+class ConversationError(ValueError):
+    """A handle that is not (or no longer) open, a refused open: said to the client."""
+
+
+class Full(ConversationError):
+    """No room for another conversation now: try later (HTTP: 503 with Retry-After)."""
+
+    retry_after = 30
+
+
+@dataclass
+class Conversation:
+    handle: str
+    workdir: Workdir
+    run: Any  # tether.run.Run
+    opened: float = field(default_factory=time.time)
+    calls: int = 0
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "conversation": self.handle,
+            "workdir": self.workdir.name,
+            "path": str(self.workdir.path),
+            "place": self.workdir.place,
+            "surface": self.workdir.surface.value,
+            "tools": [t.name for t in self.run.tools()],
+        }
+
+
+class Conversations:
+    """Open conversations and the calls in flight on them (thread-safe)."""
+
+    def __init__(self, runtime: Any, config: ServeConfig):
+        self.runtime = runtime
+        self.config = config
+        self._lock = threading.Lock()
+        self._open: dict[str, Conversation] = {}
+        self._opening = 0  # counted against the limit while open_run runs
+        self._in_flight: dict[str, CallScope] = {}
+        self._idle = threading.Condition(self._lock)
+        self.draining = False
+
+    # ---- room ---------------------------------------------------------------------
+    def room(self) -> str:
+        """Empty when a new conversation can be opened, else why not (for /readyz too)."""
+        if self.draining:
+            return "the server is draining (shutting down): open a conversation elsewhere"
+        if len(self._open) + self._opening >= self.config.max_conversations:
+            return (
+                f"the server holds {self.config.max_conversations} conversations, its limit "
+                "(max_conversations): close one, or retry later"
+            )
+        return self._runtime_room()
+
+    def _runtime_room(self) -> str:
+        # Seam for capacity (`rt.capacity()`, being built): once the runtime can say it is
+        # out of memory for another run, its refusal goes here. Until then: always room.
+        capacity = getattr(self.runtime, "capacity", None)
+        if capacity is None:
+            return ""
+        try:
+            report = capacity()
+        except Exception:  # noqa: BLE001 - a capacity that cannot say does not refuse
+            return ""
+        full = getattr(report, "full", None) if not isinstance(report, dict) else report.get("full")
+        return f"the runtime is out of capacity ({full})" if full else ""
+
+    # ---- lifetime -----------------------------------------------------------------
+    def open(self, name: str, open_run: Callable[..., Any] | None = None) -> Conversation:
+        """A new conversation on the workdir `name` (blocking: starts its run actor)."""
+        workdir = self.config.workdir(name)
+        with self._lock:
+            why = self.room()
+            if why:
+                raise Full(why)
+            self._opening += 1
+        handle = "c-" + secrets.token_urlsafe(12)
+        try:
+            run = (open_run or self.runtime.open_run)(
+                handle,
+                workdir=str(workdir.path),
+                surface=workdir.surface,
+                place=workdir.place,
+            )
+        finally:
+            with self._lock:
+                self._opening -= 1
+        conversation = Conversation(handle=handle, workdir=workdir, run=run)
+        with self._lock:
+            self._open[handle] = conversation
+        return conversation
+
+    def get(self, handle: Any) -> Conversation:
+        if not isinstance(handle, str) or not handle:
+            raise ConversationError(
+                "every tool call names its conversation: pass the 'conversation' argument "
+                "(the handle open_conversation returned)"
+            )
+        with self._lock:
+            conversation = self._open.get(handle)
+        if conversation is None:
+            raise ConversationError(
+                f"no open conversation {handle!r} on this server (closed, or never opened "
+                "here): call open_conversation for a new one"
+            )
+        return conversation
+
+    def close(self, handle: str) -> Conversation:
+        conversation = self.get(handle)
+        with self._lock:
+            self._open.pop(handle, None)
+        conversation.run.close()
+        return conversation
+
+    def close_all(self) -> int:
+        with self._lock:
+            conversations, self._open = list(self._open.values()), {}
+        for conversation in conversations:
+            conversation.run.close()
+        return len(conversations)
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def list(self) -> list[Conversation]:
+        with self._lock:
+            return list(self._open.values())
+
+    # ---- calls in flight ------------------------------------------------------------
+    def begin(self, conversation: Conversation, scope: CallScope) -> None:
+        with self._lock:
+            self._in_flight[scope.call_id] = scope
+            conversation.calls += 1
+
+    def end(self, scope: CallScope) -> None:
+        with self._lock:
+            self._in_flight.pop(scope.call_id, None)
+            if not self._in_flight:
+                self._idle.notify_all()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Block until no call is in flight (True) or `timeout` passed (False)."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while self._in_flight:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._idle.wait(left)
+        return True
+
+    def cancel_all(self, reason: str) -> int:
+        with self._lock:
+            scopes = list(self._in_flight.values())
+        return sum(1 for scope in scopes if scope.cancel(reason))

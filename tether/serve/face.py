@@ -1,0 +1,207 @@
+"""The MCP face of `tether serve`: one tool list, every call routed to its conversation.
+
+`tools/list` is the same for every client: `open_conversation` / `close_conversation`, and
+the tools a conversation on this server can have (the default surface with every resource
+kind connected; a conversation on a narrower surface refuses the others, saying so). Each
+of those takes a required `conversation` argument, the handle `open_conversation` minted.
+
+Why an argument and not a header or the MCP session: an argument works the same on both
+protocol versions the SDK speaks (2025-11-25 has sessions, 2026-07-28 may have none), lets
+one client connection drive several conversations, and survives a reconnect. It is
+annotated `x-mcp-header: Conversation`, so a 2026-07-28 client also mirrors it into an
+`Mcp-Param-Conversation` HTTP header (and the SDK checks the two agree): a load balancer
+keys affinity on that header without reading the body.
+
+A call is `Run.acall` under a `CallScope` with the server's call timeout. When the client
+cancels (2025-11-25: `notifications/cancelled`; 2026-07-28: closing the response stream;
+either: a disconnect), the SDK cancels this handler's task, `acall` cancels the scope, and
+the resource stops its work (a kernel cell is interrupted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server import Server, ServerRequestContext
+
+from tether.call_scope import CallScope
+from tether.mcp_server import SERVER_NAME, mcp_result, mcp_tool, server_version, unknown_tool
+from tether.serve.config import ConfigError
+from tether.serve.conversations import ConversationError, Conversations, Full
+from tether.tools.export import export_schema
+from tether.tools.registry import Registry
+from tether.tools.results import ToolResult
+from tether.tools.spec import Needs
+
+CONVERSATION_HEADER = "Conversation"  # -> Mcp-Param-Conversation on 2026-07-28
+PROGRESS_AFTER = 1.0  # a call with a progress token hears from us after this, then each second
+INSTRUCTIONS = (
+    "Call open_conversation with one of the server's workdirs first; pass the handle it "
+    "returns as 'conversation' on every other call."
+)
+
+
+def conversation_property() -> dict[str, Any]:
+    return {
+        "type": "string",
+        "description": "the conversation's handle, from open_conversation",
+        "x-mcp-header": CONVERSATION_HEADER,
+    }
+
+
+class ServeFace:
+    def __init__(self, conversations: Conversations, registry: Registry | None = None):
+        self.conversations = conversations
+        self.registry = registry or Registry.default()
+        self._tools = self._declare()
+        self.names = [t.name for t in self._tools]
+
+    # ---- tools/list -------------------------------------------------------------------
+    def _declare(self) -> list[types.Tool]:
+        config = self.conversations.config
+        workdirs = sorted(config.workdirs)
+        opening = {
+            "name": "open_conversation",
+            "description": (
+                "Open a conversation on one of this server's working directories; returns "
+                "its handle, to pass as 'conversation' on every other call. Workdirs: "
+                + ", ".join(f"{n} ({config.workdirs[n].path})" for n in workdirs)
+            ),
+            "inputSchema": {
+                "type": "object",
+                "properties": {"workdir": {"type": "string", "enum": workdirs}},
+                "required": ["workdir"],
+                "additionalProperties": False,
+            },
+            "annotations": {
+                "readOnlyHint": False,
+                "destructiveHint": False,
+                "idempotentHint": False,
+                "openWorldHint": False,
+            },
+        }
+        closing = {
+            "name": "close_conversation",
+            "description": "End a conversation: its resources (servers, kernels, sessions) stop.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"conversation": conversation_property()},
+                "required": ["conversation"],
+                "additionalProperties": False,
+            },
+            "annotations": {
+                "readOnlyHint": False,
+                "destructiveHint": True,
+                "idempotentHint": True,
+                "openWorldHint": False,
+            },
+        }
+        connected = frozenset(set(Needs) - {Needs.QUESTION_PORT, Needs.TARGET_SPACE, Needs.VIBE})
+        tools = [mcp_tool(opening), mcp_tool(closing)]
+        surfaces = {w.surface for w in config.workdirs.values()}
+        seen: set[str] = set()
+        for surface in sorted(surfaces, key=lambda s: s.value):
+            for status in self.registry.status(surface, connected):
+                if status.visible and status.name not in seen:
+                    seen.add(status.name)
+                    tools.append(mcp_tool(with_conversation(export_schema(status.spec, "mcp"))))
+        return tools
+
+    async def list_tools(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=self._tools)
+
+    # ---- tools/call -------------------------------------------------------------------
+    async def call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        name, args = params.name, dict(params.arguments or {})
+        if name not in self.names:
+            raise unknown_tool(name, self.names)
+        if name == "open_conversation":
+            return await self._open(args)
+        try:
+            conversation = self.conversations.get(args.pop("conversation", None))
+            if name == "close_conversation":
+                await anyio.to_thread.run_sync(self.conversations.close, conversation.handle)
+                return mcp_result(ToolResult.ok(f"closed {conversation.handle}"))
+            if self.conversations.draining:
+                raise ConversationError("the server is shutting down: no new calls")
+        except ConversationError as e:
+            return mcp_result(ToolResult.error(f"{name}: {e}"))
+        config = self.conversations.config
+        scope = CallScope.start(timeout=config.call_timeout, call_id=f"mcp-{ctx.request_id}")
+        self.conversations.begin(conversation, scope)
+        progress = _progress_task(ctx, name)
+        try:
+            result = await conversation.run.acall(name, args, scope)
+        finally:
+            self.conversations.end(scope)
+            if progress is not None:
+                progress.cancel()
+        return mcp_result(result)
+
+    async def _open(self, args: dict[str, Any]) -> types.CallToolResult:
+        workdir = args.get("workdir")
+        if not isinstance(workdir, str):
+            names = ", ".join(sorted(self.conversations.config.workdirs))
+            return mcp_result(
+                ToolResult.error(f"open_conversation: name a 'workdir', one of {names}")
+            )
+        try:
+            conversation = await anyio.to_thread.run_sync(self.conversations.open, workdir)
+        except Full as e:
+            return mcp_result(
+                ToolResult.error(f"open_conversation: {e}", data={"retry_after": e.retry_after})
+            )
+        except (ConversationError, ConfigError, ValueError) as e:
+            return mcp_result(ToolResult.error(f"open_conversation: {e}"))
+        info = conversation.describe()
+        text = (
+            f"conversation {conversation.handle} on {workdir} ({info['path']}, place "
+            f"{info['place']}, surface {info['surface']}): pass conversation="
+            f"{conversation.handle!r} on every call"
+        )
+        return mcp_result(ToolResult.ok(text, data=info))
+
+    def server(self) -> Server[Any]:
+        return Server(
+            SERVER_NAME,
+            version=server_version(),
+            title="tether: server-bound coding tools",
+            instructions=INSTRUCTIONS,
+            on_list_tools=self.list_tools,
+            on_call_tool=self.call_tool,
+        )
+
+
+def with_conversation(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` (an MCP tool declaration) with the required `conversation` argument."""
+    inputs = dict(schema.get("inputSchema") or {"type": "object"})
+    inputs["properties"] = {"conversation": conversation_property(), **inputs.get("properties", {})}
+    inputs["required"] = ["conversation", *inputs.get("required", [])]
+    return {**schema, "inputSchema": inputs}
+
+
+def _progress_task(ctx: ServerRequestContext[Any], name: str) -> asyncio.Task[None] | None:
+    """With a progress token: a notification each second once the call took 1 s."""
+    token = getattr(ctx.meta, "progress_token", None) if ctx.meta is not None else None
+    if token is None:
+        return None
+    started = time.monotonic()
+
+    async def tick() -> None:
+        with contextlib.suppress(Exception):  # a closed stream ends the ticks, not the call
+            await asyncio.sleep(PROGRESS_AFTER)
+            while True:
+                elapsed = time.monotonic() - started
+                await ctx.session.report_progress(elapsed, None, f"{name}: {elapsed:.0f}s")
+                await asyncio.sleep(1.0)
+
+    return asyncio.get_running_loop().create_task(tick())
