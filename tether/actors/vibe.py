@@ -43,6 +43,7 @@ from tether.messages.worker_ops import (
     Status,
     Wait,
 )
+from tether.places import Place, PlaceError
 from tether.processes import kill_tree
 
 OUTPUT_KEEP = 64 * 1024  # chars of output a worker keeps at least (the tail)
@@ -215,8 +216,8 @@ class VibeWorkerActor(ProcessActor):
                 **self.new_scratch("vibe").env(given=spec.env),
                 "TETHER_WORKER_ID": spec.worker_id,
             }
-            self.spawn(argv, cwd=spec.cwd, env=env)
-        except (OSError, worker_views.ViewError) as exc:
+            self.spawn(argv, cwd=spec.cwd, env=env, **self._place(spec))
+        except (OSError, worker_views.ViewError, PlaceError) as exc:
             self._finish("failed", None, f"cannot start {argv[0]!r}: {exc}")
             return
         self.status = "running"
@@ -225,6 +226,17 @@ class VibeWorkerActor(ProcessActor):
         if spec.brief_mode == "stdin":
             self.write(self.brief.encode())
             self._close_stdin_when_flushed()
+
+    def _place(self, spec: Spawn) -> dict[str, Any]:
+        """spawn()'s place arguments: the run's place, its workspace the worker's cwd."""
+        if not spec.place:
+            return {}
+        if spec.view:
+            raise PlaceError(
+                "an isolated worker (its own view of the workspace) cannot run in a sandbox "
+                "or prefix place yet: spawn it with isolated=false there"
+            )
+        return {"place": Place.from_wire(spec.place), "workspace": spec.cwd}
 
     def _in_view(self, spec: Spawn, argv: list[str]) -> list[str]:
         """argv wrapped to run in the worker's view (made at its first run), if isolated."""

@@ -19,6 +19,7 @@ may be left out): that is what its `tool_calls` and `tokens` caps are checked ag
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from tether.messages.ops import Vocabulary
 
@@ -45,6 +46,7 @@ class Spawn:
     reap_after: float = 600.0  # s a finished worker is kept for list/wait, then reaped
     view: str = ""  # "overlay" | "copy": each run works on its own view of cwd (worker_views)
     caps: dict[str, float] = field(default_factory=dict)  # CAP_NAMES -> limit, per run
+    place: dict[str, Any] | None = None  # the run's place (tether.places wire); None: host
 
 
 @WORKER.op

@@ -155,6 +155,7 @@ class VibeWorkers:
                 float(self.config.reap_after),
                 view,
                 limits,
+                _place(self.run),
             )
             worker = Worker(worker_id, label, tier, {"status": "new"}, isolated=bool(view))
             self._workers[worker_id] = worker
@@ -447,3 +448,9 @@ def workers_of(ctx: Any) -> VibeWorkers:
         if table is None:
             table = run.state["vibe"] = VibeWorkers(run, config)
     return table  # type: ignore[no-any-return]
+
+
+def _place(run: Any) -> dict[str, Any] | None:
+    """The run's place for its workers (tether.places wire form; None: the host)."""
+    place = getattr(run, "place", None)
+    return place.to_wire() if place is not None and place.kind != "host" else None
