@@ -22,7 +22,7 @@ def _plant(repo: Path, marker: Path) -> None:
     (repo / "new.py").write_text("x = 1\n")
     subprocess.run(["git", "-C", str(repo), "add", "app.py"], check=True)
     hook = repo / "planted.sh"
-    hook.write_text(f"#!/bin/sh\necho ran \"$@\" >> {marker}\n")
+    hook.write_text(f'#!/bin/sh\necho ran "$@" >> {marker}\n')
     hook.chmod(0o755)
     with open(repo / ".git" / "config", "a") as config:
         config.write(

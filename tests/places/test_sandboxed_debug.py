@@ -37,7 +37,7 @@ def test_a_sandboxed_debuggee_stops_and_cannot_read_another_workspace(
     b.mkdir()
     (b / "secret.txt").write_text("B's secret")
     (a / "app.py").write_text(PROGRAM.format(secret=str(b / "secret.txt")))
-    (a / "pyproject.toml").write_text("[project]\nname = \"app\"\n")
+    (a / "pyproject.toml").write_text('[project]\nname = "app"\n')
     run = runtime.open_run("dbg", workdir=str(a), place="sandbox")
     ok(run, {"op": "breakpoints", "file": "app.py", "lines": [13]})
     first = ok(run, {"op": "launch", "program": "app.py"})

@@ -141,3 +141,35 @@ def test_the_project_venv_is_the_kernel_interpreter(runtime_factory: Any, tmp_pa
     assert sorted(p.name for p in site.iterdir()) == ["projectonly.py"] or "_virtualenv" in str(
         list(site.iterdir())
     )  # nothing installed into the project to get a kernel
+
+
+# --- limits: what one conversation's cell cannot take from the others ---------------------
+def test_limits_end_the_offending_cell_with_a_clear_result(
+    runtime_factory: Any, tmp_path: Path
+) -> None:
+    from tether.places import Limits, Place, cgroups
+
+    limits = Limits(memory_mb=256, pids=48, tmp_mb=16)
+    rt = runtime_factory(kinds=kinds(spares=0))
+    run = rt.open_run("lim", workdir=tmp_path, place=Place.sandbox(limits=limits))
+    filler = ev(
+        run,
+        "with open('/tmp/fill', 'wb') as f:\n"
+        "    for _ in range(100): f.write(bytes(2**20)); f.flush()",
+    )
+    assert filler.is_error and "No space left on device" in filler.text, filler.text
+    if cgroups.missing(limits):
+        pytest.skip("no cgroup is delegated here: memory and pids limits are not enforced")
+    bomb = ev(
+        run,
+        "import subprocess\nprocs = []\n"
+        "try:\n    for _ in range(200): procs.append(subprocess.Popen(['sleep', '30']))\n"
+        "finally:\n    [p.kill() for p in procs]",
+    )
+    assert bomb.is_error and "Resource temporarily unavailable" in bomb.text, bomb.text
+    assert "refused new processes: it holds 48 at most" in bomb.text, bomb.text
+    hog = ev(run, "x = bytearray(1024 * 2**20)")
+    assert hog.is_error, hog.text
+    assert "went over its place's memory limit (256 MiB)" in hog.text, hog.text
+    after = ev(run, "print('still here')")  # the next cell: a fresh kernel, same place
+    assert "still here" in after.text and "data are lost" in after.text, after.text

@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tether.actors.vibe import KINDS
-from tether.tools.vibe_workers import CommandBackend, VibeConfig
 from tests.conftest import wait_until
 from tests.places.test_places import needs_sandbox
 from tests.vibe.test_vibe import output, spawn
+from tether.actors.vibe import KINDS
+from tether.tools.vibe_workers import CommandBackend, VibeConfig
 
 pytestmark = needs_sandbox
 

@@ -141,6 +141,8 @@ class KernelHandle:
         self.got_iopub = False
         self.prelude_id = ""
         self.failed = ""
+        wrapped = launched.wrapped
+        self.refused_seen = wrapped.baseline[1] if wrapped is not None else 0
         try:
             self.pidfd: int | None = os.pidfd_open(launched.pid)
         except OSError:
@@ -232,6 +234,22 @@ class KernelHandle:
             + (f": {limit}" if limit else "")
             + (f"; its last words: {tail}" if tail else "")
         )
+
+    def limits_hit(self) -> list[str]:
+        """What the place refused since the last look (a fork over its pids limit): the
+        cell failed on it, and its result should say why."""
+        wrapped = self.launched.wrapped
+        if wrapped is None or wrapped.cgroup is None:
+            return []
+        refused = wrapped.cgroup.pids_refused()
+        if refused <= self.refused_seen:
+            return []
+        self.refused_seen = refused
+        limit = wrapped.place.limits.pids
+        return [
+            f"the conversation's place refused new processes: it holds {limit} at most "
+            "(a fork bomb or a runaway pool); end some, or ask for a higher limit"
+        ]
 
     def owned_pids(self) -> list[int]:
         try:
@@ -555,6 +573,8 @@ class KernelActor(ResourceActor):
     def _finish(self, cell: Cell) -> None:
         if cell.final is not None:
             return
+        if self.handle is not None:
+            cell.notes.extend(self.handle.limits_hit())
         rendered = cell.output.render()
         if cell is self.cell:
             self.cell = None
