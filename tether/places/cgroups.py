@@ -140,11 +140,24 @@ def _reap(base: Path) -> None:
                         d.rmdir()
 
 
+_made: dict[tuple[str, Limits], Cgroup] = {}  # (this process's, while their dirs exist)
+
+
 def make(name: str, limits: Limits) -> Cgroup | None:
     """The cgroup `name` (created, or the existing one) with `limits` set; None where no
     hierarchy is delegated to this user. `name` is one path component."""
     if not name or "/" in name or name.startswith("."):
         raise ValueError(f"a cgroup name is one path component, got {name!r}")
+    known = _made.get((name, limits))
+    if known is not None and all(os.path.isdir(d) for _, d in known.dirs):
+        return known  # (a spawn of the same place again: nothing to write)
+    made = _make(name, limits)
+    if made is not None:
+        _made[(name, limits)] = made
+    return made
+
+
+def _make(name: str, limits: Limits) -> Cgroup | None:
     parents = _v1_parents()
     if "memory" in parents and "pids" in parents:
         dirs = []

@@ -135,6 +135,7 @@ def _under_system(path: str) -> bool:
     return any(path == s or path.startswith(s + "/") for s in SYSTEM_RO) or path == "/"
 
 
+@functools.cache
 def runtime_toolchains() -> list[str]:
     """The runtime's own interpreter and venv (read-only: a kernel or adapter runs on it)."""
     return toolchain_roots([sys.executable, os.path.join(sys.base_prefix, "bin", "python3")]) + [
@@ -180,12 +181,13 @@ def bwrap_argv(
             "a sandbox with network on is not supported yet: use Place.sandbox(network=False)"
         )
     out = [check_available(), *_namespaces(), "--proc", "/proc", "--dev", "/dev"]
-    out += _system_binds()
+    out += _system_binds()  # (the machine's layout: read once per process)
     size = str(place.limits.tmp_mb * 2**20)
     out += ["--size", size, "--tmpfs", "/tmp", "--dir", HOME]
     out += ["--size", size, "--tmpfs", "/dev/shm"]
     seen: set[str] = set()
-    for path in [*runtime_toolchains(), *toolchain_roots(argv[:1]), *ro]:
+    for path in [*runtime_toolchains(), *toolchain_roots(argv[:1]), *ro]:  # (the same for
+        # every spawn of this process except argv[0] and ro: cached where it can be)
         if path not in seen and os.path.exists(path):
             seen.add(path)
             out += ["--ro-bind", path, path]
@@ -195,7 +197,8 @@ def bwrap_argv(
     return out
 
 
-def _system_binds() -> list[str]:
+@functools.cache
+def _system_binds() -> tuple[str, ...]:
     out: list[str] = []
     for path in SYSTEM_RO:
         if os.path.isdir(path):
@@ -211,7 +214,7 @@ def _system_binds() -> list[str]:
     for name in ETC_SECRET_DIRS:
         if os.path.isdir(f"/etc/{name}"):
             out += ["--tmpfs", f"/etc/{name}"]
-    return out
+    return tuple(out)
 
 
 def sandbox_env(env: Mapping[str, str], rw: Sequence[str] = ()) -> dict[str, str]:
