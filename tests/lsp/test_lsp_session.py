@@ -494,3 +494,17 @@ def test_a_dynamically_registered_hierarchy_covers_its_follow_ups():
         "callHierarchy/outgoingCalls"
     )
     assert not caps.supports("typeHierarchy/subtypes")
+
+
+def test_only_the_capped_callers_and_sites_cross_back(tmp_path):
+    f = tmp_path / "a.c"
+    f.write_text("int f(void);\n")
+    s, io = start(tmp_path, {"callHierarchyProvider": True}, server="clangd")
+    s.handle(Hierarchy("incoming", str(f), 0, 4, limit=50), "t", io.t + 10)
+    answer(s, io.requests("textDocument/prepareCallHierarchy")[0], [_item(f, "f", 0)])
+    sites = [{"start": {"line": n, "character": 1}, "end": {"line": n, "character": 2}} for n in range(30)]  # fmt: skip
+    calls = [{"from": _item(f, f"g{n}", n), "fromRanges": sites} for n in range(60)]
+    answer(s, io.requests("callHierarchy/incomingCalls")[0], calls)
+    payload = io.results["t"][1]
+    assert (len(payload["items"]), payload["total"]) == (50, 60)
+    assert {(len(i["sites"]), i["sites_total"]) for i in payload["items"]} == {(20, 30)}

@@ -541,6 +541,39 @@ def test_folded_block_lists_new_and_pending():
     assert "Diagnostics pending for b.py" in out
 
 
+def _caller(path, line, name, sites):
+    site = [{"path": path, "line": n, "column": 5, "text": f"    {name}_calls()"} for n in sites]
+    return {**_loc(path, line), "name": name, "kind": "function", "detail": "", "sites": site, "sites_total": len(sites)}  # fmt: skip
+
+
+def test_hierarchy_renders_callers_with_their_sites_capped():
+    origin = [{**_loc("a.py", 2), "name": "f", "kind": "function"}]
+    recs = [_caller("a.py", 9, "g", range(10, 17))] + [_caller("b.py", i, f"h{i}", [i + 1]) for i in range(1, 50)]  # fmt: skip
+    text = render.hierarchy("incoming", "f", recs, 63, "a.py:2", origin)
+    lines = text.splitlines()
+    assert lines[:4] == ["63 callers of `f` (function at a.py:2) (capped at 50 of 63):", "a.py (1)", "  9: function g, calling it at:", "      10: g_calls()"]  # fmt: skip
+    assert "      … and 2 more calls" in lines and "b.py (49)" in lines
+
+
+def test_hierarchy_outgoing_sites_name_their_file_and_types_show_code():
+    origin = [{**_loc("a.py", 2), "name": "f", "kind": "function"}]
+    callee = {**_caller("lib.py", 40, "g", [3]), "detail": "class C"}
+    assert render.hierarchy("outgoing", "f", [callee], 1, "a.py:2", origin).splitlines()[2:] == [
+        "  40: function g - class C, called at:",
+        "      lib.py:3: g_calls()",
+    ]
+    sub = {**_loc("s.hpp", 8, "struct Square : Shape {"), "name": "Square", "kind": "struct"}
+    text = render.hierarchy("subtypes", "Shape", [sub], 1, "s.hpp:3", origin)
+    assert text.splitlines()[1:] == ["s.hpp (1)", "  8: struct Square : Shape {"]
+
+
+def test_hierarchy_with_nothing_there_says_what_to_point_at():
+    assert render.hierarchy("supertypes", "x", [], 0, "a.py:1", []) == (
+        "no type hierarchy for `x` at a.py:1: the server found no class, interface or other "
+        "type there. Point at its name where it is declared or used."
+    )
+
+
 def test_workspace_symbols_rank_exact_then_prefix_then_fuzzy_inside_first():
     from tether.tools.lsp.actions import _symbol_rank
 
