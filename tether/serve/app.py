@@ -72,6 +72,34 @@ def _gauge(name: str, doc: str, value: float) -> Metric:
     return family
 
 
+class Requests:
+    """ASGI middleware counting the POSTs being answered. A call's handler returns before its
+    response is written to the client: a drain that stopped the HTTP server as soon as the
+    calls were done would cut those responses off, so it waits for this count too."""
+
+    def __init__(self, app: Any):
+        self.app = app
+        self._count = 0
+        self._zero = threading.Condition()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        with self._zero:
+            self._count += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            with self._zero:
+                self._count -= 1
+                self._zero.notify_all()
+
+    def wait_none(self, timeout: float) -> bool:
+        with self._zero:
+            return self._zero.wait_for(lambda: self._count == 0, timeout)
+
+
 def ops_routes(conversations: Conversations, metrics: Metrics) -> list[Route]:
     async def healthz(request: Request) -> Response:
         return JSONResponse({"ok": True, "pid": os.getpid()})
@@ -112,7 +140,9 @@ def security(config: ServeConfig) -> TransportSecuritySettings:
     )
 
 
-def build_app(conversations: Conversations, metrics: Metrics, secret: str, port: int) -> Gate:
+def build_app(
+    conversations: Conversations, metrics: Metrics, secret: str, port: int
+) -> tuple[Gate, Requests]:
     server = ServeFace(conversations).server()
     app = server.streamable_http_app(
         streamable_http_path="/mcp",
@@ -123,7 +153,8 @@ def build_app(conversations: Conversations, metrics: Metrics, secret: str, port:
         # opens a new one and names the same conversation
         session_idle_timeout=600,
     )
-    return Gate(app, secret, port, conversations.config.allowed_hosts)
+    requests = Requests(app)
+    return Gate(requests, secret, port, conversations.config.allowed_hosts), requests
 
 
 class DrainingServer(uvicorn.Server):
@@ -131,9 +162,16 @@ class DrainingServer(uvicorn.Server):
     once). Not uvicorn's own handler: that re-raises the signal once serving ends, which
     would kill the process before its runs and runtime are closed."""
 
-    def __init__(self, config: uvicorn.Config, conversations: Conversations, grace: float):
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        conversations: Conversations,
+        requests: Requests,
+        grace: float,
+    ):
         super().__init__(config)
         self.conversations = conversations
+        self.requests = requests
         self.grace = grace
         self._drain: threading.Thread | None = None
 
@@ -152,6 +190,7 @@ class DrainingServer(uvicorn.Server):
             n = c.cancel_all("the server is shutting down (its drain grace passed)")
             log(f"cancelled {n} call(s) still running after {self.grace:g} s")
             c.wait_idle(5.0)
+        self.requests.wait_none(5.0)  # the answers of those calls, written to their clients
         self.should_exit = True
 
 
@@ -198,12 +237,13 @@ def serve(config: ServeConfig, state_dir: str | None = None, admin_port: int | N
         conversations = Conversations(rt, config)
         rt.metrics.registry.register(ServeCollector(conversations))  # type: ignore[arg-type]
         port = sock.getsockname()[1]
-        app = build_app(conversations, rt.metrics, token(rt.state_dir), port)
+        app, requests = build_app(conversations, rt.metrics, token(rt.state_dir), port)
         host = f"[{config.host}]" if ":" in config.host else config.host
         url = f"http://{host}:{port}/mcp"
         server = DrainingServer(
             uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2),
             conversations,
+            requests,
             config.grace,
         )
         serve_file = write_serve_file(rt.state_dir, url)

@@ -191,8 +191,8 @@ def with_conversation(schema: dict[str, Any]) -> dict[str, Any]:
 
 def _progress_task(ctx: ServerRequestContext[Any], name: str) -> asyncio.Task[None] | None:
     """With a progress token: a notification each second once the call took 1 s."""
-    token = getattr(ctx.meta, "progress_token", None) if ctx.meta is not None else None
-    if token is None:
+    meta: Any = ctx.meta or {}  # a TypedDict: the wire key, or its Python name
+    if meta.get("progressToken", meta.get("progress_token")) is None:
         return None
     started = time.monotonic()
 
