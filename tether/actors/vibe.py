@@ -112,6 +112,8 @@ class VibeWorkerActor(ProcessActor):
         self.output_total = 0  # chars of output this run, for its output cap
         self.reported: dict[str, int] = {}  # tool_calls / tokens, as the worker reported them
         self.capped: dict[str, Any] | None = None  # the cap that stopped this run
+        self.unchanged = False  # its view was removed at the end of the run: it was unchanged
+        self.mounted = False  # the view is mounted in this actor's own mount namespace
 
     # --- calls -----------------------------------------------------------------------
     def on_call(self, call: Call) -> None:
@@ -185,6 +187,7 @@ class VibeWorkerActor(ProcessActor):
         self.reply(call, self.snapshot())
 
     def _remove_view(self) -> None:
+        self._unmount()
         view, self.view = self.view, None
         worker_views.remove(view)
 
@@ -206,7 +209,7 @@ class VibeWorkerActor(ProcessActor):
         self.run_no += 1
         self.output, self.partial, self.result, self.error = "", "", "", ""
         self.exit_code, self.killed = None, False
-        self.output_total, self.reported, self.capped = 0, {}, None
+        self.output_total, self.reported, self.capped, self.unchanged = 0, {}, None, False
         self.prompts.clear()
         self.run_started, self.run_ended = time.monotonic(), 0.0
         try:
@@ -245,7 +248,15 @@ class VibeWorkerActor(ProcessActor):
         again = self.view is not None
         if self.view is None:
             self.view = worker_views.make(spec.cwd, spec.view)
+        if worker_views.mount_here(self.view):
+            self.mounted = True
+            return argv
         return worker_views.wrap(self.view, argv, again=again)
+
+    def _unmount(self) -> None:
+        if self.mounted and self.view is not None:
+            worker_views.unmount_here(self.view)
+        self.mounted = False
 
     def _check_cap(self, name: str, used: float) -> None:
         assert self.spec is not None
@@ -360,6 +371,9 @@ class VibeWorkerActor(ProcessActor):
 
     def _finish(self, status: str, returncode: int | None, error: str) -> None:
         self.status, self.exit_code, self.error = status, returncode, error
+        self._unmount()
+        self.unchanged = self.view is not None and worker_views.unchanged(self.view)
+        empty, self.view = (self.view, None) if self.unchanged else (None, self.view)
         self.run_ended = time.monotonic()
         self.result = self.output[-OUTPUT_KEEP:]
         self.prompts.clear()
@@ -367,6 +381,9 @@ class VibeWorkerActor(ProcessActor):
             self.reply(call, {"was": "running", **self.snapshot()})
         self.kills = []
         self._settle_held("wait", "poll")
+        # nothing to stage: the view goes now (no round trip for it), once the calls
+        # waiting for the end have their answer
+        worker_views.remove(empty)
         assert self.spec is not None
         self.after(self.spec.reap_after, Reap(self.run_no))
 
@@ -411,6 +428,7 @@ class VibeWorkerActor(ProcessActor):
             "prompts": sorted(self.prompts.values(), key=lambda p: p["seq"]),
             "pid": self.proc.pid if self.proc is not None and self.status in RUNNING else None,
             "view": self.view.to_dict() if self.view is not None else None,
+            "view_unchanged": self.unchanged,
             "caps": dict(spec.caps) if spec else {},
             "usage": {"output_chars": self.output_total, **self.reported},
             "capped": self.capped,

@@ -44,7 +44,7 @@ class Spawn:
     cwd: str = "/"
     env: dict[str, str] = field(default_factory=dict)
     reap_after: float = 600.0  # s a finished worker is kept for list/wait, then reaped
-    view: str = ""  # "overlay" | "copy": each run works on its own view of cwd (worker_views)
+    view: str = ""  # worker_views.KINDS: its runs work on its own view of cwd ("": none)
     caps: dict[str, float] = field(default_factory=dict)  # CAP_NAMES -> limit, per run
     place: dict[str, Any] | None = None  # the run's place (tether.places wire); None: host
 

@@ -296,7 +296,11 @@ class VibeWorkers:
             return
         run_no, view = int(snap.get("run", 0)), snap.get("view")
         with worker.settling:
-            if view is None or (worker.change is not None and worker.change.run == run_no):
+            if worker.change is not None and worker.change.run == run_no:
+                return
+            if view is None:  # its actor removed it: unchanged (else killed: no change)
+                if snap.get("view_unchanged"):
+                    worker.change = StagedChange(run_no)
                 return
             worker.change = vibe_changes.stage(
                 self.run.state,
@@ -304,10 +308,16 @@ class VibeWorkers:
                 worker.label,
                 run_no,
                 view,
-                lambda _edit: self._end_view(worker),
+                lambda _edit: self._end_view_soon(worker),
             )
             if worker.change.edit is None:  # nothing to resolve: the view can go now
-                self._end_view(worker)
+                self._end_view_soon(worker)
+
+    def _end_view_soon(self, worker: Worker) -> None:
+        """Have the actor remove the worker's view, without waiting for it: resolve (under
+        the run's staging lock) does not wait on a round trip and a directory removal."""
+        name = f"tether-vibe-endview-{self.run.run_id}-{worker.worker_id}"
+        threading.Thread(target=self._end_view, args=(worker,), name=name, daemon=True).start()
 
     def _end_view(self, worker: Worker) -> None:
         if self._closed or worker.gone:
