@@ -217,6 +217,11 @@ class ParserActor(ResourceActor):
                 self._slice_or_queue(self._next_job(run))
         job.slice_ends = time.monotonic() + SLICE
 
+    def on_cancel(self, call: Call, reason: str) -> None:
+        """Settled as cancelled now: its job sees its caller gone at the next budget check
+        (a few thousand matcher steps) and stops, so the slot is free for the next search."""
+        self.fail(call, ErrorCode.CANCELLED, f"the search was cancelled: {reason}")
+
     def on_call(self, call: Call) -> None:
         op = PARSER.parse(call)
         self.calls += 1

@@ -91,6 +91,10 @@ class CallEngine:
         # set when this tree's admin or root died: every call on it fails with this error
         # (the runtime builds a new tree with a new engine)
         self.broken: ResourceError | None = None
+        # consulted before a call the host has no route for goes to a supervisor (it may
+        # start a resource): raises ResourceError(CAPACITY) when the tree's memory budget
+        # cannot hold it (tether.capacity.governor; None: no budget kept)
+        self.admit: Callable[[Call], None] | None = None
 
     def break_tree(self, error: ResourceError) -> None:
         """This engine's tree is gone: fail every call open on it (their waits look every
@@ -224,9 +228,18 @@ class CallEngine:
         """Send `flights` and wait for their answers (None: none before the deadline)."""
         ctx = self.contexts.get()
         by_id = {f.call.call_id: f for f in flights}
+        refused: Got = {}
         for flight in flights:
-            self.send(ctx, flight)
-        got = _Wait(self, ctx, set(by_id), deadline, by_id, cancel=cancel).run()
+            try:
+                self.send(ctx, flight)
+            except ResourceError as exc:  # refused before it left (capacity): its own answer
+                if exc.code != ErrorCode.CAPACITY:
+                    raise
+                refused[flight.call.call_id] = (exc, None)
+        waiting = set(by_id) - set(refused)
+        sent = {i: f for i, f in by_id.items() if i in waiting}
+        got = _Wait(self, ctx, waiting, deadline, sent, cancel=cancel).run() if waiting else {}
+        got.update(refused)
         return [(f, got[f.call.call_id][0] if f.call.call_id in got else None) for f in flights]
 
     def send(self, ctx: Any, flight: Flight) -> None:
@@ -249,6 +262,8 @@ class CallEngine:
             except ChannelGone:  # it is going, and has not got the call: ask its supervisor
                 self.routes.forget(flight.target, route.incarnation)
         flight.route = flight.incarnation = flight.channel = None
+        if self.admit is not None:
+            self.admit(call)
         hop = self.routes.nearest_hop(call)
         if hop is None:
             raise ResourceError(
@@ -470,14 +485,21 @@ class _Wait:
 
     def _cancel_open(self, reason: str) -> None:
         """The caller gave up: tell each actor holding one of our calls (one still on its way
-        through a supervisor runs on; its late reply is dropped) and answer CANCELLED."""
+        through a supervisor runs on; its late reply is dropped) and answer CANCELLED. The
+        word goes on a call channel even when the call went through thespian: an actor
+        busy in one long handler (a parser slot inside a candidate) reads its channel at
+        its budget checks, but its thespian mail only after the handler."""
         for flight in self.open():
             data = encode(CancelCall(flight.call.call_id, reason))
+            route = flight.route
             with contextlib.suppress(ChannelGone, OSError, ResourceError):
-                if flight.channel is not None and flight.channel.send(data, 0.05):
+                channel = flight.channel
+                if channel is None and route is not None:
+                    channel = self.engine.channels.get(route.pid, route.create_time)
+                if channel is not None and channel.send(data, 0.05):
                     continue
-                if flight.route is not None:
-                    self.engine.tell(self.ctx, flight.route.address, data)
+                if route is not None:
+                    self.engine.tell(self.ctx, route.address, data)
         self._fail_all(
             ResourceError(ErrorCode.CANCELLED, f"cancelled: {reason or 'the caller gave up'}")
         )
