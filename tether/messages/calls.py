@@ -49,6 +49,7 @@ class ErrorCode(StrEnum):
     DROPPED = "dropped"  # fault injection dropped the reply
     MOVED = "moved"  # internal: the actor is going; the host routes the idempotent call again
     CANCELLED = "cancelled"  # the caller cancelled the call (tether.call_scope)
+    CAPACITY = "capacity"  # the tree's memory budget is full (tether.capacity.governor)
 
 
 class ResourceError(Exception):
