@@ -63,7 +63,11 @@ def fetch_health(port: int, timeout: float = 5.0) -> dict[str, Any]:
     worker.start()
     worker.join(timeout + 2.0)
     if "health" in result:
-        return result["health"]
+        health = result["health"]
+        capacity = _capacity(port)
+        if capacity is not None:
+            health["capacity"] = capacity
+        return health
     if "error" in result:
         raise StatusError(
             f"could not read the health of the runtime on port {port}: {result['error']}"
@@ -85,6 +89,45 @@ def _secret(port: int) -> bytes:
         ) from None
     except (StateDirError, OSError, ValueError) as exc:
         raise StatusError(f"cannot read the transport secret of port {port}: {exc}") from None
+
+
+def _capacity(port: int) -> dict[str, Any] | None:
+    """The runtime's capacity summary, which its governor keeps beside the port file
+    (`<port>.capacity`, 0600, rewritten at each sample: tether.capacity.governor)."""
+    import json
+
+    from tether.host.portfile import default_state_dir
+
+    try:
+        data = json.loads((default_state_dir() / f"{port}.capacity").read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def render_capacity(cap: dict[str, Any]) -> str:
+    """One paragraph: the budget, what is used and by what, and how many more fit."""
+    kinds = ", ".join(
+        f"{kind} {_mib(held.get('bytes', 0))} ({held.get('count', 0)})"
+        for kind, held in sorted(
+            cap.get("by_kind", {}).items(), key=lambda kv: -int(kv[1].get("bytes", 0))
+        )
+    )
+    lines = [
+        f"capacity: {_mib(cap.get('used', 0))} of {_mib(cap.get('budget', 0))} used "
+        f"({cap.get('used_source', '?')}; budget: {cap.get('budget_source', '?')}), "
+        f"{_mib(cap.get('reserved', 0))} reserved, {_mib(cap.get('free', 0))} free",
+        f"  {cap.get('conversations', 0)} conversations, average "
+        f"{_mib(cap.get('average_conversation', 0))}: {cap.get('fit', 0)} more fit",
+        f"  by kind: {kinds or 'nothing sampled yet'}",
+    ]
+    evictions = cap.get("evictions") or {}
+    if evictions or cap.get("refusals"):
+        stopped = ", ".join(f"{k} {n}" for k, n in sorted(evictions.items())) or "none"
+        lines.append(f"  evictions: {stopped}; refused: {cap.get('refusals', 0)}")
+    if cap.get("last_error"):
+        lines.append(f"  error: {cap['last_error']}")
+    return "\n".join(lines)
 
 
 def _fetch(port: int, timeout: float, secret: bytes) -> dict[str, Any]:
@@ -168,6 +211,8 @@ def render_tree(health: dict[str, Any]) -> str:
             walk(child, child_prefix, i == len(children) - 1, False)
 
     walk(health, "", True, True)
+    if isinstance(health.get("capacity"), dict):  # (below the tree: its first line stays the root)
+        lines.append(render_capacity(health["capacity"]))
     return "\n".join(lines)
 
 

@@ -6,26 +6,42 @@
 Two sources. Tool calls are counted as they finish (`Run.call` reports each to
 `Runtime.metrics`): calls by tool and outcome, latency by tool, errors by code. The actor
 tree is read when a scrape arrives (one bounded `health()`): actors by kind and state,
-restarts by kind, resident memory by kind. Each runtime has its own registry, so several
-runtimes in one process never mix their series.
+restarts by kind, resident memory by kind. The memory budget comes from the runtime's
+governor (`rt.capacity()`, tether.capacity): budget, used, reserved, bytes by kind, how
+many more conversations fit, evictions and refusals. Each runtime has its own registry,
+so several runtimes in one process never mix their series.
 """
 
 from __future__ import annotations
 
 import contextlib
+import platform
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+)
 from prometheus_client import Counter as CallCounter
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import start_http_server
 
 from tether.tools.results import ToolResult
 
 SCRAPE_HEALTH_TIMEOUT = 2.0  # a scrape never waits longer on the tree than this
-LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+# from 100 us: a read answers in ~0.4 ms, so a first bucket of 1 ms would hold every read
+LATENCY_BUCKETS = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1, 2.5, 5, 10, 30, 60, 300,
+)  # fmt: skip
+
+# No `_created` twin per series: Prometheus does not use it, and it doubles every series.
+disable_created_metrics()
 
 
 def outcome(result: ToolResult) -> str:
@@ -45,13 +61,30 @@ class TreeCollector:
 
     def __init__(self, health: Callable[[float], dict[str, Any]]):
         self._health = health
+        # A counter never goes down, but the tree reports restarts per live actor (an actor
+        # that went took its count with it): so the collector adds each actor's increases.
+        self._lock = threading.Lock()
+        self._seen: dict[str, int] = {}
+        self._restarts: Counter[str] = Counter()
+
+    def _count_restarts(self, tree: Mapping[str, Any]) -> None:
+        with self._lock:
+            for node in _walk(tree):
+                if node is tree:  # the root's restarts are the tree's rebuilds
+                    continue
+                name, now = str(node.get("name", "")), int(node.get("restarts", 0) or 0)
+                self._restarts[str(node.get("kind", ""))] += max(0, now - self._seen.get(name, 0))
+                self._seen[name] = now
 
     def collect(self) -> Iterator[Metric]:
         actors = GaugeMetricFamily(
             "tether_actors", "Actors of the tree by kind and state", labels=["kind", "state"]
         )
-        restarts = GaugeMetricFamily(
-            "tether_actor_restarts", "Restarts of the live actors, by kind", labels=["kind"]
+        restarts = CounterMetricFamily(
+            "tether_actor_restarts", "Actor restarts seen, by kind", labels=["kind"]
+        )
+        rebuilds = CounterMetricFamily(
+            "tether_tree_rebuilds", "Rebuilds of the tree's top (admin, logger, root) by the host"
         )
         memory = GaugeMetricFamily(
             "tether_resident_memory_bytes",
@@ -66,21 +99,74 @@ class TreeCollector:
             yield up
             return
         up.add_metric([], 1)
+        self._count_restarts(tree)
+        rebuilds.add_metric([], int(tree.get("restarts", 0) or 0))
         states: Counter[tuple[str, str]] = Counter()
-        restart_counts: Counter[str] = Counter()
         rss: Counter[str] = Counter()
         for node in _walk(tree):
             kind = str(node.get("kind", ""))
             states[(kind, str(node.get("state", "")))] += 1
-            restart_counts[kind] += int(node.get("restarts", 0) or 0)
             rss[kind] += sum(int(p.get("rss", 0) or 0) for p in node.get("pids", []))
         for (kind, state), n in sorted(states.items()):
             actors.add_metric([kind, state], n)
-        for kind, n in sorted(restart_counts.items()):
-            restarts.add_metric([kind], n)
+        with self._lock:
+            for kind, n in sorted(self._restarts.items()):
+                restarts.add_metric([kind], n)
         for kind, n in sorted(rss.items()):
             memory.add_metric([kind], n)
-        yield from (up, actors, restarts, memory)
+        yield from (up, actors, restarts, rebuilds, memory)
+
+
+class BuildInfo:
+    """`tether_build_info{version,python} 1`: which build answers (the Prometheus idiom)."""
+
+    def collect(self) -> Iterator[Metric]:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            ours = version("tether")
+        except PackageNotFoundError:
+            ours = "unknown"
+        info = GaugeMetricFamily(
+            "tether_build_info", "The tether build serving", labels=["version", "python"]
+        )
+        info.add_metric([ours, platform.python_version()], 1)
+        yield info
+
+
+class CapacityCollector:
+    """The governor's summary at scrape time (no tree query: it keeps its last sample)."""
+
+    def __init__(self, capacity: Callable[[], Mapping[str, Any]]):
+        self._capacity = capacity
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            cap = self._capacity()
+        except Exception:  # noqa: BLE001 - a scrape of a runtime shutting down: no series
+            return
+        for name, key, text in (
+            ("tether_memory_budget_bytes", "budget", "The tree's memory budget"),
+            ("tether_memory_used_bytes", "used", "The tree's charge, as the OOM killer counts"),
+            ("tether_memory_reserved_bytes", "reserved", "Held for resources starting"),
+            ("tether_conversations", "conversations", "Open conversations (runs)"),
+            ("tether_conversations_fit", "fit", "More conversations of the average size that fit"),
+            ("tether_capacity_refusals", "refusals", "Calls refused with a capacity error"),
+        ):
+            gauge = GaugeMetricFamily(name, text)
+            gauge.add_metric([], float(cap.get(key, 0) or 0))
+            yield gauge
+        by_kind = GaugeMetricFamily(
+            "tether_memory_bytes", "Memory (PSS) held by kind", labels=["kind"]
+        )
+        for kind, held in sorted(cap.get("by_kind", {}).items()):
+            by_kind.add_metric([kind], float(held.get("bytes", 0)))
+        evictions = GaugeMetricFamily(
+            "tether_capacity_evictions", "Resources stopped to keep the budget", labels=["kind"]
+        )
+        for kind, n in sorted(cap.get("evictions", {}).items()):
+            evictions.add_metric([kind], float(n))
+        yield from (by_kind, evictions)
 
 
 def _walk(node: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
@@ -92,7 +178,11 @@ def _walk(node: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
 class Metrics:
     """One runtime's series and the HTTP endpoint that serves them."""
 
-    def __init__(self, health: Callable[[float], dict[str, Any]]):
+    def __init__(
+        self,
+        health: Callable[[float], dict[str, Any]],
+        capacity: Callable[[], Mapping[str, Any]] | None = None,
+    ):
         self.registry = CollectorRegistry()
         self.calls = CallCounter(
             "tether_tool_calls",
@@ -111,6 +201,10 @@ class Metrics:
             registry=self.registry,
         )
         self.registry.register(TreeCollector(health))  # type: ignore[arg-type]
+        self.registry.register(BuildInfo())  # type: ignore[arg-type]
+        ProcessCollector(registry=self.registry)  # the host process: CPU, memory, fds
+        if capacity is not None:
+            self.registry.register(CapacityCollector(capacity))  # type: ignore[arg-type]
         self._server: Any = None
         self.port = 0
 

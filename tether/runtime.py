@@ -45,6 +45,9 @@ from typing import Any
 import psutil
 
 from tether.call_scope import CancelHandle
+from tether.capacity.governor import Governor
+from tether.capacity.measure import Budget, physical_memory, resolve_budget, tree_cgroup
+from tether.capacity.policy import Settings
 from tether.host import thespian_patches, transport_auth
 from tether.host.engine import DEFAULT_CALL_TIMEOUT, CallEngine
 from tether.host.portfile import (
@@ -104,7 +107,7 @@ RESOURCE_KIND_MODULES: list[str] = [
 # The echo kinds (tether.actors.echo) are for tests, benchmarks and examples, which ask for
 # them with `kind_modules`; a production tree does not carry them.
 
-FAULTS = ("kill_process", "crash_actor", "delay", "drop_reply")
+FAULTS = ("kill_process", "crash_actor", "delay", "drop_reply", "memory_pressure")
 ROOT_NAME = "tether-root"
 RUNS: Target = ("", "runs", "")
 # healing: a call waits this long at most for a tree being rebuilt (and a rebuild's boot may
@@ -201,6 +204,7 @@ class Runtime:
         self._rebuilds = 0
         self._tree_note = ""  # the last rebuild, or the one under way, in words
         self.metrics: Metrics | None = None  # with Runtime.start(metrics_port=...)
+        self.governor: Governor | None = None  # the memory budget (tether.capacity)
         self.default_place = Place.host()  # a run's place unless open_run names one
 
     # --- lifecycle -------------------------------------------------------------------
@@ -214,6 +218,8 @@ class Runtime:
         state_dir: str | os.PathLike[str] | None = None,
         metrics_port: int | None = None,
         place: Any = None,
+        memory_budget: int | float | None = None,
+        evict_idle_kernels_after: float | None = None,
     ) -> Runtime:
         """Boot thespian multiprocTCPBase on loopback and the supervision tree.
 
@@ -225,7 +231,14 @@ class Runtime:
         metrics on 127.0.0.1:metrics_port (0: a free one, see `rt.metrics.port`).
         place: the runs' default place (tether.places: "host", the default, "sandbox" or
         a Place); `open_run(..., place=...)` overrides it per run.
+        memory_budget: what the tree may hold, in bytes (an int) or as a fraction (a float,
+        0 < f <= 1) of its cgroup's limit, else of physical memory (default: the cgroup's
+        limit, else 0.8 of physical memory); see `rt.capacity()`.
+        evict_idle_kernels_after: minutes after which an idle kernel or debug session may
+        be stopped to make room (default None: a conversation's state is never stopped;
+        a new resource is refused instead).
         """
+        budget, cgroup, settings = _capacity_settings(memory_budget, evict_idle_kernels_after)
         rt = cls(_token=_START_TOKEN)
         rt.default_place = Place.parse(place)
         rt.state_dir = Path(state_dir) if state_dir else default_state_dir()
@@ -237,6 +250,7 @@ class Runtime:
             raise RuntimeStartError(str(exc)) from exc
         cls.reap_stale(rt.state_dir)
         rt._boot_on_a_free_port(admin_port, start_timeout)
+        rt._keep_budget(budget, cgroup, settings)
         if metrics_port is not None:
             rt._serve_metrics(metrics_port)
         return rt
@@ -301,6 +315,7 @@ class Runtime:
         engine = CallEngine(
             self._asys, self.kinds, self._next_id, lambda: self._closed, self._system_died
         )
+        engine.admit = self._admit
         self._engine = engine
         self._closed = False
         try:
@@ -401,6 +416,8 @@ class Runtime:
             self._engine.close()
         if self.metrics is not None:
             self.metrics.close()
+        if self.governor is not None:
+            self.governor.stop()
         stopper = threading.Thread(target=self._stop_system, name="tether-shutdown", daemon=True)
         stopper.start()
         stopper.join(max(deadline - time.monotonic() - 1.0, 0.5))
@@ -412,8 +429,55 @@ class Runtime:
             with contextlib.suppress(OSError):
                 self.port_file.unlink()
 
+    # --- capacity (tether.capacity) ---------------------------------------------------
+    def _keep_budget(self, budget: Budget, cgroup: Any, settings: Settings) -> None:
+        status = self.port_file.with_suffix(".capacity") if self.port_file else None
+        self.governor = Governor(
+            budget,
+            cgroup,
+            settings,
+            health=lambda timeout: self.health(timeout=timeout),
+            top_pids=self._thespian_pids,
+            evict=self._evict,
+            kind_configs={k: spec.config for k, spec in self.kinds.items()},
+            status_file=status,
+        )
+        self.governor.sample()
+        self.governor.start()
+
+    def _admit(self, call: Any) -> None:
+        if self.governor is not None:
+            self.governor.admit(call)
+
+    def _thespian_pids(self) -> list[int]:
+        """Thespian's admin and logger: part of the tree's charge, with no usage record."""
+        with contextlib.suppress(psutil.Error):
+            admin = psutil.Process(self.admin_pid)
+            return [admin.pid, *(c.pid for c in admin.children() if c.pid != self.root_pid)]
+        return []
+
+    def _evict(self, name: str, why: str) -> bool:
+        """Stop the resource actor `name` to make room: a normal stop (its supervisor
+        forgets it; the next call starts a fresh one, whose first result says why)."""
+        msg = Inject(self._next_id(), "evict", name, {"why": why})
+        try:
+            engine, left = self._engine_within(2.0)
+            reply, _ = engine.ask_node(ROOT, msg, msg.call_id, left, f"stop {name!r} for room")
+        except ResourceError:
+            return False
+        return bool(reply.ok)
+
+    def capacity(self) -> dict[str, Any]:
+        """The tree's memory, for a host deciding whether to send more conversations:
+        budget, used (and how it was counted), reserved (resources starting), free,
+        by_kind (bytes and count), conversations, average_conversation, fit (how many
+        more of the average size fit), evictions by kind, refusals."""
+        self._check_open()
+        assert self.governor is not None
+        return self.governor.summary()
+
     def _serve_metrics(self, port: int) -> None:
-        self.metrics = Metrics(lambda timeout: self.health(timeout=timeout))
+        self.metrics = Metrics(lambda timeout: self.health(timeout=timeout), self.capacity)
         try:
             self.metrics.serve(port)
         except OSError as exc:
@@ -639,6 +703,8 @@ class Runtime:
         self._check_open()
         if not run_id or not isinstance(run_id, str):
             raise ValueError(f"run_id must be a non-empty str, got {run_id!r}")
+        if self.governor is not None:  # a full tree refuses a new conversation (CAPACITY)
+            self.governor.admit_resource(f"run:{run_id}", "run")
         self._open_run_actor(run_id)
         return Run(
             runtime=self,
@@ -677,6 +743,8 @@ class Runtime:
         node["pids"] = [process_info(self.admin_pid), *node.get("pids", [])]
         node["restarts"] = self._rebuilds  # the tree's own restarts: rebuilds by the host
         node["last_error"] = node.get("last_error") or self._tree_note
+        if self.governor is not None:
+            node["capacity"] = self.governor.summary()
         self._learn_pids(node)
         return node
 
@@ -687,14 +755,28 @@ class Runtime:
         for child in node.get("children", []):
             self._learn_pids(child)
 
-    def inject(self, fault: str, target: str, timeout: float = 5.0, **args: Any) -> dict[str, Any]:
+    def inject(
+        self, fault: str, target: str = "", timeout: float = 5.0, **args: Any
+    ) -> dict[str, Any]:
         """Inject a fault into the actor named `target` (as health() names it):
         kill_process (SIGKILL its OS process), crash_actor (SIGKILL the actor itself),
         delay(seconds=, count=1) (its next calls wait), drop_reply(count=1) (its next
-        replies are lost)."""
+        replies are lost). memory_pressure(budget=, seconds=None) targets the whole tree:
+        its budget shrinks to `budget` (bytes, or a fraction of the configured one) for
+        `seconds` (None: until the next memory_pressure; budget=1.0 lifts it), and the
+        governor stops what it may to get under it."""
         self._check_open()
         if fault not in FAULTS:
             raise ValueError(f"unknown fault {fault!r}; faults: {', '.join(FAULTS)}")
+        if fault == "memory_pressure":
+            if "budget" not in args or set(args) - {"budget", "seconds"}:
+                raise ValueError(
+                    "memory_pressure takes budget= (bytes, or a fraction of the budget) and "
+                    "optionally seconds=, e.g. rt.inject('memory_pressure', budget=0.5, "
+                    f"seconds=10); got {sorted(args)}"
+                )
+            assert self.governor is not None
+            return self.governor.pressure(args["budget"], args.get("seconds"))
         if fault == "delay" and "seconds" not in args:
             raise ValueError(
                 "delay needs seconds=..., e.g. rt.inject('delay', target='echo:k', seconds=2.0)"
@@ -826,6 +908,21 @@ class Runtime:
     def __repr__(self) -> str:
         state = "closed" if self._shut_down else "running"
         return f"Runtime(admin_port={self.admin_port}, kinds={sorted(self.kinds)}, {state})"
+
+
+def _capacity_settings(
+    memory_budget: int | float | None, evict_idle_kernels_after: float | None
+) -> tuple[Budget, Any, Settings]:
+    """Runtime.start's capacity arguments, checked before anything starts."""
+    cgroup = tree_cgroup()
+    try:
+        limit = cgroup.limit() if cgroup else None
+        budget = resolve_budget(memory_budget, limit, physical_memory(), str(cgroup))
+        minutes = evict_idle_kernels_after
+        seconds = None if minutes is None else minutes * 60
+        return budget, cgroup, Settings(evict_idle_kernels_after=seconds)
+    except (ValueError, TypeError) as exc:
+        raise RuntimeStartError(str(exc)) from exc
 
 
 def _child_pids() -> set[int]:

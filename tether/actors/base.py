@@ -60,7 +60,7 @@ from thespian.actors import (
     WatchMessage,
 )
 
-from tether.capacity.usage import TREE_TRAITS, UsageRecord, traits_of
+from tether.capacity.usage import EVICTED, TREE_TRAITS, UsageRecord, evicted_note, traits_of
 from tether.channels import ChannelListener, ChannelPeer
 from tether.messages.calls import Call, ErrorCode, Reply, ResourceError
 from tether.messages.codec import CodecError, decode, encode
@@ -352,6 +352,7 @@ class ResourceActor(TetherActor):
         self._channel: ChannelListener | None = None  # the host's direct calls
         self._arrived: deque[tuple[Call, ChannelPeer]] = deque()  # read, not yet delivered
         self._channel_flush_armed = False
+        self._evicted_note = ""  # for the first result after a predecessor was evicted
 
     # --- to override -----------------------------------------------------------------
     def on_start(self, key: str, config: dict[str, Any]) -> None:
@@ -382,6 +383,9 @@ class ResourceActor(TetherActor):
     # --- provided --------------------------------------------------------------------
     def reply(self, call: Call, payload: dict[str, Any]) -> None:
         """Settle `call` with a result. Ignored if it was settled already."""
+        if self._evicted_note and call.call_id in self._open:
+            payload = {**payload, "notes": [*payload.get("notes", []), self._evicted_note]}
+            self._evicted_note = ""
         self._settle(call, Reply(call_id=call.call_id, ok=True, payload=payload))
 
     def fail(self, call: Call, code: str, message: str) -> None:
@@ -495,6 +499,9 @@ class ResourceActor(TetherActor):
 
     def _start(self, start: Start) -> None:
         self.state = "starting"
+        if start.previous_end.startswith(EVICTED):
+            holds_state = self.usage([]).holds_state
+            self._evicted_note = evicted_note(self.name, start.previous_end, holds_state)
         self._idle_ttl = start.child.get("idle_ttl")
         if start.channel and self._host_pid:
             self._open_channel()
@@ -718,9 +725,19 @@ class ResourceActor(TetherActor):
             )
         elif fault == "kill_process":
             ok, message = self.inject_kill_process()
+        elif fault == "evict":
+            ok, message = self._evict(str(args.get("why") or EVICTED))
         else:
             ok, message = False, f"{self.name} does not handle fault {fault!r}"
         self.reply_inject(reply_to, inject, ok, message)
+
+    def _evict(self, why: str) -> tuple[bool, str]:
+        """Stop to make room (tether.capacity.governor): a normal stop (its supervisor
+        forgets it; the next call starts a fresh one), never inside a call."""
+        if self._open or self._queued:
+            return False, f"{self.name} is inside a call, so it was not stopped"
+        self.stop("shutdown", why)
+        return True, f"{self.name} stops: {why}"
 
     def inject_kill_process(self) -> tuple[bool, str]:
         return False, f"{self.name} owns no OS process; use crash_actor to kill the actor itself"

@@ -30,6 +30,9 @@ from typing import Any
 import psutil
 
 MIB = 2**20
+# the first words of an evicted resource's end (Start.previous_end); its successor's first
+# result carries `evicted_note` (tether.capacity.governor stops it with these words)
+EVICTED = "stopped to keep the tree's memory budget"
 
 
 @dataclass(frozen=True)
@@ -184,3 +187,13 @@ def by_kind(found: Iterable[UsageRecord]) -> dict[str, int]:
         kind = "tree" if rec.kind in ("root", "supervisor", "runs", "run") else rec.kind
         totals[kind] = totals.get(kind, 0) + rec.bytes
     return dict(sorted(totals.items()))
+
+
+def evicted_note(name: str, previous_end: str, holds_state: bool) -> str:
+    """What the first result of a resource started after its predecessor was evicted says."""
+    lost = (
+        "this call ran on a fresh one: its state (variables, imports, data, breakpoints) was lost"
+        if holds_state
+        else "this call started it again (a cold start: the first answers may be slower)"
+    )
+    return f"{name} was {previous_end}; {lost}"

@@ -28,10 +28,11 @@ import importlib
 import os
 import signal
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from tether.actors.base import TetherActor
+from tether.capacity.usage import UsageRecord, traits_of
 from tether.kinds import ChildSpec, KindSpec
 from tether.messages.calls import Call, ErrorCode
 from tether.messages.codec import encode
@@ -505,6 +506,10 @@ class Supervisor(TetherActor):
 
     def record_node(self, rec: ChildRecord) -> dict[str, Any]:
         """What the supervisor knows of a child that cannot (or did not) answer itself."""
+        pids = ([rec.pid] if rec.pid and rec.address else []) + rec.owned
+        # its usage as far as we know it: counted, but never stopped to make room blindly
+        traits = replace(traits_of(rec.kind), evictable=False)
+        usage = UsageRecord.build(rec.name, rec.kind, pids, rec.started_at, True, traits)
         return {
             "name": rec.name,
             "kind": rec.kind,
@@ -514,10 +519,9 @@ class Supervisor(TetherActor):
             "restarts": rec.restarts,
             "last_error": rec.last_error,
             "pending": len(rec.waiting),
-            "pids": [
-                process_info(p) for p in ([rec.pid] if rec.pid and rec.address else []) + rec.owned
-            ],
+            "pids": [process_info(p) for p in pids],
             "children": [],
+            "usage": usage.to_wire(),
         }
 
     def dead_child_node(self, rec: ChildRecord) -> dict[str, Any]:

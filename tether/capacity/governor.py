@@ -1,0 +1,328 @@
+"""The governor: keeps the tree inside its memory budget, on the host.
+
+Two duties, as supervision has two (restart, give up):
+- **Admission.** A call that would start a resource (the host has no route to it, and the
+  last sample of the tree does not show it) first reserves the kind's expected size. If
+  the budget cannot hold it, the policy (tether.capacity.policy) names what may be
+  stopped to make room; if nothing may, the call is refused at once with a `capacity`
+  error that says what is full, what each kind holds, and what to do. Never a hang, and
+  never a start that hands the decision to the OOM killer.
+- **Eviction.** Every SAMPLE_PERIOD s a thread reads the tree's health (usage records)
+  and its charge (tether.capacity.measure); over the budget (the tree grew, or the
+  budget shrank: `memory_pressure`), it stops what the policy allows. An eviction is a
+  normal stop: the actor is told to stop, its supervisor forgets it (no restart, nothing
+  in health), and the next call starts a fresh one whose first result says why.
+
+It is host-side and knows the tree only through three functions the runtime hands it:
+`health(timeout)`, `top_pids()` (thespian's own processes, which carry no usage record)
+and `evict(name, why) -> bool`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tether.capacity.cgroups import Cgroup, CgroupError
+from tether.capacity.measure import Budget
+from tether.capacity.policy import Settings, decide, tier
+from tether.capacity.usage import (
+    EVICTED,
+    MIB,
+    TREE_TRAITS,
+    UsageRecord,
+    by_kind,
+    pss_bytes,
+    records,
+    traits_of,
+)
+from tether.messages.calls import Call, ErrorCode, ResourceError
+
+SAMPLE_PERIOD = 2.0  # s between samples of the tree (a health query costs ~0.1 s of CPU)
+SAMPLE_TIMEOUT = 3.0
+RESERVE_TTL = 30.0  # s a reservation holds a starting resource's expected size at most
+# a conversation the tree has not seen yet: a kernel and two language servers' worth
+EXPECTED_CONVERSATION = (
+    traits_of("kernel").expected_bytes + 2 * traits_of("language_server").expected_bytes
+)
+
+
+@dataclass
+class _Reservation:
+    kind: str
+    bytes: int
+    until: float
+
+
+def resource_name(call: Call) -> str:
+    """The name health gives the actor `call` is for."""
+    name = f"{call.kind}:{call.key}"
+    return f"run:{call.run_id}/{name}" if call.run_scoped else name
+
+
+def mib(n: float) -> str:
+    return f"{n / MIB:.0f} MiB" if abs(n) < 10 * 2**30 else f"{n / 2**30:.1f} GiB"
+
+
+class Governor:
+    def __init__(
+        self,
+        budget: Budget,
+        cgroup: Cgroup | None,
+        settings: Settings,
+        health: Callable[[float], Mapping[str, Any]],
+        top_pids: Callable[[], list[int]],
+        evict: Callable[[str, str], bool],
+        kind_configs: Mapping[str, Mapping[str, Any]] | None = None,
+        status_file: Path | None = None,
+    ):
+        self.budget = budget
+        self.cgroup = cgroup
+        self.settings = settings
+        self._health = health
+        self._top_pids = top_pids
+        self._evict = evict
+        self._configs = dict(kind_configs or {})
+        self.status_file = status_file
+        self._lock = threading.Lock()
+        self.records: list[UsageRecord] = []
+        self.used = 0
+        self.used_source = "not sampled yet"
+        self.sampled_at = 0.0
+        self._reserved: dict[str, _Reservation] = {}
+        self._stopping: dict[str, int] = {}  # evicted, still in the last sample: their bytes
+        self._pressure: tuple[int, float] | None = None  # (budget bytes, until) injected
+        self.evictions: dict[str, int] = {}  # by kind
+        self.refusals = 0
+        self.last_error = ""
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # --- the budget ------------------------------------------------------------------
+    def effective_budget(self, now: float | None = None) -> int:
+        """The budget, or the injected pressure's smaller one while it lasts."""
+        if self._pressure is not None:
+            limit, until = self._pressure
+            if (now or time.monotonic()) < until:
+                return min(limit, self.budget.bytes)
+            self._pressure = None
+        return self.budget.bytes
+
+    def pressure(self, budget: int | float, seconds: float | None) -> dict[str, Any]:
+        """Shrink the budget (bytes, or a fraction of the configured one) for `seconds`
+        (None: until the next pressure; budget=1.0 lifts it). Enforced at once."""
+        if isinstance(budget, bool) or not isinstance(budget, int | float) or budget <= 0:
+            raise ValueError(
+                f"memory_pressure needs budget=bytes (int) or a fraction of the budget "
+                f"(0 < f <= 1), e.g. rt.inject('memory_pressure', budget=0.5, seconds=10); "
+                f"got {budget!r}"
+            )
+        if isinstance(budget, float) and budget > 1:
+            raise ValueError(f"memory_pressure budget fraction must be <= 1, got {budget!r}")
+        limit = int(self.budget.bytes * budget) if isinstance(budget, float) else int(budget)
+        until = time.monotonic() + seconds if seconds else float("inf")
+        self._pressure = (limit, until)
+        self.sample()
+        lasting = f"for {seconds:g} s" if seconds else "until lifted (budget=1.0)"
+        return {"message": f"the tree's memory budget is {mib(limit)} {lasting}", **self.summary()}
+
+    # --- sampling and eviction -------------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="tether-capacity", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(SAMPLE_TIMEOUT + 1.0)
+        if self.status_file is not None:
+            with contextlib.suppress(OSError):
+                self.status_file.unlink()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(SAMPLE_PERIOD):
+            self.sample()
+
+    def sample(self) -> None:
+        """Read the tree's usage records and charge, then stop what keeps it over budget."""
+        try:
+            tree = self._health(SAMPLE_TIMEOUT)
+        except Exception as exc:  # noqa: BLE001 - a sample that fails is skipped, said in health
+            self.last_error = f"the tree did not answer its capacity sample: {exc}"
+            return
+        found = records(tree)
+        used, source = self._charge(found)
+        now = time.monotonic()
+        with self._lock:
+            names = {r.name: r for r in found}
+            self.records, self.used, self.used_source, self.sampled_at = found, used, source, now
+            self._stopping = {n: b for n, b in self._stopping.items() if n in names}
+            self._reserved = {
+                n: r for n, r in self._reserved.items() if r.until > now and n not in names
+            }
+            self.last_error = ""
+        self._enforce(now)
+        self._write_status()
+
+    def _charge(self, found: list[UsageRecord]) -> tuple[int, str]:
+        if self.cgroup is not None:
+            with contextlib.suppress(CgroupError, ValueError):
+                return self.cgroup.charge(), str(self.cgroup)
+        top = self._top_pids()
+        return sum(r.bytes for r in found) + pss_bytes(top), (
+            f"PSS of the tree's processes ({len(found)} actors)"
+        )
+
+    def _live_used(self) -> int:
+        """The charge now where reading it is cheap (a cgroup), else the last sample's;
+        less what is being stopped already."""
+        used = self.used
+        if self.cgroup is not None:
+            with contextlib.suppress(CgroupError, ValueError):
+                used = self.cgroup.charge()
+        return max(used - sum(self._stopping.values()), 0)
+
+    def _enforce(self, now: float) -> None:
+        with self._lock:
+            over = self._live_used() + self._reserved_bytes() - self.effective_budget(now)
+            if over <= 0:
+                return
+            plan = decide(self._candidates(), over, now, self.settings, partial=True)
+            for rec in plan.stop:
+                self._stopping[rec.name] = rec.bytes
+        why = f"{EVICTED} (it was {mib(self.used)} of {mib(self.effective_budget(now))})"
+        for rec in plan.stop:
+            self._stop_one(rec, why)
+
+    def _stop_one(self, rec: UsageRecord, why: str) -> None:
+        idle = time.monotonic() - rec.last_use
+        if self._evict(rec.name, f"{why}; idle {idle:.0f} s"):
+            self.evictions[rec.kind] = self.evictions.get(rec.kind, 0) + 1
+        else:  # busy by now, or gone: it counts again
+            with self._lock:
+                self._stopping.pop(rec.name, None)
+
+    def _candidates(self) -> list[UsageRecord]:
+        return [r for r in self.records if r.name not in self._stopping]
+
+    def _reserved_bytes(self) -> int:
+        return sum(r.bytes for r in self._reserved.values())
+
+    # --- admission -------------------------------------------------------------------
+    def admit(self, call: Call) -> None:
+        """Room for the resource `call` is for, or ResourceError(CAPACITY). Called by the
+        host's engine for a call it has no route for (it may start a resource)."""
+        self.admit_resource(resource_name(call), call.kind)
+
+    def admit_resource(self, name: str, kind: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if name in self._reserved or any(r.name == name for r in self.records):
+                if name not in self._stopping:
+                    return  # it runs (or is starting): nothing new to hold
+            need = self._expected(kind)
+            free = self.effective_budget(now) - self._live_used() - self._reserved_bytes()
+            plan = decide(self._candidates(), need - free, now, self.settings, protect={name})
+            if not plan.enough:
+                self.refusals += 1
+                raise ResourceError(ErrorCode.CAPACITY, self._refusal(name, kind, need, free))
+            for rec in plan.stop:
+                self._stopping[rec.name] = rec.bytes
+            self._reserved[name] = _Reservation(kind, need, now + RESERVE_TTL)
+        why = f"{EVICTED} (to start {name}, ~{mib(need)})"
+        for rec in plan.stop:
+            self._stop_one(rec, why)
+
+    def _expected(self, kind: str) -> int:
+        if kind == "run":
+            return TREE_TRAITS.expected_bytes
+        try:
+            return traits_of(kind, self._configs.get(kind)).expected_bytes
+        except ValueError:
+            return traits_of(kind).expected_bytes
+
+    def _refusal(self, name: str, kind: str, need: int, free: int) -> str:
+        now = time.monotonic()
+        budget = self.effective_budget(now)
+        held = ", ".join(
+            f"{k} {mib(b)} in {sum(1 for r in self.records if _kind(r) == k)}"
+            for k, b in sorted(by_kind(self.records).items(), key=lambda kv: -kv[1])
+        )
+        kept = []
+        state = [r for r in self.records if r.holds_state and tier(r, now, self.settings) is None]
+        if state:
+            kept.append(f"{len(state)} hold conversations' state ({mib(_sum(state))})")
+        busy = [r for r in self.records if r.busy and r.evictable]
+        if busy:
+            kept.append(f"{len(busy)} are inside a call")
+        work = [r for r in self.records if not r.evictable and _kind(r) != "tree"]
+        if work:
+            kept.append(f"{len(work)} are running work ({mib(_sum(work))})")
+        return (
+            f"capacity: the tree's memory budget is full, so {name} (~{mib(need)}) cannot "
+            f"start: {mib(self._live_used())} of {mib(budget)} used ({self.used_source}), "
+            f"{mib(self._reserved_bytes())} reserved for resources starting, "
+            f"{mib(max(free, 0))} free. Held by kind: {held or 'nothing sampled yet'}. "
+            f"Nothing may be stopped to make room"
+            + (f": {'; '.join(kept)}" if kept else "")
+            + ". What to do: retry once other calls have finished, close a conversation you "
+            "no longer need (run.close()), or give the runtime a larger memory_budget "
+            "(a host may also let idle kernels go: evict_idle_kernels_after=N minutes)."
+        )
+
+    # --- what the host can ask ahead -------------------------------------------------
+    def summary(self) -> dict[str, Any]:
+        """rt.capacity(): budget, used, per-kind use, reserved, how many more fit."""
+        now = time.monotonic()
+        with self._lock:
+            budget = self.effective_budget(now)
+            used = self._live_used()
+            reserved = self._reserved_bytes()
+            runs = sum(1 for r in self.records if r.kind == "run")
+            average = used // runs if runs else EXPECTED_CONVERSATION
+            kinds = by_kind(self.records)
+            counts = {k: sum(1 for r in self.records if _kind(r) == k) for k in kinds}
+            return {
+                "budget": budget,
+                "budget_source": self.budget.source
+                + (" (shrunk by memory_pressure)" if budget < self.budget.bytes else ""),
+                "used": used,
+                "used_source": self.used_source,
+                "reserved": reserved,
+                "free": max(budget - used - reserved, 0),
+                "by_kind": {k: {"bytes": kinds[k], "count": counts[k]} for k in kinds},
+                "conversations": runs,
+                "average_conversation": average,
+                "fit": max((budget - used - reserved) // max(average, 1), 0),
+                "evictions": dict(self.evictions),
+                "refusals": self.refusals,
+                "sampled_ago": round(now - self.sampled_at, 3) if self.sampled_at else None,
+                "last_error": self.last_error,
+            }
+
+    def _write_status(self) -> None:
+        """The summary beside the port file, for `tether status` in another process."""
+        if self.status_file is None:
+            return
+        import json
+
+        tmp = self.status_file.with_name(f".{self.status_file.name}.{os.getpid()}.tmp")
+        with contextlib.suppress(OSError):
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w") as out:
+                json.dump(self.summary(), out)
+            os.replace(tmp, self.status_file)
+
+
+def _kind(rec: UsageRecord) -> str:
+    return "tree" if rec.kind in ("root", "supervisor", "runs", "run") else rec.kind
+
+
+def _sum(found: list[UsageRecord]) -> int:
+    return sum(r.bytes for r in found)
