@@ -128,3 +128,61 @@ def test_an_edit_while_it_runs_never_shifts_a_stop(runtime, tmp_path, adapter) -
     assert stop_line(lost) == call + 3, lost.text
     run_to_exit(run, {call + 3})
     ok(run, {"op": "terminate"})
+
+
+C = textwrap.dedent(
+    """\
+    #include <stdio.h>
+    int step(int i) {
+        return i * 2;
+    }
+    int main(void) {
+        int total = 0;
+        for (int i = 0; i < 3; i++) {
+            total += step(i);
+        }
+        printf("done %d\\n", total);
+        return 0;
+    }
+    """
+)
+
+
+def test_a_binary_runs_the_code_it_was_built_from(runtime, tmp_path) -> None:
+    import subprocess
+
+    need("lldb")
+    if not shutil.which("cc"):
+        pytest.skip("no C compiler (cc) to build the debuggee")
+    (tmp_path / "CMakeLists.txt").write_text("project(demo C)\n")
+    src = tmp_path / "loop.c"
+    src.write_text(C)
+
+    def build() -> None:
+        subprocess.run(["cc", "-g", "-O0", "-o", "loop", "loop.c"], cwd=tmp_path, check=True)
+
+    build()
+    run = runtime.open_run("built", workdir=str(tmp_path))
+    ok(run, {"op": "breakpoints", "file": "loop.c", "lines": [3]})
+    assert stop_line(ok(run, {"op": "launch", "program": "loop"})) == 3
+    src.write_text("// one\n// two\n// three\n" + C)  # edited, not rebuilt
+    assert stop_line(ok(run, {"op": "continue"})) == 3
+    run_to_exit(run, {3})
+    # the same build again: it still has the old code, so the breakpoint stays on its line
+    same = ok(run, {"op": "launch", "program": "loop"})
+    assert stop_line(same) == 3 and "moved from" not in same.text, same.text
+    assert same.data["frames"][0]["source"] == "return i * 2;", same.text
+    run_to_exit(run, {3})
+    # a session that never read the old code cannot know its lines: not set, and says why
+    other = runtime.open_run("built-other", workdir=str(tmp_path))
+    ok(other, {"op": "breakpoints", "file": "loop.c", "lines": [6]})
+    refused = ok(other, {"op": "launch", "program": "loop"})
+    assert "line 6: NOT set: the file changed after the program was built" in refused.text
+    assert refused.data["outcome"] == "exited", refused.text
+    # rebuilt: the breakpoint follows its text
+    build()
+    moved = ok(run, {"op": "launch", "program": "loop"})
+    assert "line 6 (moved from line 3: its text moved)" in moved.text, moved.text
+    assert stop_line(moved) == 6, moved.text
+    ok(run, {"op": "terminate"})
+    ok(other, {"op": "terminate"})

@@ -33,6 +33,7 @@ import contextlib
 import os
 import re
 import socket
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -246,17 +247,22 @@ class DebugSessionActor(ProcessActor):
         if not binary:
             raise DebugError(ErrorCode.UNAVAILABLE, f"{row.name}: adapter not found; {row.install}")
         self._end_adapter()  # an exited program's adapter, if still there
+        self._reap_adapter()
         # breakpoints set before a crash (or a retried launch) went with that incarnation:
         # the host keeps the run's and sends them along; those missing here are set again
         restored = self._restore_breakpoints(op)
         self.previous_end = ""
         root = Path(op.root)
+        built_at = 0.0  # a prebuilt program's build time: its sources as they were then
         if isinstance(op, Launch):
             config = adapters.launch_config(row, Path(op.program), list(op.args), root)
             if op.place and isinstance(config.get("python"), str):  # (one the place has)
                 config["python"] = python_inside(config["python"], str(root))
             self._built = config.get("output", "")
             request, program, wait = "launch", op.program, op.wait
+            if row.name == "lldb" or config.get("mode") == "exec":
+                with contextlib.suppress(OSError):  # a prebuilt program: when it was built
+                    built_at = os.stat(op.program).st_mtime
         else:
             try:
                 config = adapters.attach_config(row, op.port, op.pid)
@@ -276,7 +282,7 @@ class DebugSessionActor(ProcessActor):
             old.functions,
             old.exceptions,
         )
-        fresh.loaded = old.loaded
+        fresh.loaded, fresh.built_at = old.loaded, old.built_at
         fresh.restored = restored
         self.session = fresh
         self.row = row
@@ -293,7 +299,9 @@ class DebugSessionActor(ProcessActor):
                     f"nothing accepts on 127.0.0.1:{op.port} ({e}); {row.name} attaches to a "
                     f"{row.attach_help}",
                 ) from e
-            fresh.run(fresh.launch(row, program, config, request, wait, time.time()), call)
+            fresh.run(
+                fresh.launch(row, program, config, request, wait, time.time(), built_at), call
+            )
             return
         argv = adapters.adapter_argv(row, binary)
         # its own TMPDIR (and its program's), removed once it ended
@@ -312,7 +320,7 @@ class DebugSessionActor(ProcessActor):
         )
         with contextlib.suppress(psutil.Error):
             self._adapter_created = psutil.Process(self._adapter_pid).create_time()
-        gen = fresh.launch(row, program, config, request, wait, time.time())
+        gen = fresh.launch(row, program, config, request, wait, time.time(), built_at)
         if row.transport == "tcp":
             self._listen_buf = b""
             self._waiting_port = (gen, call)
@@ -488,6 +496,15 @@ class DebugSessionActor(ProcessActor):
         self._kill_session_processes()
         self._close_socket()
         self._remove_built_binary()
+
+    def _reap_adapter(self) -> None:
+        """The adapter of a program that exited was killed (SIGKILL) when it exited; spawn
+        refuses while it lives, and its death can still be in flight when a launch follows
+        at once (seen with lldb-dap): it is reaped first, bounded."""
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=1.0)
 
     def _remove_built_binary(self) -> None:
         """delve removes the binary it built only when it ends cleanly; a killed delve

@@ -110,7 +110,7 @@ def _state(b: Mapping[str, Any], sent: bool) -> str:
     match b.get("state"):
         case "lost":
             return f"LOST its anchor, not set{why}; set it again where it belongs"
-        case "refused":
+        case "refused" | "stale":
             return f"NOT set{why}"
         case "spent":
             return f"spent{why}"

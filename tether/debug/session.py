@@ -183,6 +183,7 @@ class Session(SessionBreakpoints):
         request: str,
         wait: float,
         now: float = 0.0,
+        built_at: float = 0.0,
     ) -> Op:
         """The handshake, then the first outcome (a stop, the exit, or still running)."""
         self.row = row
@@ -202,7 +203,7 @@ class Session(SessionBreakpoints):
                 f"{row.launch_timeout:g} s",
             )
         # the files as the program loads them: each breakpoint follows its text there first
-        self.anchor_at_launch()
+        self.anchor_at_launch(built_at)
         self.launched_at = now
         yield from self.send_all()
         if self.capabilities.get("supportsConfigurationDoneRequest"):

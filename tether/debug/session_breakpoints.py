@@ -50,6 +50,9 @@ class SessionBreakpoints(Driver):
     exception_notes: list[str] = field(default_factory=list)
     loaded: dict[str, Snapshot] = field(default_factory=dict)  # path -> the file as launched
     launched_at: float = 0.0  # wall clock of the launch (a file modified after: changed)
+    # a prebuilt program's build time (its mtime; 0: built at launch, or a script): its code
+    # is its sources as they were then
+    built_at: float = 0.0
 
     @property
     def live(self) -> bool:
@@ -127,12 +130,14 @@ class SessionBreakpoints(Driver):
         program runs the code it loaded, so each is mapped to that code (or refused)."""
         snap = self.loaded.get(path)
         if snap is None:
-            if _modified_after(path, self.launched_at):
+            if _modified_after(path, self.built_at or self.launched_at):
+                since = "it was built" if self.built_at else "launch"
                 raise DebugError(
                     ErrorCode.BAD_REQUEST,
-                    f"{path} changed since launch and tether has no copy of the code the program "
-                    "loaded, so a line of it now may be other code in the program; launch again "
-                    "to set breakpoints in it",
+                    f"{path} changed since {since} and tether has no copy of the code the program "
+                    "runs, so a line of it now may be other code in the program; "
+                    + ("rebuild it and " if self.built_at else "")
+                    + "launch again to set breakpoints in it",
                 )
             snap = Snapshot.read(path)
             if snap is None:
@@ -156,9 +161,13 @@ class SessionBreakpoints(Driver):
                 bp.message = f"line {asked} of the file now; line {mapped} of the code it runs"
 
     # --- at launch ---------------------------------------------------------------------------
-    def anchor_at_launch(self) -> None:
+    def anchor_at_launch(self, built_at: float = 0.0) -> None:
         """Move each breakpoint to where its text is now, or mark it lost; then read the
-        files as the program will load them."""
+        files as the program will load them. A prebuilt program (`built_at`, its mtime) has
+        its sources as they were when it was built: a source edited since keeps the lines
+        of the last launch of that same build, or its breakpoints are not set."""
+        stale = {p for p in self.breakpoints if built_at and _modified_after(p, built_at)}
+        kept = {p for p in stale if p in self.loaded and self.built_at == built_at}
         for path, bps in self.breakpoints.items():
             now = read_lines(path)
             before = self.loaded.get(path)
@@ -174,6 +183,17 @@ class SessionBreakpoints(Driver):
                 if now is None:
                     bp.state, bp.message = "lost", "the file cannot be read"
                     continue
+                if path in kept:
+                    continue  # the program runs the code the last launch read: lines hold
+                if path in stale:
+                    bp.state, bp.message = (
+                        "stale",
+                        (
+                            "the file changed after the program was built, and tether has no copy of "
+                            "the code it was built from; rebuild the program and launch again"
+                        ),
+                    )
+                    continue
                 line, why = relocate(bp.line, bp.text, now, before.lines if before else None)
                 if line is None:
                     bp.state, bp.message = "lost", why
@@ -181,7 +201,9 @@ class SessionBreakpoints(Driver):
                     bp.moved_from, bp.line = bp.line, line
         for fn in self.functions:
             fn.state, fn.verified, fn.message, fn.id = "", False, "", None
-        self.loaded = {p: s for p in self.breakpoints if (s := Snapshot.read(p)) is not None}
+        fresh = {p: s for p in self.breakpoints if p not in stale and (s := Snapshot.read(p))}
+        self.loaded = {**{p: self.loaded[p] for p in kept}, **fresh}
+        self.built_at = built_at
 
     def send_all(self) -> Generator[Wait, Any, None]:
         """Every breakpoint kind, before configurationDone."""
