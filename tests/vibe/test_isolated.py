@@ -243,3 +243,24 @@ def test_isolated_needs_resolve(open_run: Callable[..., Any]) -> None:
     run = open_run()  # a runtime with the vibe kind only: no parser, so no resolve
     res = run.call("vibe_spawn", {"brief": "echo hi", "label": "x", "isolated": True})
     assert res.is_error and "resolve" in res.text and "isolated false" in res.text
+
+
+def test_send_to_a_running_isolated_worker_reruns_on_the_same_view(
+    iso_run: Callable[..., Any], repo: Path, tether_state_dir: Path
+) -> None:
+    go = repo.parent / "go"
+    run = iso_run()
+    worker_id = spawn(run, f"write a.py one\necho ready\nwaitfor {go}")
+    wait_until(lambda: "ready" in run.call("vibe_list", {}).text, timeout=20)
+    res = run.call("vibe_send", {"worker_id": worker_id, "message": "cat a.py\nwrite b.py two"})
+    assert res.data["stopped_previous"], res.text
+    go.touch()  # (its rerun, the same brief and the message, goes through)
+    done = wait(run, worker_id)
+    assert "one" in done.text  # it saw what its stopped run wrote
+    assert done.data["change"]["files"] == ["A a.py (+1)", "A b.py (+1)"]
+    assert len(views(tether_state_dir)) == 1
+    assert not run.call(
+        "resolve", {"edit_id": done.data["change"]["edit_id"], "action": "discard"}
+    ).is_error
+    assert wait_until(lambda: not views(tether_state_dir), timeout=10)
+    assert not (repo / "a.py").exists()

@@ -245,6 +245,7 @@ class VibeWorkerActor(ProcessActor):
         """argv wrapped to run in the worker's view (made at its first run), if isolated."""
         if not spec.view:
             return argv
+        self._unmount()  # (a rerun after a stopped run: that run's mount must not stack)
         again = self.view is not None
         if self.view is None:
             self.view = worker_views.make(spec.cwd, spec.view)
