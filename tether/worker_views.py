@@ -32,6 +32,10 @@ marked `conflict` (on Linux 6.13+ filesystems with multigrain timestamps order a
 after the stamp's creation strictly; older kernels may miss a change made in the same
 clock tick).
 
+The overlay's lower layer is the live workspace: a file the agent changes while the
+worker runs shows through until the worker writes it (overlayfs reads the lower layer as
+it is); a copy does not see it. Either way such a file is a conflict when it is staged.
+
 No git command runs but `git check-ignore` (no hooks, no fsmonitor: core.fsmonitor off).
 Each view is a directory under the runtime's private state dir named after the process
 that made it (`tether.scratch.reap` removes those of dead processes); `remove` deletes it.

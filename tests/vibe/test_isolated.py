@@ -264,3 +264,16 @@ def test_send_to_a_running_isolated_worker_reruns_on_the_same_view(
     ).is_error
     assert wait_until(lambda: not views(tether_state_dir), timeout=10)
     assert not (repo / "a.py").exists()
+
+
+def test_a_capped_isolated_worker_hands_back_what_it_had_done(
+    iso_run: Callable[..., Any], repo: Path
+) -> None:
+    run = iso_run()
+    done = wait(run, spawn(run, "write half.py done\nsleep 30", caps={"seconds": 1}))
+    assert done.data["status"] == "capped" and "wall-clock time cap" in done.text
+    assert done.data["change"]["files"] == ["A half.py (+1)"]
+    assert not run.call(
+        "resolve", {"edit_id": done.data["change"]["edit_id"], "action": "accept"}
+    ).is_error
+    assert (repo / "half.py").read_text() == "done\n"
