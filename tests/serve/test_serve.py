@@ -3,7 +3,9 @@ conversations in parallel, the allowlist, the token, Host/Origin, MCP's error sh
 
 from __future__ import annotations
 
+import shutil
 import stat
+import subprocess
 from typing import Any
 
 import anyio
@@ -145,6 +147,13 @@ def test_probes_and_metrics_each_on_their_own_path(tmp_path: Any) -> None:
         assert metrics.status_code == 200
         assert "tether_serve_conversations 1.0" in metrics.text
         assert 'tether_tool_calls_total{outcome="ok",tool="open_conversation"}' not in metrics.text
+        assert "tether_memory_budget_bytes" in metrics.text  # the runtime's capacity
         assert httpx2.get(server.base + "/other", headers=auth, timeout=10).status_code == 404
+        promtool = shutil.which("promtool")
+        if promtool:  # (apt-get install -y prometheus)
+            lint = subprocess.run(
+                [promtool, "check", "metrics"], input=metrics.content, capture_output=True
+            )
+            assert lint.returncode == 0, lint.stdout + lint.stderr
     finally:
         server.stop()

@@ -233,7 +233,7 @@ def serve(config: ServeConfig, state_dir: str | None = None, admin_port: int | N
         sock.close()
         raise SystemExit(f"tether serve: {e}") from None
     with rt:
-        rt.metrics = Metrics(lambda timeout: rt.health(timeout=timeout))
+        rt.metrics = Metrics(lambda timeout: rt.health(timeout=timeout), rt.capacity)
         conversations = Conversations(rt, config)
         rt.metrics.registry.register(ServeCollector(conversations))  # type: ignore[arg-type]
         port = sock.getsockname()[1]

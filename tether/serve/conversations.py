@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tether.call_scope import CallScope
+from tether.messages.calls import ErrorCode, ResourceError
 from tether.serve.config import ServeConfig, Workdir
 
 
@@ -80,8 +81,8 @@ class Conversations:
         return self._runtime_room()
 
     def _runtime_room(self) -> str:
-        # Seam for capacity (`rt.capacity()`, being built): once the runtime can say it is
-        # out of memory for another run, its refusal goes here. Until then: always room.
+        """The memory budget's word (`rt.capacity()`: how many more conversations of the
+        average size fit); `open_run` itself refuses too, this only says so ahead."""
         capacity = getattr(self.runtime, "capacity", None)
         if capacity is None:
             return ""
@@ -89,8 +90,13 @@ class Conversations:
             report = capacity()
         except Exception:  # noqa: BLE001 - a capacity that cannot say does not refuse
             return ""
-        full = getattr(report, "full", None) if not isinstance(report, dict) else report.get("full")
-        return f"the runtime is out of capacity ({full})" if full else ""
+        if int(report.get("fit", 1)) >= 1:
+            return ""
+        return (
+            f"the runtime's memory budget is full ({report.get('free', 0) >> 20} MiB free, a "
+            f"conversation takes ~{report.get('average_conversation', 0) >> 20} MiB): close "
+            "one, or retry later"
+        )
 
     # ---- lifetime -----------------------------------------------------------------
     def open(self, name: str, open_run: Callable[..., Any] | None = None) -> Conversation:
@@ -109,6 +115,10 @@ class Conversations:
                 surface=workdir.surface,
                 place=workdir.place,
             )
+        except ResourceError as e:
+            if e.code == ErrorCode.CAPACITY:
+                raise Full(str(e)) from None
+            raise ConversationError(f"could not open a conversation on {name!r}: {e}") from None
         finally:
             with self._lock:
                 self._opening -= 1
