@@ -296,6 +296,8 @@ CONTEXTS: dict[str, tuple[Context, ...]] = {
         Context("class member", "<?php\nclass __tether_C {\n", "\n}"),
     ),
     "ruby": (RAW_STATEMENT, Context("class member", "class TetherC\n", "\nend")),
+    # a Nix file is one expression: a binding (`$K = $V;`) lives in an attribute set
+    "nix": (RAW_STATEMENT, Context("binding", "{\n", "\n}")),
 }
 
 # Tokens appended inside the fragment when no context accepts it as written: Dart, C and

@@ -32,7 +32,7 @@ from tree_sitter import Node
 from tether.structural.habits import PatternError, check_habits, shown, unparseable_hints
 from tether.structural.languages import CLOSERS, Context, contexts_for, get_parser, metavar_chars
 from tether.structural.metavars import MetaVar, extract_metavar, preprocess
-from tether.structural.weigh import hard_error, weigh
+from tether.structural.weigh import ERROR_WEIGHT, hard_error, weigh
 
 __all__ = ["MetaVar", "Pattern", "PatternError", "compile_pattern", "shown"]
 
@@ -330,6 +330,10 @@ def _try_context(
         last, trim_depth = _strip_closer(roots[-1], closer)
         roots = (*roots[:-1], last)
     repairs = weigh(lang, tree.root_node, start, end, src, ch)
+    if repairs:
+        repairs += len(roots) - 1  # error recovery's pieces: one node is the likelier intent
+    if repairs >= ERROR_WEIGHT and ctx.prefix:
+        repairs += 1  # through an ERROR node, the raw parse is ast-grep's reading: it wins ties
     pattern = Pattern(
         lang=lang,
         source=original,

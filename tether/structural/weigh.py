@@ -81,10 +81,9 @@ def _error_weight(root: Node, start: int, end: int, src: bytes, ch: str) -> int:
         if n.is_missing:
             count += 0 if _after_ellipsis(n, src, ch) else 1
         elif n.is_error:
-            inside = n.start_byte >= start and n.end_byte <= end
             mv = extract_metavar(src[n.start_byte : n.end_byte].decode(errors="replace"), ch)
             if mv is None:
-                count += ERROR_WEIGHT if inside else 1
+                count += ERROR_WEIGHT  # inside the fragment or around it: not as written
             else:
                 count += 0 if mv.multi else 1
         if n.has_error:
