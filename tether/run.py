@@ -28,6 +28,7 @@ from typing import Any
 from tether.call_scope import CallScope
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.places import Place, check
+from tether.places.registry import remember
 from tether.questions import Answer, Card, CardKind, QuestionPort, ask_bounded
 from tether.tools.export import SCHEMA_FORMATS, export_schema
 from tether.tools.guardrails import (
@@ -210,6 +211,8 @@ class Run:
         "sandbox", a `Place`; default the runtime's (`Runtime.start(place=...)`), else host."""
         self.runtime = runtime
         self.place = check(Place.parse(place, default=getattr(runtime, "default_place", None)))
+        if runtime is not None and self.place.kind != "host":  # (for the shared resources
+            remember(self.place, Path(runtime.state_dir))  # keyed by place: tether.places)
         self.run_id = str(run_id or "")
         self.surface = _surface(surface)
         if workdir is not None:

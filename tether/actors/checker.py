@@ -30,6 +30,8 @@ from tether.lsp.checkers import CHECKER_TIMEOUT, parse_checker_output
 from tether.lsp.servers import BY_NAME, CheckerUnavailable, checker_argv, split_key
 from tether.messages.calls import Call, ErrorCode
 from tether.messages.checker_ops import CHECKER, Check
+from tether.places import PlaceError
+from tether.places.registry import recall, split_place
 
 MAX_OUTPUT = 64 << 20  # bytes of output a run may print before it is stopped
 GAVE_UP_CHECK = 1.0  # s between checks that a run still has a caller waiting
@@ -58,6 +60,10 @@ class CheckerActor(ProcessActor):
         except ValueError as exc:
             raise ResourceUnavailable(str(exc)) from exc
         self.row = BY_NAME[name]
+        try:  # the place its runs share (a suffix of the key, tether.places.registry)
+            self.place = recall(split_place(key)[1])
+        except PlaceError as exc:
+            raise ResourceUnavailable(f"{name}: {exc}") from exc
         if self.row.checker is None:
             raise ResourceUnavailable(f"{name} has no project checker")
         self.running: list[Call] = []  # the calls the current run answers
@@ -91,7 +97,13 @@ class CheckerActor(ProcessActor):
         self.run_no += 1
         try:
             scratch = self.new_scratch(f"{self.row.name}-checker")
-            self.spawn(argv, cwd=str(self.root), env=scratch.env(go_offline=True))
+            self.spawn(
+                argv,
+                cwd=str(self.root),
+                env=scratch.env(go_offline=True),
+                place=self.place,
+                workspace=str(self.root),
+            )
         except OSError as exc:
             self._settle_running(None, ErrorCode.UNAVAILABLE, f"could not run {argv[0]}: {exc}")
             return

@@ -46,6 +46,8 @@ from tether.lsp.session import Session
 from tether.lsp.session.core import Deadline
 from tether.messages.calls import Call, ErrorCode
 from tether.messages.language_server_ops import LANGUAGE_SERVER, Reload, Status
+from tether.places import PlaceError
+from tether.places.registry import recall, split_place
 
 PROBE_TIMEOUT = 10.0  # s a binary's probe (`rust-analyzer --version`) may take to answer
 PROBE_OUTPUT = 4096  # bytes of the probe's stdout kept for the message when it fails
@@ -72,6 +74,10 @@ class LanguageServerActor(ProcessActor):
             raise ResourceUnavailable(str(e)) from e
         self.row = BY_NAME[name]
         self.root = root
+        try:  # the place its runs share (a suffix of the key, tether.places.registry)
+            self.place = recall(split_place(key)[1])
+        except PlaceError as e:
+            raise ResourceUnavailable(f"{name}: {e}") from e
         try:
             self.limits = LspLimits.from_config(config)
         except (TypeError, ValueError) as e:
@@ -105,7 +111,12 @@ class LanguageServerActor(ProcessActor):
         self._probing = True
         self._probe_timed_out = False
         self._probe_stdout = b""
-        self.spawn([self.binary, *self.row.probe_argv], cwd=str(self.root))
+        self.spawn(
+            [self.binary, *self.row.probe_argv],
+            cwd=str(self.root),
+            place=self.place,
+            workspace=str(self.root),
+        )
         self.after(PROBE_TIMEOUT, ProbeDeadline())
 
     def _probe_exited(self, returncode: int | None) -> None:
@@ -139,8 +150,16 @@ class LanguageServerActor(ProcessActor):
             self.row, self.root, self, limits=self.limits, canceller=self.cancels
         )
         self.set_state("starting")
-        pid = self.spawn(argv, cwd=str(self.root), env=scratch.env(go_offline=True))
-        self.session.start(pid)
+        pid = self.spawn(
+            argv,
+            cwd=str(self.root),
+            env=scratch.env(go_offline=True),
+            place=self.place,
+            workspace=str(self.root),
+        )
+        # (processId: a server exits once that pid is gone; in a place's own pid namespace
+        # the host's pids do not exist, and 1 is the place's init, alive as long as it is)
+        self.session.start(pid if self.place.kind == "host" else 1)
         self._check_started()
         self.after(self.row.startup_timeout + 0.5, StartupCheck())
 

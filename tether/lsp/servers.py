@@ -25,6 +25,7 @@ from typing import Any
 
 from tether.lsp.checkers import PARSERS
 from tether.messages.language_server_ops import HierarchyDirection
+from tether.places.registry import split_place
 from tether.roots import find_root
 
 DIRECTIONS: tuple[HierarchyDirection, ...] = typing.get_args(HierarchyDirection)
@@ -359,7 +360,8 @@ def make_key(server: str, root: Path | str) -> str:
 
 
 def split_key(key: str) -> tuple[str, Path]:
-    name, sep, root = key.partition(":")
+    """(server, root) of a key, with or without a place suffix (`tether.places.registry`)."""
+    name, sep, root = split_place(key)[0].partition(":")
     if not sep or name not in BY_NAME or not root:
         raise ValueError(
             f"language_server key {key!r} must be '<server>:<absolute root>' "

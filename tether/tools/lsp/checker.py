@@ -13,6 +13,8 @@ from tether.lsp.checkers import CHECKER_TIMEOUT
 from tether.lsp.servers import SERVERS, make_key, resolve
 from tether.messages.calls import ResourceError
 from tether.messages.checker_ops import Check
+from tether.places import Place
+from tether.places.registry import placed_key
 from tether.tools.lsp.records import Lines, model_records, severe
 from tether.tools.results import ToolResult
 from tether.tools.spec import ToolContext
@@ -37,7 +39,10 @@ def project_check(ctx: ToolContext) -> ToolResult:
         try:
             found = ctx.call_resource(
                 "checker",
-                make_key(row.name, t.root or ctx.workdir),
+                placed_key(
+                    make_key(row.name, t.root or ctx.workdir),
+                    getattr(ctx, "place", None) or Place.host(),  # (one checker per place)
+                ),
                 Check(),
                 None,
                 timeout=CHECKER_TIMEOUT + CALL_SLACK,

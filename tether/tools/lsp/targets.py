@@ -17,6 +17,8 @@ from tether.lsp.limits import LspLimits, too_large
 from tether.lsp.positions import PositionError, SymbolSpan, find_symbol
 from tether.lsp.servers import SERVERS, Resolution, ServerRow, resolve, rows_for
 from tether.messages.language_server_ops import LanguageServerOp
+from tether.places import Place
+from tether.places.registry import placed_key
 from tether.tools.results import ToolResult
 from tether.tools.spec import ToolContext
 
@@ -28,6 +30,7 @@ def ask(
 ) -> Mapping[str, Any]:
     """One call to the actor for `key`. Queries are idempotent: if the server dies under
     them the runtime retries them once on the restarted server."""
+    key = placed_key(key, getattr(ctx, "place", None) or Place.host())  # (shared per place)
     return ctx.call_resource(KIND, key, op, None, timeout, idempotent=idem)
 
 
