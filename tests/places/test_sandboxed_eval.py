@@ -173,3 +173,9 @@ def test_limits_end_the_offending_cell_with_a_clear_result(
     assert "went over its place's memory limit (256 MiB)" in hog.text, hog.text
     after = ev(run, "print('still here')")  # the next cell: a fresh kernel, same place
     assert "still here" in after.text and "data are lost" in after.text, after.text
+
+
+def test_javascript_in_a_sandbox_is_refused_with_why(two_runs: Any) -> None:
+    run_a, *_ = two_runs
+    res = run_a.call("eval", {"code": "1", "description": DESCRIPTION, "language": "javascript"})
+    assert res.is_error and "listens on loopback TCP only" in res.text, res.text

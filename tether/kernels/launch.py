@@ -183,10 +183,22 @@ def launch(
     Python it runs on there (and where %pip installs); group: the place instance (run)."""
     check_language(language)
     place = place or Place.host()
+    if place.kind != "host" and language != "python":
+        raise KernelUnavailable(
+            f"the {language} kernel (Deno's) listens on loopback TCP only, which a "
+            f"{place.kind} place does not share with the host (no relay is built yet): use "
+            "language 'python' there, or a host run"
+        )
     root = kernels_dir()
     scratch = ProcessScratch(language[:2], under=KERNELS)
     directory = scratch.base
     fname, info = write_connection(language, directory)
+    if place.kind != "host" and info.get("transport") != "ipc":
+        scratch.close()
+        raise KernelUnavailable(
+            f"the runtime's state dir is too deep for a kernel's Unix sockets ({directory}), "
+            "and a place does not share loopback TCP: point TETHER_STATE_DIR at a shorter path"
+        )
     argv = [*launcher, *kernel_argv(language, fname, layer.python if layer else "")]
     env = kernel_env(scratch, root)
     if place.kind != "host":  # its profile and config are its own, not the runtime's
