@@ -372,9 +372,10 @@ class VibeWorkerActor(ProcessActor):
 
     def _finish(self, status: str, returncode: int | None, error: str) -> None:
         self.status, self.exit_code, self.error = status, returncode, error
-        self._unmount()
-        self.unchanged = self.view is not None and worker_views.unchanged(self.view)
-        empty, self.view = (self.view, None) if self.unchanged else (None, self.view)
+        view = self.view
+        self.unchanged = view is not None and worker_views.unchanged(view)
+        if self.unchanged:
+            self.view = None
         self.run_ended = time.monotonic()
         self.result = self.output[-OUTPUT_KEEP:]
         self.prompts.clear()
@@ -382,9 +383,13 @@ class VibeWorkerActor(ProcessActor):
             self.reply(call, {"was": "running", **self.snapshot()})
         self.kills = []
         self._settle_held("wait", "poll")
-        # nothing to stage: the view goes now (no round trip for it), once the calls
-        # waiting for the end have their answer
-        worker_views.remove(empty)
+        # once the calls waiting for the end have their answer: the mount goes, and an
+        # unchanged view (nothing to stage: no round trip from the host for it)
+        if self.mounted and view is not None:
+            worker_views.unmount_here(view)
+        self.mounted = False
+        if self.unchanged:
+            worker_views.remove(view)
         assert self.spec is not None
         self.after(self.spec.reap_after, Reap(self.run_no))
 
