@@ -4,7 +4,7 @@
 # Debian marks externally managed.
 #
 #   apt   (as root, or with sudo; only what is missing): python3-venv, git, a C compiler
-#         (the C checker), clangd, Go and gopls, bubblewrap (the sandbox place), lldb-19 and
+#         (the C checker), clangd (and a clangd-19 for the type hierarchy), Go and gopls, bubblewrap (the sandbox place), lldb-19 and
 #         delve (debug adapters; lldb-19
 #         also ships lldb-server-19, the gdb-remote server the lldb attach-by-port test uses).
 #         No Dart SDK: Debian, PyPI and npm ship none, so the Dart debug test skips
@@ -36,6 +36,8 @@ fi
 command -v git >/dev/null || need_apt+=(git)
 command -v cc >/dev/null || need_apt+=(gcc libc6-dev)
 command -v clangd >/dev/null || need_apt+=(clangd)
+# a clangd >= 15 beside Debian 12's 14: the LSP type hierarchy (tests/lsp/test_lsp_hierarchy_newer_clangd.py)
+compgen -c clangd- | grep -qE '^clangd-(1[5-9]|[2-9][0-9])$' || need_apt+=(clangd-19)
 command -v go >/dev/null || need_apt+=(golang-go)
 command -v gopls >/dev/null || need_apt+=(gopls)
 command -v dlv >/dev/null || need_apt+=(delve)
