@@ -78,6 +78,11 @@ def test_lldb_refuses_every_nth_hit_and_says_what_it_takes() -> None:
     assert "lldb cannot count hits as '% 3'; it takes '5' or '>= 5'" in str(e.value)
 
 
+def test_an_adapter_with_no_hit_conditions_says_so() -> None:
+    with pytest.raises(BreakpointError, match="dart takes no hit condition; use a condition"):
+        adapters.features(adapters.BY_NAME["dart"]).dap_breakpoint(Breakpoint(3, hit_condition="9"))
+
+
 def test_a_full_source_breakpoint_in_dap_terms() -> None:
     feats = adapters.features(adapters.BY_NAME["debugpy"])
     bp = Breakpoint(4, condition="i > 3", hit_condition=">= 2", log_message="i={i}")

@@ -72,8 +72,10 @@ def parse_hit(value: Any) -> Hit | None:
 def translate_hit(hit: Hit, formats: Mapping[str, str], adapter: str) -> str:
     """`hit` in the adapter's own syntax; BreakpointError naming what it takes instead."""
     fmt = formats.get(hit.op)
+    if fmt is None and not formats:
+        raise BreakpointError(f"{adapter} takes no hit condition; use a condition instead")
     if fmt is None:
-        takes = " or ".join(repr(str(Hit(op, 5))) for op in formats) or "no hit condition"
+        takes = " or ".join(repr(str(Hit(op, 5))) for op in formats)
         raise BreakpointError(
             f"{adapter} cannot count hits as {str(hit)!r}; it takes {takes} (N=5 shown)"
         )
