@@ -277,3 +277,24 @@ def test_a_capped_isolated_worker_hands_back_what_it_had_done(
         "resolve", {"edit_id": done.data["change"]["edit_id"], "action": "accept"}
     ).is_error
     assert (repo / "half.py").read_text() == "done\n"
+
+
+def test_run_close_removes_the_view_of_an_unresolved_change(
+    iso_run: Callable[..., Any], tether_state_dir: Path
+) -> None:
+    run = iso_run()
+    assert wait(run, spawn(run, "write left.py x")).data["change"]["edit_id"]
+    assert views(tether_state_dir)
+    run.close()
+    assert wait_until(lambda: not views(tether_state_dir), timeout=10)
+
+
+def test_a_reaped_workers_change_can_still_be_accepted(
+    iso_run: Callable[..., Any], repo: Path, tether_state_dir: Path
+) -> None:
+    run = iso_run(reap_after=0.5)
+    edit_id = wait(run, spawn(run, "write kept.py x")).data["change"]["edit_id"]
+    assert wait_until(lambda: not views(tether_state_dir), timeout=10)  # reaped: view gone
+    res = run.call("resolve", {"edit_id": edit_id, "action": "accept"})
+    assert not res.is_error, res.text
+    assert (repo / "kept.py").read_text() == "x\n"

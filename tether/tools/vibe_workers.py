@@ -320,8 +320,9 @@ class VibeWorkers:
         threading.Thread(target=self._end_view, args=(worker,), name=name, daemon=True).start()
 
     def _end_view(self, worker: Worker) -> None:
-        if self._closed or worker.gone:
-            return  # (its actor, and the view with it, is gone)
+        reaped = worker.ended_at and time.monotonic() - worker.ended_at >= self.config.reap_after
+        if self._closed or worker.gone or reaped:
+            return  # (its actor, and the view with it, is gone: no call to make it anew)
         with contextlib.suppress(ResourceError, VibeError):
             worker.snapshot = self._call(worker.worker_id, EndView())
 
