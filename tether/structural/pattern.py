@@ -95,6 +95,7 @@ class Pattern:
     trim_depth: int | None = None  # where the closer was, down the last root's last children
     alternatives: tuple[Pattern, ...] = ()  # the other member rungs' own readings
     same_in: tuple[str, ...] = ()  # other member rungs that read it exactly so
+    char_matters: bool = False  # another metavariable character might read it better
 
     @property
     def is_sequence(self) -> bool:
@@ -329,7 +330,7 @@ def _try_context(
     if closer:
         last, trim_depth = _strip_closer(roots[-1], closer)
         roots = (*roots[:-1], last)
-    repairs = weigh(lang, tree.root_node, start, end, src, ch)
+    repairs, char_matters = weigh(lang, tree.root_node, start, end, src, ch)
     if repairs:
         repairs += len(roots) - 1  # error recovery's pieces: one node is the likelier intent
     if repairs >= ERROR_WEIGHT and ctx.prefix:
@@ -342,6 +343,7 @@ def _try_context(
         metavars=frozenset(conv.names),
         literals=_literals(roots, lang),
         repairs=repairs,
+        char_matters=char_matters,
         closer=closer if trim_depth is not None else "",
         trim_depth=trim_depth,
     )
@@ -387,8 +389,8 @@ class _Ladder:
                 continue
             if best is None or p.repairs < best.repairs:
                 best = p
-            if p.repairs == 0:
-                break
+            if p.repairs == 0 or not p.char_matters:
+                break  # the other characters only help a metavariable or an ERROR node
         if best is None:
             self.tried.append(ctx.name + (f" + '{closer}'" if closer else ""))
         return best

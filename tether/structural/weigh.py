@@ -26,7 +26,7 @@ import re
 from tree_sitter import Node
 
 from tether.structural.habits import balanced, guesses_wildcards
-from tether.structural.languages import get_language
+from tether.structural.languages import contexts_for, get_language, get_parser
 from tether.structural.metavars import extract_metavar, metavar_regexes
 
 ERROR_WEIGHT = 10
@@ -36,8 +36,15 @@ _CLOSERS = (")", "]", "}", '"', "'", "`", "end")
 
 @functools.cache
 def _is_keyword(lang: str, word: str) -> bool:
-    """Whether `word` is a keyword token of the grammar (an anonymous kind spelled so)."""
-    return get_language(lang).id_for_node_kind(word, False) not in (None, 0)
+    """Whether `word` is a reserved word of the grammar: a keyword token (an anonymous
+    kind spelled so) that cannot stand alone as a statement. tree-sitter reads a keyword
+    as a name wherever the keyword is not valid, so that test says nothing; alone, `if` or
+    `for` wants more, while Python's `print` (a Python 2 statement, and a name) or
+    JavaScript's `get` is whole."""
+    if get_language(lang).id_for_node_kind(word, False) in (None, 0):
+        return False
+    ctx = contexts_for(lang)[0]
+    return get_parser(lang).parse((ctx.prefix + word + ctx.suffix).encode()).root_node.has_error
 
 
 def hard_error(node: Node, src: bytes, ch: str | None, fragment: str) -> Node | None:
@@ -62,13 +69,16 @@ def hard_error(node: Node, src: bytes, ch: str | None, fragment: str) -> Node | 
     return None
 
 
-def weigh(lang: str, root: Node, start: int, end: int, src: bytes, ch: str | None) -> int:
-    """The repairs the parse of the fragment [start, end) of `src` needed (see above)."""
-    count = _error_weight(root, start, end, src, ch or "")
-    count += _keywords_as_names(lang, root, start, end, src)
-    if ch is not None:
-        count += _broken_metavars(root, start, end, src, ch)
-    return count
+def weigh(
+    lang: str, root: Node, start: int, end: int, src: bytes, ch: str | None
+) -> tuple[int, bool]:
+    """The repairs the parse of the fragment [start, end) of `src` needed (see above), and
+    whether another metavariable character might need fewer (a metavariable was no whole
+    node, or an ERROR node is in the parse)."""
+    errors = _error_weight(root, start, end, src, ch or "")
+    broken = _broken_metavars(root, start, end, src, ch) if ch is not None else 0
+    count = errors + broken + _keywords_as_names(lang, root, start, end, src)
+    return count, broken > 0 or errors >= ERROR_WEIGHT
 
 
 def _error_weight(root: Node, start: int, end: int, src: bytes, ch: str) -> int:
