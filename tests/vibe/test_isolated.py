@@ -298,3 +298,19 @@ def test_a_reaped_workers_change_can_still_be_accepted(
     res = run.call("resolve", {"edit_id": edit_id, "action": "accept"})
     assert not res.is_error, res.text
     assert (repo / "kept.py").read_text() == "x\n"
+
+
+def test_a_crashed_workers_view_is_removed(
+    iso_run: Callable[..., Any], repo: Path, tether_state_dir: Path
+) -> None:
+    run = iso_run()
+    worker_id = spawn(run, f"write lost.py x\necho ready\nwaitfor {repo.parent / 'never'}")
+    wait_until(lambda: "ready" in run.call("vibe_list", {}).text, timeout=20)
+    assert views(tether_state_dir)
+    run.runtime.inject("crash_actor", target=f"run:{run.run_id}/vibe_worker:{worker_id}")
+    res = wait_until(
+        lambda: (r := run.call("vibe_wait", {"worker_id": worker_id})).is_error and r, timeout=10
+    )
+    assert "crashed" in res.text
+    assert wait_until(lambda: not views(tether_state_dir), timeout=10)
+    assert not (repo / "lost.py").exists()

@@ -186,7 +186,14 @@ class VibeWorkers:
         worker = self.get(worker_id)
         if worker.gone or worker.status not in LIVE:
             return worker, True
-        worker.snapshot = self._call(worker_id, Wait(seconds), seconds + CALL_SLACK)
+        try:
+            worker.snapshot = self._call(worker_id, Wait(seconds), seconds + CALL_SLACK)
+        except ResourceError as exc:
+            if exc.code == ErrorCode.DEADLINE:
+                raise
+            self._lost(worker, exc)  # its actor died under the wait: say so, not "call again"
+            self._ended(worker)
+            return worker, True
         self._settle(worker)
         return worker, worker.status not in LIVE
 
@@ -345,6 +352,9 @@ class VibeWorkers:
             worker.gone = f"crashed: its actor died ({error.message})"
         else:
             worker.gone = "reaped"
+        # an actor killed outright left its view (its mount died with its namespace): the
+        # next view made would reap it, but nothing is to stay on disk till then
+        worker_views.remove(worker.snapshot.get("view"))
 
     def _ended(self, worker: Worker) -> None:
         if worker.status not in LIVE and not worker.ended_at:
