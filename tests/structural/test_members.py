@@ -171,3 +171,18 @@ def test_an_edit_of_a_multi_context_pattern_keeps_every_file_parsing(tmp_path):
     tree = get_parser("typescript").parse(result.source)
     assert syntax_flag("typescript", tree, new) == ""
     assert not get_parser("typescript").parse(new).root_node.has_error
+
+
+@pytest.mark.slow
+def test_an_edit_of_every_lib_member_leaves_no_new_error_node():
+    # every `readonly` member of TypeScript's lib, in classes, interfaces and object types
+    compiled = compile_pattern("readonly $F: $T;", "typescript")
+    edited = 0
+    for f in _files():
+        results, _ = search_paths(compiled, str(f), ParseCache())
+        for r in results:
+            new, count = apply("$F: $T", r.source, r.matches)
+            tree = get_parser("typescript").parse(r.source)
+            assert syntax_flag("typescript", tree, new) == "", f.name
+            edited += count
+    assert edited > 6000
