@@ -5,6 +5,7 @@ breakpoint to where its text is, or says it lost its anchor."""
 from __future__ import annotations
 
 import shutil
+import subprocess
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -149,8 +150,6 @@ C = textwrap.dedent(
 
 
 def test_a_binary_runs_the_code_it_was_built_from(runtime, tmp_path) -> None:
-    import subprocess
-
     need("lldb")
     if not shutil.which("cc"):
         pytest.skip("no C compiler (cc) to build the debuggee")
@@ -186,3 +185,30 @@ def test_a_binary_runs_the_code_it_was_built_from(runtime, tmp_path) -> None:
     assert stop_line(moved) == 6, moved.text
     ok(run, {"op": "terminate"})
     ok(other, {"op": "terminate"})
+
+
+def test_attaching_to_a_binary_older_than_its_source_sets_no_shifted_line(
+    runtime, go_project
+) -> None:
+    from tests.debug.support import go_build
+
+    go_build(go_project)
+    src = go_project / "main.go"
+    src.write_text("// edited after the build\n" + src.read_text())  # add's body: line 7 now
+    proc = subprocess.Popen(
+        [str(go_project / "prog"), "wait"],
+        cwd=go_project,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        run = runtime.open_run("attach-stale", workdir=str(go_project))
+        ok(run, {"op": "breakpoints", "file": "main.go", "lines": [7]})
+        res = ok(run, {"op": "attach", "adapter": "delve", "pid": proc.pid, "wait": 3})
+        # line 7 of the binary's code is another line: never set there
+        assert res.data["outcome"] == "running", res.text
+        assert "line 7: NOT set: the file changed after the program was built" in res.text
+        assert "detached" in ok(run, {"op": "terminate"}).text
+    finally:
+        proc.kill()
+        proc.wait(5)

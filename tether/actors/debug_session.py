@@ -273,6 +273,9 @@ class DebugSessionActor(ProcessActor):
                 f"pid {op.pid}" if op.pid else f"port {op.port}",
                 op.wait,
             )
+            if op.pid is not None:  # (lldb, delve: a binary, built from its sources then)
+                with contextlib.suppress(psutil.Error, OSError):
+                    built_at = os.stat(psutil.Process(op.pid).exe()).st_mtime
         fresh = Session(self)
         old = self.session
         # what the agent set, and the files as the last launch read them (a breakpoint

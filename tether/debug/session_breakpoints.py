@@ -131,13 +131,12 @@ class SessionBreakpoints(Driver):
         snap = self.loaded.get(path)
         if snap is None:
             if _modified_after(path, self.built_at or self.launched_at):
-                since = "it was built" if self.built_at else "launch"
+                since = "the program was built" if self.built_at else "launch"
                 raise DebugError(
                     ErrorCode.BAD_REQUEST,
                     f"{path} changed since {since} and tether has no copy of the code the program "
-                    "runs, so a line of it now may be other code in the program; "
-                    + ("rebuild it and " if self.built_at else "")
-                    + "launch again to set breakpoints in it",
+                    f"runs, so a line of it now may be other code in the program; {self._redo()} "
+                    "to set breakpoints in it",
                 )
             snap = Snapshot.read(path)
             if snap is None:
@@ -161,6 +160,9 @@ class SessionBreakpoints(Driver):
                 bp.message = f"line {asked} of the file now; line {mapped} of the code it runs"
 
     # --- at launch ---------------------------------------------------------------------------
+    def _redo(self) -> str:
+        return "rebuild it and launch (or attach) again" if self.built_at else "launch again"
+
     def anchor_at_launch(self, built_at: float = 0.0) -> None:
         """Move each breakpoint to where its text is now, or mark it lost; then read the
         files as the program will load them. A prebuilt program (`built_at`, its mtime) has
@@ -188,10 +190,8 @@ class SessionBreakpoints(Driver):
                 if path in stale:
                     bp.state, bp.message = (
                         "stale",
-                        (
-                            "the file changed after the program was built, and tether has no copy of "
-                            "the code it was built from; rebuild the program and launch again"
-                        ),
+                        "the file changed after the program was built, and tether has no copy of "
+                        f"the code it was built from; {self._redo()}",
                     )
                     continue
                 line, why = relocate(bp.line, bp.text, now, before.lines if before else None)
