@@ -27,10 +27,11 @@ upper layer, which is exactly the change. So:
 The change is read after the run: the overlay's upper layer (whiteouts are deletions, an
 opaque directory hides what was below it), or the copy compared with the workspace. Files
 under `.git` and files git ignores (caches, build outputs) are left out and counted. A
-workspace file whose ctime is after the view was made changed under the worker: it is
-marked `conflict` (on Linux 6.13+ filesystems with multigrain timestamps order a change
-after the stamp's creation strictly; older kernels may miss a change made in the same
-clock tick).
+workspace file whose ctime is after that of a stamp file made with the view changed under
+the worker: it is marked `conflict`. Timestamps are the kernel's coarse clock, so a change
+within the same tick (1-4 ms) as the view's making can pass unnoticed; `>=` instead would
+flag files written just before the spawn, which is worse (tests caught both). The staged
+hash catches every change made after the change was staged.
 
 The overlay's lower layer is the live workspace: a file the agent changes while the
 worker runs shows through until the worker writes it (overlayfs reads the lower layer as

@@ -88,9 +88,15 @@ def test_overlay_unprivileged_in_a_user_namespace(open_tmp: Path) -> None:
     tmp_path = open_tmp
     nobody = pwd.getpwnam("nobody")
     ws = workspace(tmp_path)
+    for d in (
+        tmp_path,
+        ws,
+        *ws.rglob("*"),
+    ):  # (before the view is made: a change after is a conflict)
+        os.chown(d, nobody.pw_uid, nobody.pw_gid)
     base = tmp_path / "view"
     view = worker_views._overlay_view(str(ws), base, userns=True)
-    for d in (tmp_path, ws, base, base / "upper", base / "work", *ws.rglob("*")):
+    for d in (base, base / "upper", base / "work"):
         os.chown(d, nobody.pw_uid, nobody.pw_gid)
     user = ["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups"]
     run_in(view, CHANGES, user)
