@@ -138,6 +138,8 @@ def test_a_launch_after_a_crash_sets_the_breakpoints_again_and_says_why(
     runtime.inject("crash_actor", target="run:lost/debug_session:session")
     status = lambda: run.call("debug", {"op": "status"}).text  # noqa: E731
     wait_until(lambda: "the last one ended" in status(), timeout=20.0)
+    listed = ok(run, {"op": "breakpoints"})
+    assert "(kept by the run, set again at the next launch: app.py:5)" in listed.text, listed.text
     res = ok(run, {"op": "launch", "program": "app.py"})
     # the run's breakpoints are its intent, kept by the host: the new session has them
     assert res.text.startswith("stopped at app.py:5 (breakpoint)"), res.text

@@ -242,7 +242,16 @@ def _breakpoints(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         return ToolResult.error(f"debug breakpoints: {e}")
     if not given:
         p = _send(ctx, Status(), INSPECT_TIMEOUT)
-        return ToolResult.ok(render_all_breakpoints(p, ws), data=p)
+        text = render_all_breakpoints(p, ws)
+        lost = {
+            f: v for f, v in _kept(ctx).get("breakpoints", {}).items() if f not in p["breakpoints"]
+        }
+        if lost:  # the session actor was started anew: the run still has them
+            spots = ", ".join(
+                f"{rel(f, ws)}:{','.join(str(x['line']) for x in v)}" for f, v in lost.items()
+            )
+            text += f"\n(kept by the run, set again at the next launch: {spots})"
+        return ToolResult.ok(text, data=p)
     texts, data = [], {}
     if "file" in given:
         path = str(ctx.resolve_path(args["file"]))
