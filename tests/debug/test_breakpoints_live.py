@@ -245,3 +245,40 @@ def test_lldb_refuses_every_nth_hit_while_it_runs_and_reports_it_at_launch(
     )
     assert "it takes '5' or '>= 5'" in refused.text, refused.text
     ok(run, {"op": "terminate"})
+
+
+THROWER = """\
+#include <cstdio>
+#include <stdexcept>
+static int risky(int n) {
+    if (n == 3) throw std::runtime_error("three");
+    return n;
+}
+int main() {
+    int total = 0;
+    for (int n = 0; n < 5; n++) {
+        try { total += risky(n); } catch (const std::exception &) {}
+    }
+    std::printf("ok %d\\n", total);
+    return 0;
+}
+"""
+
+
+def test_lldb_stops_where_a_cpp_exception_is_raised_only_when_asked(runtime, tmp_path) -> None:
+    need("lldb")
+    if not shutil.which("c++"):
+        pytest.skip("no C++ compiler (c++) to build the debuggee")
+    (tmp_path / "CMakeLists.txt").write_text("project(demo CXX)\n")
+    (tmp_path / "thrower.cpp").write_text(THROWER)
+    build = ["c++", "-g", "-O0", "-o", "thrower", "thrower.cpp"]
+    subprocess.run(build, cwd=tmp_path, check=True)
+    run = runtime.open_run("cpp-throw", workdir=str(tmp_path))
+    plain = launch(run, "thrower")  # caught: no stop unless asked
+    assert plain.data["outcome"] == "exited" and "ok 7" in plain.text, plain.text
+    ok(run, {"op": "breakpoints", "exceptions": ["raised"]})  # cpp_throw
+    res = launch(run, "thrower")
+    assert res.data["outcome"] == "stopped", res.text
+    frames = ok(run, {"op": "stack"}).data["frames"]
+    assert frames[0]["name"] == "__cxa_throw" and "risky" in frames[1]["name"], frames
+    ok(run, {"op": "terminate"})
