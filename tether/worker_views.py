@@ -28,10 +28,10 @@ The change is read after the run: the overlay's upper layer (whiteouts are delet
 opaque directory hides what was below it), or the copy compared with the workspace. Files
 under `.git` and files git ignores (caches, build outputs) are left out and counted. A
 workspace file whose ctime is after that of a stamp file made with the view changed under
-the worker: it is marked `conflict`. Timestamps are the kernel's coarse clock, so a change
-within the same tick (1-4 ms) as the view's making can pass unnoticed; `>=` instead would
-flag files written just before the spawn, which is worse (tests caught both). The staged
-hash catches every change made after the change was staged.
+the worker: it is marked `conflict`. Where timestamps are coarse (no multigrain
+timestamps: before Linux 6.13, or another filesystem), a change within the same clock
+tick (1-4 ms) as the view's making can pass unnoticed; `>=` instead would flag files
+written just before the spawn. The staged hash catches every change made after staging.
 
 The overlay's lower layer is the live workspace: a file the agent changes while the
 worker runs shows through until the worker writes it (overlayfs reads the lower layer as
@@ -182,19 +182,26 @@ def make(workspace: str, kind: str) -> View:
     base = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-view-", dir=parent))
     if kind != "copy":
         return _overlay_view(workspace, base, kind == "overlay-userns")
-    made = base / "made"
-    made.touch()
+    made = _stamp(base / "made")
     return View(
         "copy", workspace, str(base), str(base / "copy"), "", str(made), str(base / "copied")
     )
+
+
+def _stamp(path: Path) -> Path:
+    path.touch()
+    # querying its ctime makes the next change of any file get a later one, on filesystems
+    # with multigrain timestamps (Linux 6.13+): measured, 0 in 2,000 writes right after
+    # were not later; unqueried, one in the same tick had the same ctime
+    os.stat(path)
+    return path
 
 
 def _overlay_view(workspace: str, base: Path, userns: bool) -> View:
     base.mkdir(exist_ok=True)
     for d in ("upper", "work"):
         (base / d).mkdir()
-    made = base / "made"
-    made.touch()
+    made = _stamp(base / "made")
     return View(
         "overlay", workspace, str(base), workspace, str(base / "upper"), str(made), "", userns
     )
