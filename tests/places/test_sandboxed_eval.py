@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import health_node
+from tests.conftest import health_node, wait_until
 from tests.places.test_places import needs_sandbox
 from tether.actors.kernel import kinds
 from tether.tools.results import ToolResult
@@ -179,3 +179,31 @@ def test_javascript_in_a_sandbox_is_refused_with_why(two_runs: Any) -> None:
     run_a, *_ = two_runs
     res = run_a.call("eval", {"code": "1", "description": DESCRIPTION, "language": "javascript"})
     assert res.is_error and "listens on loopback TCP only" in res.text, res.text
+
+
+@pytest.mark.parametrize("spares", [0, 1])
+def test_pip_on_the_host_installs_into_the_layer_too(
+    runtime_factory: Any, tmp_path: Path, spares: int
+) -> None:
+    """The host place keeps %pip out of tether's venv as well (a spare kernel runs on a
+    layer handed over with it); pip will not uninstall what lies outside the layer."""
+    rt = runtime_factory(kinds=kinds(spares=spares))
+    if spares:  # a started spare, so the first cell takes it
+        status = lambda: rt._call("", "kernel_pool", "python", "pool_status", {}, 10)  # noqa: E731
+        wait_until(lambda: status()["ready"] >= 1, 60)
+    run = rt.open_run("h", workdir=tmp_path)
+    wheel = _wheel(tmp_path, "tetherhostprobe")
+    tether_site = Path(sys.prefix, "lib")
+    before = sorted(p.name for p in tether_site.glob("python3*/site-packages/*"))
+    res = ev(
+        run,
+        f"%pip install --no-index {wheel}\nimport tetherhostprobe, sys\n"
+        "print(tetherhostprobe.__file__.startswith(sys.prefix), sys.prefix != sys.base_prefix)\n"
+        "%pip uninstall -y msgpack",
+    )
+    assert "True True" in res.text, res.text
+    assert "outside environment" in res.text, res.text
+    after = sorted(p.name for p in tether_site.glob("python3*/site-packages/*"))
+    assert after == before and "msgpack" in " ".join(after)
+    if spares:
+        assert rt._call("", "kernel_pool", "python", "pool_status", {}, 10)["taken"] == 1

@@ -25,6 +25,7 @@ a fresh one, and its result says the state was lost.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import json
 import os
@@ -39,7 +40,7 @@ import psutil
 from tether.actors.base import ResourceActor, ResourceUnavailable
 from tether.kernels import bridge, magics
 from tether.kernels.launch import KernelUnavailable, Launched, deno_binary, discard, launch
-from tether.kernels.layer import Layer, make_layer
+from tether.kernels.layer import Layer, LayerError, layer_from_wire, make_layer
 from tether.kernels.outputs import CellOutput
 from tether.kernels.wire import KernelWire
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
@@ -128,8 +129,11 @@ class KernelHandle:
     """One kernel process and its wire, from launch through handshake and prelude to
     "ready"; then it carries cells. Driven by its actor (messages, timers, its pidfd)."""
 
-    def __init__(self, launched: Launched, nonce: str, prelude_done: bool) -> None:
+    def __init__(
+        self, launched: Launched, nonce: str, prelude_done: bool, layer: Layer | None = None
+    ) -> None:
         self.launched = launched
+        self.layer = layer  # the Python layer it runs on (a spare's: handed over with it)
         self.language = launched.language
         self.nonce = nonce
         self.wire = KernelWire(launched.connection, launched.language)
@@ -280,6 +284,7 @@ class KernelHandle:
             "directory": launched.directory,
             "connection": launched.connection,
             "nonce": self.nonce,
+            "layer": dataclasses.asdict(self.layer) if self.layer is not None else None,
         }
 
     def detach(self) -> None:
@@ -336,6 +341,8 @@ class KernelActor(ResourceActor):
         self.settle_caps = 0
         self.place = Place.host()  # where its kernel runs (the run's place, with each Execute)
         self.layer_dir: ProcessScratch | None = None  # the conversation's %pip layer
+        self.layer: Layer | None = None  # made there, or adopted with a spare kernel
+        self.layer_adopted = ""  # the directory of an adopted one (removed with us)
 
     # --- calls ---------------------------------------------------------------------------
     def on_call(self, call: Call) -> None:
@@ -409,6 +416,10 @@ class KernelActor(ResourceActor):
                 self.language, int(spare["pid"]), str(spare["directory"]), dict(spare["connection"])
             )
             self.handle = KernelHandle(launched, str(spare["nonce"]), prelude_done=True)
+            if spare.get("layer"):  # its layer is the conversation's from now on
+                self._drop_layer()  # (a reset: the previous layer goes with its kernel)
+                self.layer = layer_from_wire(dict(spare["layer"]))
+                self.layer_adopted = self.layer.directory
             if not self.handle.alive():
                 self.handle.close()
                 self.handle = None
@@ -418,7 +429,7 @@ class KernelActor(ResourceActor):
             if self.language == "javascript":
                 deno_binary()  # KernelUnavailable with the install hint, before any start
             self.place = Place.from_wire(op.place) if op.place else Place.host()
-            layer = self._layer(op.cwd) if self.place.kind != "host" else None
+            layer = self._layer(op.cwd)
             launched = launch(
                 self.language,
                 op.cwd or os.getcwd(),
@@ -438,17 +449,29 @@ class KernelActor(ResourceActor):
 
     def _layer(self, workspace: str) -> Layer | None:
         """The conversation's Python layer (made once; kept across its kernels, removed
-        with this actor): the project's interpreter, and where %pip installs."""
-        if self.language != "python":
-            return None
-        if not workspace:
+        with this actor): the project's interpreter, and where %pip installs, so no cell
+        installs into (or uninstalls from) tether's environment, in any place."""
+        if self.language != "python" or self.place.kind == "prefix":
+            return None  # (a prefix's environment has its own Python)
+        if not workspace and self.place.kind != "host":
             raise ValueError(
-                "a kernel in a sandbox or prefix place needs the run's working directory: "
-                "open the run with workdir=..."
+                "a kernel in a sandbox place needs the run's working directory: open the "
+                "run with workdir=..."
             )
+        if self.layer is not None:
+            return self.layer
         if self.layer_dir is None:
             self.layer_dir = ProcessScratch("layer", under="layers")
-        return make_layer(str(self.layer_dir.base / "venv"), workspace)
+        directory = str(self.layer_dir.base / "venv")
+        try:
+            self.layer = make_layer(directory, workspace or None)
+        except LayerError as exc:
+            if self.place.kind != "host":
+                raise
+            # on the host, as before: tether's Python (the project's cannot take ipykernel)
+            self.carry_notes.append(f"{exc}; this kernel runs on tether's Python instead")
+            self.layer = make_layer(directory, None)
+        return self.layer
 
     def _drop_kernel(self) -> None:
         if self.handle is not None:
@@ -725,9 +748,16 @@ class KernelActor(ResourceActor):
 
     def on_stop(self) -> None:
         self._drop_kernel()
-        layer_dir = getattr(self, "layer_dir", None)
+        self._drop_layer()
+
+    def _drop_layer(self) -> None:
+        layer_dir, self.layer_dir = getattr(self, "layer_dir", None), None
         if layer_dir is not None:
             layer_dir.close()
+        adopted, self.layer_adopted = getattr(self, "layer_adopted", ""), ""
+        if adopted:  # (its scratch directory, made by the pool)
+            shutil.rmtree(os.path.dirname(adopted), ignore_errors=True)
+        self.layer = None
 
     def health_extra(self) -> dict[str, Any]:
         handle = getattr(self, "handle", None)
@@ -774,8 +804,9 @@ class KernelPoolActor(ResourceActor):
 
     def refill(self) -> None:
         while len(self.spares) < self.size:
-            launched = launch(self.language, os.getcwd())
-            handle = KernelHandle(launched, bridge.new_nonce(), prelude_done=False)
+            layer = self._new_layer()
+            launched = launch(self.language, os.getcwd(), layer=layer)
+            handle = KernelHandle(launched, bridge.new_nonce(), prelude_done=False, layer=layer)
             handle.handshake()
             self.spares.append(handle)
         self._report_pids()
@@ -787,6 +818,19 @@ class KernelPoolActor(ResourceActor):
                 self.reply(call, {"spare": self._take()})
             case PoolStatus():
                 self.reply(call, self.health_extra())
+
+    def _new_layer(self) -> Layer | None:
+        """A spare's Python layer, over the runtime's base Python (its run is not known
+        yet); handed over with it, so %pip in its run installs there."""
+        if self.language != "python":
+            return None
+        return make_layer(str(ProcessScratch("layer", under="layers").base / "venv"), None)
+
+    def _discard(self, handle: KernelHandle) -> None:
+        """A spare that was not handed over: the kernel and its layer go."""
+        handle.close()
+        if handle.layer is not None:
+            shutil.rmtree(os.path.dirname(handle.layer.directory), ignore_errors=True)
 
     def _take(self) -> dict[str, Any] | None:
         for handle in self.spares:
@@ -814,7 +858,7 @@ class KernelPoolActor(ResourceActor):
             if handle.failed or (handle.pidfd in ready and not handle.alive()):
                 self.last_error = handle.failed or handle.exit_text()
                 self.spares.remove(handle)
-                handle.close()
+                self._discard(handle)
                 self.after(1.0, Refill())  # (not at once: a kernel that cannot start loops)
 
     def on_timer(self, tag: Any) -> None:
@@ -830,7 +874,7 @@ class KernelPoolActor(ResourceActor):
         for handle in starting:
             if time.monotonic() - handle.started_at > START_TIMEOUT:
                 self.spares.remove(handle)
-                handle.close()
+                self._discard(handle)
             elif not handle.got_iopub:
                 handle.handshake()
         if starting:
@@ -841,7 +885,7 @@ class KernelPoolActor(ResourceActor):
 
     def on_stop(self) -> None:
         for handle in getattr(self, "spares", []):
-            handle.close()
+            self._discard(handle)
         self.spares = []
 
     def health_extra(self) -> dict[str, Any]:

@@ -76,9 +76,10 @@ def _config(venv: Path) -> dict[str, str]:
     return out
 
 
-def make_layer(directory: str, workspace: str) -> Layer:
-    """Make (or find, if made before) the layer in `directory` for `workspace`'s project."""
-    project = project_interpreter(workspace)
+def make_layer(directory: str, workspace: str | None) -> Layer:
+    """Make (or find, if made before) the layer in `directory` for `workspace`'s project
+    (None: over the runtime's base Python, as a spare kernel's, made before its run)."""
+    project = project_interpreter(workspace) if workspace else ""
     venv = _venv_of(project) if project else None
     if venv is not None:
         config = _config(venv)
@@ -119,6 +120,17 @@ def make_layer(directory: str, workspace: str) -> Layer:
     if lends:
         (lib / "zz-tether-lends.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     return Layer(str(root), str(python), base, site, lends)
+
+
+def layer_from_wire(data: dict[str, object]) -> Layer:
+    """A Layer handed over with a spare kernel (`dataclasses.asdict` of one)."""
+    return Layer(
+        str(data["directory"]),
+        str(data["python"]),
+        str(data["base"]),
+        str(data.get("project_site") or ""),
+        bool(data.get("lends", True)),
+    )
 
 
 def _site_packages(venv: Path, version: str) -> str:

@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from tether.kernels.layer import project_interpreter
 from tether.kernels.magics import MagicError, rewrite
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.messages.kernel_ops import DEFAULT_INACTIVITY, DEFAULT_WALL, Execute, ToolAnswer
@@ -103,7 +104,10 @@ def _eval(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     first = language not in settings.kernels
     place = getattr(ctx, "place", None)  # (tether.places.Place; a spare runs on the host)
     placed = place is not None and place.kind != "host"
-    if settings.use_spares and not settings.launcher and not placed and (first or reset):
+    # a spare runs on a layer over the runtime's Python: not for a project with its own
+    own_python = bool(project_interpreter(str(ctx.workdir)))
+    spares = settings.use_spares and not settings.launcher and not placed and not own_python
+    if spares and (first or reset):
         spare = _take_spare(ctx, language, create_actor=first)
     op = Execute(
         code=rewritten.code,
