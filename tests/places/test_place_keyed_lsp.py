@@ -44,6 +44,9 @@ def test_runs_share_a_server_per_place_and_the_sandboxed_one_works(tmp_path: Pat
         boxed = [n for n in names if "@sandbox-" in n]
         assert len(boxed) == 1, names
         node = health_node(rt.health(), boxed[0]) or {}
+        assert node["place"] == "sandbox (bubblewrap, network off)", node
+        host = health_node(rt.health(), next(n for n in names if n not in boxed)) or {}
+        assert host["place"] == "host", host
         cmds = " ".join(p["cmd"] for p in node.get("pids", []))
         assert "bwrap" in cmds or "tether-join" in cmds or "sh" in cmds, node.get("pids")
         check = runs[2].call("lsp", {"action": "diagnostics", "file": "*"})

@@ -49,6 +49,6 @@ def test_a_sandboxed_debuggee_stops_and_cannot_read_another_workspace(
     done = ok(run, {"op": "continue"})
     assert "other: FileNotFoundError uid: 1000" in done.text, done.text
     node = health_node(runtime.health(), "run:dbg/debug_session:session")
-    assert node is not None
+    assert node is not None and node["place"] == "sandbox (bubblewrap, network off)", node
     run.close()
     assert wait_until(lambda: gone(pids), 10)

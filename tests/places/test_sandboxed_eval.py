@@ -76,6 +76,7 @@ def test_a_sandboxed_cell_is_kept_in_its_place(two_runs: Any, tmp_path: Path) ->
     assert (a / "mine.txt").read_text() == "written by A"
     node = health_node(rt.health(), "run:a/kernel:python")
     assert node is not None and node["extra"]["place"] == "sandbox (bubblewrap, network off)"
+    assert node["place"] == node["extra"]["place"]
 
 
 def test_the_bridge_and_shell_work_inside(two_runs: Any) -> None:

@@ -750,6 +750,11 @@ class KernelActor(ResourceActor):
         self._drop_kernel()
         self._drop_layer()
 
+    def health_node(self) -> dict[str, Any]:
+        node = super().health_node()
+        node["place"] = getattr(self, "place", Place.host()).describe()
+        return node
+
     def _drop_layer(self) -> None:
         layer_dir, self.layer_dir = getattr(self, "layer_dir", None), None
         if layer_dir is not None:

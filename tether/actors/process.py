@@ -70,6 +70,7 @@ class ProcessActor(ResourceActor):
         self._scratch: ProcessScratch | None = None
         self._made_ahead: ProcessScratch | None = None  # make_scratch_ahead
         self._wrapped: Wrapped | None = None  # how the subprocess entered its place
+        self.place_name = "host"  # where its last subprocess ran (health)
 
     # --- provided --------------------------------------------------------------------
     def spawn(
@@ -88,6 +89,7 @@ class ProcessActor(ResourceActor):
             raise RuntimeError(f"{self.name} already runs a subprocess (pid {self.proc.pid})")
         self._argv = list(argv)
         self._release_place()
+        self.place_name = (place or Place.host()).describe()
         if place is not None and place.kind != "host":
             scratch = [str(self._scratch.base)] if self._scratch is not None else []
             self._wrapped = wrap(
@@ -189,6 +191,12 @@ class ProcessActor(ResourceActor):
         if self.proc is not None and self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, sig)
+
+    def health_node(self) -> dict[str, Any]:
+        """Health, with the place its subprocess runs in (tether.places)."""
+        node = super().health_node()
+        node["place"] = self.place_name
+        return node
 
     # --- machinery -------------------------------------------------------------------
     def watch_fds(self) -> list[int]:
