@@ -200,7 +200,9 @@ def log(message: str) -> None:
 
 def bind(config: ServeConfig) -> socket.socket:
     family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # proto named: asyncio sets TCP_NODELAY on accepted sockets only when their proto is
+    # IPPROTO_TCP, and with 0 every small response waits on Nagle and a delayed ACK (40 ms)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((config.host, config.port))
     sock.listen(128)

@@ -171,7 +171,7 @@ class ServeFace:
         return mcp_result(ToolResult.ok(text, data=info))
 
     def server(self) -> Server[Any]:
-        return Server(
+        server = Server(
             SERVER_NAME,
             version=server_version(),
             title="tether: server-bound coding tools",
@@ -179,6 +179,10 @@ class ServeFace:
             on_list_tools=self.list_tools,
             on_call_tool=self.call_tool,
         )
+        # The SDK's default OpenTelemetry middleware makes a span per message even with no
+        # exporter installed: a cost on every call for nothing here.
+        server.middleware = []
+        return server
 
 
 def with_conversation(schema: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,217 @@
+"""Benchmark: tool calls over `tether serve` (MCP streamable HTTP) vs the same calls in process.
+
+Project: a copy of examples/sample_project. Both sides in the same run of this script, each
+with its own runtime on the same copy: `tether serve` in a subprocess driven by the `mcp`
+SDK's streamable-HTTP client (one client connection per conversation), and `Run.call` in
+this process (one thread per conversation). Per tool (read, ast_grep, lsp hover), after a
+warm-up call on every conversation, `--conversations` conversations make `--calls` calls
+each, all at once; in-process and HTTP take turns per tool so both meet the same machine.
+
+Reported per tool and side: calls/s, p50, p99, and p50/p99 added by HTTP; then the server
+process's own USS (its actor tree and language servers are other processes).
+
+Targets (issue #24): <= 2 ms added at p50; the server process's USS <= 60 MiB.
+
+    python benchmarks/serve.py [--conversations 10] [--calls 30] [--mode legacy|2026-07-28]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tether.runtime import Runtime  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+CALLS: dict[str, tuple[str, dict[str, Any]]] = {
+    "read": ("read", {"path": "inventory/main.py"}),
+    "ast_grep": ("ast_grep", {"pattern": "stock.add($A, $B)", "language": "python"}),
+    "lsp hover": (
+        "lsp",
+        {"action": "hover", "file": "inventory/main.py", "line": 13, "symbol": "add"},
+    ),
+}
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def start_server(workdir: Path, state: Path) -> tuple[subprocess.Popen[str], str, str]:
+    env = {**os.environ, "TETHER_STATE_DIR": str(state)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tether.cli", "serve", "--port", "0", f"--workdir=proj={workdir}",
+         "--max-conversations", "64"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not (state / "serve.json").exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit("tether serve did not come up")
+        time.sleep(0.05)
+    url = json.loads((state / "serve.json").read_text())["url"]
+    return proc, url, (state / "serve-token").read_text().strip()
+
+
+class HttpSide:
+    """N SDK clients, one conversation each, on one event loop in a thread of its own."""
+
+    def __init__(self, url: str, token: str, n: int, mode: str):
+        self.url, self.token, self.n, self.mode = url, token, n, mode
+
+    async def measure(
+        self, name: str, args: dict[str, Any], calls: int
+    ) -> tuple[list[float], float]:
+        from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        latencies: list[float] = []
+        started = anyio.Event()
+        wall: list[float] = []
+
+        async def converse(ready: list[int]) -> None:
+            headers = {"Authorization": f"Bearer {self.token}"}
+            async with create_mcp_http_client(headers=headers) as http:
+                async with Client(
+                    streamable_http_client(self.url, http_client=http), mode=self.mode
+                ) as c:  # type: ignore[arg-type]  # noqa: E501
+                    opened = await c.call_tool("open_conversation", {"workdir": "proj"})
+                    handle = opened.structured_content["conversation"]
+                    args_h = {"conversation": handle, **args}
+                    warm = await c.call_tool(name, args_h)
+                    assert not warm.is_error, warm.content
+                    ready.append(1)
+                    await started.wait()
+                    for _ in range(calls):
+                        t = time.perf_counter()
+                        r = await c.call_tool(name, args_h)
+                        latencies.append(time.perf_counter() - t)
+                        assert not r.is_error, r.content
+                    await c.call_tool("close_conversation", {"conversation": handle})
+
+        async def main() -> None:
+            ready: list[int] = []
+            async with anyio.create_task_group() as tg:
+                for _ in range(self.n):
+                    tg.start_soon(converse, ready)
+                while len(ready) < self.n:
+                    await anyio.sleep(0.01)
+                t0 = time.perf_counter()
+                started.set()
+            wall.append(time.perf_counter() - t0)
+
+        await main()
+        return latencies, wall[0]
+
+
+def in_process(
+    rt: Runtime, workdir: Path, name: str, args: dict[str, Any], n: int, calls: int
+) -> tuple[list[float], float]:  # noqa: E501
+    runs = [
+        rt.open_run(f"bench-{name}-{i}-{time.monotonic_ns()}", workdir=str(workdir))
+        for i in range(n)
+    ]  # noqa: E501
+    for run in runs:
+        warm = run.call(name, args)
+        assert not warm.is_error, warm.text
+    latencies: list[float] = []
+    lock = threading.Lock()
+    go = threading.Event()
+
+    def converse(run: Any) -> None:
+        go.wait()
+        mine = []
+        for _ in range(calls):
+            t = time.perf_counter()
+            r = run.call(name, args)
+            mine.append(time.perf_counter() - t)
+            assert not r.is_error, r.text
+        with lock:
+            latencies.extend(mine)
+
+    threads = [threading.Thread(target=converse, args=(run,)) for run in runs]
+    for t in threads:
+        t.start()
+    t0 = time.perf_counter()
+    go.set()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    for run in runs:
+        run.close()
+    return latencies, wall
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--conversations", type=int, default=10)
+    parser.add_argument("--calls", type=int, default=30, help="calls per conversation per tool")
+    parser.add_argument("--mode", default="legacy", help="legacy (2025-11-25) or 2026-07-28")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="tether-bench-serve-"))
+    workdir = tmp / "proj"
+    shutil.copytree(ROOT / "examples" / "sample_project", workdir)
+    state = tmp / "state"
+    state.mkdir(mode=0o700)
+    proc, url, token = start_server(workdir, state)
+    rows = []
+    try:
+        http = HttpSide(url, token, args.conversations, args.mode)
+        with Runtime.start(state_dir=tmp / "state-in-process") as rt:
+            for label, (name, call_args) in CALLS.items():
+                local, local_wall = in_process(
+                    rt, workdir, name, call_args, args.conversations, args.calls
+                )  # noqa: E501
+                remote, remote_wall = anyio.run(http.measure, name, call_args, args.calls)
+                rows.append({
+                    "tool": label,
+                    "in_process": {"calls_s": len(local) / local_wall, "p50_ms": pct(local, 0.5) * 1e3, "p99_ms": pct(local, 0.99) * 1e3},  # noqa: E501
+                    "http": {"calls_s": len(remote) / remote_wall, "p50_ms": pct(remote, 0.5) * 1e3, "p99_ms": pct(remote, 0.99) * 1e3},  # noqa: E501
+                })  # fmt: skip
+        uss = psutil.Process(proc.pid).memory_full_info().uss
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+        shutil.rmtree(tmp, ignore_errors=True)
+    if args.json:
+        print(json.dumps({"rows": rows, "server_uss_bytes": uss, "mode": args.mode}, indent=2))
+        return 0
+    n, c = args.conversations, args.calls
+    print(f"{n} conversations x {c} calls per tool, all at once; HTTP mode {args.mode}")
+    print(f"{'tool':<10} {'side':<10} {'calls/s':>8} {'p50 ms':>8} {'p99 ms':>8}")
+    for row in rows:
+        for side in ("in_process", "http"):
+            s = row[side]
+            print(
+                f"{row['tool']:<10} {side:<10} {s['calls_s']:8.0f} {s['p50_ms']:8.2f} {s['p99_ms']:8.2f}"
+            )  # noqa: E501
+        added50 = row["http"]["p50_ms"] - row["in_process"]["p50_ms"]
+        added99 = row["http"]["p99_ms"] - row["in_process"]["p99_ms"]
+        print(f"{'':<10} {'added':<10} {'':>8} {added50:8.2f} {added99:8.2f}")
+    print(f"server process USS: {uss / 2**20:.1f} MiB (target <= 60)")
+    print(
+        f"median of p50 added: {statistics.median(r['http']['p50_ms'] - r['in_process']['p50_ms'] for r in rows):.2f} ms (target <= 2)"
+    )  # noqa: E501
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
