@@ -71,12 +71,8 @@ MAX_CHANGE_BYTES = 64 * 1024 * 1024  # a change is read into memory to be staged
 OPAQUE_XATTRS = ("trusted.overlay.opaque", "user.overlay.opaque")
 UNSAFE_IN_OPTIONS = (",", ":", "\\")  # overlay mount options cannot carry these unescaped
 
-CLONE_NEWNS, MS_REC, MS_PRIVATE, MNT_DETACH = (
-    0x00020000,
-    0x4000,
-    1 << 18,
-    2,
-)  # <sched.h>, <sys/mount.h>
+CLONE_NEWNS = 0x00020000  # <sched.h>
+MS_REC, MS_PRIVATE, MNT_DETACH = 0x4000, 1 << 18, 2  # <sys/mount.h>
 _private_threads: set[int] = set()  # threads of this process in a mount namespace of their own
 
 # sh scripts run by the worker's process before it execs the worker ("$@")
