@@ -38,6 +38,7 @@ from typing import Any
 import psutil
 
 from tether.actors.base import ResourceActor, ResourceUnavailable
+from tether.capacity import ceiling
 from tether.kernels import bridge, magics
 from tether.kernels.launch import KernelUnavailable, Launched, deno_binary, discard, launch
 from tether.kernels.layer import Layer, LayerError, layer_from_wire, make_layer
@@ -340,6 +341,8 @@ class KernelActor(ResourceActor):
         self.memory_armed = False
         self.settle_caps = 0
         self.place = Place.host()  # where its kernel runs (the run's place, with each Execute)
+        # the kernel-enforced memory limit of the current kernel (tether.capacity.ceiling)
+        self.ceiling: ceiling.Ceiling | None = None
         self.layer_dir: ProcessScratch | None = None  # the conversation's %pip layer
         self.layer: Layer | None = None  # made there, or adopted with a spare kernel
         self.layer_adopted = ""  # the directory of an adopted one (removed with us)
@@ -442,6 +445,13 @@ class KernelActor(ResourceActor):
         self.handle.handshake()
         self.after(HANDSHAKE_RETRY, Handshake())
         self.kernels_started += 1
+        if self.place.kind == "host":  # (another place's cgroup bounds the whole run)
+            # twice the polled limit: slow growth is caught by the poll (a restart with its
+            # message); what outruns the poll (a runaway cell) meets the kernel's ceiling
+            limit = int(self.memory_limit * 2**20 * ceiling.OVER_POLLED)
+            name = f"kernel-{self.handle.pid}"
+            slack = ceiling.V8_SLACK if self.language == "javascript" else ceiling.DATA_SLACK
+            self.ceiling = ceiling.apply(self.handle.owned_pids(), limit, name, slack=slack)
         self._report_pids()
         if not self.memory_armed:
             self.memory_armed = True
@@ -478,10 +488,14 @@ class KernelActor(ResourceActor):
             self.handle.close()
             self.handle = None
             self._report_pids()
+        if self.ceiling is not None:
+            self.ceiling.release()
 
     def _kernel_lost(self, why: str) -> None:
         """The kernel is gone (died, killed, over its memory, reaped): end whatever it was
         doing with what it printed, and tell the next cell its state was lost."""
+        over = self.ceiling.death_note() if self.ceiling is not None else ""
+        why = f"{why}; {over}" if over else why
         started = self.handle is not None and self.handle.ready
         self._drop_kernel()
         waiting, self.waiting = self.waiting, None
@@ -775,6 +789,7 @@ class KernelActor(ResourceActor):
             "kernel_ready": bool(handle and handle.ready),
             "memory_mb": round(self.memory_mb, 1) if handle else 0.0,
             "memory_limit_mb": getattr(self, "memory_limit", MEMORY_LIMIT_MB),
+            "memory_ceiling": limit.how if (limit := getattr(self, "ceiling", None)) else "",
             "cells_run": getattr(self, "cells_run", 0),
             "kernels_started": getattr(self, "kernels_started", 0),
             "cell_running": getattr(self, "cell", None) is not None,

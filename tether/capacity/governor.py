@@ -265,7 +265,7 @@ class Governor:
         if work:
             kept.append(f"{len(work)} are running work ({mib(_sum(work))})")
         return (
-            f"capacity: the tree's memory budget is full, so {name} (~{mib(need)}) cannot "
+            f"the tree's memory budget is full, so {name} (~{mib(need)}) cannot "
             f"start: {mib(self._live_used())} of {mib(budget)} used ({self.used_source}), "
             f"{mib(self._reserved_bytes())} reserved for resources starting, "
             f"{mib(max(free, 0))} free. Held by kind: {held or 'nothing sampled yet'}. "

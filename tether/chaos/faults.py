@@ -5,7 +5,10 @@ the next fault of a shuffled cycle over the enabled classes (a class with nothin
 right now passes its turn to the next). Resource actors and runs are hit through
 `Runtime.inject` (kill_process, crash_actor, delay, drop_reply: the runtime's own fault
 injection); supervisors and the top of the tree (thespian's admin, its logger, the root),
-which take no injected faults, get a SIGKILL.
+which take no injected faults, get a SIGKILL. Memory pressure shrinks the tree's budget
+below what it holds for a few seconds (`Runtime.inject("memory_pressure")`): the
+governor stops idle servers and spares, and refuses new resources with `capacity`
+errors meanwhile; the invariants hold all the same.
 
 A dropped reply makes its caller wait for its deadline, so a drop goes only to an actor
 with a call open right now (the drop then hits that call) and only while the run has
@@ -41,6 +44,7 @@ CLASSES: dict[str, tuple[str, ...]] = {
     "run": ("run",),
     "supervisor": ("supervisor", "runs"),
     "tree": ("root",),
+    "memory_pressure": ("root",),  # (the whole tree: its budget)
     "delay": ("language_server", "parser", "kernel", "debug_session", "vibe_worker"),
     "drop": ("language_server", "parser", "kernel", "debug_session", "vibe_worker"),
 }
@@ -184,7 +188,8 @@ class Injector:
         except (ResourceError, ProcessLookupError, ValueError) as exc:
             self.skipped.append(f"{fault} {node.name}: {exc}")
             return None
-        affects = () if fault in ("delay", "drop") else AFFECTS.get(node.kind, RUNTIME_TOOLS)
+        quiet = ("delay", "drop", "memory_pressure")  # (nothing killed: nothing to recover)
+        affects = () if fault in quiet else AFFECTS.get(node.kind, RUNTIME_TOOLS)
         if node.kind == "supervisor":
             affects = AFFECTS.get(node.key, ())
         return Fault(self.ledger.now(), fault, action, node.name, affects, node.run)
@@ -197,6 +202,8 @@ class Injector:
         if fault == "supervisor":
             os.kill(node.pids[0], signal.SIGKILL)
             return f"SIGKILL (pid {node.pids[0]})"
+        if fault == "memory_pressure":
+            return self._pressure()
         if fault == "delay":
             seconds, count = round(self.rng.uniform(0.2, 2.0), 2), self.rng.randint(1, 3)
             self.rt.inject("delay", target=node.name, seconds=seconds, count=count)
@@ -210,6 +217,16 @@ class Injector:
         how = "kill_process" if owns and self.rng.random() < 0.5 else "crash_actor"
         self.rt.inject(how, target=node.name)
         return how
+
+    def _pressure(self) -> str:
+        """Shrink the budget to 50-90 % of what the tree holds now, for 1-4 s."""
+        used = int(self.rt.capacity()["used"])
+        share, seconds = round(self.rng.uniform(0.5, 0.9), 2), round(self.rng.uniform(1, 4), 1)
+        before = sum(self.rt.capacity()["evictions"].values())
+        self.rt.inject("memory_pressure", budget=max(int(used * share), 1), seconds=seconds)
+        stopped = sum(self.rt.capacity()["evictions"].values()) - before
+        held = f"{used / 2**20:.0f} MiB"
+        return f"budget {share:g} of the {held} held for {seconds:g} s (stopped {stopped}) on"
 
     def _top(self, root: Node) -> list[tuple[str, int]]:
         """The admin, the root and the admin's logger: what no supervisor restarts."""
