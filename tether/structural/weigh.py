@@ -8,14 +8,14 @@ field of type `if`), so the member won and matched nothing. The weights:
 
 - a MISSING node: 1, but 0 right after a `$$$` metavariable (it stands for statements
   that carry their own terminators);
-- a keyword read as a name (`if` as a type or a function): 1, so the rung that reads
-  it as the keyword wins a tie with it (it comes first: statements before members);
+- a reserved word read as a name (`if` as a type or a function): 1, so the rung that
+  reads it as the keyword wins a tie with it (it comes first: statements before members);
 - a metavariable that is not one whole node (`$` skipped, `S` an identifier): 1; one
   that is an ERROR node of its own: 1 for `$X`, 0 for `$$$X` (a run where the grammar
   wants one item is an ERROR in ast-grep too, and still the run);
-- any other ERROR node: ERROR_WEIGHT, so a reading through an ERROR node (a Go rune
-  literal of several characters, as ast-grep accepts it) is taken only when no rung
-  parses without one.
+- any other ERROR node of the parse, in the fragment or around it: ERROR_WEIGHT, so a
+  reading through an ERROR node (a Kotlin character literal of several characters, as
+  ast-grep accepts it) is taken only when no rung parses without one.
 """
 
 from __future__ import annotations
