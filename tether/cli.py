@@ -4,8 +4,8 @@
     tether call --workdir DIR TOOL 'JSON'     exit 1 when the result is an error
          [--approval TIER=allow|ask|deny]     questions and permission cards are asked on
                                               the terminal (stdin; the card on stderr)
-    tether status --port N                    the health tree of a running runtime
-    tether top --port N [--interval S]        a live view of its actors, redrawn in place
+    tether status --port N [--json]           the health tree of a running runtime
+    tether top --port N [--interval S]        a live view of its actors, redrawn in place (q quits)
     tether mcp --workdir DIR [--surface S]    one run's tools over MCP stdio
     tether serve --workdir NAME=DIR [--port P] many conversations' tools over MCP streamable
                                               HTTP (bearer token; /healthz /readyz /metrics)
@@ -185,7 +185,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    return int(status_main(args.port) or 0)
+    return int(status_main(args.port, as_json=args.json) or 0)
 
 
 def _cmd_mcp(args: argparse.Namespace) -> int:
@@ -269,6 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     status = sub.add_parser("status", help="the health tree of a running runtime")
     status.add_argument("--port", type=int, required=True, help="the runtime's admin port")
+    status.add_argument("--json", action="store_true", help="the health tree as JSON")
 
     top = sub.add_parser("top", help="a live view of a running runtime's actors")
     top.add_argument("--port", type=int, required=True, help="the runtime's admin port")

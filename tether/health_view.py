@@ -16,11 +16,19 @@ boundary - they can read the runtime's memory - see tether.host.transport_auth.)
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import select
+import shutil
 import socket
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any, TextIO
+
+import psutil
 
 from tether.host import thespian_patches
 
@@ -216,16 +224,44 @@ def render_tree(health: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def status_main(port: int, out: TextIO | None = None, timeout: float = 5.0) -> int:
-    """Print the health tree of the runtime on `port`. Exit status 0, or 1 with the reason."""
+def status_main(
+    port: int, out: TextIO | None = None, timeout: float = 5.0, as_json: bool = False
+) -> int:
+    """Print the health tree of the runtime on `port` (`as_json`: the health dict, for a
+    program). Exit status 0, or 1 with the reason."""
     out = out or sys.stdout
     try:
         health = fetch_health(port, timeout)
     except StatusError as exc:
         print(f"tether status: {exc}", file=sys.stderr)
         return 1
-    print(render_tree(health), file=out)
+    print(json.dumps(health, indent=2, default=str) if as_json else render_tree(health), file=out)
     return 0
+
+
+class CpuSampler:
+    """CPU % per process between two frames. A process's `cpu_percent` is measured since
+    the previous call on the same psutil handle: a fresh handle each time (what the tree's
+    health report has) always says 0 %. So top keeps one handle per (pid, start time)."""
+
+    def __init__(self) -> None:
+        self._handles: dict[int, psutil.Process] = {}
+
+    def percent(self, pid: int) -> float:
+        handle = self._handles.get(pid)
+        try:
+            if handle is None or not handle.is_running():  # (is_running: the pid not reused)
+                handle = self._handles[pid] = psutil.Process(pid)
+                handle.cpu_percent(None)  # the first call starts the measure
+                return 0.0
+            return float(handle.cpu_percent(None))
+        except psutil.Error:
+            self._handles.pop(pid, None)
+            return 0.0
+
+    def forget_others(self, alive: set[int]) -> None:
+        for pid in set(self._handles) - alive:
+            del self._handles[pid]
 
 
 # --- tether top ----------------------------------------------------------------------
@@ -233,12 +269,16 @@ TOP_COLUMNS = ("actor", "state", "up", "restarts", "pending", "rss", "cpu")
 CLEAR = "\x1b[H\x1b[J"  # cursor home, clear to the end: the frame is redrawn in place
 
 
-def top_rows(health: dict[str, Any]) -> list[tuple[str, ...]]:
-    """One row per actor, indented by depth: the table `tether top` draws."""
+def top_rows(health: dict[str, Any], cpu: CpuSampler | None = None) -> list[tuple[str, ...]]:
+    """One row per actor, indented by depth: the table `tether top` draws. With `cpu`, the
+    CPU column is measured here between frames (the report's own is a single look)."""
     rows: list[tuple[str, ...]] = []
 
+    def cpu_of(p: dict[str, Any]) -> float:
+        return cpu.percent(int(p["pid"])) if cpu is not None else float(p.get("cpu", 0))
+
     def walk(node: dict[str, Any], depth: int) -> None:
-        pids = [p for p in node.get("pids", []) if p.get("alive", True)]
+        pids = [p for p in node.get("pids", []) if p.get("alive", True) and "pid" in p]
         state = str(node.get("state", "?"))
         rows.append(
             (
@@ -248,7 +288,7 @@ def top_rows(health: dict[str, Any]) -> list[tuple[str, ...]]:
                 str(node.get("restarts", 0)),
                 str(node.get("pending", 0)),
                 _mib(sum(int(p.get("rss", 0)) for p in pids)),
-                f"{sum(float(p.get('cpu', 0)) for p in pids):.0f}%",
+                f"{sum(cpu_of(p) for p in pids):.0f}%",
             )
         )
         for child in node.get("children", []):
@@ -258,8 +298,15 @@ def top_rows(health: dict[str, Any]) -> list[tuple[str, ...]]:
     return rows
 
 
-def render_top(health: dict[str, Any], now: str) -> str:
-    rows = top_rows(health)
+def render_top(
+    health: dict[str, Any],
+    now: str,
+    cpu: CpuSampler | None = None,
+    size: tuple[int, int] | None = None,
+) -> str:
+    """The frame. `size` (columns, lines): every line cut to the width (a wrapped row would
+    push the header off the top) and the rows to the height, saying how many were left."""
+    rows = top_rows(health, cpu)
     restarts = sum(int(r[3]) for r in rows)
     pending = sum(int(r[4]) for r in rows)
     header = (
@@ -274,7 +321,43 @@ def render_top(health: dict[str, Any], now: str) -> str:
             *(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)),
         ]
         lines.append("  ".join(cells).rstrip())
-    return "\n".join(lines)
+    return fit(lines, size)
+
+
+def fit(lines: list[str], size: tuple[int, int] | None) -> str:
+    if size is None:
+        return "\n".join(lines)
+    columns, height = size
+    if len(lines) > height - 1:
+        hidden = len(lines) - (height - 2)
+        lines = [*lines[: height - 2], f"... {hidden} more rows (a taller terminal shows them)"]
+    return "\n".join(line[:columns] for line in lines)
+
+
+@contextlib.contextmanager
+def keys(stream: TextIO) -> Iterator[bool]:
+    """The terminal in cbreak mode (a key arrives without Enter, echo off) while top runs,
+    restored after; yields whether keys can be read at all."""
+    try:
+        import termios
+        import tty
+
+        fd = stream.fileno()
+        saved = termios.tcgetattr(fd)
+    except (ImportError, OSError, ValueError, AttributeError):
+        yield False
+        return
+    try:
+        tty.setcbreak(fd)
+        yield True
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+def wait_key(stream: TextIO, seconds: float) -> str:
+    """The key pressed within `seconds`, or "" (the frame is due)."""
+    ready, _, _ = select.select([stream], [], [], seconds)
+    return os.read(stream.fileno(), 1).decode(errors="replace") if ready else ""
 
 
 def top_main(
@@ -289,21 +372,33 @@ def top_main(
     runtime that stops answering is shown as such, and watched until it is back."""
     out = out or sys.stdout
     in_place = out.isatty()
-    refresh = threading.Event()
+    cpu = CpuSampler()
     frames = 0
-    try:
-        while not count or frames < count:
-            now = time.strftime("%H:%M:%S")
-            try:
-                frame = render_top(fetch_health(port, timeout), now)
-            except StatusError as exc:
-                frame = f"tether top  127.0.0.1:{port}  {now}\n\n{exc}"
-            print((CLEAR if in_place else "") + frame, file=out, flush=True)
-            frames += 1
-            if not count or frames < count:
+    last: dict[str, Any] | None = None
+    with keys(sys.stdin) if in_place and sys.stdin.isatty() else contextlib.nullcontext(False) as k:
+        try:
+            while not count or frames < count:
+                now = time.strftime("%H:%M:%S")
+                size = tuple(shutil.get_terminal_size()) if in_place else None
+                try:
+                    last = fetch_health(port, timeout)
+                    frame = render_top(last, now, cpu, size)  # type: ignore[arg-type]
+                except StatusError as exc:
+                    # the runtime went away: keep its last table, say so above it
+                    gone = f"tether top  127.0.0.1:{port}  {now}\n{exc}"
+                    frame = gone if last is None else gone + "\n" + render_top(last, "(last)")
+                    frame = fit(frame.split("\n"), size)  # type: ignore[arg-type]
+                print((CLEAR if in_place else "") + frame, file=out, flush=True)
+                frames += 1
+                if count and frames >= count:
+                    break
                 if not in_place:
                     print("", file=out)
-                refresh.wait(interval)  # the next frame is due (nothing sets it: a timer)
-    except KeyboardInterrupt:
-        pass
+                if k:
+                    if wait_key(sys.stdin, interval) in ("q", "Q"):
+                        break
+                else:
+                    select.select([], [], [], interval)  # the next frame is due: a timer
+        except KeyboardInterrupt:
+            pass
     return 0
