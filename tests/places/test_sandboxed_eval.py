@@ -208,3 +208,25 @@ def test_pip_on_the_host_installs_into_the_layer_too(
     assert after == before and "msgpack" in " ".join(after)
     if spares:
         assert rt._call("", "kernel_pool", "python", "pool_status", {}, 10)["taken"] == 1
+
+
+def test_a_sandboxed_kernel_can_be_started_at_open_run(two_runs: Any) -> None:
+    from tether.tools import eval as eval_tool
+
+    run_a, _, _, _, rt = two_runs
+    eval_tool.prepare(run_a, start_kernels=True)
+    node = health_node(rt.health(), "run:a/kernel:python")
+    assert node is not None and node["extra"]["kernel_ready"], node
+    res = ev(run_a, "print('first')")
+    assert res.text.strip() == "first", res.text
+
+
+def test_a_place_that_cannot_start_is_refused_at_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tether.places import PlaceError
+    from tether.run import Run
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # (no bwrap on it)
+    with pytest.raises(PlaceError, match="needs bubblewrap and `bwrap` is not on PATH"):
+        Run(workdir=tmp_path, place="sandbox")

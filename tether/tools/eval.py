@@ -241,9 +241,21 @@ def warm_spares(runtime: Any, languages: Sequence[str] = ("python",)) -> None:
         runtime._call("", POOL_KIND, language, "pool_status", {}, TAKE_TIMEOUT)
 
 
-def prepare(run: Any, languages: Sequence[str] = ("python",)) -> None:
+def prepare(run: Any, languages: Sequence[str] = ("python",), start_kernels: bool = False) -> None:
     """Create the run's kernel actors now, without kernels (a few MiB each), so that the
     first cell pays neither an actor start nor, with a spare in the pool, a kernel start.
-    For hosts that open a conversation some time before its first eval."""
+    For hosts that open a conversation some time before its first eval. start_kernels:
+    start the kernels too (blocks until they run; a sandboxed run has no spares, so this
+    is how its first cell finds a started kernel), counted against capacity like any."""
     for language in languages:
         run.context().call_resource(KIND, language, "status", {}, TAKE_TIMEOUT)
+        if start_kernels:
+            ctx = run.context()
+            _eval(
+                ctx,
+                {
+                    "code": "pass",
+                    "description": "start the kernel ahead of its first cell",
+                    "language": language,
+                },
+            )
