@@ -42,14 +42,35 @@ command -v go >/dev/null || need_apt+=(golang-go)
 command -v gopls >/dev/null || need_apt+=(gopls)
 command -v dlv >/dev/null || need_apt+=(delve)
 command -v bwrap >/dev/null || need_apt+=(bubblewrap)  # the sandbox place (tether.places)
+command -v tmux >/dev/null || need_apt+=(tmux)  # tests/serve/test_operators.py drives top in it
 compgen -c lldb-dap | grep -q . || command -v lldb-vscode >/dev/null || need_apt+=(lldb-19)
+# As a plain user without sudo (a stock Debian has none): say the one command to run as
+# root, install everything that needs no root below, and name what is missing at the end.
+missing_apt=()
 if [ ${#need_apt[@]} -gt 0 ]; then
-  echo "install: apt ${need_apt[*]}"
+  apt_cmd="apt-get update && apt-get install -y --no-install-recommends ${need_apt[*]}"
   sudo=""
-  [ "$(id -u)" = 0 ] || sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-    "${need_apt[@]}" >/dev/null
+  if [ "$(id -u)" != 0 ]; then
+    if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
+      sudo="sudo"
+    else
+      sudo="none"
+    fi
+  fi
+  if [ "$sudo" = none ]; then
+    echo "install: not root and no sudo: run this as root, then this script again:" >&2
+    echo "    $apt_cmd" >&2
+    missing_apt=("${need_apt[@]}")
+    if [[ " ${need_apt[*]} " == *" python3-venv "* ]]; then
+      echo "install: python3-venv is needed before anything else (the project's .venv)" >&2
+      exit 1
+    fi
+  else
+    echo "install: apt ${need_apt[*]}"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+      "${need_apt[@]}" >/dev/null
+  fi
 fi
 
 # --- the project virtualenv ---------------------------------------------------------------
@@ -77,4 +98,10 @@ if ! command -v typescript-language-server >/dev/null \
 fi
 "$PY" -c 'import deno, subprocess; subprocess.run([deno.find_deno_bin(), "--version"], check=True, capture_output=True)' \
   || { echo "install: the deno package's binary does not run here (eval's javascript)" >&2; exit 1; }
+if [ ${#missing_apt[@]} -gt 0 ]; then
+  echo "install: done without root; still missing (their tools and tests skip and say so):" >&2
+  echo "    ${missing_apt[*]}" >&2
+  echo "  as root: $apt_cmd" >&2
+  exit 0
+fi
 echo "install: done (.venv/bin/tether; tests: bash scripts/test.sh)"
