@@ -20,7 +20,9 @@ against isolated false, interleaved (the difference: the view made, the overlay 
 the worker's mount namespace, its change read and the view removed); a `git worktree add`
 + remove of the same repository in the same run for scale; and the copy fallback (what a
 place without overlay pays). accept: a worker rewrites 20 files; `resolve accept` of its
-staged change, against writing the same 20 files with plain `open().write()`.
+staged change, against writing the same 20 files with plain `open().write()` and with
+`tether.atomic_files.commit` alone (the all-or-nothing write resolve makes: temp files,
+fsyncs, renames). The view's own steps (make, mount, ...) are also timed alone.
 Targets: <= 20 ms added to spawn; accept <= 100 ms.
 """
 
@@ -43,7 +45,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tether import worker_views  # noqa: E402
+from tether import atomic_files, worker_views  # noqa: E402
 from tether.actors.parser import KINDS as PARSER_KINDS  # noqa: E402
 from tether.actors.vibe import KINDS  # noqa: E402
 from tether.messages.worker_ops import Status  # noqa: E402
@@ -163,8 +165,9 @@ def worktree(repo: Path) -> float:
     return took
 
 
-def accept_change(run, repo: Path, n: int) -> tuple[float, float]:  # type: ignore[no-untyped-def]
-    """(resolve accept of a worker's CHANGED-file change, the same writes done plainly)."""
+def accept_change(run, repo: Path, n: int) -> tuple[float, float, float]:  # type: ignore[no-untyped-def]
+    """(resolve accept of a worker's CHANGED-file change, the same writes done plainly, and
+    by tether.atomic_files alone: the all-or-nothing commit resolve makes, fsyncs and all)."""
     paths = [f"pkg{i % 20:02d}/mod{i:04d}.py" for i in range(1, 2000, 2000 // CHANGED)][:CHANGED]
     brief = "\n".join(f"write {p} CHANGED = {n}" for p in paths)
     res = run.call("vibe_spawn", {"brief": brief, "label": "b", "isolated": True})
@@ -179,7 +182,10 @@ def accept_change(run, repo: Path, n: int) -> tuple[float, float]:  # type: igno
     for p in paths:
         with open(repo / p, "w") as f:
             f.write(f"CHANGED = {n}\n")
-    return took, time.perf_counter() - started
+    written = time.perf_counter() - started
+    started = time.perf_counter()
+    atomic_files.commit([atomic_files.Write(repo / p, f"AGAIN = {n}\n".encode()) for p in paths])
+    return took, written, time.perf_counter() - started
 
 
 def view_steps(repo: Path, state: Path, rounds: int) -> dict[str, list[float]]:
@@ -218,7 +224,7 @@ def isolated_main(rounds: int) -> None:
     )
     kinds = [*KINDS, *PARSER_KINDS]
     samples: dict[str, list[float]] = {
-        k: [] for k in ("plain", "isolated", "copy", "worktree", "accept", "write")
+        k: [] for k in ("plain", "isolated", "copy", "worktree", "accept", "write", "atomic")
     }
     with Runtime.start(kinds=kinds) as rt, tempfile.TemporaryDirectory() as tmp:
         repo = make_repo(Path(tmp))
@@ -230,9 +236,10 @@ def isolated_main(rounds: int) -> None:
                 key = "isolated" if isolated else "plain"
                 samples[key].append(isolated_first_output(run, isolated))
         for n in range(rounds):
-            accepted, written = accept_change(run, repo, n)
+            accepted, written, atomic = accept_change(run, repo, n)
             samples["accept"].append(accepted)
             samples["write"].append(written)
+            samples["atomic"].append(atomic)
         steps = view_steps(repo, rt.state_dir, rounds)
         for _ in range(max(3, rounds // 5)):  # (after: its checkouts load the disk)
             samples["worktree"].append(worktree(repo))
@@ -262,6 +269,7 @@ def isolated_main(rounds: int) -> None:
     print(f"  copy fallback (isolated) {ms(samples['copy'])}")
     print(f"accept a {CHANGED}-file change  resolve    {ms(samples['accept'])}  (target <= 100 ms)")
     print(f"                       plain write {ms(samples['write'])}")
+    print(f"                       atomic_files.commit alone {ms(samples['atomic'])}")
 
 
 def ms(samples: list[float]) -> str:
