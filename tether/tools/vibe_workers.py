@@ -276,12 +276,19 @@ class VibeWorkers:
         """The view a new worker gets: "" (none: it works in the workspace), "overlay" or
         "copy". VibeError when it asked for one that cannot be had here."""
         workdir = str(self.run.workdir)
+        placed = _place(self.run) is not None  # a sandbox or prefix place: no view there yet
         if isolated is None:
             isolated = self.config.isolated
         if isolated is None:  # the default: where a git work tree says files matter
             isolated = worker_views.in_git_work_tree(workdir) and self._can_resolve()
+            isolated = isolated and not placed
         if not isolated:
             return ""
+        if placed:
+            raise VibeError(
+                "an isolated worker (its own view of the workspace) cannot run in a sandbox "
+                "or prefix place yet: spawn it with isolated false there"
+            )
         if not self._can_resolve():
             raise VibeError(
                 "an isolated worker hands its change back through resolve, which this run "
