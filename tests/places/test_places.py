@@ -158,6 +158,24 @@ def test_sandbox_cannot_reach_host_loopback(two_workspaces: tuple[Path, Path]) -
 
 
 @needs_sandbox
+def test_sandbox_cannot_reach_abstract_sockets(two_workspaces: tuple[Path, Path]) -> None:
+    """The call channels are abstract Unix sockets: a network namespace has its own."""
+    name = f"tether-test-{os.getpid()}"
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind("\0" + name)
+        server.listen()
+        probe = (
+            "import socket; s = socket.socket(socket.AF_UNIX)\n"
+            f"try: s.connect('\\0{name}'); print('OPEN')\n"
+            "except OSError as e: print('refused', type(e).__name__)"
+        )
+        inside = _run(two_workspaces[0], probe)
+        outside = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert outside.stdout.strip() == "OPEN"  # (the differential: it is there on the host)
+    assert inside.strip() == "refused ConnectionRefusedError", inside
+
+
+@needs_sandbox
 def test_sandbox_sees_only_its_own_processes(two_workspaces: tuple[Path, Path]) -> None:
     out = _run(
         two_workspaces[0],
@@ -286,6 +304,7 @@ def test_memory_over_the_place_limit_is_killed_and_said(tmp_path: Path) -> None:
     done = subprocess.run(wrapped.argv, env=wrapped.env, capture_output=True, text=True, timeout=60)
     assert "survived" not in done.stdout
     assert "memory limit (64 MiB)" in wrapped.exit_reason()
+    assert wrapped.returncode(done.returncode) == -9, done.returncode
     wrapped.release()
 
 

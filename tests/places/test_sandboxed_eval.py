@@ -60,6 +60,9 @@ def test_a_sandboxed_cell_is_kept_in_its_place(two_runs: Any, tmp_path: Path) ->
             "print('cap', open('/proc/self/status').read().split('CapEff:')[1].split()[0])\n"
             "print('uid', os.getuid(), 'pids', sorted(int(p) for p in os.listdir('/proc') "
             "if p.isdigit())[:3])\n"
+            f"probe('signal', lambda: os.kill({rt.admin_pid}, 0))\n"
+            f"os.symlink({str(b / 'secret.txt')!r}, 'link.txt')\n"
+            "probe('symlink', lambda: open('link.txt').read())\n"
             "open('mine.txt', 'w').write('written by A')\n",
         )
     assert not res.is_error, res.text
@@ -71,6 +74,8 @@ def test_a_sandboxed_cell_is_kept_in_its_place(two_runs: Any, tmp_path: Path) ->
     assert "portfile refused FileNotFoundError" in res.text
     assert "loopback refused ConnectionRefusedError" in res.text
     assert not (tmp_path / "planted").exists()
+    assert "signal refused ProcessLookupError" in res.text  # the tree's pids are not there
+    assert "symlink refused FileNotFoundError" in res.text  # a link out leads nowhere
     assert "cap 0000000000000000" in res.text
     assert "uid 1000 pids [1, 2" in res.text
     assert (a / "mine.txt").read_text() == "written by A"
@@ -172,6 +177,7 @@ def test_limits_end_the_offending_cell_with_a_clear_result(
     hog = ev(run, "x = bytearray(1024 * 2**20)")
     assert hog.is_error, hog.text
     assert "went over its place's memory limit (256 MiB)" in hog.text, hog.text
+    assert "was killed by signal 9" in hog.text, hog.text
     after = ev(run, "print('still here')")  # the next cell: a fresh kernel, same place
     assert "still here" in after.text and "data are lost" in after.text, after.text
 

@@ -224,6 +224,8 @@ class KernelHandle:
     def exit_text(self) -> str:
         popen = self.launched.popen
         code = popen.poll() if popen is not None else None
+        if self.launched.wrapped is not None:  # (bwrap's exit status says the kernel's)
+            code = self.launched.wrapped.returncode(code)
         how = (
             f"was killed by signal {-code}"
             if code is not None and code < 0

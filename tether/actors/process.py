@@ -166,6 +166,8 @@ class ProcessActor(ResourceActor):
     def exit_message(self, returncode: int | None) -> str:
         pid = self.proc.pid if self.proc else "?"
         argv0 = os.path.basename(self._argv[0]) if self._argv else "subprocess"
+        if self._wrapped is not None:  # (bwrap's exit status says the program's)
+            returncode = self._wrapped.returncode(returncode)
         how = (
             f"was killed by signal {-returncode}"
             if returncode is not None and returncode < 0

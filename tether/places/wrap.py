@@ -58,6 +58,13 @@ class Wrapped:
             return f"its place refused new processes over its limit of {limits.pids}"
         return ""
 
+    def returncode(self, code: int | None) -> int | None:
+        """The wrapped program's own return code (negative: killed by that signal) from the
+        spawned process's: bubblewrap exits 128 + N for a program killed by signal N."""
+        if self.place.kind == "sandbox" and code is not None and 128 < code < 128 + 65:
+            return 128 - code
+        return code
+
     def release(self) -> None:
         """The process ended: remove its place's cgroup if nothing else runs in it."""
         if self.cgroup is not None:
