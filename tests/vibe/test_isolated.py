@@ -290,6 +290,19 @@ def test_run_close_removes_the_view_of_an_unresolved_change(
     assert wait_until(lambda: not views(tether_state_dir), timeout=10)
 
 
+def test_kill_after_the_end_removes_the_view_and_keeps_the_staged_change(
+    iso_run: Callable[..., Any], repo: Path, tether_state_dir: Path
+) -> None:
+    run = iso_run()
+    worker_id = spawn(run, "write late.py x")
+    edit_id = wait(run, worker_id).data["change"]["edit_id"]
+    res = run.call("vibe_kill", {"worker_id": worker_id})
+    assert f"its change stays staged as {edit_id}" in res.text
+    assert wait_until(lambda: not views(tether_state_dir), timeout=10)
+    assert not run.call("resolve", {"edit_id": edit_id, "action": "accept"}).is_error
+    assert (repo / "late.py").read_text() == "x\n"
+
+
 def test_a_reaped_workers_change_can_still_be_accepted(
     iso_run: Callable[..., Any], repo: Path, tether_state_dir: Path
 ) -> None:

@@ -176,6 +176,12 @@ def _kill(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
             text += " Its own view, and the change in it, were removed."
     else:
         text = f"Worker {w.worker_id} had already ended ({w.gone or was}); nothing to stop."
+        edit = w.change.edit if w.change is not None else None
+        if w.isolated and edit is not None and edit.status == "staged":
+            text += (
+                f" Its view is removed; its change stays staged as {edit.edit_id} until you "
+                "resolve it (accept or discard)."
+            )
     return ToolResult.ok(text, data=_data(w, killed_now=was in LIVE))
 
 
