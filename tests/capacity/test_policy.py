@@ -18,7 +18,7 @@ def rec(name, mib, idle, state=False, busy=False, spare=False, evictable=True):
 POOL = rec("kernel_pool:python", 90, 100, spare=True)
 LS_OLD = rec("language_server:py:/a", 200, 600)
 LS_NEW = rec("language_server:ts:/a", 190, 60)
-LS_JUST = rec("language_server:go:/a", 150, 0.5)  # answered half a second ago
+LS_JUST = rec("language_server:go:/a", 150, 0.1)  # answered a moment ago
 LS_BUSY = rec("language_server:c:/a", 300, 900, busy=True)
 KERNEL_IDLE = rec("run:c1/kernel:python", 100, 3600, state=True)
 KERNEL_FRESH = rec("run:c2/kernel:python", 100, 30, state=True)

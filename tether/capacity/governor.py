@@ -47,6 +47,9 @@ from tether.messages.calls import Call, ErrorCode, ResourceError
 SAMPLE_PERIOD = 2.0  # s between samples of the tree (a health query costs ~0.1 s of CPU)
 SAMPLE_TIMEOUT = 3.0
 RESERVE_TTL = 30.0  # s a reservation holds a starting resource's expected size at most
+# over the budget, stop down to this share of it: room for what grows meanwhile (a
+# server indexing, a cell) before the next sample, instead of hovering at the limit
+LOW_WATER = 0.9
 # a conversation the tree has not seen yet: a kernel and two language servers' worth
 EXPECTED_CONVERSATION = (
     traits_of("kernel").expected_bytes + 2 * traits_of("language_server").expected_bytes
@@ -163,9 +166,9 @@ class Governor:
             names = {r.name: r for r in found}
             self.records, self.used, self.used_source, self.sampled_at = found, used, source, now
             self._stopping = {n: b for n, b in self._stopping.items() if n in names}
-            self._reserved = {
-                n: r for n, r in self._reserved.items() if r.until > now and n not in names
-            }
+            # (a reservation outlives its resource's first sample: a server grows while it
+            # indexes, and only what it has not reached yet stays reserved)
+            self._reserved = {n: r for n, r in self._reserved.items() if r.until > now}
             self.last_error = ""
         self._enforce(now)
         self._write_status()
@@ -190,10 +193,11 @@ class Governor:
 
     def _enforce(self, now: float) -> None:
         with self._lock:
-            over = self._live_used() + self._reserved_bytes() - self.effective_budget(now)
-            if over <= 0:
+            held = self._live_used() + self._reserved_bytes()
+            if held <= self.effective_budget(now):
                 return
-            plan = decide(self._candidates(), over, now, self.settings, partial=True)
+            need = held - int(self.effective_budget(now) * LOW_WATER)
+            plan = decide(self._candidates(), need, now, self.settings, partial=True)
             for rec in plan.stop:
                 self._stopping[rec.name] = rec.bytes
         why = f"{EVICTED} (it was {mib(self.used)} of {mib(self.effective_budget(now))})"
@@ -212,7 +216,9 @@ class Governor:
         return [r for r in self.records if r.name not in self._stopping]
 
     def _reserved_bytes(self) -> int:
-        return sum(r.bytes for r in self._reserved.values())
+        """What starting resources will hold beyond what they hold already."""
+        seen = {r.name: r.bytes for r in self.records}
+        return sum(max(r.bytes - seen.get(n, 0), 0) for n, r in self._reserved.items())
 
     # --- admission -------------------------------------------------------------------
     def admit(self, call: Call) -> None:
@@ -240,12 +246,17 @@ class Governor:
             self._stop_one(rec, why)
 
     def _expected(self, kind: str) -> int:
+        """What a new resource of `kind` will hold: its table size, or what the ones of
+        its kind running now hold on average if that is more (the table is a guess made
+        on one machine; the tree's own resources are the better one)."""
         if kind == "run":
             return TREE_TRAITS.expected_bytes
         try:
-            return traits_of(kind, self._configs.get(kind)).expected_bytes
+            table = traits_of(kind, self._configs.get(kind)).expected_bytes
         except ValueError:
-            return traits_of(kind).expected_bytes
+            table = traits_of(kind).expected_bytes
+        seen = [r.bytes for r in self.records if r.kind == kind]
+        return max(table, sum(seen) // len(seen)) if seen else table
 
     def _refusal(self, name: str, kind: str, need: int, free: int) -> str:
         now = time.monotonic()

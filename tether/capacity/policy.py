@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from tether.capacity.usage import UsageRecord
 
-MIN_IDLE = 2.0  # s since its last call before a stateless resource may be stopped
+MIN_IDLE = 0.5  # s since its last call before a stateless resource may be stopped
 
 
 @dataclass(frozen=True)
