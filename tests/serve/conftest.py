@@ -37,11 +37,13 @@ class Served:
         return self.url.rsplit("/mcp", 1)[0]
 
     @asynccontextmanager
-    async def client(self, mode: str = "legacy", token: str | None = None) -> AsyncIterator[Client]:
+    async def client(
+        self, mode: str = "legacy", token: str | None = None, **options: Any
+    ) -> AsyncIterator[Client]:
         headers = {"Authorization": f"Bearer {token or self.token}"}
         async with create_mcp_http_client(headers=headers) as http:
             transport = streamable_http_client(self.url, http_client=http)
-            async with Client(transport, mode=mode) as client:  # type: ignore[arg-type]
+            async with Client(transport, mode=mode, **options) as client:  # type: ignore[arg-type]
                 yield client
 
     def tree(self) -> list[psutil.Process]:

@@ -24,6 +24,7 @@ from typing import Any
 from tether.call_scope import CallScope
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.serve.config import ServeConfig, Workdir
+from tether.serve.elicit import ElicitPort
 
 
 class ConversationError(ValueError):
@@ -41,6 +42,7 @@ class Conversation:
     handle: str
     workdir: Workdir
     run: Any  # tether.run.Run
+    port: ElicitPort = field(default_factory=ElicitPort)  # its cards go to the client
     opened: float = field(default_factory=time.time)
     calls: int = 0
 
@@ -108,12 +110,14 @@ class Conversations:
                 raise Full(why)
             self._opening += 1
         handle = "c-" + secrets.token_urlsafe(12)
+        port = ElicitPort()
         try:
             run = (open_run or self.runtime.open_run)(
                 handle,
                 workdir=str(workdir.path),
                 surface=workdir.surface,
                 place=workdir.place,
+                question_port=port,
             )
         except ResourceError as e:
             if e.code == ErrorCode.CAPACITY:
@@ -122,7 +126,7 @@ class Conversations:
         finally:
             with self._lock:
                 self._opening -= 1
-        conversation = Conversation(handle=handle, workdir=workdir, run=run)
+        conversation = Conversation(handle=handle, workdir=workdir, run=run, port=port)
         with self._lock:
             self._open[handle] = conversation
         return conversation

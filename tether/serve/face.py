@@ -101,7 +101,9 @@ class ServeFace:
                 "openWorldHint": False,
             },
         }
-        connected = frozenset(set(Needs) - {Needs.QUESTION_PORT, Needs.TARGET_SPACE, Needs.VIBE})
+        # every conversation has a question port (serve.elicit): ask_user is listed, and
+        # answered where the client can elicit, refused (fail closed) where it cannot
+        connected = frozenset(set(Needs) - {Needs.VIBE})
         tools = [mcp_tool(opening), mcp_tool(closing)]
         surfaces = {w.surface for w in config.workdirs.values()}
         seen: set[str] = set()
@@ -140,7 +142,8 @@ class ServeFace:
         self.conversations.begin(conversation, scope)
         progress = _progress_task(ctx, name)
         try:
-            result = await conversation.run.acall(name, args, scope)
+            with conversation.port.serving(ctx):
+                result = await conversation.run.acall(name, args, scope)
         finally:
             self.conversations.end(scope)
             if progress is not None:

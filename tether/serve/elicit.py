@@ -1,0 +1,121 @@
+"""`ask_user` and permission cards over MCP: a question port that asks by elicitation.
+
+Each conversation's run gets an `ElicitPort`. While a call of that conversation is being
+served on a 2025-11-25 session whose client declared the `elicitation` capability, the
+port holds that call's session: a card raised during the call (ask_user, a permission
+prompt, a card from inside a running cell) becomes an `elicitation/create` request on it
+(related to the call, so it rides the call's stream) and the client's reply is the answer.
+
+With no such call in flight - a 2026-07-28 request has no back channel (its way is
+`input_required`, a retry with the answer: not done here), a client without elicitation,
+a card raised between calls - no human is connected: ask_user fails at once and an
+approval is denied (tether.questions: fail closed), never blocking on nobody.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import mcp_types as types
+
+from tether.questions import ALLOW, DENY, Answer, Card, CardKind
+
+NO_CHOICE = "(none of these)"
+
+
+@dataclass
+class _Channel:
+    session: Any  # the call's mcp ServerSession
+    request_id: Any
+    loop: asyncio.AbstractEventLoop
+
+
+class ElicitPort:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._channels: list[_Channel] = []
+
+    @contextlib.contextmanager
+    def serving(self, ctx: Any) -> Iterator[None]:
+        """While a call is served: its session is where this conversation's cards go."""
+        session = ctx.session
+        capable = session.can_send_request and session.check_client_capability(
+            types.ClientCapabilities(elicitation=types.ElicitationCapability())
+        )
+        if not capable:
+            yield
+            return
+        channel = _Channel(session, ctx.request_id, asyncio.get_running_loop())
+        with self._lock:
+            self._channels.append(channel)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._channels.remove(channel)
+
+    def _channel(self) -> _Channel | None:
+        with self._lock:
+            return self._channels[-1] if self._channels else None
+
+    # ---- QuestionPort -------------------------------------------------------------
+    def human_connected(self) -> bool:
+        return self._channel() is not None
+
+    def has_target_space(self) -> bool:
+        return True  # the MCP host's UI; whether someone is there is human_connected
+
+    def ask(self, card: Card, timeout: float) -> Answer:
+        channel = self._channel()
+        if channel is None:
+            return Answer.timed_out("no MCP client that can answer is connected")
+        message, schema = form(card)
+        coroutine = channel.session.elicit_form(message, schema, channel.request_id)
+        future = asyncio.run_coroutine_threadsafe(coroutine, channel.loop)
+        try:
+            result = future.result(timeout)
+        except Exception as e:  # noqa: BLE001 - a timeout, a closed stream: not answered
+            future.cancel()
+            return Answer.timed_out(f"the MCP client did not answer ({type(e).__name__})")
+        return answer(card, result)
+
+
+def form(card: Card) -> tuple[str, dict[str, Any]]:
+    """The card as an elicitation message and its (flat, primitive-only) schema."""
+    message = f"{card.context}\n\n{card.question}" if card.context else card.question
+    if card.kind is CardKind.PERMISSION:
+        message = f"{message}\n\n(tool {card.tool}: {card.arguments})"
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    if card.options:
+        labels = [o.label for o in card.options]
+        hints = "; ".join(f"{o.label}: {o.description}" for o in card.options if o.description)
+        properties["choice"] = {
+            "type": "string",
+            "title": "Choice",
+            "enum": labels if not card.allow_free_text else [*labels, NO_CHOICE],
+            **({"description": hints} if hints else {}),
+        }
+        if not card.allow_free_text:
+            required.append("choice")
+    if card.allow_free_text or not card.options:
+        properties["text"] = {"type": "string", "title": "Answer"}
+    return message, {"type": "object", "properties": properties, "required": required}
+
+
+def answer(card: Card, result: types.ElicitResult) -> Answer:
+    """The client's reply as an Answer. Declining a permission is a deny; declining or
+    dismissing a question is a skip (SPEC: go on under a stated assumption)."""
+    if result.action != "accept":
+        return Answer.answered([DENY]) if card.kind is CardKind.PERMISSION else Answer.skipped()
+    content = result.content or {}
+    choice = content.get("choice")
+    choices = [str(choice)] if choice and choice != NO_CHOICE else []
+    if card.kind is CardKind.PERMISSION and not choices:
+        choices = [ALLOW if str(content.get("text", "")).lower().startswith("y") else DENY]
+    return Answer.answered(choices, text=str(content.get("text", "") or ""))
