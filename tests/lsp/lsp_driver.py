@@ -19,7 +19,11 @@ from typing import Any
 from tether.lsp.servers import BY_NAME, find_binary
 from tether.lsp.session import Session
 from tether.messages.calls import ResourceError
-from tether.messages.language_server_ops import LanguageServerOp
+from tether.messages.language_server_ops import (
+    LanguageServerOp,
+    LanguageServerReply,
+    reply_payload,
+)
 
 
 class Driver:
@@ -63,8 +67,8 @@ class Driver:
     def after(self, seconds: float, tag: object) -> None:
         heapq.heappush(self.timers, (time.monotonic() + seconds, next(self._seq), tag))
 
-    def done(self, token: Any, payload: dict) -> None:
-        self.results[token] = (True, payload)
+    def done(self, token: Any, reply: LanguageServerReply) -> None:
+        self.results[token] = (True, reply_payload(reply))  # as it crosses the wire
 
     def error(self, token: Any, code: str, message: str) -> None:
         self.results[token] = (False, ResourceError(code, message))
@@ -114,7 +118,7 @@ class Driver:
         """Send a raw request to the server, outside any call; returns a list that will hold
         its Response (wait for it with `pump_until`)."""
         box: list = []
-        _, data = self.session.rpc.request(
+        _, data = self.session.link.rpc.request(
             method,
             params,
             deadline=time.monotonic() + timeout,

@@ -14,7 +14,15 @@ from tether.lsp.jsonrpc import Capabilities
 from tether.lsp.servers import BY_NAME
 from tether.lsp.session import Session
 from tether.messages.calls import ResourceError
-from tether.messages.language_server_ops import Diagnostics, Hierarchy, Navigate, Rename, Sync
+from tether.messages.language_server_ops import (
+    Diagnostics,
+    Hierarchy,
+    LanguageServerReply,
+    Navigate,
+    Rename,
+    Sync,
+    reply_payload,
+)
 from tether.protocol import FrameDecoder, encode
 
 
@@ -32,8 +40,8 @@ class FakeIO:
     def after(self, seconds: float, tag: object) -> None:
         self.timers.append((self.t + seconds, tag))
 
-    def done(self, token: Any, payload: dict) -> None:
-        self.results[token] = (True, payload)
+    def done(self, token: Any, reply: LanguageServerReply) -> None:
+        self.results[token] = (True, reply_payload(reply))  # as it crosses the wire
 
     def error(self, token: Any, code: str, message: str) -> None:
         self.results[token] = (False, (code, message))
@@ -103,7 +111,7 @@ def test_queries_wait_for_the_pull_registration(project):
 def test_no_registration_falls_back_to_push_after_the_window(project):
     s, io = start(project, {"hoverProvider": True})
     run_timers(io, s, io.t + 6)
-    assert s.state == "ready" and s.status()["diagnostics_mode"] == "push"
+    assert s.state == "ready" and s.status().diagnostics_mode == "push"
 
 
 def ready_pull(project):
@@ -321,7 +329,7 @@ def test_server_edit_with_no_call_open_is_refused(project):
     s, io = ready_pull(project)
     assert server_edit(s, io, _change(project / "a.py")) == {"applied": False, "failureReason": REFUSED_NO_CALL}  # fmt: skip
     assert (project / "a.py").read_text() == "x = 1\n"
-    assert s.status()["messages"] == [f"refused a workspace/applyEdit from the server: {REFUSED_NO_CALL}"]  # fmt: skip
+    assert s.status().messages == [f"refused a workspace/applyEdit from the server: {REFUSED_NO_CALL}"]  # fmt: skip
 
 
 def test_server_edit_during_a_read_tier_call_is_refused(project):

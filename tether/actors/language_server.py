@@ -32,7 +32,7 @@ one has initialized.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +43,16 @@ from tether.lsp.cancellation import FileCancellation
 from tether.lsp.limits import LspLimits
 from tether.lsp.servers import BY_NAME, find_binary, split_key
 from tether.lsp.session import Session
-from tether.lsp.session.core import Deadline
+from tether.lsp.session.link import Deadline
 from tether.messages.calls import Call, ErrorCode
-from tether.messages.language_server_ops import LANGUAGE_SERVER, Reload, Status
+from tether.messages.language_server_ops import (
+    LANGUAGE_SERVER,
+    LanguageServerReply,
+    Reload,
+    Status,
+    StatusReply,
+    reply_payload,
+)
 from tether.places import PlaceError
 from tether.places.registry import recall, split_place
 
@@ -169,7 +176,7 @@ class LanguageServerActor(ProcessActor):
             self.set_state("ready")
             waiters, self.reload_waiters = self.reload_waiters, []
             for call in waiters:
-                self.reply(call, {"reloaded": True, **self.status_payload()})
+                self.reply(call, reply_payload(replace(self.status_payload(), reloaded=True)))
         elif s == "failed":
             why = self.session.error_text
             for call in self.reload_waiters:
@@ -208,8 +215,8 @@ class LanguageServerActor(ProcessActor):
         super().on_exit(returncode)
 
     # --- SessionIO ------------------------------------------------------------------------
-    def done(self, token: Any, payload: dict[str, Any]) -> None:
-        self.reply(token, payload)
+    def done(self, token: Any, reply: LanguageServerReply) -> None:
+        self.reply(token, reply_payload(reply))
 
     def error(self, token: Any, code: str, message: str) -> None:
         if code == ErrorCode.RESOURCE_DIED:  # the server is going (stuck): an idempotent
@@ -253,7 +260,7 @@ class LanguageServerActor(ProcessActor):
                     self.set_state("starting")  # the base queues calls until the new one is ready
                     self.kill_process()
             case Status():
-                self.reply(call, self.status_payload())
+                self.reply(call, reply_payload(self.status_payload()))
             case request:  # the session serves the rest
                 deadline = call.deadline or (time.monotonic() + 30.0)
                 self.session.handle(request, call, deadline)
@@ -262,11 +269,12 @@ class LanguageServerActor(ProcessActor):
         self.session.cancel(call, reason)  # (a call reaches on_cancel only after on_call)
 
     # --- health / status --------------------------------------------------------------------
-    def status_payload(self) -> dict[str, Any]:
+    def status_payload(self) -> StatusReply:
         st = self.session.status()
-        if self._reloading or (self.state == "starting" and self.reloads):
-            st["state"] = "restarting"
-        st.update(
+        restarting = self._reloading or (self.state == "starting" and self.reloads)
+        return replace(
+            st,
+            state="restarting" if restarting else st.state,
             pid=self.proc.pid if self.proc else None,
             binary=self.binary,
             reloads=self.reloads,
@@ -274,18 +282,19 @@ class LanguageServerActor(ProcessActor):
             uptime=round(time.monotonic() - self.started_at, 3),
             stderr_tail=self.stderr_tail()[-1500:],
         )
-        return st
 
     def health_extra(self) -> dict[str, Any]:
-        st = self.session.status() if hasattr(self, "session") else {}
+        st = self.session.status() if hasattr(self, "session") else None
         return {
             "server": self.row.name if hasattr(self, "row") else "",
             "root": str(getattr(self, "root", "")),
-            "lsp_state": "probing" if getattr(self, "_probing", False) else st.get("state", ""),
-            "indexing": st.get("indexing", []),
-            "open_documents": st.get("open_documents", 0),
-            "pending_requests": st.get("pending_requests", 0),
-            "cancelled_requests": st.get("cancelled_requests", 0),
+            "lsp_state": "probing"
+            if getattr(self, "_probing", False)
+            else (st.state if st else ""),
+            "indexing": st.indexing if st else [],
+            "open_documents": st.open_documents if st else 0,
+            "pending_requests": st.pending_requests if st else 0,
+            "cancelled_requests": st.cancelled_requests if st else 0,
             "reloads": getattr(self, "reloads", 0),
         }
 

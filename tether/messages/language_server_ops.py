@@ -1,23 +1,173 @@
 """The ops of the language server kind (`tether.actors.language_server`, served by
-`tether.lsp.session.Session`).
+`tether.lsp.session.Session`), and the reply each one declares (`op.reply`).
 
 Paths are absolute; a position is a 0-based line and a code-point index into it, already
 resolved on the host from the model's `line` + `symbol`. The session converts it to the
 server's encoding.
+
+Replies: frozen dataclasses, one per shape of answer. A reply crosses the wire as the
+`Reply` payload, its fields flat (`reply_payload`: the same keys as before replies were
+typed, so any peer reading the payload reads the same thing); the host builds the op's
+declared reply class back from it (`read_reply`), which checks every field is there with
+its type (`Vocabulary.build`). Records inside a reply (a location, a symbol, a diagnostic)
+stay JSON objects (`Record`): the host turns them into model records with the file's text.
+`server_ms` is the language server's own share of the call (absent: no request was sent).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
-from tether.messages.ops import Vocabulary
+from tether.messages.ops import Vocabulary, op_args
 
 LANGUAGE_SERVER = Vocabulary("language_server")
+REPLIES = Vocabulary("language_server reply")  # checks a reply as it comes off the wire
+
+Record = dict[str, Any]  # one record of a server's answer, JSON (see the module docstring)
+
+
+# --- replies ------------------------------------------------------------------------------
+@REPLIES.op
+@dataclass(frozen=True)
+class HoverReply:
+    hover: str  # markdown
+    server_ms: float | None = None
+
+
+@REPLIES.op
+@dataclass(frozen=True)
+class LocationsReply:
+    """definition, type_definition, implementation, references: the first `limit`
+    locations (characters in the server's `encoding`), of `total`."""
+
+    locations: list[Record]
+    total: int
+    encoding: str
+    server_ms: float | None = None
+
+
+@REPLIES.op
+@dataclass(frozen=True)
+class CodeActionsReply:
+    actions: list[Record]  # title, kind, preferred, files, command, diagnostics
+    server_ms: float | None = None
+
+
+@REPLIES.op
+@dataclass(frozen=True)
+class HierarchyReply:
+    """One level: the first `limit` items of `total` (callers or callees with their call
+    sites, or types), and the item(s) the position prepared to (`origin`)."""
+
+    items: list[Record]
+    total: int
+    origin: list[Record]
+    encoding: str
+    server_ms: float | None = None
+
+
+@REPLIES.op
+@dataclass(frozen=True)
+class SymbolsReply:
+    symbols: list[Record]
+    encoding: str
+    server_ms: float | None = None
+
+
+@REPLIES.op
+@dataclass(frozen=True)
+class DiagnosticsReply:
+    """Diagnostics and Sync: each file's fresh diagnostics (None: never seen), what changed
+    in other files (path -> {"before", "after"}), the files still `pending` at the cap, the
+    written files that are gone (`deleted`) or refused (`skipped`: path -> why)."""
+
+    files: dict[str, list[Record] | None]
+    others: dict[str, dict[str, list[Record] | None]]
+    pending: list[str]
+    deleted: list[str]
+    skipped: dict[str, str]
+    waited: float  # s
+    mode: Literal["pull", "push"]
+    server_ms: float | None = None
+
+
+@REPLIES.op
+@dataclass(frozen=True)
+class RenameReply:
+    """What the applied rename wrote: files (path, edits), created, renamed ([from, to]),
+    deleted; and the files the server's own edits changed during the call."""
+
+    files: list[Record]
+    created: list[str]
+    renamed: list[list[str]]
+    deleted: list[str]
+    server_edits: list[str] = field(default_factory=list)
+    server_ms: float | None = None
+
+
+@REPLIES.op
+@dataclass(frozen=True)
+class StatusReply:
+    """The session's view (server .. messages), then the actor's own (pid .. stderr_tail);
+    `reloaded`: the answer to a Reload, once the new server has initialized."""
+
+    server: str
+    root: str
+    state: str
+    indexing: list[str]
+    error: str
+    uptime: float
+    encoding: str
+    diagnostics_mode: Literal["pull", "push"]
+    open_documents: int
+    pending_requests: int
+    cancelled_requests: int
+    messages: list[str]
+    pid: int | None = None
+    binary: str = ""
+    reloads: int = 0
+    restarts: int = 0
+    stderr_tail: str = ""
+    reloaded: bool = False
+    server_ms: float | None = None
+
+
+LanguageServerReply = (
+    HoverReply
+    | LocationsReply
+    | CodeActionsReply
+    | HierarchyReply
+    | SymbolsReply
+    | DiagnosticsReply
+    | RenameReply
+    | StatusReply
+)
+R = TypeVar("R", bound=LanguageServerReply)
+
+
+def reply_payload(reply: LanguageServerReply) -> dict[str, Any]:
+    """A reply as the `Reply` payload: its fields, flat (msgpack-able); `server_ms` only
+    when the server was asked (as before replies were typed)."""
+    payload = op_args(reply)
+    if payload["server_ms"] is None:
+        del payload["server_ms"]
+    return payload
+
+
+def read_reply(expect: type[R], payload: Mapping[str, Any]) -> R:
+    """The `Reply` payload back as `expect` (OpError if a field is missing or mistyped)."""
+    reply: R = REPLIES.build(expect, payload)
+    return reply
+
+
+# --- ops ----------------------------------------------------------------------------------
 
 NavAction = Literal[
     "definition", "type_definition", "implementation", "references", "hover", "code_actions"
 ]
+NavReply = HoverReply | CodeActionsReply | LocationsReply
 
 
 @LANGUAGE_SERVER.op
@@ -32,6 +182,13 @@ class Navigate:
     char: int
     end_char: int = 0
     limit: int = 0
+
+    @property
+    def reply(self) -> type[NavReply]:
+        """hover: HoverReply; code_actions: CodeActionsReply; the others: LocationsReply."""
+        if self.action == "hover":
+            return HoverReply
+        return CodeActionsReply if self.action == "code_actions" else LocationsReply
 
 
 # incoming / outgoing: call hierarchy; supertypes / subtypes: type hierarchy (LSP 3.17)
@@ -50,6 +207,7 @@ class Hierarchy:
     line0: int
     char: int
     limit: int = 0
+    reply: ClassVar[type[HierarchyReply]] = HierarchyReply
 
     @property
     def action(self) -> str:
@@ -61,12 +219,14 @@ class Hierarchy:
 @dataclass(frozen=True)
 class DocumentSymbols:
     path: str
+    reply: ClassVar[type[SymbolsReply]] = SymbolsReply
 
 
 @LANGUAGE_SERVER.op
 @dataclass(frozen=True)
 class WorkspaceSymbols:
     query: str
+    reply: ClassVar[type[SymbolsReply]] = SymbolsReply
 
 
 @LANGUAGE_SERVER.op
@@ -76,6 +236,7 @@ class Diagnostics:
 
     path: str
     cap: float = 10.0
+    reply: ClassVar[type[DiagnosticsReply]] = DiagnosticsReply
 
 
 @LANGUAGE_SERVER.op
@@ -87,6 +248,7 @@ class Sync:
     paths: list[str]
     created: list[str] = field(default_factory=list)
     cap: float | None = None
+    reply: ClassVar[type[DiagnosticsReply]] = DiagnosticsReply
 
 
 @LANGUAGE_SERVER.op
@@ -103,6 +265,7 @@ class Rename:
     new_name: str
     confine: list[str] = field(default_factory=list)
     write_tier: bool = False
+    reply: ClassVar[type[RenameReply]] = RenameReply
 
 
 @LANGUAGE_SERVER.op
@@ -110,11 +273,15 @@ class Rename:
 class Status:
     """The server's state, indexing, pid, restarts, stderr tail."""
 
+    reply: ClassVar[type[StatusReply]] = StatusReply
+
 
 @LANGUAGE_SERVER.op
 @dataclass(frozen=True)
 class Reload:
     """Restart the server in the same actor; answered once the new one has initialized."""
+
+    reply: ClassVar[type[StatusReply]] = StatusReply
 
 
 LanguageServerOp = (

@@ -13,18 +13,22 @@ type_definition, implementation, references, hover, code_actions), Hierarchy (on
 the call or type hierarchy), DocumentSymbols, WorkspaceSymbols, Diagnostics, Sync (after a
 write: sync+save+diagnose), Rename, Status; `Session.serve` dispatches them with one `match`.
 
-Layout: `core` (SessionCore: lifecycle, the op table, deadlines, the server's input),
-`freshness` (DiagnosingSession: diagnostics and sync, and when they are fresh),
-`hierarchy` (HierarchySession: call and type hierarchy), `queries` (Session: navigation,
-symbols, rename), `records` (answers -> records), `capabilities` (what the client
+Layout, by composition (each part owns its state; `core.Session` holds them and routes):
+`table` (the calls in progress, settled once), `link` (requests, deadline and stall
+timers), `readiness` (started, warm, workspace listed: the calls waiting for each),
+`texts` (open documents), `edits` (workspace edits), `serving` (what every op does around
+its requests), `freshness` (diagnostics and sync, and when they are fresh), `queries`
+(navigation, symbols, rename), `hierarchy` (call and type hierarchy), `records` (answers
+-> records), `budgets` (per-request budgets, stalls), `capabilities` (what the client
 advertises).
 """
 
 from tether.lsp.session.capabilities import client_capabilities
-from tether.lsp.session.core import REPLY_MARGIN, Op, SessionIO
+from tether.lsp.session.core import Session
 from tether.lsp.session.freshness import MAX_OTHER_PULLS
-from tether.lsp.session.queries import NAV_METHODS, Session
+from tether.lsp.session.queries import NAV_METHODS
 from tether.lsp.session.records import SYMBOL_KINDS, hover_text
+from tether.lsp.session.table import REPLY_MARGIN, Op, SessionIO
 
 __all__ = [
     "MAX_OTHER_PULLS",

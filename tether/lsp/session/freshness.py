@@ -13,7 +13,7 @@ later rides on the next write's.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,12 +23,12 @@ from tether.lsp.documents import Document, path_of, uri_of
 from tether.lsp.jsonrpc import (
     CONTENT_MODIFIED,
     REQUEST_CANCELLED,
-    Notification,
     Response,
-    ServerRequest,
 )
-from tether.lsp.session.core import Op, SessionCore
-from tether.messages.language_server_ops import Diagnostics, Sync
+from tether.lsp.servers import ServerRow
+from tether.lsp.session.serving import Serving
+from tether.lsp.session.table import Op
+from tether.messages.language_server_ops import Diagnostics, DiagnosticsReply, Sync
 
 MAX_OTHER_PULLS = 4  # open importers pulled with a write (the files it may have broken)
 
@@ -73,9 +73,23 @@ def importers(paths: Iterable[Path], open_texts: Mapping[str, str]) -> list[str]
     return [u for u in newest_first if u not in written and pattern.search(open_texts[u])]
 
 
-class DiagnosingSession(SessionCore):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:  # SessionCore's arguments
-        super().__init__(*args, **kwargs)
+FreshnessTag = Quiet | Cap | Grace
+
+
+class Freshness:
+    """The diagnostics part: what the server published or answered, and the calls waiting
+    for fresh diagnostics (`waits`)."""
+
+    def __init__(
+        self,
+        serving: Serving,
+        after: Callable[[float, Any], None],
+        now: Callable[[], float],
+    ) -> None:
+        self.s = serving
+        self.row: ServerRow = serving.row
+        self.after, self.now = after, now
+        self.waits: dict[int, tuple[Op, FreshWait]] = {}  # calls waiting for diagnostics
         self.published: dict[str, Published] = {}
         # uri -> (resultId, items, document version the pull was sent for)
         self.pull_cache: dict[str, tuple[str | None, list, int]] = {}
@@ -84,18 +98,14 @@ class DiagnosingSession(SessionCore):
         self.unchecked_writes: list[Path] = []  # written; their importers' pulls not all answered
 
     # --- input ----------------------------------------------------------------------------
-    def _on_server_request(self, req: ServerRequest) -> None:
-        if req.method == "workspace/diagnostic/refresh":
-            for op, w in list(self.waits.values()):
-                if w.pull and not w.complete:
-                    self._pull(op, w, list(w.pending))
-        super()._on_server_request(req)
+    def on_refresh(self) -> None:
+        """`workspace/diagnostic/refresh`: pull again what the waiting calls still need."""
+        for op, w in list(self.waits.values()):
+            if w.pull and not w.complete:
+                self._pull(op, w, list(w.pending))
 
-    def _on_notification(self, n: Notification) -> None:
-        if n.method != "textDocument/publishDiagnostics":
-            super()._on_notification(n)
-            return
-        p = n.params or {}
+    def on_publish(self, p: dict[str, Any]) -> None:
+        """`textDocument/publishDiagnostics`."""
         uri, version, items = p.get("uri", ""), p.get("version"), p.get("diagnostics") or []
         now = self.now()
         prev = self.published.get(uri)
@@ -106,10 +116,10 @@ class DiagnosingSession(SessionCore):
             self._carry(uri, prev.items if prev else None, items)
         for op, w in list(self.waits.values()):
             if w.on_publish(uri, version, items, now):
-                self.io.after(self.row.push_quiet_window, Quiet(op.oid))
+                self.after(self.row.push_quiet_window, Quiet(op.oid))
             self._maybe_finish(op, w)
 
-    def on_timer(self, tag: Any) -> None:
+    def on_timer(self, tag: FreshnessTag) -> None:
         match tag:
             case Quiet(oid=oid) if oid in self.waits:
                 op, w = self.waits[oid]
@@ -117,37 +127,40 @@ class DiagnosingSession(SessionCore):
                 self._maybe_finish(op, w)
             case Cap(oid=oid) | Grace(oid=oid) if oid in self.waits:
                 self._finish_wait(*self.waits[oid])
-            case Quiet() | Cap() | Grace():
-                pass  # the call was answered meanwhile
             case _:
-                super().on_timer(tag)
+                pass  # the call was answered meanwhile
+
+    def forget(self, op: Op) -> None:
+        """`op` settled (answered, failed, cancelled): it waits no more."""
+        self.waits.pop(op.oid, None)
+
+    def clear(self) -> None:
+        """The server is gone: nothing it publishes is awaited."""
+        self.waits.clear()
 
     # --- ops ------------------------------------------------------------------------------
-    def _diagnostics(self, op: Op, req: Diagnostics) -> None:
-        doc = self._open(op, req.path)
+    def diagnostics(self, op: Op, req: Diagnostics) -> None:
+        doc = self.s.open(op, req.path)
         if doc is None:
             return
         self._diagnose(op, [doc], req.cap or 10.0, others=False)
 
-    def _sync(self, op: Op, req: Sync) -> None:
+    def sync(self, op: Op, req: Sync) -> None:
         # importer checks still running for an earlier write are about stale text, and a
         # single-threaded server would answer this write only after them: cancel them, and
         # check those importers again with this write's
         if self.other_pulls:
             for rid in list(self.other_pulls):
-                self._cancel(rid)
+                self.s.link.cancel(rid)
             self.other_pulls.clear()
         else:
             self.unchecked_writes = []
         paths = [Path(p) for p in req.paths]
-        docs, msgs = self.docs.sync(paths, {Path(p) for p in req.created})
-        now = self.now()
-        for m in msgs:
-            self.io.write(m)
-        for d in docs:
-            self.changed_at[d.uri] = now
+        docs = self.s.texts.sync(paths, {Path(p) for p in req.created})
         synced = {d.uri for d in docs}
-        op.skipped = {str(p): why for p in paths if (why := self.docs.problem(p)) is not None}
+        op.skipped = {
+            str(p): why for p in paths if (why := self.s.texts.docs.problem(p)) is not None
+        }
         op.deleted = [str(p) for p in paths if uri_of(p) not in synced and str(p) not in op.skipped]
         self.unchecked_writes.extend(p for p in paths if p not in self.unchecked_writes)
         self._diagnose(op, docs, req.cap or DEFAULT_CAP, others=True)
@@ -160,7 +173,7 @@ class DiagnosingSession(SessionCore):
             {d.uri: d.version for d in docs},
             now,
             min(now + cap, op.deadline),
-            self._pull_supported(),
+            self.s.pull_supported(),
         )
         self.waits[op.oid] = (op, w)
         if others and not w.pull:
@@ -169,7 +182,7 @@ class DiagnosingSession(SessionCore):
         if w.pull:
             broken = []
             if others:  # the open files this write (or an unchecked earlier one) may break
-                open_texts = {u: d.text for u, d in self.docs.open.items()}
+                open_texts = {u: d.text for u, d in self.s.texts.docs.open.items()}
                 broken = importers(self.unchecked_writes, open_texts)
             self._pull(op, w, [d.uri for d in docs] + broken[:MAX_OTHER_PULLS])
         else:
@@ -181,25 +194,24 @@ class DiagnosingSession(SessionCore):
                     w.fresh[d.uri] = pub.items
                 elif (
                     pub.version is None
-                    and pub.at >= self.changed_at.get(d.uri, 0.0)
+                    and pub.at >= self.s.texts.changed_at.get(d.uri, 0.0)
                     and now - pub.at >= self.row.push_quiet_window
                 ):
                     w.fresh[d.uri] = pub.items
             if isinstance(op.request, Diagnostics) and self.row.nudge_for_diagnostics:
                 for d in docs:
                     if d.uri not in w.fresh:
-                        self.io.write(self.docs.touch(d))
-                        self.changed_at[d.uri] = now
+                        self.s.texts.touch(d)
                         w.targets[d.uri] = d.version
         if not self._maybe_finish(op, w):
-            self.io.after(max(0.0, w.cap_at - now), Cap(op.oid))
+            self.after(max(0.0, w.cap_at - now), Cap(op.oid))
 
     def _pull_identifier(self) -> str | None:
         ident = None
-        for m, o in self.caps.dynamic.values():
+        for m, o in self.s.caps.dynamic.values():
             if m == "textDocument/diagnostic" and isinstance(o, dict):
                 ident = o.get("identifier")
-        dp = self.caps.static.get("diagnosticProvider")
+        dp = self.s.caps.static.get("diagnosticProvider")
         if isinstance(dp, dict) and dp.get("identifier"):
             ident = dp["identifier"]
         return ident
@@ -213,7 +225,7 @@ class DiagnosingSession(SessionCore):
         prev, prev_items, _v = self.pull_cache.get(uri, (None, None, 0))
         if prev:
             params["previousResultId"] = prev
-        return params, prev_items, self._version(uri)
+        return params, prev_items, self.s.texts.version(uri)
 
     def _pull(self, op: Op, w: FreshWait, uris: list[str]) -> None:
         ident = self._pull_identifier()
@@ -265,7 +277,7 @@ class DiagnosingSession(SessionCore):
             # the other documents' pulls outlive the call (their answers are carried to the
             # next write), so they are not tied to the op: context op None
             # the request may outlive the cap (the cap answers "pending", the answer is late)
-            rid = self._request(
+            rid = self.s.link.request(
                 "textDocument/diagnostic", params, op.deadline, op if target else None, cont
             )
             if not target:
@@ -292,10 +304,6 @@ class DiagnosingSession(SessionCore):
             self.pull_cache[uri] = (r.get("resultId"), items, version)
         return items
 
-    def _version(self, uri: str) -> int:
-        doc = self.docs.open.get(uri)
-        return doc.version if doc else 0
-
     def _maybe_finish(self, op: Op, w: FreshWait) -> bool:
         if op.oid not in self.waits:
             return False
@@ -305,13 +313,13 @@ class DiagnosingSession(SessionCore):
         if w.targets_done and not w.grace_armed:
             # the written files are fresh; other files get a short grace, then are carried
             w.grace_armed = True
-            self.io.after(self.row.others_grace, Grace(op.oid))
+            self.after(self.row.others_grace, Grace(op.oid))
         return False
 
     def _finish_wait(self, op: Op, w: FreshWait) -> None:
         self.waits.pop(op.oid, None)
-        enc = self.caps.position_encoding
-        line = self.docs.line
+        enc = self.s.caps.position_encoding
+        line = self.s.texts.docs.line
 
         def norm(u: str, items: list | None) -> list | None:
             return None if items is None else normalize(path_of(u), items, line, enc)
@@ -330,20 +338,18 @@ class DiagnosingSession(SessionCore):
             for u, (b, a) in changed.items()
             if u not in w.targets and a != b
         }
-        self._done(
-            op,
-            {
-                "files": files,
-                "others": others,
-                "pending": [str(path_of(u)) for u in w.pending],
-                "deleted": op.deleted,
-                "skipped": op.skipped,
-                "waited": round(self.now() - w.started, 4),
-                "mode": "pull" if w.pull else "push",
-            },
+        reply = DiagnosticsReply(
+            files=files,
+            others=others,
+            pending=[str(path_of(u)) for u in w.pending],
+            deleted=op.deleted,
+            skipped=op.skipped,
+            waited=round(self.now() - w.started, 4),
+            mode="pull" if w.pull else "push",
         )
+        self.s.table.done(op, reply)
 
-    def _raw_diagnostics_on(self, uri: str, line0: int) -> list[dict]:
+    def raw_diagnostics_on(self, uri: str, line0: int) -> list[dict]:
         """The server's diagnostics on a line (the context of a code_actions request)."""
         items = self.pull_cache.get(uri, (None, [], 0))[1] or (
             self.published[uri].items if uri in self.published else []

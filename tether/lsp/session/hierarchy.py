@@ -13,15 +13,13 @@ instead.
 
 from __future__ import annotations
 
-from typing import Any
-
 from tether.lsp.jsonrpc import METHOD_NOT_FOUND, Response
 from tether.lsp.servers import having
 from tether.lsp.session import records
-from tether.lsp.session.core import Op
-from tether.lsp.session.freshness import DiagnosingSession
+from tether.lsp.session.serving import Serving
+from tether.lsp.session.table import Op
 from tether.messages.calls import ErrorCode
-from tether.messages.language_server_ops import Hierarchy
+from tether.messages.language_server_ops import Hierarchy, HierarchyReply
 
 # direction -> (prepare method, follow-up method, the key of the item in a follow-up's
 # answer: CallHierarchyIncomingCall.from, OutgoingCall.to; a type answer is the items)
@@ -43,27 +41,34 @@ INSTEAD = {
 }
 
 
-class HierarchySession(DiagnosingSession):
-    """The hierarchy queries (`queries.Session` serves them through `_hierarchy`)."""
+class Hierarchies:
+    """The hierarchy part: serves `Hierarchy` ops, and remembers the methods this server
+    process advertised but does not implement (`unimplemented`)."""
 
-    def _hierarchy(self, op: Op, h: Hierarchy) -> None:
+    def __init__(self, serving: Serving) -> None:
+        self.s = serving
+        self.unimplemented: set[str] = set()  # advertised, but answered "method not found"
+
+    def serve(self, op: Op, h: Hierarchy) -> None:
         prepare, follow, _key = METHODS[h.direction]
         for method in (prepare, follow):
-            if method in self.unimplemented or not self.caps.supports(method):
-                self._fail(op, ErrorCode.UNAVAILABLE, self._lacks(h, method))
+            if method in self.unimplemented or not self.s.caps.supports(method):
+                self.s.table.fail(op, ErrorCode.UNAVAILABLE, self._lacks(h, method))
                 return
-        doc = self._open(op, h.path)
+        doc = self.s.open(op, h.path)
         if doc is None:
             return
         params = {
             "textDocument": {"uri": doc.uri},
-            "position": self._position(doc, h.line0, h.char),
+            "position": self.s.position(doc, h.line0, h.char),
         }
-        self._request(prepare, params, op.deadline, op, lambda op, r: self._prepared(op, h, r))
+        self.s.link.request(
+            prepare, params, op.deadline, op, lambda op, r: self._prepared(op, h, r)
+        )
 
     def _prepared(self, op: Op, h: Hierarchy, resp: Response) -> None:
-        if self._not_found(op, h, resp) or self._response_error(
-            op, resp, lambda: self._hierarchy(op, h)
+        if self._not_found(op, h, resp) or self.s.response_error(
+            op, resp, lambda: self.serve(op, h)
         ):
             return
         items = [i for i in resp.result or [] if isinstance(i, dict)][:PREPARED_CAP]
@@ -79,7 +84,7 @@ class HierarchySession(DiagnosingSession):
         item = items[len(found)]
 
         def answered(op: Op, resp: Response) -> None:
-            if self._not_found(op, h, resp) or self._response_error(
+            if self._not_found(op, h, resp) or self.s.response_error(
                 op, resp, lambda: self._follow(op, h, items, found)
             ):
                 return
@@ -96,7 +101,7 @@ class HierarchySession(DiagnosingSession):
             else:
                 self._hierarchy_done(op, h, items, [r for rs in now for r in rs])
 
-        self._request(follow, {"item": item}, op.deadline, op, answered)
+        self.s.link.request(follow, {"item": item}, op.deadline, op, answered)
 
     def _hierarchy_done(self, op: Op, h: Hierarchy, items: list[dict], recs: list[dict]) -> None:
         unique, seen = [], set()
@@ -111,13 +116,9 @@ class HierarchySession(DiagnosingSession):
                 seen.add(mark)
                 unique.append(r)
         limit = h.limit or len(unique)
-        payload: dict[str, Any] = {
-            "items": unique[:limit],
-            "total": len(unique),
-            "origin": [records.hierarchy_item(i) for i in items],
-            "encoding": self.caps.position_encoding,
-        }
-        self._done(op, payload)
+        origin = [records.hierarchy_item(i) for i in items]
+        enc = self.s.caps.position_encoding
+        self.s.table.done(op, HierarchyReply(unique[:limit], len(unique), origin, enc))
 
     def _not_found(self, op: Op, h: Hierarchy, resp: Response) -> bool:
         """The server answered "method not found" to a method it advertised: remember it,
@@ -125,17 +126,17 @@ class HierarchySession(DiagnosingSession):
         if not resp.error or resp.error.get("code") != METHOD_NOT_FOUND:
             return False
         self.unimplemented.add(resp.method)
-        self._fail(op, ErrorCode.UNAVAILABLE, self._lacks(h, resp.method))
+        self.s.table.fail(op, ErrorCode.UNAVAILABLE, self._lacks(h, resp.method))
         return True
 
     def _lacks(self, h: Hierarchy, method: str) -> str:
-        name = self.row.name
+        name = self.s.row.name
         if method in self.unimplemented:
             why = f'it answered {method} "method not found", though it advertises the provider'
         else:
             why = f"{method} is not in its advertised capabilities"
-        if h.direction in self.row.hierarchy:  # the table says it has it: another release
-            since = self.row.hierarchy[h.direction]
+        if h.direction in self.s.row.hierarchy:  # the table says it has it: another release
+            since = self.s.row.hierarchy[h.direction]
             why += f"; {name} has it from release {since}" if since else ""
         others = [n for n in having(h.direction) if n.split()[0] != name]
         table = (

@@ -16,11 +16,17 @@ from tether.lsp import render
 from tether.lsp.servers import SERVERS, resolve
 from tether.messages.calls import ResourceError
 from tether.messages.language_server_ops import (
+    CodeActionsReply,
     Diagnostics,
+    DiagnosticsReply,
     DocumentSymbols,
+    HoverReply,
+    LocationsReply,
     NavAction,
     Navigate,
     Rename,
+    RenameReply,
+    SymbolsReply,
     WorkspaceSymbols,
 )
 from tether.tools.lsp.checker import project_check
@@ -82,40 +88,36 @@ def _nav(ctx: ToolContext, action: NavAction, args: dict[str, Any]) -> ToolResul
     if isinstance(located, ToolResult):
         return located
     path, span, target = located
-    payload = ask(
-        ctx,
-        target.key,
-        Navigate(action, str(path), span.line, span.start, span.end, render.CAPS.get(action, 0)),
-        QUERY_TIMEOUT,
-    )
+    op = Navigate(action, str(path), span.line, span.start, span.end, render.CAPS.get(action, 0))
     name = symbol if symbol is not None else ""
     where = f"{file}:{line}"
-    lines = Lines(ctx)
     if action == "hover":
-        hover = str(payload.get("hover") or "")
+        hover = ask(ctx, target.key, op, HoverReply, QUERY_TIMEOUT)
         return ToolResult.ok(
-            render.hover(name, where, hover),
+            render.hover(name, where, hover.hover),
             data={
                 "file": file,
                 "line": line,
                 "symbol": name,
-                "hover": hover,
-                "server_ms": payload.get("server_ms"),
+                "hover": hover.hover,
+                "server_ms": hover.server_ms,
             },
         )
     if action == "code_actions":
-        acts = list(payload.get("actions") or [])[: render.CAPS["code_actions"]]
+        acts = ask(ctx, target.key, op, CodeActionsReply, QUERY_TIMEOUT).actions
+        acts = acts[: render.CAPS["code_actions"]]
         return ToolResult.ok(render.code_actions(acts, where), data={"actions": acts})
-    locs = list(payload.get("locations") or [])  # the first CAPS[action], without repeats
-    total = int(payload.get("total", len(locs)))
-    shown = model_records(ctx, locs[: render.CAPS[action]], lines, payload.get("encoding", ""))
+    found = ask(ctx, target.key, op, LocationsReply, QUERY_TIMEOUT)
+    # the first CAPS[action], without repeats
+    locs = found.locations[: render.CAPS[action]]
+    shown = model_records(ctx, locs, Lines(ctx), found.encoding)
     return ToolResult.ok(
-        render.locations(action, name, shown, total, where),
+        render.locations(action, name, shown, found.total, where),
         data={
             "locations": shown,
-            "total": total,
-            "capped": total > len(shown),
-            "server_ms": payload.get("server_ms"),  # the language server's own share
+            "total": found.total,
+            "capped": found.total > len(shown),
+            "server_ms": found.server_ms,  # the language server's own share
         },
     )
 
@@ -125,14 +127,14 @@ def _file_diagnostics(ctx: ToolContext, file: str) -> ToolResult:
     if isinstance(found, ToolResult):
         return found
     path, target = found
-    payload = ask(ctx, target.key, Diagnostics(str(path), 10.0), QUERY_TIMEOUT)
-    if payload.get("pending"):
+    diags = ask(ctx, target.key, Diagnostics(str(path), 10.0), DiagnosticsReply, QUERY_TIMEOUT)
+    if diags.pending:
         return ToolResult.error(
             f"diagnostics pending for {file}: {target.row.name} did not finish checking it in "
             "10 s (it may still be indexing - see lsp status). Try again shortly.",
             data={"pending": [file]},
         )
-    raw = severe(next(iter((payload.get("files") or {}).values()), []))
+    raw = severe(next(iter(diags.files.values()), []) or [])
     recs = model_records(ctx, raw, Lines(ctx))
     shown = recs[: render.CAPS["diagnostics"]]
     return ToolResult.ok(
@@ -157,10 +159,8 @@ def _symbols(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         if isinstance(found, ToolResult):
             return found
         path, target = found
-        payload = ask(ctx, target.key, DocumentSymbols(str(path)), QUERY_TIMEOUT)
-        recs = model_records(
-            ctx, list(payload.get("symbols") or []), lines, payload.get("encoding", "")
-        )
+        syms = ask(ctx, target.key, DocumentSymbols(str(path)), SymbolsReply, QUERY_TIMEOUT)
+        recs = model_records(ctx, syms.symbols, lines, syms.encoding)
         recs.sort(key=lambda r: (r["line"], r["column"]))
         cap = render.CAPS["document_symbols"]
         return ToolResult.ok(
@@ -185,7 +185,7 @@ def _symbols(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     recs, errors = [], []
     for t in targets:
         try:
-            payload = ask(ctx, t.key, WorkspaceSymbols(str(query)), QUERY_TIMEOUT)
+            syms = ask(ctx, t.key, WorkspaceSymbols(str(query)), SymbolsReply, QUERY_TIMEOUT)
         except ResourceError as e:
             # servers answer with stack traces (tsserver's "No Project"): the first line says it
             first = e.message.strip().splitlines()[0]
@@ -193,9 +193,7 @@ def _symbols(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
                 first += " (no project loaded yet: query one of its files first, then search)"
             errors.append(f"{t.row.name}: {first}")
             continue
-        recs += model_records(
-            ctx, list(payload.get("symbols") or []), lines, payload.get("encoding", "")
-        )
+        recs += model_records(ctx, syms.symbols, lines, syms.encoding)
     recs = [r for r in recs if _relevant(r, str(query))]
     recs.sort(key=lambda r: _symbol_rank(r, str(query)))
     cap = render.CAPS["workspace_symbols"]
@@ -237,7 +235,7 @@ def lsp_rename(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         return located
     path, span, target = located
     try:
-        payload = ask(
+        done = ask(
             ctx,
             target.key,
             Rename(
@@ -250,20 +248,19 @@ def lsp_rename(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
                 # (workspace/applyEdit) may land inside `confine`
                 write_tier=True,
             ),
+            RenameReply,
             QUERY_TIMEOUT,
             idem=False,
         )
     except ResourceError as e:
         return ToolResult.error(f"lsp_rename: {e.message}", data={"code": e.code})
-    files = [
-        {"path": relative(ctx, f["path"]), "edits": f["edits"]} for f in payload.get("files", [])
-    ]
+    files = [{"path": relative(ctx, f["path"]), "edits": f["edits"]} for f in done.files]
     extra: dict[str, list[Any]] = {
-        "created": [relative(ctx, p) for p in payload.get("created", [])],
-        "renamed": [[relative(ctx, a), relative(ctx, b)] for a, b in payload.get("renamed", [])],
-        "deleted": [relative(ctx, p) for p in payload.get("deleted", [])],
+        "created": [relative(ctx, p) for p in done.created],
+        "renamed": [[relative(ctx, a), relative(ctx, b)] for a, b in done.renamed],
+        "deleted": [relative(ctx, p) for p in done.deleted],
     }
-    server = [relative(ctx, p) for p in payload.get("server_edits", [])]
+    server = [relative(ctx, p) for p in done.server_edits]
     written = sorted({f["path"] for f in files} | set(extra["created"]) | set(server))
     text = render.rename(symbol, new_name, files, extra)
     data: dict[str, Any] = {"files": files, **extra, "written": written}

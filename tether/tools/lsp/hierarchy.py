@@ -13,7 +13,7 @@ import os
 from typing import Any, cast
 
 from tether.lsp import render
-from tether.messages.language_server_ops import Hierarchy, HierarchyDirection
+from tether.messages.language_server_ops import Hierarchy, HierarchyDirection, HierarchyReply
 from tether.tools.lsp.records import Lines, model_records
 from tether.tools.lsp.targets import ask, locate
 from tether.tools.results import ToolResult
@@ -67,16 +67,13 @@ def hierarchy(ctx: ToolContext, action: str, args: dict[str, Any]) -> ToolResult
     op = Hierarchy(
         cast(HierarchyDirection, direction), str(path), span.line, span.start, render.CAPS[action]
     )
-    payload = ask(ctx, target.key, op, QUERY_TIMEOUT)
+    found = ask(ctx, target.key, op, HierarchyReply, QUERY_TIMEOUT)
     lines = Lines(ctx)
-    enc = payload.get("encoding", "")
-    items = [
-        _with_sites(ctx, r, lines, enc)
-        for r in model_records(ctx, list(payload.get("items") or []), lines, enc)
-    ]
+    enc = found.encoding
+    items = [_with_sites(ctx, r, lines, enc) for r in model_records(ctx, found.items, lines, enc)]
     items.sort(key=lambda r: (os.path.isabs(r["path"]), r["path"], r["line"]))
-    origin = model_records(ctx, list(payload.get("origin") or []), lines, enc)
-    total = int(payload.get("total", len(items)))
+    origin = model_records(ctx, found.origin, lines, enc)
+    total = found.total
     name = symbol or ""
     text = render.hierarchy(str(direction), name, items, total, f"{file}:{line}", origin)
     if target.row.open_files_only and direction in ("incoming", "subtypes") and origin:
@@ -93,7 +90,7 @@ def hierarchy(ctx: ToolContext, action: str, args: dict[str, Any]) -> ToolResult
             "total": total,
             "capped": total > len(items),
             "origin": origin,
-            "server_ms": payload.get("server_ms"),
+            "server_ms": found.server_ms,
         },
     )
 

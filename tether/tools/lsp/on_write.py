@@ -20,7 +20,7 @@ from tether.lsp.ledger import Ledger
 from tether.lsp.limits import size_text
 from tether.lsp.servers import Resolution, rows_for
 from tether.messages.calls import ErrorCode, ResourceError
-from tether.messages.language_server_ops import Diagnostics, Sync
+from tether.messages.language_server_ops import Diagnostics, DiagnosticsReply, Sync
 from tether.tools.lsp.records import Lines, relative, severe
 from tether.tools.lsp.targets import ask, limits, resolve_cached
 from tether.tools.results import ToolResult
@@ -99,12 +99,13 @@ def _baseline(ctx: ToolContext, rels: list[str]) -> None:
     for key, (_res, paths) in _group(ctx, fresh).items():
         for p in paths:
             try:
-                payload = ask(ctx, key, Diagnostics(str(p), WRITE_CAP), WRITE_CAP + 20.0)
+                op = Diagnostics(str(p), WRITE_CAP)
+                found = ask(ctx, key, op, DiagnosticsReply, WRITE_CAP + 20.0)
             except ResourceError:
                 continue
-            if payload.get("pending"):
+            if found.pending:
                 continue
-            raw: list[Mapping[str, Any]] = next(iter((payload.get("files") or {}).values()), [])
+            raw = next(iter(found.files.values()), []) or []
             with st["lock"]:
                 ledger.baseline(relative(ctx, p), severe(raw))
 
@@ -128,7 +129,7 @@ def _diagnose_written(
         )
     for key, (res, paths) in groups.items():
         try:
-            payload = ask(
+            synced = ask(
                 ctx,
                 key,
                 Sync(
@@ -136,6 +137,7 @@ def _diagnose_written(
                     created=[str(p) for p in paths if relative(ctx, p) in created],
                     cap=WRITE_CAP,
                 ),
+                DiagnosticsReply,
                 WRITE_CAP + res.row.startup_timeout + 2.0,
                 idem=False,
             )
@@ -145,13 +147,13 @@ def _diagnose_written(
             else:
                 notes.append(f"diagnostics unavailable ({res.row.name}): {e.message}")
             continue
-        pending += [relative(ctx, p) for p in payload.get("pending") or []]
+        pending += [relative(ctx, p) for p in synced.pending]
         with st["lock"]:
-            for p in payload.get("deleted") or []:
+            for p in synced.deleted:
                 ledger.forget(relative(ctx, p))
-            for p, raw in (payload.get("files") or {}).items():
-                new += ledger.fold(relative(ctx, p), severe(raw))
-            for p, ba in (payload.get("others") or {}).items():
+            for p, raw in synced.files.items():
+                new += ledger.fold(relative(ctx, p), severe(raw or []))
+            for p, ba in synced.others.items():
                 rel = relative(ctx, p)
                 if os.path.isabs(rel):
                     continue  # outside the workspace: not the agent's to fix

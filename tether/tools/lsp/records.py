@@ -80,7 +80,7 @@ class Lines:
 
 
 def model_records(
-    ctx: ToolContext, raw: list[Mapping[str, Any]], lines: Lines, encoding: str = ""
+    ctx: ToolContext, raw: Sequence[Mapping[str, Any]], lines: Lines, encoding: str = ""
 ) -> list[dict]:
     """Actor records -> model records: workspace-relative path, 1-based code-point columns
     (converted from the server's encoding when given as `character`), and the code line."""

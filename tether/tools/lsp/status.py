@@ -7,7 +7,7 @@ from typing import Any
 
 from tether.lsp.servers import SERVERS, ServerRow, resolve, rows_for, split_key
 from tether.messages.calls import ErrorCode, ResourceError
-from tether.messages.language_server_ops import Reload, Status
+from tether.messages.language_server_ops import Reload, Status, StatusReply
 from tether.tools.lsp.records import relative
 from tether.tools.lsp.targets import KIND, ask, file_path, file_server
 from tether.tools.results import ToolResult
@@ -52,17 +52,17 @@ def status(ctx: ToolContext, file: str | None) -> ToolResult:
         name, root = split_key(key)
         rec: dict[str, Any] = {"server": name, "root": relative(ctx, root) or "."}
         try:
-            st = dict(ask(ctx, key, Status(), STATUS_TIMEOUT, idem=False))
+            st = ask(ctx, key, Status(), StatusReply, STATUS_TIMEOUT, idem=False)
             rec.update(
-                state=st.get("state"),
-                indexing=st.get("indexing", []),
-                uptime=st.get("uptime"),
-                pid=st.get("pid"),
-                restarts=int(st.get("restarts") or 0) + int(st.get("reloads") or 0),
-                stderr_tail=st.get("stderr_tail", ""),
-                error=st.get("error", ""),
-                open_documents=st.get("open_documents", 0),
-                cancelled_requests=st.get("cancelled_requests", 0),
+                state=st.state,
+                indexing=st.indexing,
+                uptime=st.uptime,
+                pid=st.pid,
+                restarts=st.restarts + st.reloads,
+                stderr_tail=st.stderr_tail,
+                error=st.error,
+                open_documents=st.open_documents,
+                cancelled_requests=st.cancelled_requests,
             )
             idx = f" ({', '.join(rec['indexing'])})" if rec["indexing"] else ""
             tail = (rec["stderr_tail"] or "").strip().splitlines()[-3:]
@@ -136,9 +136,9 @@ def reload(ctx: ToolContext, file: str | None) -> ToolResult:
     for key in keys:
         name, root = split_key(key)
         try:
-            st = ask(ctx, key, Reload(), RELOAD_TIMEOUT, idem=False)
-            out.append(f"restarted {name} for {relative(ctx, root) or '.'} (pid {st.get('pid')})")
-            data.append({"server": name, "root": relative(ctx, root), "pid": st.get("pid")})
+            st = ask(ctx, key, Reload(), StatusReply, RELOAD_TIMEOUT, idem=False)
+            out.append(f"restarted {name} for {relative(ctx, root) or '.'} (pid {st.pid})")
+            data.append({"server": name, "root": relative(ctx, root), "pid": st.pid})
         except ResourceError as e:
             out.append(f"{name} for {relative(ctx, root) or '.'}: reload failed - {e.message}")
             data.append({"server": name, "root": relative(ctx, root), "error": e.message})

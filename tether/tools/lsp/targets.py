@@ -10,13 +10,12 @@ import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from tether import atomic_files
 from tether.lsp.limits import LspLimits, too_large
 from tether.lsp.positions import PositionError, SymbolSpan, find_symbol
 from tether.lsp.servers import SERVERS, Resolution, ServerRow, resolve, rows_for
-from tether.messages.language_server_ops import LanguageServerOp
+from tether.messages.language_server_ops import LanguageServerOp, R, read_reply
 from tether.places import Place
 from tether.places.registry import placed_key
 from tether.tools.results import ToolResult
@@ -26,12 +25,20 @@ KIND = "language_server"
 
 
 def ask(
-    ctx: ToolContext, key: str, op: LanguageServerOp, timeout: float, idem: bool = True
-) -> Mapping[str, Any]:
-    """One call to the actor for `key`. Queries are idempotent: if the server dies under
-    them the runtime retries them once on the restarted server."""
+    ctx: ToolContext,
+    key: str,
+    op: LanguageServerOp,
+    expect: type[R],
+    timeout: float,
+    idem: bool = True,
+) -> R:
+    """One call to the actor for `key`, answered with `expect`, the reply `op` declares
+    (`op.reply`). Queries are idempotent: if the server dies under them the runtime
+    retries them once on the restarted server."""
+    if op.reply is not expect:
+        raise TypeError(f"{type(op).__name__} answers {op.reply.__name__}, not {expect.__name__}")
     key = placed_key(key, getattr(ctx, "place", None) or Place.host())  # (shared per place)
-    return ctx.call_resource(KIND, key, op, None, timeout, idempotent=idem)
+    return read_reply(expect, ctx.call_resource(KIND, key, op, None, timeout, idempotent=idem))
 
 
 _RESOLVED: dict[tuple[str, str], tuple[float, Resolution]] = {}
