@@ -121,6 +121,68 @@ class HttpSide:
         return latencies, wall[0]
 
 
+class RawSide:
+    """The same calls as hand-built 2026-07-28 JSON-RPC POSTs on plain httpx2 clients: what
+    the server costs, without the SDK client's own (validation, caching) on our side."""
+
+    def __init__(self, url: str, token: str, n: int):
+        self.url, self.token, self.n = url, token, n
+        self._ids = iter(range(1, 10**9))
+
+    def _post(self, http: Any, name: str, arguments: dict[str, Any]) -> Any:
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "0"},
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+        body = {"jsonrpc": "2.0", "id": next(self._ids), "method": "tools/call",
+                "params": {"name": name, "arguments": arguments, "_meta": meta}}  # fmt: skip
+        headers = {
+            "Authorization": f"Bearer {self.token}",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2026-07-28",
+            "Mcp-Method": "tools/call",
+            "Mcp-Name": name,
+        }
+        if "conversation" in arguments:
+            headers["Mcp-Param-Conversation"] = arguments["conversation"]
+        return http.post(self.url, json=body, headers=headers)
+
+    async def measure(
+        self, name: str, args: dict[str, Any], calls: int
+    ) -> tuple[list[float], float]:  # noqa: E501
+        import httpx2
+
+        latencies: list[float] = []
+        started = anyio.Event()
+        ready: list[int] = []
+
+        async def converse() -> None:
+            async with httpx2.AsyncClient(timeout=60) as http:
+                opened = (await self._post(http, "open_conversation", {"workdir": "proj"})).json()
+                handle = opened["result"]["structuredContent"]["conversation"]
+                args_h = {"conversation": handle, **args}
+                warm = (await self._post(http, name, args_h)).json()
+                assert not warm["result"]["isError"], warm
+                ready.append(1)
+                await started.wait()
+                for _ in range(calls):
+                    t = time.perf_counter()
+                    reply = (await self._post(http, name, args_h)).json()
+                    latencies.append(time.perf_counter() - t)
+                    assert not reply["result"]["isError"], reply
+                await self._post(http, "close_conversation", {"conversation": handle})
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(self.n):
+                tg.start_soon(converse)
+            while len(ready) < self.n:
+                await anyio.sleep(0.01)
+            t0 = time.perf_counter()
+            started.set()
+        return latencies, time.perf_counter() - t0
+
+
 def in_process(
     rt: Runtime, workdir: Path, name: str, args: dict[str, Any], n: int, calls: int
 ) -> tuple[list[float], float]:  # noqa: E501
@@ -164,6 +226,10 @@ def main() -> int:
     parser.add_argument("--conversations", type=int, default=10)
     parser.add_argument("--calls", type=int, default=30, help="calls per conversation per tool")
     parser.add_argument("--mode", default="legacy", help="legacy (2025-11-25) or 2026-07-28")
+    parser.add_argument(
+        "--client", choices=("sdk", "raw"), default="sdk",
+        help="sdk: the mcp SDK's client; raw: hand-built 2026-07-28 POSTs (the server's cost)",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="tether-bench-serve-"))
@@ -174,7 +240,11 @@ def main() -> int:
     proc, url, token = start_server(workdir, state)
     rows = []
     try:
-        http = HttpSide(url, token, args.conversations, args.mode)
+        http: Any = (
+            HttpSide(url, token, args.conversations, args.mode)
+            if args.client == "sdk"
+            else RawSide(url, token, args.conversations)
+        )
         with Runtime.start(state_dir=tmp / "state-in-process") as rt:
             for label, (name, call_args) in CALLS.items():
                 local, local_wall = in_process(
@@ -195,7 +265,8 @@ def main() -> int:
         print(json.dumps({"rows": rows, "server_uss_bytes": uss, "mode": args.mode}, indent=2))
         return 0
     n, c = args.conversations, args.calls
-    print(f"{n} conversations x {c} calls per tool, all at once; HTTP mode {args.mode}")
+    mode = args.mode if args.client == "sdk" else "2026-07-28, raw JSON-RPC client"
+    print(f"{n} conversations x {c} calls per tool, all at once; HTTP: {mode}")
     print(f"{'tool':<10} {'side':<10} {'calls/s':>8} {'p50 ms':>8} {'p99 ms':>8}")
     for row in rows:
         for side in ("in_process", "http"):

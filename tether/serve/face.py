@@ -59,6 +59,8 @@ class ServeFace:
         self.conversations = conversations
         self.registry = registry or Registry.default()
         self._tools = self._declare()
+        # threads for calls in flight: a long call (an eval cell) holds one, so many
+        self._workers = anyio.CapacityLimiter(256)
         self.names = [t.name for t in self._tools]
 
     # ---- tools/list -------------------------------------------------------------------
@@ -143,12 +145,23 @@ class ServeFace:
         progress = _progress_task(ctx, name)
         try:
             with conversation.port.serving(ctx):
-                result = await conversation.run.acall(name, args, scope)
+                result = await self._call(conversation.run, name, args, scope)
         finally:
             self.conversations.end(scope)
             if progress is not None:
                 progress.cancel()
         return mcp_result(result)
+
+    async def _call(self, run: Any, name: str, args: dict[str, Any], scope: CallScope) -> Any:
+        """`Run.call` on a pooled worker thread (`Run.acall` starts a thread per call: a few
+        ms each here); a cancelled task cancels the scope, and the resource stops."""
+        try:
+            return await anyio.to_thread.run_sync(
+                run.call, name, args, scope, abandon_on_cancel=True, limiter=self._workers
+            )
+        except anyio.get_cancelled_exc_class():
+            scope.cancel("the client cancelled the call (or went away)")
+            raise
 
     async def _open(self, args: dict[str, Any]) -> types.CallToolResult:
         workdir = args.get("workdir")
