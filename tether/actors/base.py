@@ -40,6 +40,7 @@ What the base does for you:
 from __future__ import annotations
 
 import contextlib
+import gc
 import multiprocessing
 import os
 import select
@@ -132,6 +133,11 @@ class TetherActor(Actor):
 
     def __init__(self) -> None:
         super().__init__()
+        # Every actor is a fork of its parent: what it inherited is shared copy-on-write
+        # until the collector touches it (each object's gc header). Frozen, those pages stay
+        # shared: ~20 MiB less unique memory per supervisor, ~5 per resource actor
+        # (benchmarks/conversation_memory.py).
+        gc.freeze()
         self.kind = ""
         self.key = ""
         self.name = ""

@@ -31,6 +31,7 @@ one has initialized.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -160,7 +161,7 @@ class LanguageServerActor(ProcessActor):
         pid = self.spawn(
             argv,
             cwd=str(self.root),
-            env=scratch.env(go_offline=True),
+            env=scratch.env(go_offline=True, given=self.row.extra_env(os.environ)),
             place=self.place,
             workspace=str(self.root),
         )
