@@ -50,6 +50,8 @@ CASES: list[tuple[str, str, str, str]] = [
     ("metavar", "nix", "$K = $V;", "{ name = \"pkg\"; }\n"),
     ("metavar", "bash", "echo $A", "echo hello\n"),
     ("metavar", "yaml", "$K: $V", "port: 8080\n"),
+    ("metavar", "markdown", "# $TITLE\n", "# Intro\n\ntext\n## Next\n"),
+    ("metavar", "markdown", "## $TITLE", "# Intro\n## Usage\n"),
     ("metavar", "c", "$P->$F = $V", "void f(struct s *p) { p->n = 3; }\n"),
     ("metavar", "cpp", "std::cout << $X", "void f() { std::cout << n; }\n"),
     ("metavar", "csharp", "Console.WriteLine($X)", "class A { void M() { Console.WriteLine(n); } }\n"),

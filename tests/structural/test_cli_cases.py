@@ -31,7 +31,7 @@ pytestmark = pytest.mark.skipif(CLI is None, reason="needs the ast-grep CLI (dev
 SUFFIX = {
     "bash": "sh", "c": "c", "cpp": "cpp", "csharp": "cs", "css": "css", "dart": "dart",
     "elixir": "ex", "go": "go", "haskell": "hs", "hcl": "hcl", "html": "html", "java": "java",
-    "javascript": "js", "json": "json", "kotlin": "kt", "lua": "lua", "nix": "nix",
+    "javascript": "js", "json": "json", "kotlin": "kt", "lua": "lua", "markdown": "md", "nix": "nix",
     "php": "php", "python": "py", "ruby": "rb", "rust": "rs", "scala": "scala",
     "solidity": "sol", "swift": "swift", "tsx": "tsx", "typescript": "ts", "yaml": "yml",
 }  # fmt: skip
