@@ -47,6 +47,7 @@ LAYERS: list[set[str]] = [
         "tether.channels",
         "tether.capacity",
         "tether.vibe_runner",
+        "tether.worker_views",  # a vibe worker's copy-on-write view (actor and tools use it)
     },
     # resource actors and their bases, then the supervisors that run them (also actors)
     {"tether.actors"},
