@@ -52,3 +52,27 @@ def test_a_sandboxed_debuggee_stops_and_cannot_read_another_workspace(
     assert node is not None and node["place"] == "sandbox (bubblewrap, network off)", node
     run.close()
     assert wait_until(lambda: gone(pids), 10)
+
+
+def test_debug_adapters_names_the_place_and_refuses_a_tcp_adapter_there(
+    runtime: Any, tmp_path: Path
+) -> None:
+    (tmp_path / "go.mod").write_text("module x\n\ngo 1.19\n")
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "app"\n')
+    boxed = ok(
+        runtime.open_run("adapters-box", workdir=str(tmp_path), place="sandbox"), {"op": "adapters"}
+    )
+    assert boxed.text.startswith("adapters run in this run's place: sandbox (bubblewrap"), (
+        boxed.text
+    )
+    rows = {r["adapter"]: r for r in boxed.data["adapters"]}
+    assert rows["debugpy"]["usable"], rows["debugpy"]
+    if rows["delve"]["binary"]:  # (dlv installed: only the place stands in its way)
+        assert not rows["delve"]["usable"]
+        assert (
+            "listens on loopback TCP, which a sandbox place does not share"
+            in (rows["delve"]["why_not"])
+        )
+    host = ok(runtime.open_run("adapters-host", workdir=str(tmp_path)), {"op": "adapters"})
+    assert host.text.startswith("adapters run in this run's place: host\n"), host.text
+    assert all(r["place"] == "host" for r in host.data["adapters"])

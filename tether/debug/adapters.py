@@ -285,24 +285,35 @@ def delve_mode(program: Path) -> str:
     return "debug" if program.is_dir() or program.suffix == ".go" else "exec"
 
 
-def adapters_report(workspace: Path) -> list[dict[str, Any]]:
-    """`debug adapters`: per adapter, whether it can be used in this workspace and why not."""
+def adapters_report(workspace: Path, place: str = "host") -> list[dict[str, Any]]:
+    """`debug adapters`: per adapter, whether it can be used in this workspace and why not.
+    `place`: the run's place kind; an adapter that listens on loopback TCP cannot be
+    reached in a place with its own network (no relay yet: the launch refuses it too)."""
     out = []
     for row in ADAPTERS:
         res = resolve(row, workspace, workspace)
         binary = res.binary
         marker_anywhere = res.marker or _marker_below(workspace, row.root_markers)
+        why_not = (
+            ""
+            if binary and marker_anywhere
+            else Resolution(row, workspace if marker_anywhere else None, "", binary).why_not()
+        )
+        if not why_not and place != "host" and row.transport == "tcp":
+            why_not = (
+                f"{row.name} listens on loopback TCP, which a {place} place does not share "
+                "with the host: debug it in a host run, or use a stdio adapter"
+            )
         out.append(
             {
                 "adapter": row.name,
                 "binary": binary,
                 "marker": marker_anywhere,
-                "usable": bool(binary and marker_anywhere),
-                "why_not": ""
-                if binary and marker_anywhere
-                else Resolution(row, workspace if marker_anywhere else None, "", binary).why_not(),
+                "usable": not why_not,
+                "why_not": why_not,
                 "install": "" if binary else row.install,
                 "breakpoints": features(row).report(),
+                "place": place,
             }
         )
     return out

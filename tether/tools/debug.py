@@ -106,11 +106,15 @@ def _debug(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     ws = ctx.workdir
     wait = float(args.get("wait", ATTACH_WAIT if op == "attach" else DEFAULT_WAIT))
     if op == "adapters":
-        rows = adapters.adapters_report(ws)
+        place = getattr(ctx, "place", None)
+        rows = adapters.adapters_report(ws, place.kind if place is not None else "host")
         seen = ctx.state.get(FAMILY, {}).get("features", {})
         for r in rows:  # what an adapter said of itself in this run beats the table
             r["breakpoints"] = seen.get(r["adapter"], r["breakpoints"])
-        return ToolResult.ok(render_adapters(rows), data={"adapters": rows})
+        where = f"adapters run in this run's place: {place.describe() if place else 'host'}"
+        return ToolResult.ok(
+            f"{where}\n{render_adapters(rows)}", data={"adapters": rows, "place": where}
+        )
     if op == "status":
         p = _send(ctx, Status(), INSPECT_TIMEOUT)
         return ToolResult.ok(render_status(p, ws), data=p)
