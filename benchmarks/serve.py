@@ -8,7 +8,8 @@ warm-up call on every conversation, `--conversations` conversations make `--call
 each, all at once; in-process and HTTP take turns per tool so both meet the same machine.
 
 Reported per tool and side: calls/s, p50, p99, and p50/p99 added by HTTP; then the server
-process's own USS (its actor tree and language servers are other processes).
+process's own USS (its actor tree and language servers are other processes), and the
+server process's CPU per call (per-call cost that a loaded machine does not distort).
 
 Targets (issue #24): <= 2 ms added at p50; the server process's USS <= 60 MiB.
 
@@ -51,6 +52,13 @@ CALLS: dict[str, tuple[str, dict[str, Any]]] = {
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def server_cpu(pid: int) -> float:
+    """CPU seconds of the server process itself (the HTTP and MCP layers, the host's side
+    of each call): a figure that holds on a loaded machine, where latency does not."""
+    times = psutil.Process(pid).cpu_times()
+    return float(times.user + times.system)
 
 
 def start_server(workdir: Path, state: Path) -> tuple[subprocess.Popen[str], str, str]:
@@ -247,13 +255,19 @@ def main() -> int:
         )
         with Runtime.start(state_dir=tmp / "state-in-process") as rt:
             for label, (name, call_args) in CALLS.items():
+                here0 = server_cpu(os.getpid())
                 local, local_wall = in_process(
                     rt, workdir, name, call_args, args.conversations, args.calls
                 )  # noqa: E501
+                here_ms = (server_cpu(os.getpid()) - here0) / len(local) * 1e3
+                cpu0 = server_cpu(proc.pid)
                 remote, remote_wall = anyio.run(http.measure, name, call_args, args.calls)
+                cpu_ms = (server_cpu(proc.pid) - cpu0) / len(remote) * 1e3
                 rows.append({
                     "tool": label,
                     "in_process": {"calls_s": len(local) / local_wall, "p50_ms": pct(local, 0.5) * 1e3, "p99_ms": pct(local, 0.99) * 1e3},  # noqa: E501
+                    "server_cpu_ms_per_call": cpu_ms,
+                    "in_process_cpu_ms_per_call": here_ms,
                     "http": {"calls_s": len(remote) / remote_wall, "p50_ms": pct(remote, 0.5) * 1e3, "p99_ms": pct(remote, 0.99) * 1e3},  # noqa: E501
                 })  # fmt: skip
         uss = psutil.Process(proc.pid).memory_full_info().uss
@@ -277,6 +291,8 @@ def main() -> int:
         added50 = row["http"]["p50_ms"] - row["in_process"]["p50_ms"]
         added99 = row["http"]["p99_ms"] - row["in_process"]["p99_ms"]
         print(f"{'':<10} {'added':<10} {'':>8} {added50:8.2f} {added99:8.2f}")
+        cpu, here = row["server_cpu_ms_per_call"], row["in_process_cpu_ms_per_call"]
+        print(f"{'':<10} host-process CPU per call: server {cpu:.2f} ms, in process {here:.2f} ms")
     print(f"server process USS: {uss / 2**20:.1f} MiB (target <= 60)")
     print(
         f"median of p50 added: {statistics.median(r['http']['p50_ms'] - r['in_process']['p50_ms'] for r in rows):.2f} ms (target <= 2)"

@@ -62,6 +62,7 @@ class ServeFace:
         # threads for calls in flight: a long call (an eval cell) holds one, so many
         self._workers = anyio.CapacityLimiter(256)
         self.names = [t.name for t in self._tools]
+        self._input_schemas = {t.name: t.input_schema for t in self._tools}
 
     # ---- tools/list -------------------------------------------------------------------
     def _declare(self) -> list[types.Tool]:
@@ -194,6 +195,9 @@ class ServeFace:
             instructions=INSTRUCTIONS,
             on_list_tools=self.list_tools,
             on_call_tool=self.call_tool,
+            # the 2026-07-28 Mcp-Param-* check reads the called tool's schema here, not by
+            # running (and validating) the whole tools/list on every call
+            get_tool_input_schema=self._input_schemas.get,
         )
         # The SDK's default OpenTelemetry middleware makes a span per message even with no
         # exporter installed: a cost on every call for nothing here.
