@@ -73,6 +73,7 @@ from tether.messages.debug_ops import (
     Threads,
     Variables,
 )
+from tether.messages.ops import op_name
 from tether.places import Place
 from tether.places.sandbox import python_inside
 from tether.processes import kill_tree, session_processes
@@ -86,6 +87,10 @@ SOCKET_CHUNK = 65536
 @dataclass(frozen=True)
 class ListenDeadline:
     """Timer tag: the adapter had its startup time to say which port it listens on."""
+
+
+# the ops that let the program run until it stops (a cancelled one pauses it)
+RUN_CONTROL = frozenset(op_name(op) for op in (Continue, StepOver, StepIn, StepOut))
 
 
 class DebugSessionActor(ProcessActor):
@@ -117,6 +122,15 @@ class DebugSessionActor(ProcessActor):
             self.queue.append(call)
             return
         self._serve_or_fail(call)
+
+    def on_cancel(self, call: Call, reason: str) -> None:
+        """A queued call is dropped; a run-control call whose caller gave up pauses the
+        program, so the conversation's next call finds it stopped, not running on."""
+        if call in self.queue:
+            self.queue.remove(call)
+            self.fail(call, ErrorCode.CANCELLED, f"{call.op} was cancelled: {reason}")
+        elif self.busy is call and call.op in RUN_CONTROL:
+            self.session.pause_now()
 
     def _serve_or_fail(self, call: Call) -> None:
         try:

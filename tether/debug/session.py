@@ -231,6 +231,16 @@ class Session(SessionBreakpoints):
         yield Ask(command, {"threadId": thread}, self._timeout())
         return (yield from self._outcome(mark, wait))
 
+    def pause_now(self) -> bool:
+        """Ask the adapter to pause the running program outside any op (the caller of a
+        `continue` gave up on it, tether.call_scope): the op still waiting for a stop takes
+        that stop as its outcome, and the next call finds the program stopped. False when
+        it is not running."""
+        if self.state != "running":
+            return False
+        self._send("pause", {"threadId": self.thread_id or 1})
+        return True
+
     def pause(self, thread_id: int | None, wait: float) -> Op:
         if self.state == "stopped":
             outcome = dict(self.last_stop) or {"outcome": "stopped"}
