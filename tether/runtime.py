@@ -470,8 +470,9 @@ class Runtime:
     def capacity(self) -> dict[str, Any]:
         """The tree's memory, for a host deciding whether to send more conversations:
         budget, used (and how it was counted), reserved (resources starting), free,
-        by_kind (bytes and count), conversations, average_conversation, fit (how many
-        more of the average size fit), evictions by kind, refusals."""
+        evictable (what may be stopped to make room), by_kind (bytes and count),
+        conversations, average_conversation, fit (how many more of the average size fit),
+        evictions by kind, refusals."""
         self._check_open()
         assert self.governor is not None
         return self.governor.summary()

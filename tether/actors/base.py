@@ -389,8 +389,10 @@ class ResourceActor(TetherActor):
     # --- provided --------------------------------------------------------------------
     def reply(self, call: Call, payload: dict[str, Any]) -> None:
         """Settle `call` with a result. Ignored if it was settled already."""
-        if self._evicted_note and call.call_id in self._open:
-            payload = {**payload, "notes": [*payload.get("notes", []), self._evicted_note]}
+        if self._evicted_note and call.call_id in self._open and "notes" in payload:
+            # (only a reply that carries notes already: replies are typed, and a field
+            # their kind does not declare is refused by the host - a kernel's cell has one)
+            payload = {**payload, "notes": [*payload["notes"], self._evicted_note]}
             self._evicted_note = ""
         self._settle(call, Reply(call_id=call.call_id, ok=True, payload=payload))
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from tether.capacity.cgroups import Cgroup, CgroupError
 from tether.capacity.measure import Budget
-from tether.capacity.policy import Settings, decide, tier
+from tether.capacity.policy import Settings, candidates, decide, tier
 from tether.capacity.usage import (
     EVICTED,
     MIB,
@@ -289,7 +289,8 @@ class Governor:
 
     # --- what the host can ask ahead -------------------------------------------------
     def summary(self) -> dict[str, Any]:
-        """rt.capacity(): budget, used, per-kind use, reserved, how many more fit."""
+        """rt.capacity(): budget, used, per-kind use, reserved, how many more fit (counting
+        what may be stopped to make room: `evictable`)."""
         now = time.monotonic()
         with self._lock:
             budget = self.effective_budget(now)
@@ -298,6 +299,8 @@ class Governor:
             runs = sum(1 for r in self.records if r.kind == "run")
             average = used // runs if runs else EXPECTED_CONVERSATION
             kinds = by_kind(self.records)
+            # what the policy would stop for a newcomer counts as room: idle servers, spares
+            evictable = sum(r.bytes for r in candidates(self._candidates(), now, self.settings))
             counts = {k: sum(1 for r in self.records if _kind(r) == k) for k in kinds}
             return {
                 "budget": budget,
@@ -307,10 +310,11 @@ class Governor:
                 "used_source": self.used_source,
                 "reserved": reserved,
                 "free": max(budget - used - reserved, 0),
+                "evictable": evictable,
                 "by_kind": {k: {"bytes": kinds[k], "count": counts[k]} for k in kinds},
                 "conversations": runs,
                 "average_conversation": average,
-                "fit": max((budget - used - reserved) // max(average, 1), 0),
+                "fit": max((budget - used - reserved + evictable) // max(average, 1), 0),
                 "evictions": dict(self.evictions),
                 "refusals": self.refusals,
                 "sampled_ago": round(now - self.sampled_at, 3) if self.sampled_at else None,
