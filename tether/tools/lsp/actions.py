@@ -134,7 +134,8 @@ def _file_diagnostics(ctx: ToolContext, file: str) -> ToolResult:
             "10 s (it may still be indexing - see lsp status). Try again shortly.",
             data={"pending": [file]},
         )
-    raw = severe(next(iter(diags.files.values()), []) or [])
+    first = next(iter(diags.files.values()), None)  # None: never seen
+    raw = severe(first or [])
     recs = model_records(ctx, raw, Lines(ctx))
     shown = recs[: render.CAPS["diagnostics"]]
     return ToolResult.ok(

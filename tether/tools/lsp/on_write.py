@@ -105,7 +105,7 @@ def _baseline(ctx: ToolContext, rels: list[str]) -> None:
                 continue
             if found.pending:
                 continue
-            raw = next(iter(found.files.values()), []) or []
+            raw = next(iter(found.files.values()), None) or []  # None: never seen
             with st["lock"]:
                 ledger.baseline(relative(ctx, p), severe(raw))
 
