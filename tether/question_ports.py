@@ -46,8 +46,10 @@ class CallbackPort:
         on_card: Callable[[Card], Any] | None = None,
         connected: bool = True,
         target_space: bool = True,
+        on_withdraw: Callable[[int, str], Any] | None = None,
     ):
         self.on_card = on_card
+        self.on_withdraw = on_withdraw
         self._connected = connected
         self._target_space = target_space
         self._lock = threading.Lock()
@@ -87,9 +89,11 @@ class CallbackPort:
                 self._open.pop(card.number, None)
 
     def pending(self) -> list[Card]:
-        """The cards waiting for an answer, oldest first."""
+        """The cards waiting for an answer, oldest first (not one answered or withdrawn a
+        moment ago, whose asker has not woken yet)."""
         with self._lock:
-            return [s.card for s in sorted(self._open.values(), key=lambda s: s.card.number)]
+            waiting = [s for s in self._open.values() if not s.done.is_set()]
+            return [s.card for s in sorted(waiting, key=lambda s: s.card.number)]
 
     def next_card(self, timeout: float | None = None) -> Card | None:
         """The next card still waiting for an answer (None when none came in `timeout`)."""
@@ -122,6 +126,18 @@ class CallbackPort:
 
     def skip(self, number: int) -> None:
         self.answer(number, Answer.skipped())
+
+    def withdraw(self, number: int, reason: str = "") -> None:
+        """Take card `number` back (the call that asked it was cancelled): it is no longer
+        pending, and `on_withdraw(number, reason)`, when given, tells the UI to remove it."""
+        with self._lock:
+            slot = self._open.get(number)
+            if slot is None or slot.done.is_set():
+                return
+            slot.answer = Answer.withdrawn(reason)
+            slot.done.set()
+        if self.on_withdraw is not None:
+            self.on_withdraw(number, reason)
 
 
 class AsyncioPort:

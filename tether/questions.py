@@ -19,10 +19,13 @@ overstays `timeout` (or raises) is treated as a timeout; the call never hangs on
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
+
+from tether.call_scope import CancelHandle
 
 
 class CardKind(enum.Enum):
@@ -101,6 +104,7 @@ class AnswerStatus(enum.Enum):
     ANSWERED = "answered"
     SKIPPED = "skipped"
     TIMED_OUT = "timed_out"
+    WITHDRAWN = "withdrawn"  # the call that asked was cancelled: the card is taken back
 
 
 @dataclass(frozen=True)
@@ -121,6 +125,10 @@ class Answer:
     def timed_out(cls, why: str = "") -> Answer:
         return cls(AnswerStatus.TIMED_OUT, text=why)
 
+    @classmethod
+    def withdrawn(cls, why: str = "") -> Answer:
+        return cls(AnswerStatus.WITHDRAWN, text=why)
+
     @property
     def empty(self) -> bool:
         """An "answer" with no choice and no text: counted as a skip, never as ""."""
@@ -139,24 +147,40 @@ class QuestionPort(Protocol):
         """Show `card` and wait at most `timeout` seconds for the answer."""
 
 
-def ask_bounded(port: QuestionPort, card: Card, timeout: float) -> Answer:
+def ask_bounded(
+    port: QuestionPort, card: Card, timeout: float, cancel: CancelHandle | None = None
+) -> Answer:
     """`port.ask` with a hard deadline: a port that overstays, raises or returns something
-    other than an Answer reads as a timeout (with the reason in `text`).
+    other than an Answer reads as a timeout (with the reason in `text`). A `cancel` that
+    fires first (the call that asked was cancelled) withdraws the card: the port's
+    `withdraw(number, reason)`, where it has one, takes it off the human's screen.
 
     The port runs in a daemon thread, so a misbehaving host cannot hang a tool call.
     """
     box: list[Answer] = []
     errors: list[BaseException] = []
+    settled = threading.Event()
 
     def target() -> None:
         try:
             box.append(port.ask(card, timeout))
         except BaseException as e:  # noqa: BLE001 - a host bug must not escape as a crash
             errors.append(e)
+        finally:
+            settled.set()
 
     thread = threading.Thread(target=target, name=f"tether-card-{card.number}", daemon=True)
     thread.start()
-    thread.join(timeout + 1.0)
+    unregister = cancel.on_cancel(lambda _why: settled.set()) if cancel is not None else None
+    settled.wait(timeout + 1.0)
+    if unregister is not None:
+        unregister()
+    if cancel is not None and cancel.cancelled and not box and not errors:
+        withdraw = getattr(port, "withdraw", None)
+        if callable(withdraw):
+            with contextlib.suppress(Exception):  # (a host bug: the card is gone for us)
+                withdraw(card.number, cancel.reason)
+        return Answer.withdrawn(cancel.reason)
     if box and isinstance(box[0], Answer):
         return Answer.skipped() if box[0].empty else box[0]
     if errors:

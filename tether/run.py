@@ -53,6 +53,7 @@ KIND_NEEDS: dict[str, Needs] = {
 DEFAULT_QUESTION_TIMEOUT = 600.0  # seconds a question card waits for the human
 DEFAULT_APPROVAL_TIMEOUT = 300.0  # seconds a permission card waits
 DEFAULT_SERIAL_TIMEOUT = 600.0  # seconds a call waits for the previous call of a serial tool
+CANCELLED_DELIVERY = 2.0  # s a call delivered after its cancel may take to be sent
 
 
 def _surface(value: Surface | str) -> Surface:
@@ -94,9 +95,13 @@ class RunContext:
         args: Mapping[str, Any] | None,
         timeout: float,
         idempotent: bool = False,
+        deliver_cancelled: bool = False,
     ) -> Mapping[str, Any]:
         """runtime._call; `idempotent=True` lets the runtime retry once if the actor dies.
-        Clamped to the call's deadline, and ended by its cancel handle (`scope`)."""
+        Clamped to the call's deadline, and ended by its cancel handle (`scope`).
+        `deliver_cancelled`: sent even when the scope was cancelled already, so that the
+        actor gets it and the cancel right after it (the eval bridge hands a cell the
+        answers it waits for, and the cell is then interrupted)."""
         rt = self._run.runtime
         if rt is None:
             raise ResourceError(
@@ -104,7 +109,10 @@ class RunContext:
                 f"no runtime is connected to this run, so resource {kind!r} cannot be reached",
             )
         scope = self.scope
-        timeout = self._within(scope, timeout, f"{kind} {key!r}")
+        if deliver_cancelled and scope.cancelled:
+            timeout = min(timeout, CANCELLED_DELIVERY)
+        else:
+            timeout = self._within(scope, timeout, f"{kind} {key!r}")
         return rt._call(
             self.run_id, kind, key, op, args, timeout, idempotent, cancel=scope.cancel_handle
         )
@@ -286,7 +294,7 @@ class Run:
             )
         try:
             remaining = max(timeout - (time.monotonic() - started), 0.01)
-            return ask_bounded(port, card, remaining)
+            return ask_bounded(port, card, remaining, self.current_scope().cancel_handle)
         finally:
             self._asking.release()
 

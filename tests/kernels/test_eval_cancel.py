@@ -87,3 +87,33 @@ def test_a_scope_past_its_deadline_ends_the_call_with_a_deadline_error(
     started = time.monotonic()
     res = ev(run, LOOP, CallScope.start(timeout=1.0))
     assert res.is_error and time.monotonic() - started < 3.0, res.text
+
+
+def test_a_cancel_withdraws_the_card_a_cell_is_waiting_on(
+    runtime_factory: Any, tmp_path: Path
+) -> None:
+    from tether.question_ports import CallbackPort
+
+    withdrawn: list[tuple[int, str]] = []
+    port = CallbackPort(on_withdraw=lambda n, why: withdrawn.append((n, why)))
+    rt = runtime_factory(kinds=kinds(spares=0))
+    run = rt.open_run("cancel-4", workdir=tmp_path, question_port=port)
+    cell = (
+        "answer = tool('ask_user', {'question': 'Proceed?', 'options': [{'label': 'yes'}]})\n"
+        "open('after', 'w').write('the cell went on')\n"
+    )
+    scope = CallScope.start(timeout=60)
+    result: list[Any] = []
+    worker = threading.Thread(target=lambda: result.append(ev(run, cell, scope)))
+    worker.start()
+    card = port.next_card(timeout=30)
+    assert card is not None and card.question == "Proceed?"
+    cancelled_at = time.monotonic()
+    scope.cancel("the client cancelled")
+    worker.join(5)
+    assert result and result[0].is_error and "cancelled" in result[0].text, result
+    assert port.pending() == [] and withdrawn == [(card.number, "the client cancelled")], result[0].text
+    after = ev(run, "1 + 1")
+    assert after.text.strip() == "2", after.text
+    assert time.monotonic() - cancelled_at < 2.0, "the next cell waited for the cancelled one"
+    assert not (tmp_path / "after").exists()  # interrupted at its tool() call, not resumed

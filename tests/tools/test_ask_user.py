@@ -472,3 +472,20 @@ def test_parse_reply_never_returns_an_empty_answer() -> None:
     assert parse_reply(card, "2")[0] == Answer.answered(["b"])
     assert parse_reply(card, "SKIP")[0] == Answer(AnswerStatus.SKIPPED)
     assert "Type a number" in render_card(card)
+
+
+def test_a_cancel_withdraws_an_open_card_from_the_port() -> None:
+    from tether.call_scope import CancelHandle
+    from tether.questions import ask_bounded
+
+    taken: list[tuple[int, str]] = []
+    port = CallbackPort(on_withdraw=lambda n, why: taken.append((n, why)))
+    cancel, got = CancelHandle(), []
+    card = Card(number=7, kind=CardKind.QUESTION, question="Go on?")
+    asking = threading.Thread(target=lambda: got.append(ask_bounded(port, card, 30, cancel)))
+    asking.start()
+    assert port.next_card(timeout=5) == card
+    cancel.cancel("the client cancelled")
+    asking.join(5)
+    assert got[0].status is AnswerStatus.WITHDRAWN and got[0].text == "the client cancelled"
+    assert port.pending() == [] and taken == [(7, "the client cancelled")]

@@ -124,6 +124,10 @@ class ResourceUnavailable(Exception):
     The supervisor will not retry; calls get ErrorCode.UNAVAILABLE with this message."""
 
 
+# cancels kept for calls that have not arrived yet (a cancel can overtake its call)
+CANCELS_KEPT = 64
+
+
 class TetherActor(Actor):
     """What every tether actor shares: message decoding, the watchdog, timers, health.
 
@@ -358,6 +362,7 @@ class ResourceActor(TetherActor):
         self._channel: ChannelListener | None = None  # the host's direct calls
         self._arrived: deque[tuple[Call, ChannelPeer]] = deque()  # read, not yet delivered
         self._channel_flush_armed = False
+        self._cancelled_ahead: dict[str, str] = {}  # call id -> why, for a call not yet here
         self._evicted_note = ""  # for the first result after a predecessor was evicted
 
     # --- to override -----------------------------------------------------------------
@@ -495,15 +500,22 @@ class ResourceActor(TetherActor):
             self._cancel(obj)
 
     def _cancel(self, cancel: CancelCall) -> None:
-        """A call not yet delivered is dropped; an open one goes to on_cancel."""
-        for waiting in (self._queued, self._arrived):
-            for item in waiting:
-                if item[0].call_id == cancel.call_id:
-                    waiting.remove(item)  # type: ignore[arg-type]
-                    return
+        """A call still queued for the start is dropped (nothing of it ran); an open one
+        goes to on_cancel. A cancel may come before its call is delivered (read in the same
+        batch; or the call came through thespian, the cancel on a call channel): it is
+        kept, and the call gets on_cancel right after on_call (a kernel's ToolAnswer sent
+        after its cancel must reach the cell, which is then interrupted)."""
+        for item in self._queued:
+            if item[0].call_id == cancel.call_id:
+                self._queued.remove(item)
+                return
         entry = self._open.get(cancel.call_id)
         if entry is not None:
             self.on_cancel(entry[0], cancel.reason)
+        else:
+            self._cancelled_ahead[cancel.call_id] = cancel.reason
+            while len(self._cancelled_ahead) > CANCELS_KEPT:
+                del self._cancelled_ahead[next(iter(self._cancelled_ahead))]
 
     def _start(self, start: Start) -> None:
         self.state = "starting"
@@ -597,6 +609,9 @@ class ResourceActor(TetherActor):
         self._open[call.call_id] = (call, reply_to)
         try:
             self.on_call(call)
+            cancelled = self._cancelled_ahead.pop(call.call_id, None)
+            if cancelled is not None and call.call_id in self._open:
+                self.on_cancel(call, cancelled)
         except ResourceError as exc:  # (an OpError from vocabulary.parse: a malformed call)
             self.fail(call, exc.code, f"{self.name}: {exc.message}")
         except Exception as exc:

@@ -68,6 +68,13 @@ def render(card: Card, answer: Answer) -> ToolResult:
             f"The user skipped question #{n}. " + PROCEED,
             data={"card": n, "status": "skipped"},
         )
+    if answer.status is AnswerStatus.WITHDRAWN:
+        return ToolResult.error(
+            f"Question #{n} was withdrawn: the call that asked it was cancelled"
+            + (f" ({answer.text})" if answer.text else "")
+            + ". Nothing was answered; ask again if it still matters.",
+            data={"card": n, "status": "withdrawn"},
+        )
     if answer.status is AnswerStatus.TIMED_OUT:
         why = f" ({answer.text})" if answer.text else ""
         return ToolResult.error(

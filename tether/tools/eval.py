@@ -125,7 +125,11 @@ def _eval(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     settings.kernels.add(language)
     while payload.get("status") == "tool":
         answer = ToolAnswer(str(payload["cell"]), run_bridged(ctx, payload["calls"]))
-        payload = ctx.call_resource(KIND, language, op_name(answer), op_args(answer), timeout)
+        # (cancelled meanwhile - a withdrawn ask_user, say: the cell still gets its answers,
+        # and the cancel that follows them interrupts it instead of leaving it waiting)
+        payload = ctx.call_resource(
+            KIND, language, op_name(answer), op_args(answer), timeout, deliver_cancelled=True
+        )
     return render(language, payload, list(rewritten.notes))
 
 

@@ -419,6 +419,7 @@ def permission(
         AnswerStatus.ANSWERED: "the user denied it",
         AnswerStatus.SKIPPED: "the user skipped the permission card",
         AnswerStatus.TIMED_OUT: "nobody answered the permission card in time",
+        AnswerStatus.WITHDRAWN: "the permission card was withdrawn (the call was cancelled)",
     }[answer.status]
     if answer.text and answer.status is not AnswerStatus.ANSWERED:
         how += f" ({answer.text})"

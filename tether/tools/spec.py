@@ -71,11 +71,13 @@ class ToolContext(Protocol):
         args: Mapping[str, Any] | None,
         timeout: float,
         idempotent: bool = False,
+        deliver_cancelled: bool = False,
     ) -> Mapping[str, Any]:
         """Ask the resource actor (kind, key) to do `op`: an op of the kind's vocabulary
         (`tether.messages.*_ops`, args None), or its name with `args`. Raises
         `ResourceError` on failure. `idempotent=True` lets the runtime retry it once if the
-        actor dies under it."""
+        actor dies under it. `deliver_cancelled`: sent even once the call's scope was
+        cancelled, so the actor hears the cancel right after it."""
 
     def gather(
         self,
