@@ -69,11 +69,11 @@ def start_server(workdir: Path, state: Path) -> tuple[subprocess.Popen[str], str
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
     )  # fmt: skip
     deadline = time.monotonic() + 60
-    while not (state / "serve.json").exists():
+    while not (state / "serve-url").exists():
         if proc.poll() is not None or time.monotonic() > deadline:
             raise SystemExit("tether serve did not come up")
         time.sleep(0.05)
-    url = json.loads((state / "serve.json").read_text())["url"]
+    url = json.loads((state / "serve-url").read_text())["url"]
     return proc, url, (state / "serve-token").read_text().strip()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -61,26 +62,29 @@ class Served:
 
 def start_server(tmp_path: Path, *extra: str, workdirs: dict[str, Path] | None = None) -> Served:
     state = tmp_path / "state"
-    state.mkdir(mode=0o700)
+    state.mkdir(mode=0o700, exist_ok=True)  # (a second server on the same state: a restart)
+    with contextlib.suppress(FileNotFoundError):
+        (state / "serve-url").unlink()
     if workdirs is None:
         workdirs = {"app": tmp_path / "app", "lib": tmp_path / "lib"}
         for name, d in workdirs.items():
-            d.mkdir()
-            (d / "whoami.txt").write_text(f"I am {name}\n")
+            if not d.exists():
+                d.mkdir()
+                (d / "whoami.txt").write_text(f"I am {name}\n")
     args = [f"--workdir={n}={d}" for n, d in workdirs.items()]
     env = {**os.environ, "TETHER_STATE_DIR": str(state)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "tether.cli", "serve", "--port", "0", *args, *extra],
         env=env,
         stdout=subprocess.PIPE,
-        stderr=open(tmp_path / "serve.err", "w"),  # noqa: SIM115 - the process holds it
+        stderr=open(tmp_path / "serve.err", "a"),  # noqa: SIM115 - the process holds it
         text=True,
     )
 
     def up() -> dict[str, Any] | None:
         assert proc.poll() is None, (tmp_path / "serve.err").read_text()
         try:
-            return json.loads((state / "serve.json").read_text())
+            return json.loads((state / "serve-url").read_text())
         except (FileNotFoundError, json.JSONDecodeError):
             return None
 

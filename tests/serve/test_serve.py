@@ -157,3 +157,38 @@ def test_probes_and_metrics_each_on_their_own_path(tmp_path: Any) -> None:
             assert lint.returncode == 0, lint.stdout + lint.stderr
     finally:
         server.stop()
+
+
+def test_a_restarted_server_resumes_a_conversation_by_its_handle_and_says_what_was_lost(
+    tmp_path: Any,
+) -> None:
+    first = start_server(tmp_path)
+    try:
+
+        async def before() -> str:
+            async with first.client() as client:
+                handle = await open_conversation(client, "app")
+                wrote = await client.call_tool(
+                    "write", {"conversation": handle, "path": "kept.txt", "content": "kept\n"}
+                )
+                assert not wrote.is_error, text(wrote)
+                return handle
+
+        handle = anyio.run(before)
+    finally:
+        assert first.stop() == 0
+    second = start_server(tmp_path)
+    try:
+
+        async def after() -> tuple[Any, Any]:
+            async with second.client("2026-07-28") as client:
+                args = {"conversation": handle, "path": "kept.txt"}
+                return await client.call_tool("read", args), await client.call_tool("read", args)
+
+        resumed, again = anyio.run(after)
+        assert not resumed.is_error and "kept" in text(resumed)
+        assert text(resumed).startswith("(this conversation was resumed by a restarted server")
+        assert "interpreter variables" in text(resumed)
+        assert not again.is_error and "resumed" not in text(again)  # said once
+    finally:
+        second.stop()

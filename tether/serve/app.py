@@ -43,7 +43,7 @@ from tether.serve.config import ServeConfig
 from tether.serve.conversations import Conversations, Full
 from tether.serve.face import ServeFace
 
-SERVE_FILE = "serve.json"
+SERVE_FILE = "serve-url"  # JSON {url, pid}; (no .json: see conversations.STORE)
 
 
 class ServeCollector:
@@ -236,7 +236,10 @@ def serve(config: ServeConfig, state_dir: str | None = None, admin_port: int | N
         raise SystemExit(f"tether serve: {e}") from None
     with rt:
         rt.metrics = Metrics(lambda timeout: rt.health(timeout=timeout), rt.capacity)
-        conversations = Conversations(rt, config)
+        conversations = Conversations(rt, config, rt.state_dir)
+        resumed = conversations.resume()
+        for line in resumed:
+            log(f"previous conversation {line}" if " " in line else f"resumed {line}")
         rt.metrics.registry.register(ServeCollector(conversations))  # type: ignore[arg-type]
         port = sock.getsockname()[1]
         app, requests = build_app(conversations, rt.metrics, token(rt.state_dir), port)

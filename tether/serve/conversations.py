@@ -14,17 +14,28 @@ then cancel what is left, and the in-flight count is one number for /metrics and
 
 from __future__ import annotations
 
+import json
+import os
 import secrets
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tether.call_scope import CallScope
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.serve.config import ServeConfig, Workdir
 from tether.serve.elicit import ElicitPort
+
+STORE = "serve-conversations"  # (no .json: every *.json there is a port file to reap)
+RESUMED = (
+    "(this conversation was resumed by a restarted server: its handle and working directory "
+    "are kept; what lived in the old server is gone - interpreter variables, debug "
+    "sessions, staged edits not yet resolved, approvals given - so redo what depended on "
+    "it)"
+)
 
 
 class ConversationError(ValueError):
@@ -45,6 +56,11 @@ class Conversation:
     port: ElicitPort = field(default_factory=ElicitPort)  # its cards go to the client
     opened: float = field(default_factory=time.time)
     calls: int = 0
+    note: str = ""  # said once, in front of the conversation's next result
+
+    def take_note(self) -> str:
+        note, self.note = self.note, ""
+        return note
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -60,9 +76,11 @@ class Conversation:
 class Conversations:
     """Open conversations and the calls in flight on them (thread-safe)."""
 
-    def __init__(self, runtime: Any, config: ServeConfig):
+    def __init__(self, runtime: Any, config: ServeConfig, state_dir: Path | None = None):
         self.runtime = runtime
         self.config = config
+        # the handles and their workdirs, so a restarted server answers the same handles
+        self._store = state_dir / STORE if state_dir is not None else None
         self._lock = threading.Lock()
         self._open: dict[str, Conversation] = {}
         self._opening = 0  # counted against the limit while open_run runs
@@ -101,7 +119,9 @@ class Conversations:
         )
 
     # ---- lifetime -----------------------------------------------------------------
-    def open(self, name: str, open_run: Callable[..., Any] | None = None) -> Conversation:
+    def open(
+        self, name: str, open_run: Callable[..., Any] | None = None, handle: str = ""
+    ) -> Conversation:
         """A new conversation on the workdir `name` (blocking: starts its run actor)."""
         workdir = self.config.workdir(name)
         with self._lock:
@@ -109,7 +129,7 @@ class Conversations:
             if why:
                 raise Full(why)
             self._opening += 1
-        handle = "c-" + secrets.token_urlsafe(12)
+        handle = handle or "c-" + secrets.token_urlsafe(12)
         port = ElicitPort()
         try:
             run = (open_run or self.runtime.open_run)(
@@ -129,7 +149,41 @@ class Conversations:
         conversation = Conversation(handle=handle, workdir=workdir, run=run, port=port)
         with self._lock:
             self._open[handle] = conversation
+            self._save()
         return conversation
+
+    def resume(self) -> list[str]:
+        """Open again the conversations a previous server on this state dir held (their
+        workdir still allowed); each says so in front of its next result. Returns a line
+        per handle (resumed, or why not)."""
+        try:
+            saved = json.loads(self._store.read_text()) if self._store else {}
+        except (OSError, ValueError):
+            saved = {}
+        resumed = []
+        for handle, entry in saved.items():
+            name = entry.get("workdir") if isinstance(entry, dict) else None
+            if not isinstance(name, str) or name not in self.config.workdirs:
+                continue
+            try:
+                self.open(name, handle=handle).note = RESUMED
+                resumed.append(handle)
+            except (ConversationError, ValueError) as e:  # said by the server, not fatal
+                resumed.append(f"{handle} not resumed: {e}")
+        with self._lock:
+            self._save()
+        return resumed
+
+    def _save(self) -> None:
+        """(Under the lock.) The open handles, 0600, replaced whole."""
+        if self._store is None:
+            return
+        data = {h: {"workdir": c.workdir.name, "opened": c.opened} for h, c in self._open.items()}
+        tmp = self._store.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f)
+        os.replace(tmp, self._store)
 
     def get(self, handle: Any) -> Conversation:
         if not isinstance(handle, str) or not handle:
@@ -150,10 +204,12 @@ class Conversations:
         conversation = self.get(handle)
         with self._lock:
             self._open.pop(handle, None)
+            self._save()
         conversation.run.close()
         return conversation
 
     def close_all(self) -> int:
+        """Close every run (shutdown); the store keeps their handles for the next server."""
         with self._lock:
             conversations, self._open = list(self._open.values()), {}
         for conversation in conversations:

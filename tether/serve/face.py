@@ -151,7 +151,11 @@ class ServeFace:
             self.conversations.end(scope)
             if progress is not None:
                 progress.cancel()
-        return mcp_result(result)
+        out = mcp_result(result)
+        note = conversation.take_note()
+        if note and out.content and isinstance(out.content[0], types.TextContent):
+            out.content[0].text = f"{note}\n{out.content[0].text}"
+        return out
 
     async def _call(self, run: Any, name: str, args: dict[str, Any], scope: CallScope) -> Any:
         """`Run.call` on a pooled worker thread (`Run.acall` starts a thread per call: a few
