@@ -181,3 +181,22 @@ def test_a_bad_budget_fails_the_start(runtime_factory):
 
     with pytest.raises(RuntimeStartError, match="memory_budget must be bytes .* got 1.5"):
         runtime_factory(kinds=ECHO_KINDS, memory_budget=1.5)
+
+
+def test_taking_back_the_spares_keeps_the_kernels_the_pool_handed_over(runtime_factory, tmp_path):
+    # regression (benchmarks/capacity.py): evicting the pool stopped its actor, and the
+    # kernel it had handed to a conversation died with it (its parent), state and all
+    from tether.actors.kernel import kinds
+
+    rt = runtime_factory(kinds=kinds(spares=1))
+    run = rt.open_run("p1", workdir=tmp_path)
+    what = "keep a number in the kernel state"
+    assert not run.call("eval", {"code": "kept = 5", "description": what}).is_error
+
+    def pool() -> dict:
+        return (health_node(rt.health(), "kernel_pool:python") or {}).get("extra", {})
+
+    wait_until(lambda: pool().get("ready") == 1, timeout=30.0)  # the replacement spare
+    assert rt._evict("kernel_pool:python", "a test")
+    wait_until(lambda: pool().get("ready") == 0 and pool().get("starting") == 0, timeout=5.0)
+    assert run.call("eval", {"code": "kept", "description": what}).text.strip() == "5"

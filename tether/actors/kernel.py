@@ -57,6 +57,7 @@ INTERRUPT_GRACE = 3.0  # s a cell has to stop after an interrupt before the kern
 IDLE_REAP = 1800.0  # s without a cell before a kernel is shut down to free its memory
 MEMORY_LIMIT_MB = 4096.0  # RSS of the kernel's process tree; over it, the kernel is restarted
 REFILL_DELAY = 0.2  # s after a spare is taken before its replacement starts
+POOL_REST = 60.0  # s a pool stays empty after its spares were taken back to make room
 MEMORY_CHECK = 1.0  # s between memory checks
 LATE_PUBLISHERS = ("javascript",)  # kernels that may publish a cell's output after its idle
 SETTLE_CAP = 0.05  # s to wait for their end marker (a kernel_info's iopub status) at most
@@ -825,6 +826,8 @@ class KernelPoolActor(ResourceActor):
         self.after(0.0, Refill())  # (a first Take is answered before the launches fork)
 
     def refill(self) -> None:
+        if time.monotonic() < getattr(self, "rest_until", 0.0):
+            return  # (its spares were taken back for memory: tether.capacity)
         while len(self.spares) < self.size:
             layer = self._new_layer()
             launched = launch(self.language, os.getcwd(), layer=layer)
@@ -904,6 +907,17 @@ class KernelPoolActor(ResourceActor):
 
     def owned_pids(self) -> list[int]:
         return [pid for handle in getattr(self, "spares", []) for pid in handle.owned_pids()]
+
+    def _evict(self, why: str) -> tuple[bool, str]:
+        """The governor wants the spares' memory (tether.capacity): discard them, but keep
+        this actor - the kernels it handed over are runs' kernels now, and they would die
+        with it. No refill for POOL_REST s."""
+        dropped = len(self.spares)
+        self.on_stop()
+        self.rest_until = time.monotonic() + POOL_REST
+        self.after(POOL_REST, Refill())
+        self._report_pids()
+        return True, f"{self.name} discarded {dropped} spare(s) for {POOL_REST:g} s: {why}"
 
     def on_stop(self) -> None:
         for handle in getattr(self, "spares", []):
