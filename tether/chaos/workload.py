@@ -171,8 +171,11 @@ class Conversation:
         }
 
     def _loop(self) -> None:
+        # the escape check first, once: at its weight a short run on a loaded machine could
+        # end before drawing it, and the report would then claim nothing about confinement
+        first = [self.escape] if self.escape in self.ops else []
         while not self.stop.wait(self.pace):
-            operation = self.rng.choices(self.ops, self.weights)[0]
+            operation = first.pop() if first else self.rng.choices(self.ops, self.weights)[0]
             try:
                 operation()
             except Exception as exc:  # noqa: BLE001 - a check that could not be made fails the run
