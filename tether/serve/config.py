@@ -6,7 +6,8 @@ that entry's directory, place and surface. So no request can open a conversation
 or on the host when the operator said sandbox: the allowlist is the only way in.
 
     {"host": "127.0.0.1", "port": 8765, "max_conversations": 16, "grace": 20,
-     "workdirs": {"app": {"path": "/srv/app", "place": "sandbox", "surface": "default"}}}
+     "workdirs": {"app": {"path": "/srv/app", "place": "sandbox", "surface": "default",
+                          "approval": {"write": "ask", "exec": "ask"}}}}
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.places import Place
+from tether.tools.guardrails import make_policy
 from tether.tools.spec import Surface
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -38,6 +40,7 @@ class Workdir:
     path: Path
     place: str = "host"
     surface: Surface = Surface.DEFAULT
+    approval: Mapping[str, str] | None = None  # {"write": "ask"}: a card to the client's human
 
     @classmethod
     def parse(cls, name: str, value: Any) -> Workdir:
@@ -65,7 +68,19 @@ class Workdir:
             raise ConfigError(
                 f"workdir {name!r}: surface {surface!r} is not one of {', '.join(surfaces)}"
             )
-        return cls(name=name, path=path, place=place, surface=Surface(surface))
+        approval = spec.get("approval")
+        if approval is not None:
+            if not isinstance(approval, Mapping):
+                raise ConfigError(
+                    f'workdir {name!r}: approval is a map of tier to decision, e.g. {{"write": '
+                    f'"ask", "exec": "deny"}}; got {approval!r}'
+                )
+            try:
+                make_policy(approval)
+            except ValueError as e:
+                raise ConfigError(f"workdir {name!r}: {e}") from None
+            approval = {str(k): str(v) for k, v in approval.items()}
+        return cls(name=name, path=path, place=place, surface=Surface(surface), approval=approval)
 
 
 @dataclass(frozen=True)

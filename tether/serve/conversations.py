@@ -138,6 +138,7 @@ class Conversations:
                 surface=workdir.surface,
                 place=workdir.place,
                 question_port=port,
+                approval=workdir.approval,
             )
         except ResourceError as e:
             if e.code == ErrorCode.CAPACITY:
