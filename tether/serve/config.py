@@ -139,16 +139,13 @@ def load(
         if not sep:
             raise ConfigError(f"--workdir takes NAME=DIR, e.g. app=/srv/app; got {pair!r}")
         raw[name] = directory
-    unknown = set(data) - {
-        "host",
-        "port",
-        "max_conversations",
-        "grace",
-        "call_timeout",
-        "allowed_hosts",
-    }
+    known = {"host", "port", "max_conversations", "grace", "call_timeout", "allowed_hosts"}
+    unknown = set(data) - known
     if unknown:
-        raise ConfigError(f"config: unknown keys {sorted(unknown)}")
+        raise ConfigError(
+            f"config: unknown keys {sorted(unknown)}; the keys are workdirs, "
+            + ", ".join(sorted(known))
+        )
     data.update({k: v for k, v in overrides.items() if v is not None})
     workdirs = {name: Workdir.parse(name, value) for name, value in raw.items()}
     return ServeConfig(workdirs=workdirs, **data)
