@@ -3,7 +3,7 @@
 Sans-io: the session never reads a pipe, sleeps or starts a timer itself. Its owner (the
 `LanguageServerActor`, or a plain test harness) feeds it the server's stdout bytes, the
 calls, the timers it asked for, and the process's exit; the session answers through a
-small `SessionIO` (write bytes, arm a timer, settle a call). So the message loop of the
+small `SessionIO` (write bytes, arm a timer, settle a call: its typed reply, or an error). So the message loop of the
 actor never blocks: a call either settles at once or waits in a table keyed by our own
 operation id, settled by a later response, publish, or timer (its deadline).
 
@@ -11,7 +11,8 @@ Operations: the ops of `tether.messages.language_server_ops` (paths are absolute
 code-point indexes already resolved host-side from `line` + `symbol`): Navigate (definition,
 type_definition, implementation, references, hover, code_actions), Hierarchy (one level of
 the call or type hierarchy), DocumentSymbols, WorkspaceSymbols, Diagnostics, Sync (after a
-write: sync+save+diagnose), Rename, Status; `Session.serve` dispatches them with one `match`.
+write: sync+save+diagnose), Rename, Status; `Session._serve` dispatches them with one
+`match`, and each is answered with the reply its op declares (`op.reply`, a frozen dataclass).
 
 Layout, by composition (each part owns its state; `core.Session` holds them and routes):
 `table` (the calls in progress, settled once), `link` (requests, deadline and stall
