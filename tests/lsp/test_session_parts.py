@@ -270,6 +270,12 @@ def test_a_reply_crosses_the_wire_and_comes_back_as_itself(reply):
     assert read_reply(type(reply), wire.payload) == reply
 
 
+def test_a_writes_reply_lists_the_other_files_that_changed():
+    others = {"/b": {"before": None, "after": [{"line": 1}]}, "/c": {"before": [], "after": None}}
+    reply = DiagnosticsReply({}, others, [], [], {}, 0.0, "pull")
+    assert reply.changed() == [("/b", None, [{"line": 1}]), ("/c", [], [])]
+
+
 def test_server_ms_crosses_only_when_the_server_was_asked():
     assert reply_payload(HoverReply("x")) == {"hover": "x"}
     assert reply_payload(HoverReply("x", 2.0)) == {"hover": "x", "server_ms": 2.0}

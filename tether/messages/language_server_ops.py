@@ -92,6 +92,11 @@ class DiagnosticsReply:
     mode: Literal["pull", "push"]
     server_ms: float | None = None
 
+    def changed(self) -> list[tuple[str, list[Record] | None, list[Record]]]:
+        """The other files whose diagnostics changed: (path, before - None: never seen
+        before, after)."""
+        return [(p, ba.get("before"), ba.get("after") or []) for p, ba in self.others.items()]
+
 
 @REPLIES.op
 @dataclass(frozen=True)

@@ -153,11 +153,11 @@ def _diagnose_written(
                 ledger.forget(relative(ctx, p))
             for p, raw in synced.files.items():
                 new += ledger.fold(relative(ctx, p), severe(raw or []))
-            for p, ba in synced.others.items():
+            for p, before, now in synced.changed():
                 rel = relative(ctx, p)
                 if os.path.isabs(rel):
                     continue  # outside the workspace: not the agent's to fix
-                before, after = ba.get("before"), severe(ba.get("after") or [])
+                after = severe(now)
                 if not ledger.known(rel):
                     if before is None:  # never seen before this write: no way to say "new"
                         ledger.baseline(rel, after)
