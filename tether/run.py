@@ -19,9 +19,10 @@ import asyncio
 import contextlib
 import itertools
 import os
+import queue
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,40 @@ def _surface(value: Surface | str) -> Surface:
     except ValueError:
         valid = ", ".join(s.value for s in Surface)
         raise ValueError(f"unknown surface {value!r}: use one of {valid}") from None
+
+
+class _CallThreads:
+    """acall's threads: daemon threads made as needed and reused, never capped (a call may
+    wait minutes on a human answering a card, so a bounded pool could starve the others;
+    and a thread start per call cost 4-15 ms on a loaded machine). Daemon, unlike a
+    ThreadPoolExecutor's, so a call still waiting never holds up the host's exit."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._idle = 0
+        self._lock = threading.Lock()
+
+    def submit(self, job: Callable[[], None]) -> None:
+        with self._lock:
+            spawn = self._idle == 0
+            if not spawn:
+                self._idle -= 1
+        if spawn:
+            threading.Thread(target=self._work, name="tether-call", daemon=True).start()
+        self._jobs.put(job)
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            try:
+                job()
+            except BaseException:  # noqa: BLE001 - (Run.call never raises; a bug stays here)
+                pass
+            with self._lock:
+                self._idle += 1
+
+
+CALL_THREADS = _CallThreads()
 
 
 class Busy(GuardrailError):
@@ -444,7 +479,7 @@ class Run:
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
                 loop.call_soon_threadsafe(settle, result)
 
-        threading.Thread(target=work, name=f"tether-call-{name}", daemon=True).start()
+        CALL_THREADS.submit(work)
         try:
             return await asyncio.shield(future)
         except asyncio.CancelledError:

@@ -161,3 +161,21 @@ def test_concurrent_writes_into_one_new_directory(tmp_path: Path) -> None:
         results = write_all(Run(workdir=wd))
         assert [r.text for r in results if r.is_error] == []
         assert len(list((wd / "new" / "deep").iterdir())) == 20
+
+
+def test_acall_reuses_its_threads(tmp_path: Path) -> None:
+    idents: list[int] = []
+
+    def where(ctx: object, args: dict) -> ToolResult:
+        idents.append(threading.get_native_id())
+        return ToolResult.ok("here")
+
+    spec = ToolSpec("where", Tier.READ, "w", {"type": "object"}, where)
+    run = Run(workdir=tmp_path, registry=Registry([spec]))
+
+    async def some() -> None:
+        for _ in range(20):
+            assert (await run.acall("where")).text == "here"
+
+    asyncio.run(some())
+    assert len(idents) == 20 and len(set(idents)) <= 2, idents  # sequential: reused
