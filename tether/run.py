@@ -74,28 +74,30 @@ class _CallThreads:
     ThreadPoolExecutor's, so a call still waiting never holds up the host's exit."""
 
     def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], Callable[[Any], None]]] = (
+            queue.SimpleQueue()
+        )
         self._idle = 0
         self._lock = threading.Lock()
 
-    def submit(self, job: Callable[[], None]) -> None:
+    def submit(self, job: Callable[[], Any], then: Callable[[Any], None]) -> None:
+        """Run `job` on a thread, then `then(its result)` once that thread counts as idle
+        again (so the caller's next submit finds it, rather than starting another)."""
         with self._lock:
             spawn = self._idle == 0
             if not spawn:
                 self._idle -= 1
         if spawn:
             threading.Thread(target=self._work, name="tether-call", daemon=True).start()
-        self._jobs.put(job)
+        self._jobs.put((job, then))
 
     def _work(self) -> None:
         while True:
-            job = self._jobs.get()
-            try:
-                job()
-            except BaseException:  # noqa: BLE001 - (Run.call never raises; a bug stays here)
-                pass
+            job, then = self._jobs.get()
+            result = job()  # (Run.call: it never raises)
             with self._lock:
                 self._idle += 1
+            then(result)
 
 
 CALL_THREADS = _CallThreads()
@@ -474,12 +476,11 @@ class Run:
             if not future.done():
                 future.set_result(result)
 
-        def work() -> None:
-            result = self.call(name, args, scope)
+        def hand_back(result: ToolResult) -> None:
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
                 loop.call_soon_threadsafe(settle, result)
 
-        CALL_THREADS.submit(work)
+        CALL_THREADS.submit(lambda: self.call(name, args, scope), hand_back)
         try:
             return await asyncio.shield(future)
         except asyncio.CancelledError:

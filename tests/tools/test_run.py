@@ -177,5 +177,7 @@ def test_acall_reuses_its_threads(tmp_path: Path) -> None:
         for _ in range(20):
             assert (await run.acall("where")).text == "here"
 
+    kept = sum(t.name == "tether-call" for t in threading.enumerate())  # (earlier tests')
     asyncio.run(some())
-    assert len(idents) == 20 and len(set(idents)) <= 2, idents  # sequential: reused
+    # one call at a time: served by the threads already there, or one more (never 20)
+    assert len(idents) == 20 and len(set(idents)) <= kept + 1, (kept, idents)
