@@ -151,17 +151,22 @@ class CapacityCollector:
             ("tether_memory_reserved_bytes", "reserved", "Held for resources starting"),
             ("tether_conversations", "conversations", "Open conversations (runs)"),
             ("tether_conversations_fit", "fit", "More conversations of the average size that fit"),
-            ("tether_capacity_refusals", "refusals", "Calls refused with a capacity error"),
         ):
             gauge = GaugeMetricFamily(name, text)
             gauge.add_metric([], float(cap.get(key, 0) or 0))
             yield gauge
+        # (counts since the runtime started: counters, so a rate() over them means something)
+        refusals = CounterMetricFamily(
+            "tether_capacity_refusals", "Calls refused with a capacity error"
+        )
+        refusals.add_metric([], float(cap.get("refusals", 0) or 0))
+        yield refusals
         by_kind = GaugeMetricFamily(
             "tether_memory_bytes", "Memory (PSS) held by kind", labels=["kind"]
         )
         for kind, held in sorted(cap.get("by_kind", {}).items()):
             by_kind.add_metric([kind], float(held.get("bytes", 0)))
-        evictions = GaugeMetricFamily(
+        evictions = CounterMetricFamily(
             "tether_capacity_evictions", "Resources stopped to keep the budget", labels=["kind"]
         )
         for kind, n in sorted(cap.get("evictions", {}).items()):
