@@ -52,7 +52,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tether.capacity.cgroups import Cgroup  # noqa: E402
+from tether.cgroups import Cgroup  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "examples" / "sample_project"

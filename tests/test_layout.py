@@ -32,6 +32,7 @@ LAYERS: list[set[str]] = [
         "tether.messages",
         "tether.protocol",
         "tether.processes",
+        "tether.cgroups",  # places make theirs with it, capacity reads and divides its box
         "tether.atomic_files",
         "tether.roots",
         "tether.private_dirs",

@@ -15,8 +15,8 @@ import pytest
 from tests.capacity.test_cgroups import V1_ROOT
 from tether.actors.kernel import kinds
 from tether.capacity import ceiling
-from tether.capacity.cgroups import Cgroup
 from tether.capacity.usage import MIB
+from tether.cgroups import Cgroup
 from tether.kernels.launch import KernelUnavailable, deno_binary
 
 try:

@@ -1,4 +1,4 @@
-"""Memory cgroups (tether.capacity.cgroups, tether.capacity.measure): v2 and v1 as files a
+"""Memory cgroups (tether.cgroups, tether.capacity.measure): v2 and v1 as files a
 test lays out, and a real v1 memory cgroup where this machine has one and we may make it."""
 
 from __future__ import annotations
@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import wait_until
-from tether.capacity.cgroups import (
+from tether import cgroups
+from tether.capacity.measure import DEFAULT_SHARE, charge, resolve_budget, tree_cgroup
+from tether.capacity.usage import MIB
+from tether.cgroups import (
     Cgroup,
     CgroupError,
     Mounts,
@@ -19,8 +22,6 @@ from tether.capacity.cgroups import (
     parse_mountinfo,
     parse_proc_cgroup,
 )
-from tether.capacity.measure import DEFAULT_SHARE, charge, resolve_budget, tree_cgroup
-from tether.capacity.usage import MIB
 
 GIB = 2**30
 MOUNTINFO = """\
@@ -28,16 +29,20 @@ MOUNTINFO = """\
 35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
 40 31 0:37 / /sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,name=systemd
 41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids
+32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct
 """
 V1_ROOT = Path("/sys/fs/cgroup/memory")
 
 
 def test_mounts_and_a_process_cgroup_are_parsed():
     mounts = parse_mountinfo(MOUNTINFO)
-    assert mounts == Mounts(Path("/sys/fs/cgroup/unified"), Path("/sys/fs/cgroup/memory"))
+    v1 = {"memory": V1_ROOT, "pids": V1_ROOT.parent / "pids"}
+    v1["cpu"] = V1_ROOT.parent / "cpu,cpuacct"  # (a joint mount serves each of its own)
+    assert mounts == Mounts(Path("/sys/fs/cgroup/unified"), v1)
     text = "9:name=systemd:/\n4:memory:/a/b\n1:cpu,cpuacct:/\n0::/user.slice/x.scope\n"
     assert parse_proc_cgroup(text) == ("/user.slice/x.scope", "/a/b")
-    assert parse_mountinfo("garbage\n") == Mounts(None, None)
+    assert parse_mountinfo("garbage\n") == Mounts(None, {})
 
 
 def _v2(tmp: Path, current: str, limit: str, events: str = "oom 0\noom_kill 0\n") -> Path:
@@ -72,7 +77,7 @@ def test_v2_files(tmp_path):
     proc = tmp_path / "proc"
     (proc / "77").mkdir(parents=True)
     (proc / "77" / "cgroup").write_text("0::/tree.scope\n")
-    assert of_process(77, proc, Mounts(tmp_path / "v2", None)) == cg
+    assert of_process(77, proc, Mounts(tmp_path / "v2")) == cg
 
 
 def test_v1_files(tmp_path):
@@ -90,7 +95,8 @@ def test_a_v2_without_the_memory_controller_falls_to_v1(tmp_path):
     proc = tmp_path / "proc"
     (proc / "5").mkdir(parents=True)
     (proc / "5" / "cgroup").write_text("4:memory:/tree\n0::/x\n")
-    assert of_process(5, proc, Mounts(tmp_path / "v2", tmp_path / "v1")) == Cgroup(1, path)
+    mounts = Mounts(tmp_path / "v2", {"memory": tmp_path / "v1"})
+    assert of_process(5, proc, mounts) == Cgroup(1, path)
 
 
 def test_a_v2_child_without_the_controller_says_how_to_delegate(tmp_path):
@@ -98,6 +104,47 @@ def test_a_v2_child_without_the_controller_says_how_to_delegate(tmp_path):
     with pytest.raises(CgroupError, match=r"echo \+memory > .*cgroup.subtree_control"):
         cg.child("kernel-1")
     assert not (cg.path / "kernel-1").exists()
+
+
+def test_what_tether_made_is_removed_once_empty_and_only_that(tmp_path):
+    # plain directories stand in for cgroups: rmdir refuses a non-empty one as the kernel
+    # refuses a cgroup with a child or a task in it
+    base = tmp_path / "own" / cgroups.TETHER
+    a, b = Cgroup(1, base / "a"), Cgroup(1, base / "b", (("pids", tmp_path / "p" / "b"),))
+    for d in (*a.dirs, *b.dirs):
+        d.mkdir(parents=True)
+    assert a.remove() and not a.path.exists() and base.exists()  # b is still in it
+    assert b.remove() and not base.exists() and not (tmp_path / "p" / "b").exists()
+    assert (tmp_path / "p").exists()  # not tether's: left alone
+    own = Cgroup(1, tmp_path / "mine")
+    own.path.mkdir()
+    assert own.remove() and (tmp_path).exists()
+
+
+def test_a_cgroup_busy_with_dying_tasks_is_removed_at_the_next_remove(tmp_path):
+    base = tmp_path / cgroups.TETHER
+    dying, other = Cgroup(1, base / "dying"), Cgroup(1, base / "other")
+    dying.path.mkdir(parents=True)
+    other.path.mkdir()
+    (dying.path / "cgroup.procs").write_text("")  # (no task listed, yet not removable)
+    assert not dying.remove() and dying.path.exists()
+    (dying.path / "cgroup.procs").unlink()  # the tasks are gone now
+    assert other.remove() and not dying.path.exists() and not base.exists()
+
+
+def test_a_base_removed_between_the_two_mkdirs_is_made_again(tmp_path, monkeypatch):
+    base, real = tmp_path / cgroups.TETHER, Path.mkdir
+    raced: list[Path] = []
+
+    def racing_mkdir(self: Path, *args, **kwargs) -> None:
+        if self.parent == base and not raced:  # another runtime's remove takes the base
+            raced.append(self)
+            base.rmdir()
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", racing_mkdir)
+    assert cgroups._mkdir(base, "leaf") == base / "leaf" and (base / "leaf").is_dir()
+    assert raced == [base / "leaf"]
 
 
 @pytest.mark.parametrize(

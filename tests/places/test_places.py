@@ -265,7 +265,7 @@ def test_prefix_place_maps_paths_into_its_environment(two_workspaces: tuple[Path
 
 
 # --- limits: a cgroup per place ------------------------------------------------------------
-from tether.places import cgroups  # noqa: E402
+from tether import cgroups  # noqa: E402
 
 needs_cgroup = pytest.mark.skipif(
     bool(cgroups.missing(Limits())), reason="no cgroup is delegated to this user here"

@@ -153,7 +153,8 @@ def test_the_project_venv_is_the_kernel_interpreter(runtime_factory: Any, tmp_pa
 def test_limits_end_the_offending_cell_with_a_clear_result(
     runtime_factory: Any, tmp_path: Path
 ) -> None:
-    from tether.places import Limits, Place, cgroups
+    from tether import cgroups
+    from tether.places import Limits, Place
 
     limits = Limits(memory_mb=256, pids=48, tmp_mb=16)
     rt = runtime_factory(kinds=kinds(spares=0))

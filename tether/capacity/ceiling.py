@@ -4,7 +4,7 @@ The governor samples every SAMPLE_PERIOD s; a cell that allocates gigabytes in a
 outruns any sampling (and a kernel actor's own polled limit). So a resource that can grow
 on its own gets a ceiling the Linux kernel keeps, of one of two kinds:
 
-- a child memory cgroup (`tether.places.cgroups`, the one place cgroups are made), where
+- a child memory cgroup (`tether.cgroups`, the one module that makes cgroups), where
   the tree runs in a memory cgroup with a limit (its box: `tether.capacity.measure`) that
   this user may divide. At the ceiling the OOM killer acts inside that child only: the
   runaway kernel dies, and nothing else in the tree is touched. A tree without a box of
@@ -29,15 +29,15 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import psutil
 
-from tether.capacity.cgroups import Cgroup as CgroupFiles
-from tether.capacity.cgroups import CgroupError
+from tether import cgroups
 from tether.capacity.measure import tree_cgroup
 from tether.capacity.usage import MIB
+from tether.cgroups import Cgroup, CgroupError
+from tether.places.place import Limits
 
 OVER_POLLED = 2  # a resource's ceiling, as a multiple of the limit it polls itself
 # what RLIMIT_DATA counts beyond a process's resident memory (address space it maps
@@ -50,7 +50,7 @@ V8_SLACK = 1024 * MIB  # RLIMIT_DATA V8 maps for itself (its code range) beyond 
 class Ceiling:
     limit: int  # bytes
     how: str  # "cgroup v1 /sys/fs/cgroup/memory/.../tether/kernel-123", "RLIMIT_DATA", ""
-    cgroup: Any = None  # a tether.places.cgroups.Cgroup
+    cgroup: Cgroup | None = None
     baseline: int = 0  # its OOM kills when the ceiling was set
 
     def hit(self) -> bool:
@@ -96,23 +96,19 @@ def apply(
 
 
 def _in_cgroup(pids: list[int], limit: int, name: str) -> Ceiling | None:
-    from tether.places.cgroups import make
-    from tether.places.place import Limits
-
+    # the memory controller only: in v1 the processes stay in their place's pids and cpu
+    # cgroups (and under its limits); v2 has one directory for all of them
+    wanted = Limits(memory_mb=max(limit // MIB, 1), pids=None, cpu_weight=None)
     try:
-        made = make(name, Limits(memory_mb=max(limit // MIB, 1), pids=None, cpu_weight=None))
+        made = cgroups.make(name, wanted, controllers=("memory",))
     except (OSError, ValueError):
         return None
     if made is None:
         return None
-    memory = next((d for controller, d in made.dirs if controller in ("memory", "")), None)
-    if memory is None:
-        return None
-    files = CgroupFiles(made.version, Path(memory))
     try:
         for pid in pids:
-            files.add(pid)
+            made.add(pid)
     except CgroupError:
         made.remove()
         return None
-    return Ceiling(limit, str(files), made, made.oom_kills())
+    return Ceiling(limit, str(made), made, made.oom_kills())

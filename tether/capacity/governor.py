@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tether.capacity.cgroups import Cgroup, CgroupError
 from tether.capacity.measure import Budget
 from tether.capacity.policy import Settings, candidates, decide, tier
 from tether.capacity.usage import (
@@ -42,6 +41,7 @@ from tether.capacity.usage import (
     records,
     traits_of,
 )
+from tether.cgroups import Cgroup, CgroupError
 from tether.messages.calls import Call, ErrorCode, ResourceError
 
 SAMPLE_PERIOD = 2.0  # s between samples of the tree (a health query costs ~0.1 s of CPU)

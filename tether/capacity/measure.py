@@ -3,7 +3,7 @@
 The charge is counted the way the OOM killer will count it. Where the tree runs in a
 memory cgroup with a limit (a container, a systemd unit, a cgroup made for it), that
 cgroup's charge is the truth: page cache and tmpfs included, and the limit is where the
-kernel starts killing (tether.capacity.cgroups). Elsewhere there is no box to read, and
+kernel starts killing (tether.cgroups). Elsewhere there is no box to read, and
 the charge is the sum of the PSS of the tree's processes (shared pages split between
 sharers, so nothing counts twice; page cache is not counted: the host's OOM killer takes
 it back before it kills).
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import psutil
 
-from tether.capacity.cgroups import Cgroup, CgroupError, of_process
 from tether.capacity.usage import MIB, pss_bytes
+from tether.cgroups import Cgroup, CgroupError, of_process
 
 DEFAULT_SHARE = 0.8  # of physical memory, where no cgroup limits the tree
 

@@ -2,7 +2,8 @@
 that enters an environment the host already has), and their limits.
 
 A pure library (no actors, no thespian, nothing of the host): `Place` is the data,
-`wrap` turns a command into the one to exec in a place, `cgroups` holds the limits.
+`wrap` turns a command into the one to exec in a place, in the cgroup that holds its
+limits (`tether.cgroups`).
 """
 
 from tether.places.place import Limits, Place, PlaceError

@@ -37,8 +37,8 @@ class Limits:
     """What one place may use at most (None: no limit of that kind).
 
     A sandbox applies them: memory_mb and pids through a cgroup per place where the
-    machine delegates one (`tether.places.cgroups`); tmp_mb is the size of a sandbox's private /tmp (tmpfs,
-    its HOME inside); cpu_weight the place's CPU share against the others (cgroup v1
+    machine delegates one (`tether.cgroups`); tmp_mb is the size of a sandbox's private
+    /tmp (tmpfs, its HOME inside); cpu_weight the place's CPU share against the others (cgroup v1
     cpu.shares / v2 cpu.weight: a busy loop gets its share, not the machine)."""
 
     memory_mb: int | None = 4096

@@ -8,7 +8,7 @@ the process (own session, parent-death signal, `kill_tree` of its pid): the wrap
 that true.
 
 - host: unchanged.
-- sandbox: `/bin/sh` joining the place's cgroup (`tether.places.cgroups`, where one is
+- sandbox: `/bin/sh` joining the place's cgroup (`tether.cgroups`, where one is
   delegated), exec'ing bwrap (`tether.places.sandbox`), whose init is pid 1 of the place's
   pid namespace. Killing the tree of the spawned pid kills bwrap and its init, and the
   kernel then kills everything left in that namespace: no process survives its owner
@@ -27,8 +27,9 @@ import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tether.places import cgroups, sandbox
-from tether.places.cgroups import Cgroup
+from tether import cgroups
+from tether.cgroups import Cgroup
+from tether.places import sandbox
 from tether.places.place import Place, PlaceError
 
 
