@@ -1,5 +1,5 @@
-"""`KernelActor` (kind "kernel", RUN scope, key = language) and `KernelPoolActor` (kind
-"kernel_pool", shared, key = language): persistent Python and JavaScript interpreters.
+"""`KernelActor` (kind "kernel", RUN scope, key = language): a run's persistent Python or
+JavaScript interpreter; `kinds()` declares it with the spare pool (`tether.actors.kernel_pool`).
 
 One KernelActor per run and language owns one Jupyter kernel process (ipykernel, or
 Deno's `deno jupyter`), started on the first cell, or handed over started by the spare pool.
@@ -24,29 +24,25 @@ a fresh one, and its result says the state was lost.
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import itertools
 import json
 import os
-import select
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
-
-import psutil
 
 from tether.actors.base import ResourceActor, ResourceUnavailable
 from tether.capacity import ceiling
-from tether.kernels import bridge, magics
-from tether.kernels.launch import KernelUnavailable, Launched, deno_binary, discard, launch
+from tether.kernels import bridge
+from tether.kernels.cell import Cell
+from tether.kernels.handle import KernelHandle, tree_rss_mb
+from tether.kernels.launch import KernelUnavailable, Launched, deno_binary, launch
 from tether.kernels.layer import Layer, LayerError, layer_from_wire, make_layer
 from tether.kernels.outputs import CellOutput
-from tether.kernels.wire import KernelWire
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import Call, ErrorCode
-from tether.messages.kernel_ops import KERNEL, POOL, Execute, PoolStatus, Status, Take, ToolAnswer
+from tether.messages.kernel_ops import KERNEL, Execute, Status, ToolAnswer
 from tether.places import Place
 from tether.processes import kill_tree
 from tether.scratch import ProcessScratch
@@ -56,8 +52,6 @@ HANDSHAKE_RETRY = 0.2  # s between kernel_info requests until iopub is seen to b
 INTERRUPT_GRACE = 3.0  # s a cell has to stop after an interrupt before the kernel is killed
 IDLE_REAP = 1800.0  # s without a cell before a kernel is shut down to free its memory
 MEMORY_LIMIT_MB = 4096.0  # RSS of the kernel's process tree; over it, the kernel is restarted
-REFILL_DELAY = 0.2  # s after a spare is taken before its replacement starts
-POOL_REST = 60.0  # s a pool stays empty after its spares were taken back to make room
 MEMORY_CHECK = 1.0  # s between memory checks
 LATE_PUBLISHERS = ("javascript",)  # kernels that may publish a cell's output after its idle
 SETTLE_CAP = 0.05  # s to wait for their end marker (a kernel_info's iopub status) at most
@@ -99,11 +93,6 @@ class Reap:  # shut the kernel down if it has been idle for idle_reap
     pass
 
 
-@dataclass(frozen=True)
-class Refill:  # start spares up to the pool's size
-    pass
-
-
 CHDIR = {"python": "__import__('os').chdir(%s)", "javascript": "Deno.chdir(%s)"}
 
 _ids = itertools.count(1)
@@ -112,213 +101,6 @@ _ids = itertools.count(1)
 def _int(config: dict[str, Any], name: str, default: float) -> float:
     value = config.get(name, default)
     return float(value) if isinstance(value, int | float) and value > 0 else default
-
-
-def tree_rss_mb(pid: int) -> float:
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return 0.0
-    total = 0
-    for proc in procs:
-        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-            total += proc.memory_info().rss
-    return total / 2**20
-
-
-class KernelHandle:
-    """One kernel process and its wire, from launch through handshake and prelude to
-    "ready"; then it carries cells. Driven by its actor (messages, timers, its pidfd)."""
-
-    def __init__(
-        self, launched: Launched, nonce: str, prelude_done: bool, layer: Layer | None = None
-    ) -> None:
-        self.launched = launched
-        self.layer = layer  # the Python layer it runs on (a spare's: handed over with it)
-        self.language = launched.language
-        self.nonce = nonce
-        self.wire = KernelWire(launched.connection, launched.language)
-        self.ready = False
-        self.prelude_done = prelude_done  # a spare: it ran its prelude in the pool
-        self.started_at = time.monotonic()
-        self.info_id = ""
-        self.got_info = False
-        self.got_iopub = False
-        self.prelude_id = ""
-        self.failed = ""
-        wrapped = launched.wrapped
-        self.refused_seen = wrapped.baseline[1] if wrapped is not None else 0
-        try:
-            self.pidfd: int | None = os.pidfd_open(launched.pid)
-        except OSError:
-            self.pidfd = None
-
-    @property
-    def pid(self) -> int:
-        return self.launched.pid
-
-    def fds(self) -> list[int]:
-        return [*self.wire.fds(), *([self.pidfd] if self.pidfd is not None else [])]
-
-    def handshake(self) -> None:
-        """(Re)send kernel_info until both its reply and some iopub message arrived: a SUB
-        socket misses what is published before it is connected."""
-        self.info_id = self.wire.send("shell", "kernel_info_request", {})
-
-    def take_handshake(self, channel: str, msg: dict[str, Any]) -> bool:
-        """Feed a message while starting; True when the kernel just became ready."""
-        parent = msg.get("parent_header", {}).get("msg_id")
-        if channel == "iopub":
-            self.got_iopub = True
-        elif channel == "shell" and msg["msg_type"] == "kernel_info_reply":
-            self.got_info = True
-            if not self.got_iopub:  # its iopub went out before our SUB was connected: ask again
-                self.handshake()
-        elif channel == "shell" and parent == self.prelude_id and self.prelude_id:
-            if msg["content"].get("status") != "ok":
-                content = msg["content"]
-                self.failed = (
-                    f"its start-up code failed: {content.get('ename')}: {content.get('evalue')}"
-                )
-                return False
-            self.prelude_done = True
-        # (channel "wire": its stdin connection is up; see KernelWire.stdin_ready)
-        if self.got_info and self.got_iopub and self.prelude_done and self.wire.stdin_ready:
-            self.ready = True
-            self.launched.mark_log()
-            return True
-        if self.got_info and self.got_iopub and not self.prelude_done and not self.prelude_id:
-            code = bridge.prelude(self.language, self.nonce) + "\n" + magics.prelude(self.language)
-            self.prelude_id = self.execute(code, silent=True)
-        return False
-
-    def execute(self, code: str, silent: bool = False) -> str:
-        return self.wire.send(
-            "shell",
-            "execute_request",
-            {
-                "code": code,
-                "silent": silent,
-                "store_history": not silent,
-                "user_expressions": {},
-                "allow_stdin": True,
-                "stop_on_error": True,
-            },
-        )
-
-    def exited(self) -> bool:
-        """The kernel process has ended (its pidfd is readable: no /proc read)."""
-        if self.pidfd is None:
-            return not self.alive()
-        return bool(select.select([self.pidfd], [], [], 0)[0])
-
-    def alive(self) -> bool:
-        popen = self.launched.popen
-        if popen is not None:
-            return popen.poll() is None
-        try:
-            return psutil.Process(self.pid).status() != psutil.STATUS_ZOMBIE
-        except psutil.NoSuchProcess:
-            return False
-
-    def exit_text(self) -> str:
-        popen = self.launched.popen
-        code = popen.poll() if popen is not None else None
-        if self.launched.wrapped is not None:  # (bwrap's exit status says the kernel's)
-            code = self.launched.wrapped.returncode(code)
-        how = (
-            f"was killed by signal {-code}"
-            if code is not None and code < 0
-            else f"exited (code {code})"
-            if code is not None
-            else "died"
-        )
-        tail = self.launched.log_tail(400)
-        wrapped = self.launched.wrapped
-        limit = wrapped.exit_reason() if wrapped is not None else ""
-        return (
-            f"the {self.language} kernel (pid {self.pid}) {how}"
-            + (f": {limit}" if limit else "")
-            + (f"; its last words: {tail}" if tail else "")
-        )
-
-    def limits_hit(self) -> list[str]:
-        """What the place refused since the last look (a fork over its pids limit): the
-        cell failed on it, and its result should say why."""
-        wrapped = self.launched.wrapped
-        if wrapped is None or wrapped.cgroup is None:
-            return []
-        refused = wrapped.cgroup.pids_refused()
-        if refused <= self.refused_seen:
-            return []
-        self.refused_seen = refused
-        limit = wrapped.place.limits.pids
-        return [
-            f"the conversation's place refused new processes: it holds {limit} at most "
-            "(a fork bomb or a runaway pool); end some, or ask for a higher limit"
-        ]
-
-    def owned_pids(self) -> list[int]:
-        try:
-            return [self.pid, *(c.pid for c in psutil.Process(self.pid).children(recursive=True))]
-        except psutil.NoSuchProcess:
-            return []
-
-    def close(self) -> None:
-        """Kill the kernel's whole tree (never waiting on it), stop the wire, remove files."""
-        kill_tree(self.pid, grace=0.0, wait=False)
-        popen = self.launched.popen
-        if popen is not None:
-            with contextlib.suppress(Exception):
-                popen.wait(timeout=0.05)
-        self.wire.close()
-        if self.pidfd is not None:
-            with contextlib.suppress(OSError):
-                os.close(self.pidfd)
-            self.pidfd = None
-        discard(self.launched)
-
-    def handover(self) -> dict[str, Any]:
-        """What a KernelActor needs to adopt this (started, ready) kernel."""
-        launched = self.launched
-        return {
-            "language": launched.language,
-            "pid": launched.pid,
-            "directory": launched.directory,
-            "connection": launched.connection,
-            "nonce": self.nonce,
-            "layer": dataclasses.asdict(self.layer) if self.layer is not None else None,
-        }
-
-    def detach(self) -> None:
-        """Handed over: stop talking to it here, without killing it."""
-        self.wire.close()
-        if self.pidfd is not None:
-            with contextlib.suppress(OSError):
-                os.close(self.pidfd)
-            self.pidfd = None
-
-
-@dataclass
-class Cell:
-    cell_id: str
-    call: Call | None  # the host's call to answer next (None while a bridged call runs)
-    op: Execute
-    output: CellOutput = field(default_factory=CellOutput)
-    msg_id: str = ""
-    started_at: float = field(default_factory=time.monotonic)
-    last_activity: float = field(default_factory=time.monotonic)
-    tool_pending: bool = False
-    got_reply: bool = False
-    got_idle: bool = False
-    interrupted: str = ""
-    cancelled: bool = False  # its call was cancelled: the next cell may queue behind it
-    notes: list[str] = field(default_factory=list)
-    final: dict[str, Any] | None = None
-    flush_id: str = ""  # (late publishers) the kernel_info request that marks the end
-    got_result: bool = False  # its execute_result (the echoed last expression) arrived
-    execution_count: int | None = None
 
 
 class KernelActor(ResourceActor):
@@ -680,7 +462,11 @@ class KernelActor(ResourceActor):
         """The eval call was cancelled: its cell is interrupted (the kernel and its state
         stay), so the conversation's next cell runs at once."""
         waiting = self.waiting
-        if waiting is not None and waiting.call is not None and waiting.call.call_id == call.call_id:
+        if (
+            waiting is not None
+            and waiting.call is not None
+            and waiting.call.call_id == call.call_id
+        ):
             self.waiting = None  # (its kernel was still starting: nothing ran)
             self.fail(call, ErrorCode.CANCELLED, f"cancelled before the cell ran: {reason}")
             return
@@ -800,143 +586,6 @@ class KernelActor(ResourceActor):
         }
 
 
-class KernelPoolActor(ResourceActor):
-    """Started spare kernels of one language (key), handed to a run's KernelActor on its
-    first cell (`Take`) and replaced in the background, so that cell pays no start.
-
-    A spare dies with this actor (parent-death signal), also after it was handed over: a
-    pool that crashes costs the runs their kernels' state, which their next cell reports,
-    and never leaves a kernel behind. `spares` (config) is the pool size; 0 disables it.
-    """
-
-    def on_start(self, key: str, config: dict[str, Any]) -> None:
-        if key not in ("python", "javascript"):
-            raise ResourceUnavailable(f"no kernel pool for language {key!r}")
-        if key == "javascript":
-            try:
-                deno_binary()
-            except KernelUnavailable as exc:
-                raise ResourceUnavailable(str(exc)) from exc
-        self.language = key
-        self.size = int(config.get("spares", 1))
-        self.spares: list[KernelHandle] = []
-        self.handed: list[Launched] = []  # our children now owned by runs (reaped here)
-        self.taken = 0
-        self.misses = 0
-        self.after(0.0, Refill())  # (a first Take is answered before the launches fork)
-
-    def refill(self) -> None:
-        if time.monotonic() < getattr(self, "rest_until", 0.0):
-            return  # (its spares were taken back for memory: tether.capacity)
-        while len(self.spares) < self.size:
-            layer = self._new_layer()
-            launched = launch(self.language, os.getcwd(), layer=layer)
-            handle = KernelHandle(launched, bridge.new_nonce(), prelude_done=False, layer=layer)
-            handle.handshake()
-            self.spares.append(handle)
-        self._report_pids()
-        self.after(HANDSHAKE_RETRY, Handshake())
-
-    def on_call(self, call: Call) -> None:
-        match POOL.parse(call):
-            case Take():
-                self.reply(call, {"spare": self._take()})
-            case PoolStatus():
-                self.reply(call, self.health_extra())
-
-    def _new_layer(self) -> Layer | None:
-        """A spare's Python layer, over the runtime's base Python (its run is not known
-        yet); handed over with it, so %pip in its run installs there."""
-        if self.language != "python":
-            return None
-        return make_layer(str(ProcessScratch("layer", under="layers").base / "venv"), None)
-
-    def _discard(self, handle: KernelHandle) -> None:
-        """A spare that was not handed over: the kernel and its layer go."""
-        handle.close()
-        if handle.layer is not None:
-            shutil.rmtree(os.path.dirname(handle.layer.directory), ignore_errors=True)
-
-    def _take(self) -> dict[str, Any] | None:
-        for handle in self.spares:
-            if handle.ready and handle.alive():
-                self.spares.remove(handle)
-                handle.detach()
-                self.handed.append(handle.launched)
-                self.taken += 1
-                # a kernel start burns a core for a second: not while the run's first
-                # cell runs on the spare just handed over
-                self.after(REFILL_DELAY, Refill())
-                return handle.handover()
-        self.misses += 1
-        return None
-
-    def watch_fds(self) -> list[int]:
-        return [fd for handle in self.spares for fd in handle.fds()]
-
-    def handle_watch(self, ready: list[int]) -> None:
-        for handle in list(self.spares):
-            if set(handle.wire.fds()) & set(ready):
-                for channel, msg in handle.wire.drain():
-                    if not handle.ready:
-                        handle.take_handshake(channel, msg)
-            if handle.failed or (handle.pidfd in ready and not handle.alive()):
-                self.last_error = handle.failed or handle.exit_text()
-                self.spares.remove(handle)
-                self._discard(handle)
-                self.after(1.0, Refill())  # (not at once: a kernel that cannot start loops)
-
-    def on_timer(self, tag: Any) -> None:
-        match tag:
-            case Refill():
-                self.refill()
-            case Handshake():
-                self._handshake_tick()
-
-    def _handshake_tick(self) -> None:
-        self.handed = [h for h in self.handed if h.popen is None or h.popen.poll() is None]
-        starting = [h for h in self.spares if not h.ready]
-        for handle in starting:
-            if time.monotonic() - handle.started_at > START_TIMEOUT:
-                self.spares.remove(handle)
-                self._discard(handle)
-            elif not handle.got_iopub:
-                handle.handshake()
-        if starting:
-            self.after(HANDSHAKE_RETRY, Handshake())
-
-    def owned_pids(self) -> list[int]:
-        return [pid for handle in getattr(self, "spares", []) for pid in handle.owned_pids()]
-
-    def _evict(self, why: str) -> tuple[bool, str]:
-        """The governor wants the spares' memory (tether.capacity): discard them, but keep
-        this actor - the kernels it handed over are runs' kernels now, and they would die
-        with it. No refill for POOL_REST s."""
-        dropped = len(self.spares)
-        self.on_stop()
-        self.rest_until = time.monotonic() + POOL_REST
-        self.after(POOL_REST, Refill())
-        self._report_pids()
-        return True, f"{self.name} discarded {dropped} spare(s) for {POOL_REST:g} s: {why}"
-
-    def on_stop(self) -> None:
-        for handle in getattr(self, "spares", []):
-            self._discard(handle)
-        self.spares = []
-
-    def health_extra(self) -> dict[str, Any]:
-        spares = getattr(self, "spares", [])
-        return {
-            "language": getattr(self, "language", self.key),
-            "size": getattr(self, "size", 0),
-            "ready": sum(1 for h in spares if h.ready),
-            "starting": sum(1 for h in spares if not h.ready),
-            "taken": getattr(self, "taken", 0),
-            "misses": getattr(self, "misses", 0),
-            "memory_mb": round(sum(tree_rss_mb(h.pid) for h in spares), 1),
-        }
-
-
 def kinds(
     idle_reap: float = IDLE_REAP,
     memory_limit_mb: float = MEMORY_LIMIT_MB,
@@ -964,7 +613,7 @@ def kinds(
         ),
         KindSpec(
             "kernel_pool",
-            "tether.actors.kernel:KernelPoolActor",
+            "tether.actors.kernel_pool:KernelPoolActor",
             Scope.SHARED,
             ChildSpec(Restart.TRANSIENT, backoff_initial=0.5),
             config={"spares": int(spares)},

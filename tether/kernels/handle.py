@@ -1,0 +1,207 @@
+"""The handle of a started Jupyter kernel: its process and wire, from launch through
+handshake and prelude to "ready", then carrying cells. Not an actor: the kernel actor
+(`tether.actors.kernel`) and the spare pool (`tether.actors.kernel_pool`) drive it from
+their loops (messages, timers, its pidfd)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import select
+import time
+from typing import Any
+
+import psutil
+
+from tether.kernels import bridge, magics
+from tether.kernels.launch import Launched, discard
+from tether.kernels.layer import Layer
+from tether.kernels.wire import KernelWire
+from tether.processes import kill_tree
+
+
+def tree_rss_mb(pid: int) -> float:
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0.0
+    total = 0
+    for proc in procs:
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            total += proc.memory_info().rss
+    return total / 2**20
+
+
+class KernelHandle:
+    """One kernel process and its wire, from launch through handshake and prelude to
+    "ready"; then it carries cells. Driven by its actor (messages, timers, its pidfd)."""
+
+    def __init__(
+        self, launched: Launched, nonce: str, prelude_done: bool, layer: Layer | None = None
+    ) -> None:
+        self.launched = launched
+        self.layer = layer  # the Python layer it runs on (a spare's: handed over with it)
+        self.language = launched.language
+        self.nonce = nonce
+        self.wire = KernelWire(launched.connection, launched.language)
+        self.ready = False
+        self.prelude_done = prelude_done  # a spare: it ran its prelude in the pool
+        self.started_at = time.monotonic()
+        self.info_id = ""
+        self.got_info = False
+        self.got_iopub = False
+        self.prelude_id = ""
+        self.failed = ""
+        wrapped = launched.wrapped
+        self.refused_seen = wrapped.baseline[1] if wrapped is not None else 0
+        try:
+            self.pidfd: int | None = os.pidfd_open(launched.pid)
+        except OSError:
+            self.pidfd = None
+
+    @property
+    def pid(self) -> int:
+        return self.launched.pid
+
+    def fds(self) -> list[int]:
+        return [*self.wire.fds(), *([self.pidfd] if self.pidfd is not None else [])]
+
+    def handshake(self) -> None:
+        """(Re)send kernel_info until both its reply and some iopub message arrived: a SUB
+        socket misses what is published before it is connected."""
+        self.info_id = self.wire.send("shell", "kernel_info_request", {})
+
+    def take_handshake(self, channel: str, msg: dict[str, Any]) -> bool:
+        """Feed a message while starting; True when the kernel just became ready."""
+        parent = msg.get("parent_header", {}).get("msg_id")
+        if channel == "iopub":
+            self.got_iopub = True
+        elif channel == "shell" and msg["msg_type"] == "kernel_info_reply":
+            self.got_info = True
+            if not self.got_iopub:  # its iopub went out before our SUB was connected: ask again
+                self.handshake()
+        elif channel == "shell" and parent == self.prelude_id and self.prelude_id:
+            if msg["content"].get("status") != "ok":
+                content = msg["content"]
+                self.failed = (
+                    f"its start-up code failed: {content.get('ename')}: {content.get('evalue')}"
+                )
+                return False
+            self.prelude_done = True
+        # (channel "wire": its stdin connection is up; see KernelWire.stdin_ready)
+        if self.got_info and self.got_iopub and self.prelude_done and self.wire.stdin_ready:
+            self.ready = True
+            self.launched.mark_log()
+            return True
+        if self.got_info and self.got_iopub and not self.prelude_done and not self.prelude_id:
+            code = bridge.prelude(self.language, self.nonce) + "\n" + magics.prelude(self.language)
+            self.prelude_id = self.execute(code, silent=True)
+        return False
+
+    def execute(self, code: str, silent: bool = False) -> str:
+        return self.wire.send(
+            "shell",
+            "execute_request",
+            {
+                "code": code,
+                "silent": silent,
+                "store_history": not silent,
+                "user_expressions": {},
+                "allow_stdin": True,
+                "stop_on_error": True,
+            },
+        )
+
+    def exited(self) -> bool:
+        """The kernel process has ended (its pidfd is readable: no /proc read)."""
+        if self.pidfd is None:
+            return not self.alive()
+        return bool(select.select([self.pidfd], [], [], 0)[0])
+
+    def alive(self) -> bool:
+        popen = self.launched.popen
+        if popen is not None:
+            return popen.poll() is None
+        try:
+            return psutil.Process(self.pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    def exit_text(self) -> str:
+        popen = self.launched.popen
+        code = popen.poll() if popen is not None else None
+        if self.launched.wrapped is not None:  # (bwrap's exit status says the kernel's)
+            code = self.launched.wrapped.returncode(code)
+        how = (
+            f"was killed by signal {-code}"
+            if code is not None and code < 0
+            else f"exited (code {code})"
+            if code is not None
+            else "died"
+        )
+        tail = self.launched.log_tail(400)
+        wrapped = self.launched.wrapped
+        limit = wrapped.exit_reason() if wrapped is not None else ""
+        return (
+            f"the {self.language} kernel (pid {self.pid}) {how}"
+            + (f": {limit}" if limit else "")
+            + (f"; its last words: {tail}" if tail else "")
+        )
+
+    def limits_hit(self) -> list[str]:
+        """What the place refused since the last look (a fork over its pids limit): the
+        cell failed on it, and its result should say why."""
+        wrapped = self.launched.wrapped
+        if wrapped is None or wrapped.cgroup is None:
+            return []
+        refused = wrapped.cgroup.pids_refused()
+        if refused <= self.refused_seen:
+            return []
+        self.refused_seen = refused
+        limit = wrapped.place.limits.pids
+        return [
+            f"the conversation's place refused new processes: it holds {limit} at most "
+            "(a fork bomb or a runaway pool); end some, or ask for a higher limit"
+        ]
+
+    def owned_pids(self) -> list[int]:
+        try:
+            return [self.pid, *(c.pid for c in psutil.Process(self.pid).children(recursive=True))]
+        except psutil.NoSuchProcess:
+            return []
+
+    def close(self) -> None:
+        """Kill the kernel's whole tree (never waiting on it), stop the wire, remove files."""
+        kill_tree(self.pid, grace=0.0, wait=False)
+        popen = self.launched.popen
+        if popen is not None:
+            with contextlib.suppress(Exception):
+                popen.wait(timeout=0.05)
+        self.wire.close()
+        if self.pidfd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.pidfd)
+            self.pidfd = None
+        discard(self.launched)
+
+    def handover(self) -> dict[str, Any]:
+        """What a KernelActor needs to adopt this (started, ready) kernel."""
+        launched = self.launched
+        return {
+            "language": launched.language,
+            "pid": launched.pid,
+            "directory": launched.directory,
+            "connection": launched.connection,
+            "nonce": self.nonce,
+            "layer": dataclasses.asdict(self.layer) if self.layer is not None else None,
+        }
+
+    def detach(self) -> None:
+        """Handed over: stop talking to it here, without killing it."""
+        self.wire.close()
+        if self.pidfd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.pidfd)
+            self.pidfd = None
