@@ -329,6 +329,8 @@ _CONDITIONS: dict[str, Any] = {
     "condition": {"type": "string", "description": "stop only when this expression is true"},
     "hit_condition": {
         "type": ["string", "integer"],
+        "minimum": 1,
+        "maximum": 10**9,
         "description": 'N: the Nth hit only; ">= N": from the Nth on; "% N": every Nth',
     },
 }

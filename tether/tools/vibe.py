@@ -15,6 +15,8 @@ from tether.tools.spec import Needs, Tier, ToolContext, ToolSpec
 from tether.tools.vibe_workers import LIVE, TIERS, VibeError, Worker, workers_of
 
 FAMILY = "vibe"
+# the largest a spawn may ask for, per cap (its tier's cap, below these, is the real limit)
+CAP_MAXIMA = {"seconds": 7 * 86400, "output_chars": 10**9, "tool_calls": 10**6, "tokens": 10**10}
 DEFAULT_WAIT = 30.0
 MAX_WAIT = 300.0
 LIST_CHARS = 300  # chars of output / result per worker in vibe_list
@@ -241,7 +243,10 @@ def specs() -> list[ToolSpec]:
                 },
                 "caps": {
                     "type": "object",
-                    "properties": {n: {"type": "number", "exclusiveMinimum": 0} for n in CAP_NAMES},
+                    "properties": {
+                        n: {"type": "number", "exclusiveMinimum": 0, "maximum": CAP_MAXIMA[n]}
+                        for n in CAP_NAMES
+                    },
                     "additionalProperties": False,
                     "description": "lower this worker's caps below its tier's: seconds "
                     "(wall-clock), output_chars, tool_calls, tokens (the last two as its "
