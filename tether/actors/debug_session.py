@@ -447,6 +447,9 @@ class DebugSessionActor(ProcessActor):
                 self._close_socket()
                 self._adapter_ended("the adapter closed its connection")
                 return
+            # the program's output (delve's stdout) before the events that follow it: an
+            # `exited` read first would end the adapter with the last lines still unread
+            self.drain_stdout()
             self._feed(data)
 
     def _close_socket(self) -> None:

@@ -242,6 +242,13 @@ class ProcessActor(ResourceActor):
             if proc.poll() is not None:
                 self._process_exited(proc.returncode)
 
+    def drain_stdout(self) -> None:
+        """Take what the process has written to its stdout already (never waits): before a
+        message that arrived another way is acted on, so what it printed comes first."""
+        proc = self.proc
+        if proc is not None and proc.stdout is not None and not proc.stdout.closed:
+            self._read(proc.stdout.fileno(), self._dispatch_stdout)
+
     def _read(self, fd: int, sink: Any) -> None:
         while True:
             try:
