@@ -43,6 +43,7 @@ command -v gopls >/dev/null || need_apt+=(gopls)
 command -v dlv >/dev/null || need_apt+=(delve)
 command -v bwrap >/dev/null || need_apt+=(bubblewrap)  # the sandbox place (tether.places)
 command -v tmux >/dev/null || need_apt+=(tmux)  # tests/serve/test_operators.py drives top in it
+command -v promtool >/dev/null || need_apt+=(prometheus)  # promtool: the metrics tests lint /metrics
 compgen -c lldb-dap | grep -q . || command -v lldb-vscode >/dev/null || need_apt+=(lldb-19)
 # As a plain user without sudo (a stock Debian has none): say the one command to run as
 # root, install everything that needs no root below, and name what is missing at the end.
