@@ -24,6 +24,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+# on only with TETHER_CENSUS set: which tests start a real server, kernel or adapter
+pytest_plugins = ["tests.component_census"]
+
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 5.0, interval: float = 0.01) -> Any:
     """Poll `predicate` until it returns something truthy; fail the test after `timeout` s."""
