@@ -32,6 +32,7 @@ LAYERS: list[set[str]] = [
         "tether.messages",
         "tether.protocol",
         "tether.processes",
+        "tether.health_node",  # the health tree's node type, built by actors, supervisors, runtime
         "tether.cgroups",  # places make theirs with it, capacity reads and divides its box
         "tether.atomic_files",
         "tether.roots",
