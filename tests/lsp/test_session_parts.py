@@ -277,8 +277,8 @@ def test_a_writes_reply_lists_the_other_files_that_changed():
 
 
 def test_server_ms_crosses_only_when_the_server_was_asked():
-    assert reply_payload(HoverReply("x")) == {"hover": "x"}
-    assert reply_payload(HoverReply("x", 2.0)) == {"hover": "x", "server_ms": 2.0}
+    assert reply_payload(HoverReply("x")) == {"hover": "x", "notes": []}
+    assert reply_payload(HoverReply("x", 2.0)) == {"hover": "x", "server_ms": 2.0, "notes": []}
 
 
 @pytest.mark.parametrize(

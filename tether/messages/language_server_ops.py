@@ -12,6 +12,10 @@ declared reply class back from it (`read_reply`), which checks every field is th
 its type (`Vocabulary.build`). Records inside a reply (a location, a symbol, a diagnostic)
 stay JSON objects (`Record`): the host turns them into model records with the file's text.
 `server_ms` is the language server's own share of the call (absent: no request was sent).
+`notes` are what the model is told beside the answer: this answer came from a server
+started again after an eviction (a cold start: the base actor adds it to the first reply of
+a successor, `tether.capacity.usage.evicted_note`), or after its predecessor hit its memory
+ceiling (`tether.capacity.ceiling`); always on the wire, so the actor can append to it.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ Record = dict[str, Any]  # one record of a server's answer, JSON (see the module
 class HoverReply:
     hover: str  # markdown
     server_ms: float | None = None
+    notes: list[str] = field(default_factory=list)  # for the model (a cold start)
 
 
 @REPLIES.op
@@ -46,6 +51,7 @@ class LocationsReply:
     total: int
     encoding: str
     server_ms: float | None = None
+    notes: list[str] = field(default_factory=list)  # for the model (a cold start)
 
 
 @REPLIES.op
@@ -53,6 +59,7 @@ class LocationsReply:
 class CodeActionsReply:
     actions: list[Record]  # title, kind, preferred, files, command, diagnostics
     server_ms: float | None = None
+    notes: list[str] = field(default_factory=list)  # for the model (a cold start)
 
 
 @REPLIES.op
@@ -66,6 +73,7 @@ class HierarchyReply:
     origin: list[Record]
     encoding: str
     server_ms: float | None = None
+    notes: list[str] = field(default_factory=list)  # for the model (a cold start)
 
 
 @REPLIES.op
@@ -74,6 +82,7 @@ class SymbolsReply:
     symbols: list[Record]
     encoding: str
     server_ms: float | None = None
+    notes: list[str] = field(default_factory=list)  # for the model (a cold start)
 
 
 @REPLIES.op
@@ -91,6 +100,7 @@ class DiagnosticsReply:
     waited: float  # s
     mode: Literal["pull", "push"]
     server_ms: float | None = None
+    notes: list[str] = field(default_factory=list)  # for the model (a cold start)
 
     def changed(self) -> list[tuple[str, list[Record] | None, list[Record]]]:
         """The other files whose diagnostics changed: (path, before - None: never seen
@@ -110,6 +120,7 @@ class RenameReply:
     deleted: list[str]
     server_edits: list[str] = field(default_factory=list)
     server_ms: float | None = None
+    notes: list[str] = field(default_factory=list)  # for the model (a cold start)
 
 
 @REPLIES.op
@@ -137,6 +148,7 @@ class StatusReply:
     stderr_tail: str = ""
     reloaded: bool = False
     server_ms: float | None = None
+    notes: list[str] = field(default_factory=list)  # for the model (a cold start)
 
 
 LanguageServerReply = (
@@ -154,7 +166,8 @@ R = TypeVar("R", bound=LanguageServerReply)
 
 def reply_payload(reply: LanguageServerReply) -> dict[str, Any]:
     """A reply as the `Reply` payload: its fields, flat (msgpack-able); `server_ms` only
-    when the server was asked (as before replies were typed)."""
+    when the server was asked (as before replies were typed); `notes` always, empty or
+    not (the base actor appends an eviction's cold-start note to a payload that has it)."""
     payload = op_args(reply)
     if payload["server_ms"] is None:
         del payload["server_ms"]

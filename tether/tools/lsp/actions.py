@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import typing
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from tether.lsp import render
@@ -21,6 +22,7 @@ from tether.messages.language_server_ops import (
     DiagnosticsReply,
     DocumentSymbols,
     HoverReply,
+    LanguageServerReply,
     LocationsReply,
     NavAction,
     Navigate,
@@ -41,6 +43,18 @@ QUERY_TIMEOUT = 30.0
 NAV: tuple[NavAction, ...] = typing.get_args(NavAction)
 HIERARCHIES = tuple(DIRECTIONS)  # call_hierarchy, type_hierarchy
 ACTIONS = ("diagnostics", *NAV, *HIERARCHIES, "symbols", "status", "reload")
+
+
+def noted(result: ToolResult, *replies: LanguageServerReply) -> ToolResult:
+    """`result` with its replies' notes (a cold start after an eviction, a restart after the
+    server hit its memory ceiling) told to the model after the answer, as eval's are, and
+    in `data["notes"]`."""
+    notes = [n for reply in replies for n in reply.notes]
+    if not notes:
+        return result
+    text = "\n".join([result.text, *(f"[note] {n}" for n in notes)])
+    data = {**result.data, "notes": notes} if isinstance(result.data, dict) else result.data
+    return replace(result, text=text, data=data)
 
 
 def lsp(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
@@ -93,25 +107,30 @@ def _nav(ctx: ToolContext, action: NavAction, args: dict[str, Any]) -> ToolResul
     where = f"{file}:{line}"
     if action == "hover":
         hover = ask(ctx, target.key, op, HoverReply, QUERY_TIMEOUT)
-        return ToolResult.ok(
-            render.hover(name, where, hover.hover),
-            data={
-                "file": file,
-                "line": line,
-                "symbol": name,
-                "hover": hover.hover,
-                "server_ms": hover.server_ms,
-            },
+        return noted(
+            ToolResult.ok(
+                render.hover(name, where, hover.hover),
+                data={
+                    "file": file,
+                    "line": line,
+                    "symbol": name,
+                    "hover": hover.hover,
+                    "server_ms": hover.server_ms,
+                },
+            ),
+            hover,
         )
     if action == "code_actions":
-        acts = ask(ctx, target.key, op, CodeActionsReply, QUERY_TIMEOUT).actions
-        acts = acts[: render.CAPS["code_actions"]]
-        return ToolResult.ok(render.code_actions(acts, where), data={"actions": acts})
+        answer = ask(ctx, target.key, op, CodeActionsReply, QUERY_TIMEOUT)
+        acts = answer.actions[: render.CAPS["code_actions"]]
+        return noted(
+            ToolResult.ok(render.code_actions(acts, where), data={"actions": acts}), answer
+        )
     found = ask(ctx, target.key, op, LocationsReply, QUERY_TIMEOUT)
     # the first CAPS[action], without repeats
     locs = found.locations[: render.CAPS[action]]
     shown = model_records(ctx, locs, Lines(ctx), found.encoding)
-    return ToolResult.ok(
+    result = ToolResult.ok(
         render.locations(action, name, shown, found.total, where),
         data={
             "locations": shown,
@@ -120,6 +139,7 @@ def _nav(ctx: ToolContext, action: NavAction, args: dict[str, Any]) -> ToolResul
             "server_ms": found.server_ms,  # the language server's own share
         },
     )
+    return noted(result, found)
 
 
 def _file_diagnostics(ctx: ToolContext, file: str) -> ToolResult:
@@ -138,10 +158,11 @@ def _file_diagnostics(ctx: ToolContext, file: str) -> ToolResult:
     raw = severe(first or [])
     recs = model_records(ctx, raw, Lines(ctx))
     shown = recs[: render.CAPS["diagnostics"]]
-    return ToolResult.ok(
+    result = ToolResult.ok(
         render.diagnostics(shown, len(recs), f"{file} ({target.row.name})"),
         data={"diagnostics": shown, "total": len(recs), "server": target.row.name},
     )
+    return noted(result, diags)
 
 
 def _symbols(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
@@ -164,10 +185,11 @@ def _symbols(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         recs = model_records(ctx, syms.symbols, lines, syms.encoding)
         recs.sort(key=lambda r: (r["line"], r["column"]))
         cap = render.CAPS["document_symbols"]
-        return ToolResult.ok(
+        result = ToolResult.ok(
             render.symbols(recs[:cap], len(recs), f"symbols in {file}"),
             data={"symbols": recs[:cap], "total": len(recs)},
         )
+        return noted(result, syms)
     if file:
         found = file_server(ctx, file)
         if isinstance(found, ToolResult):
@@ -183,7 +205,7 @@ def _symbols(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
                 "installed server); pass file to search through that file's server, or call "
                 "lsp status."
             )
-    recs, errors = [], []
+    recs, errors, answers = [], [], []
     for t in targets:
         try:
             syms = ask(ctx, t.key, WorkspaceSymbols(str(query)), SymbolsReply, QUERY_TIMEOUT)
@@ -194,6 +216,7 @@ def _symbols(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
                 first += " (no project loaded yet: query one of its files first, then search)"
             errors.append(f"{t.row.name}: {first}")
             continue
+        answers.append(syms)
         recs += model_records(ctx, syms.symbols, lines, syms.encoding)
     recs = [r for r in recs if _relevant(r, str(query))]
     recs.sort(key=lambda r: _symbol_rank(r, str(query)))
@@ -201,7 +224,7 @@ def _symbols(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     text = render.symbols(recs[:cap], len(recs), f"symbols matching {query!r}")
     if errors:
         text += "\n(" + "; ".join(errors) + ")"
-    return ToolResult.ok(text, data={"symbols": recs[:cap], "total": len(recs)})
+    return noted(ToolResult.ok(text, data={"symbols": recs[:cap], "total": len(recs)}), *answers)
 
 
 def _relevant(rec: Mapping[str, Any], query: str) -> bool:
@@ -268,4 +291,4 @@ def lsp_rename(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     if server:  # the server's own workspace/applyEdit, accepted during this write-tier call
         text += f"\nThe language server itself also changed: {', '.join(server)}."
         data["server_edits"] = server
-    return ToolResult.ok(text, data=data)
+    return noted(ToolResult.ok(text, data=data), done)
