@@ -32,9 +32,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from tether import roots
 from tether.debug.breakpoints import Features
 from tether.private_dirs import ensure_private_dir
-from tether.roots import find_root
 from tether.scratch import ProcessScratch
 
 LLDB_VERSIONS = tuple(range(25, 10, -1))  # lldb-dap-NN / lldb-vscode-NN, newest first
@@ -245,23 +245,16 @@ class Resolution:
 
     @property
     def usable(self) -> bool:
-        return self.root is not None and bool(self.binary)
+        return roots.usable(self.root, self.binary)
 
     def why_not(self) -> str:
-        parts = []
-        if self.root is None:
-            parts.append(
-                f"no root marker ({', '.join(self.row.root_markers)}) from there up to the "
-                "workspace root"
-            )
-        if not self.binary:
-            shown = [b or "debugpy module" for b in self.row.binaries[:3]]
-            parts.append(f"{' / '.join(shown)} not found: {self.row.install}")
-        return "; ".join(parts)
+        shown = [b or "debugpy module" for b in self.row.binaries[:3]]
+        missing = f"{' / '.join(shown)} not found: {self.row.install}"
+        return roots.why_not(self.root, self.row.root_markers, self.binary, missing)
 
 
 def resolve(row: AdapterRow, path: Path, workspace: Path) -> Resolution:
-    hit = find_root(path, workspace, row.root_markers)
+    hit = roots.find_root(path, workspace, row.root_markers)
     root, marker = hit if hit else (None, "")
     return Resolution(row, root, marker, find_binary(row))
 
@@ -319,29 +312,18 @@ def adapters_report(workspace: Path, place: str = "host") -> list[dict[str, Any]
     return out
 
 
+MARKER_SKIP = frozenset({"node_modules", "vendor", "__pycache__", "target"})
+
+
 def _marker_below(workspace: Path, markers: tuple[str, ...], limit: int = 2000) -> str:
     """A root marker anywhere in the workspace (shallowest first, bounded walk), as a
     workspace-relative path ("" when none)."""
-    seen = 0
-    level = [workspace]
-    while level:
-        nxt = []
-        for d in level:
-            try:
-                entries = sorted(os.scandir(d), key=lambda e: e.name)
-            except OSError:
-                continue
-            for e in entries:
-                seen += 1
-                if seen > limit:
-                    return ""
-                if e.name in markers and e.is_file():
-                    return os.path.relpath(e.path, workspace)
-                if e.is_dir(follow_symlinks=False) and not e.name.startswith("."):
-                    if e.name not in ("node_modules", "vendor", "__pycache__", "target"):
-                        nxt.append(Path(e.path))
-        level = nxt
-    return ""
+
+    def wanted(e: os.DirEntry[str]) -> bool:
+        return e.name in markers and e.is_file()
+
+    found = roots.first_below(workspace, wanted, MARKER_SKIP, limit)
+    return os.path.relpath(found, workspace) if found else ""
 
 
 def launch_config(row: AdapterRow, program: Path, args: list[str], cwd: Path) -> dict[str, Any]:

@@ -23,10 +23,11 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from tether import roots
 from tether.lsp.checkers import PARSERS
 from tether.messages.language_server_ops import HierarchyDirection
 from tether.places.registry import split_place
-from tether.roots import find_root
+from tether.roots import find_root  # (tests and callers find it here too)
 
 DIRECTIONS: tuple[HierarchyDirection, ...] = typing.get_args(HierarchyDirection)
 
@@ -294,29 +295,11 @@ def sample_file(row: ServerRow, root: Path, limit: int = SAMPLE_LIMIT) -> Path |
     """One source file of `row`'s languages under `root`, chosen deterministically: the
     shallowest, then first by name; hidden directories, node_modules, vendor and build
     output are skipped, and at most `limit` entries are looked at (None when none found)."""
-    seen = 0
-    level = [root]
-    while level:
-        nxt: list[Path] = []
-        for d in level:
-            try:
-                entries = sorted(os.scandir(d), key=lambda e: e.name)
-            except OSError:
-                continue
-            for e in entries:
-                seen += 1
-                if seen > limit:
-                    return None
-                try:
-                    if e.is_dir(follow_symlinks=False):
-                        if not e.name.startswith(".") and e.name not in SAMPLE_SKIP:
-                            nxt.append(Path(e.path))
-                    elif e.is_file() and row.language_of(e.name) and not e.name.endswith(".d.ts"):
-                        return Path(e.path)
-                except OSError:
-                    continue
-        level = nxt
-    return None
+
+    def wanted(e: os.DirEntry[str]) -> bool:
+        return e.is_file() and bool(row.language_of(e.name)) and not e.name.endswith(".d.ts")
+
+    return roots.first_below(root, wanted, SAMPLE_SKIP, limit)
 
 
 BY_NAME: Mapping[str, ServerRow] = MappingProxyType({r.name: r for r in SERVERS})
@@ -348,7 +331,7 @@ class Resolution:
 
     @property
     def usable(self) -> bool:
-        return self.root is not None and bool(self.binary)
+        return roots.usable(self.root, self.binary)
 
     @property
     def key(self) -> str:
@@ -357,22 +340,9 @@ class Resolution:
 
     def why_not(self) -> str:
         """Which half is missing, with the names looked for."""
-        parts = []
-        if self.root is None:
-            parts.append(
-                f"no root marker ({', '.join(self.row.root_markers)}) from there up to the "
-                "workspace root"
-            )
-        if not self.binary:
-            parts.append(
-                f"binary {' / '.join(self.row.binaries)} not found on PATH"
-                + (
-                    f" or in {', '.join(self.row.local_bin_dirs)}"
-                    if self.row.local_bin_dirs
-                    else ""
-                )
-            )
-        return "; ".join(parts)
+        local = f" or in {', '.join(self.row.local_bin_dirs)}" if self.row.local_bin_dirs else ""
+        missing = f"binary {' / '.join(self.row.binaries)} not found on PATH{local}"
+        return roots.why_not(self.root, self.row.root_markers, self.binary, missing)
 
 
 def make_key(server: str, root: Path | str) -> str:
