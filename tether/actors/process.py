@@ -175,7 +175,7 @@ class ProcessActor(ResourceActor):
         )
         tail = self.stderr_tail().strip()
         tail = f"; stderr tail: {tail[-500:]}" if tail else ""
-        limit = self._wrapped.exit_reason() if self._wrapped is not None else ""
+        limit = self._wrapped.exit_reason(returncode) if self._wrapped is not None else ""
         how += f": {limit}" if limit else ""
         return f"{self.name}: {argv0} (pid {pid}) {how}{tail}"
 

@@ -143,7 +143,7 @@ class KernelHandle:
         )
         tail = self.launched.log_tail(400)
         wrapped = self.launched.wrapped
-        limit = wrapped.exit_reason() if wrapped is not None else ""
+        limit = wrapped.exit_reason(code) if wrapped is not None else ""
         return (
             f"the {self.language} kernel (pid {self.pid}) {how}"
             + (f": {limit}" if limit else "")

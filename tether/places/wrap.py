@@ -12,7 +12,10 @@ that true.
   delegated), exec'ing bwrap (`tether.places.sandbox`), whose init is pid 1 of the place's
   pid namespace. Killing the tree of the spawned pid kills bwrap and its init, and the
   kernel then kills everything left in that namespace: no process survives its owner
-  (and `--die-with-parent` covers an owner that was SIGKILLed).
+  (and `--die-with-parent` covers an owner that was SIGKILLed). Where no cgroup is
+  delegated (or TETHER_PLACE_RLIMITS_ONLY=1), the limits are rlimits instead, set by a
+  `prlimit` inside bwrap, before the program: what they can and cannot hold is said at
+  `tether.cgroups.rlimit_argv`.
 - prefix: the place's command, then `env -C <cwd inside> VAR=value... argv` with the
   paths mapped (`Place.inside`); what the environment does with signals is its own (a
   container's `exec` session dies with the command it ran).
@@ -44,9 +47,13 @@ class Wrapped:
     cgroup: Cgroup | None = field(default=None, compare=False)
     # the cgroup's counts when this process started (a run's processes share one cgroup)
     baseline: tuple[int, int] = (0, 0)
+    rlimits: bool = False  # no cgroup: the place's limits are rlimits (cgroups.rlimit_argv)
 
-    def exit_reason(self) -> str:
-        """Why the place may have ended the process ("" if no limit of the place was hit)."""
+    def exit_reason(self, code: int | None = None) -> str:
+        """Why the place may have ended the process ("" if no limit of the place was hit);
+        code: the program's return code (`returncode`), which says an rlimit's signal."""
+        if self.rlimits:
+            return cgroups.rlimit_reason(self.place.limits, self.place.limits.tmp_mb, code)
         if self.cgroup is None:
             return ""
         limits = self.place.limits
@@ -96,13 +103,26 @@ def wrap(
     if place.kind == "prefix":
         return _prefix(place, argv, cwd, environ)
     program = _resolve(argv[0], environ)
+    cgroup = None
+    if group and not cgroups.rlimits_only():
+        cgroup = cgroups.make(cgroup_name(group), place.limits)
+    # no cgroup delegated: rlimits, set inside the sandbox (RLIMIT_NPROC counts per userns)
+    fallback = _rlimits(place) if group and cgroup is None else []
     wrapped = sandbox.bwrap_argv(
-        place, [program, *argv[1:]], cwd, workspace, rw=[*rw], ro=[*ro, *_program_roots(argv[0])]
+        place,
+        [*fallback, program, *argv[1:]],
+        cwd,
+        workspace,
+        rw=[*rw],
+        ro=[
+            *ro,
+            *_program_roots(argv[0]),
+            *(sandbox.toolchain_roots([program]) if fallback else []),
+        ],
     )
     inner_env = sandbox.sandbox_env(environ, rw=[p for p in (workspace, *rw) if p])
-    cgroup = cgroups.make(cgroup_name(group), place.limits) if group else None
     if cgroup is None:
-        return Wrapped(wrapped, inner_env, cwd, place)
+        return Wrapped(wrapped, inner_env, cwd, place, rlimits=bool(fallback))
     baseline = (cgroup.oom_kills(), cgroup.pids_refused())
     return Wrapped([*cgroup.join_argv(), *wrapped], inner_env, cwd, place, cgroup, baseline)
 
@@ -120,6 +140,13 @@ def check(place: Place) -> Place:
             "give its full path"
         )
     return place
+
+
+def _rlimits(place: Place) -> list[str]:
+    try:
+        return cgroups.rlimit_argv(place.limits, place.limits.tmp_mb)
+    except cgroups.CgroupError as exc:
+        raise PlaceError(str(exc)) from exc
 
 
 def cgroup_name(group: str) -> str:
