@@ -50,6 +50,7 @@ LAYERS: list[set[str]] = [
         "tether.capacity",
         "tether.vibe_runner",
         "tether.worker_views",  # a vibe worker's copy-on-write view (actor and tools use it)
+        "tether.resources",  # the plain parts resource actors are composed of (no thespian)
     },
     # resource actors and their bases, then the supervisors that run them (also actors)
     {"tether.actors"},

@@ -19,7 +19,6 @@ killed rather than left to burn a core.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,27 +31,19 @@ from tether.messages.calls import Call, ErrorCode
 from tether.messages.checker_ops import CHECKER, Check
 from tether.places import PlaceError
 from tether.places.registry import recall, split_place
+from tether.resources.serial import CallersCheck, RunDeadline, SerialRuns
 
 MAX_OUTPUT = 64 << 20  # bytes of output a run may print before it is stopped
 GAVE_UP_CHECK = 1.0  # s between checks that a run still has a caller waiting
 
 
-@dataclass(frozen=True)
-class RunDeadline:
-    """Timer tag: run `run_no` has had CHECKER_TIMEOUT s."""
-
-    run_no: int
-
-
-@dataclass(frozen=True)
-class CallersCheck:
-    """Timer tag: does run `run_no` still have a caller waiting?"""
-
-    run_no: int
-
-
 class CheckerActor(ProcessActor):
     kind_name = "checker"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runs = SerialRuns(self._run, MAX_OUTPUT)
+        self.failure = ""  # why the current run was stopped, if it was
 
     def on_start(self, key: str, config: dict[str, Any]) -> None:
         try:
@@ -66,25 +57,13 @@ class CheckerActor(ProcessActor):
             raise ResourceUnavailable(f"{name}: {exc}") from exc
         if self.row.checker is None:
             raise ResourceUnavailable(f"{name} has no project checker")
-        self.running: list[Call] = []  # the calls the current run answers
-        self.next: list[Call] = []  # the calls the next run answers
-        self.out: list[bytes] = []
-        self.err: list[bytes] = []
-        self.size = 0
-        self.run_no = 0
-        self.failure = ""  # why the current run was stopped, if it was
 
     def on_call(self, call: Call) -> None:
         match CHECKER.parse(call):
             case Check():
-                self.next.append(call)
-                if not self.running:
-                    self._run_next()
+                self.runs.add(call)
 
-    def _run_next(self) -> None:
-        self.running, self.next = self.next, []
-        if not self.running:
-            return
+    def _run(self) -> None:
         try:
             argv = checker_argv(self.row, self.root)
         except CheckerUnavailable as exc:
@@ -93,8 +72,8 @@ class CheckerActor(ProcessActor):
         if not argv:  # nothing to check (no source files)
             self._settle_running({"records": [], "returncode": 0})
             return
-        self.out, self.err, self.size, self.failure = [], [], 0, ""
-        self.run_no += 1
+        run_no = self.runs.begin()
+        self.failure = ""
         try:
             scratch = self.new_scratch(f"{self.row.name}-checker")
             self.spawn(
@@ -107,21 +86,16 @@ class CheckerActor(ProcessActor):
         except OSError as exc:
             self._settle_running(None, ErrorCode.UNAVAILABLE, f"could not run {argv[0]}: {exc}")
             return
-        self.after(CHECKER_TIMEOUT, RunDeadline(self.run_no))
-        self.after(GAVE_UP_CHECK, CallersCheck(self.run_no))
+        self.after(CHECKER_TIMEOUT, RunDeadline(run_no))
+        self.after(GAVE_UP_CHECK, CallersCheck(run_no))
 
     def on_stdout(self, data: bytes) -> None:
-        self._keep(self.out, data)
+        if not self.runs.keep("out", data):
+            self._stop_run(f"printed more than {MAX_OUTPUT >> 20} MB")
 
     def on_stderr(self, data: bytes) -> None:
-        self._keep(self.err, data)
-
-    def _keep(self, sink: list[bytes], data: bytes) -> None:
-        self.size += len(data)
-        if self.size > MAX_OUTPUT:
+        if not self.runs.keep("err", data):
             self._stop_run(f"printed more than {MAX_OUTPUT >> 20} MB")
-            return
-        sink.append(data)
 
     def _stop_run(self, why: str) -> None:
         if not self.failure:
@@ -129,22 +103,20 @@ class CheckerActor(ProcessActor):
             self.kill_process()  # (its exit settles the calls)
 
     def on_timer(self, tag: Any) -> None:
-        if getattr(tag, "run_no", None) != self.run_no or not self._running():
-            return  # (about an earlier run)
         match tag:
+            case RunDeadline() | CallersCheck() if not self.runs.is_current(tag):
+                pass  # (about an earlier run)
+            case _ if not self._running():
+                pass  # (its exit settles the calls)
             case RunDeadline():
                 self._stop_run(f"did not finish within {CHECKER_TIMEOUT:.0f} s")
-            case CallersCheck() if not self._callers_left():
+            case CallersCheck() if not self.runs.callers_left(self.open_calls()):
                 self._stop_run("every caller gave up")
             case CallersCheck():
                 self.after(GAVE_UP_CHECK, tag)
 
     def _running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
-
-    def _callers_left(self) -> bool:
-        waiting = {call.call_id for call in self.open_calls()}
-        return any(call.call_id in waiting for call in self.running)
 
     def on_exit(self, returncode: int | None) -> None:
         """The run ended (the checker's exit code says what it found, not whether it ran)."""
@@ -154,7 +126,8 @@ class CheckerActor(ProcessActor):
             code = ErrorCode.DEADLINE if "finish" in self.failure else ErrorCode.FAILED
             self._settle_running(None, code, f"{' '.join(checker.argv)} {self.failure}")
         else:
-            text = _stream_text(checker.stream, b"".join(self.out), b"".join(self.err))
+            out, err = b"".join(self.runs.out), b"".join(self.runs.err)
+            text = _stream_text(checker.stream, out, err)
             try:
                 records = parse_checker_output(checker.parser, text)
             except ValueError as exc:
@@ -165,11 +138,10 @@ class CheckerActor(ProcessActor):
                     path = Path(rec["path"])
                     rec["path"] = str(path if path.is_absolute() else (self.root / path).resolve())
                 self._settle_running({"records": records, "returncode": returncode})
-        self._run_next()
+        self.runs.next()
 
     def _settle_running(self, payload: dict | None, code: str = "", message: str = "") -> None:
-        running, self.running = self.running, []
-        for call in running:
+        for call in self.runs.finish():
             if payload is not None:
                 self.reply(call, payload)
             else:
@@ -179,8 +151,7 @@ class CheckerActor(ProcessActor):
         return {
             "root": str(getattr(self, "root", "")),
             "running": self._running(),
-            "waiting": len(getattr(self, "next", [])),
-            "runs": getattr(self, "run_no", 0),
+            **self.runs.health(),
         }
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass
 from typing import Any
 
 from tether.actors.base import ResourceUnavailable
@@ -32,6 +31,7 @@ from tether.actors.process import ProcessActor
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import Call
 from tether.messages.git_ops import GIT, ListFiles, hardened_argv, hardened_env
+from tether.resources.serial import RunDeadline, SerialRuns
 from tether.structural.scan import (
     GIT_IGNORED,
     GIT_LIST,
@@ -43,51 +43,39 @@ from tether.structural.scan import (
 MAX_OUTPUT = 256 << 20  # bytes of listing kept; more and the caller walks instead
 
 
-@dataclass(frozen=True)
-class RunDeadline:
-    """Timer tag: run `run_no` has had GIT_TIMEOUT s."""
-
-    run_no: int
-
-
 class GitActor(ProcessActor):
     kind_name = "git"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runs = SerialRuns(self._run, MAX_OUTPUT)
+        self.step: tuple[str, ...] = GIT_LIST
+        self.timed_out = False
 
     def on_start(self, key: str, config: dict[str, Any]) -> None:
         if not os.path.isabs(key) or not os.path.isdir(key):
             raise ResourceUnavailable(f"git: the key {key!r} is not an absolute directory")
         self.root = key
         self.git = shutil.which("git")
-        self.running: list[Call] = []  # the calls the current run answers
-        self.next: list[Call] = []  # the calls the next run answers
-        self.out: list[bytes] = []
-        self.size = 0
-        self.step: tuple[str, ...] = GIT_LIST
-        self.run_no = 0
-        self.timed_out = False
 
     def on_call(self, call: Call) -> None:
         match GIT.parse(call):
             case ListFiles():
-                self.next.append(call)
-                if not self.running:
-                    self._run_next()
+                self.runs.add(call)
 
-    def _run_next(self) -> None:
-        self.running, self.next = self.next, []
-        if not self.running:
-            return
+    def _run(self) -> None:
         if self.git is None:
             self._answer(None)
             return
-        self.run_no += 1
+        run_no = self.runs.begin()
         self.timed_out = False
         self._spawn(GIT_LIST)
-        self.after(GIT_TIMEOUT, RunDeadline(self.run_no))
+        self.after(GIT_TIMEOUT, RunDeadline(run_no))
 
     def _spawn(self, step: tuple[str, ...]) -> None:
         assert self.git is not None
-        self.step, self.out, self.size = step, [], 0
+        self.step = step
+        self.runs.restart_output()
         # the workspace's repository is the conversation's to write: its fsmonitor, hooks
         # and helpers must not run here (tether.messages.git_ops.HARDENED_CONFIG)
         env = hardened_env(os.environ)
@@ -97,35 +85,31 @@ class GitActor(ProcessActor):
             self._answer(None)
 
     def on_stdout(self, data: bytes) -> None:
-        self.size += len(data)
-        if self.size > MAX_OUTPUT:
+        if not self.runs.keep("out", data):
             self.kill_process()
-            return
-        self.out.append(data)
 
     def on_timer(self, tag: Any) -> None:
-        if isinstance(tag, RunDeadline) and tag.run_no == self.run_no and self.running:
+        if isinstance(tag, RunDeadline) and self.runs.is_current(tag):
             self.timed_out = True
             self.kill_process()  # (its exit answers the calls)
 
     def on_exit(self, returncode: int | None) -> None:
-        if self.timed_out or self.size > MAX_OUTPUT or returncode != 0:
+        if self.timed_out or self.runs.over() or returncode != 0:
             if self.step == GIT_IGNORED and not self.timed_out and returncode == 1:
                 self._answer([])  # a work tree with no files in it
             else:
                 self._answer(None)  # not a work tree (or ignored by its repository)
             return
-        if self.step == GIT_LIST and not self.out:
+        if self.step == GIT_LIST and not self.runs.out:
             # `root` may sit in a directory the enclosing repository ignores (a Python
             # under ~/.pyenv/versions): git lists nothing there, which is not "no files"
             self._spawn(GIT_IGNORED)
             return
-        self._answer(git_names(b"".join(self.out)) if self.step == GIT_LIST else None)
+        self._answer(git_names(b"".join(self.runs.out)) if self.step == GIT_LIST else None)
 
     def _answer(self, names: list[str] | None) -> None:
-        running, self.running = self.running, []
         prefix = os.path.join(self.root, "")
-        for call in running:
+        for call in self.runs.finish():
             if names is None:
                 self.reply(call, {"files": None})
                 continue
@@ -138,15 +122,11 @@ class GitActor(ProcessActor):
                 frozenset(op.exclude),
             )
             self.reply(call, {"files": [path[len(prefix) :] for path in listed]})
-        self._run_next()
+        self.runs.next()
 
     def health_extra(self) -> dict[str, Any]:
-        return {
-            "root": getattr(self, "root", ""),
-            "running": bool(getattr(self, "running", [])),
-            "waiting": len(getattr(self, "next", [])),
-            "runs": getattr(self, "run_no", 0),
-        }
+        running = bool(self.runs.running)
+        return {"root": getattr(self, "root", ""), "running": running, **self.runs.health()}
 
 
 KINDS: list[KindSpec] = [
