@@ -4,7 +4,7 @@
 # Debian marks externally managed.
 #
 #   apt   (as root, or with sudo; only what is missing): python3-venv, git, a C compiler
-#         (the C checker), clangd (and a clangd-19 for the type hierarchy), Go and gopls, bubblewrap (the sandbox place), lldb-19 and
+#         (the C checker), clangd (and a clangd-19 for the type hierarchy), Go and gopls, bubblewrap and slirp4netns (the sandbox place), lldb-19 and
 #         delve (debug adapters; lldb-19
 #         also ships lldb-server-19, the gdb-remote server the lldb attach-by-port test uses).
 #         No Dart SDK: Debian, PyPI and npm ship none, so the Dart debug test skips
@@ -42,6 +42,10 @@ command -v go >/dev/null || need_apt+=(golang-go)
 command -v gopls >/dev/null || need_apt+=(gopls)
 command -v dlv >/dev/null || need_apt+=(delve)
 command -v bwrap >/dev/null || need_apt+=(bubblewrap)  # the sandbox place (tether.places)
+# a sandbox with network on (tether.places.egress): user-mode egress, and what attaches it
+command -v slirp4netns >/dev/null || need_apt+=(slirp4netns)
+command -v nsenter >/dev/null || need_apt+=(util-linux)
+command -v ip >/dev/null || need_apt+=(iproute2)
 command -v tmux >/dev/null || need_apt+=(tmux)  # tests/serve/test_operators.py drives top in it
 command -v promtool >/dev/null || need_apt+=(prometheus)  # promtool: the metrics tests lint /metrics
 compgen -c lldb-dap | grep -q . || command -v lldb-vscode >/dev/null || need_apt+=(lldb-19)

@@ -208,12 +208,6 @@ def test_killing_the_spawned_pid_leaves_no_process(tmp_path: Path) -> None:
     assert wait_until(lambda: not [p for p in tree if p.is_running() and p.status() != "zombie"], 5)
 
 
-@needs_sandbox
-def test_network_on_without_a_helper_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(PlaceError, match="network on"):
-        wrap(Place.sandbox(network=True), ["true"], cwd=str(tmp_path))
-
-
 def test_sandbox_without_bwrap_names_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(PlaceError, match="needs bubblewrap and `bwrap` is not on PATH"):

@@ -10,7 +10,8 @@ it needs no daemon and no image, and it starts in a few ms. What the wrapped pro
   and signals only its own processes, and killing the bwrap process ends all of them;
 - its own network namespace always (`--unshare-net`): no host loopback (thespian's ports),
   no abstract Unix sockets (the call channels live there), no metadata address. "Network
-  on" is user-mode egress, which this machine must provide (`network_helper`);
+  on" is user-mode egress through slirp4netns, never the host's loopback
+  (`tether.places.egress`);
 - the workspace read-write; /usr, /etc (its secrets masked), /opt and the toolchains
   read-only (the runtime's interpreter and its venv, and what the caller names);
 - a private /tmp (tmpfs, `Limits.tmp_mb`) holding its HOME; its own ipc and uts
@@ -31,6 +32,7 @@ import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 
+from tether.places import egress
 from tether.places.place import Place, PlaceError
 from tether.private_dirs import default_state_dir
 
@@ -43,7 +45,6 @@ ETC_SECRET_FILES = ("shadow", "shadow-", "gshadow", "gshadow-", "sudoers", "secu
 ETC_SECRET_DIRS = ("ssh", "sudoers.d", "ssl/private")
 # variables that would point a process at the host's per-user places
 DROPPED_ENV = ("XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS", "SSH_AUTH_SOCK", "DISPLAY")
-NETWORK_HELPERS = ("pasta", "slirp4netns")
 
 
 def bwrap_binary() -> str:
@@ -83,19 +84,6 @@ def check_available() -> str:
             "that allows them); or open the run with place='host'"
         )
     return bwrap
-
-
-def network_helper() -> str:
-    """The user-mode network helper for "network on" (pasta, else slirp4netns)."""
-    for name in NETWORK_HELPERS:
-        found = shutil.which(name)
-        if found:
-            return found
-    raise PlaceError(
-        "a sandbox with network on needs user-mode networking, and neither pasta (Debian "
-        "package passt) nor slirp4netns is installed: install one, or use "
-        "Place.sandbox(network=False); the host's loopback is never opened to a sandbox"
-    )
 
 
 def _namespaces() -> list[str]:
@@ -175,11 +163,6 @@ def bwrap_argv(
     beyond the runtime's own."""
     if place.kind != "sandbox":
         raise PlaceError(f"bwrap_argv wraps for a sandbox place, not {place.kind!r}")
-    if place.network:
-        network_helper()  # (refuses with what to install; egress itself is not wired yet)
-        raise PlaceError(
-            "a sandbox with network on is not supported yet: use Place.sandbox(network=False)"
-        )
     out = [check_available(), *_namespaces(), "--proc", "/proc", "--dev", "/dev"]
     out += _system_binds()  # (the machine's layout: read once per process)
     size = str(place.limits.tmp_mb * 2**20)
@@ -194,7 +177,7 @@ def bwrap_argv(
     for path in [p for p in (workspace,) if p] + list(rw):
         out += ["--bind", path, path]
     out += ["--chdir", cwd, "--", *argv]
-    return out
+    return egress.network_argv(out) if place.network else out
 
 
 @functools.cache

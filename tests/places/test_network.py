@@ -1,0 +1,174 @@
+"""A sandbox with network on (slirp4netns): it reaches what the machine reaches through its
+normal routes, and never the host's loopback, the tree's abstract sockets or a metadata
+address; with network off, none of it. Real bubblewrap and slirp4netns, real listeners."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from tests.places.test_places import needs_sandbox
+from tether.actors.kernel import kinds
+from tether.places import Place, PlaceError, wrap
+from tether.places.egress import NEEDED
+
+pytestmark = needs_sandbox
+MISSING = [name for name, _ in NEEDED if not shutil.which(name)]
+needs_egress = pytest.mark.skipif(
+    bool(MISSING), reason=f"network on needs {MISSING} (scripts/install.sh installs them)"
+)
+
+# each argument host:port (or @name, an abstract Unix socket); one line out per argument
+PROBE = """
+import socket, sys
+for arg in sys.argv[1:]:
+    host, _, port = arg.rpartition(':')
+    try:
+        if arg.startswith('@'):
+            s = socket.socket(socket.AF_UNIX); s.settimeout(5); s.connect('\\0' + arg[1:])
+        else:
+            socket.create_connection((host, int(port)), 5).close()
+        print(arg, 'OPEN')
+    except OSError as e:
+        print(arg, 'refused', type(e).__name__)
+"""
+
+
+def _outside_address() -> str:
+    """An IPv4 address of this machine's that is not loopback (a listener there stands
+    for a service elsewhere on the network)."""
+    for addrs in psutil.net_if_addrs().values():
+        for addr in addrs:
+            if addr.family == socket.AF_INET and not addr.address.startswith("127."):
+                return str(addr.address)
+    pytest.skip("this machine has no non-loopback IPv4 address to listen on")
+
+
+@contextlib.contextmanager
+def _listeners() -> Iterator[dict[str, str]]:
+    """A TCP listener on loopback (like thespian's ports), one on the outside address, an
+    abstract Unix socket (like the call channels): the probe targets, by what they are."""
+    with (
+        socket.socket() as loop,
+        socket.socket() as outside,
+        socket.socket(socket.AF_UNIX) as abstract,
+    ):
+        loop.bind(("127.0.0.1", 0))
+        outside.bind((_outside_address(), 0))
+        name = f"tether-net-test-{os.getpid()}"
+        abstract.bind("\0" + name)
+        for s in (loop, outside, abstract):
+            s.listen()
+        lport = loop.getsockname()[1]
+        yield {
+            "loopback": f"127.0.0.1:{lport}",
+            "gateway": f"10.0.2.2:{lport}",  # slirp4netns's gateway: the host's loopback if allowed
+            "outside": "{}:{}".format(*outside.getsockname()),
+            "abstract": f"@{name}",
+        }
+
+
+def _probe_in(place: Place | None, workspace: Path, targets: list[str]) -> dict[str, str]:
+    argv = [sys.executable, "-c", PROBE, *targets]
+    if place is None:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    else:
+        w = wrap(place, argv, cwd=str(workspace), workspace=str(workspace))
+        done = subprocess.run(
+            w.argv, env=w.env, cwd=w.cwd, capture_output=True, text=True, timeout=60, check=False
+        )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "", done.stderr  # (slirp4netns's talk is not the program's output)
+    return dict(line.split(" ", 1) for line in done.stdout.splitlines())
+
+
+@needs_egress
+def test_network_on_reaches_outside_but_not_the_tree(tmp_path: Path) -> None:
+    with _listeners() as at:
+        targets = [at["loopback"], at["outside"], at["abstract"], at["gateway"]]
+        on = _probe_in(Place.sandbox(network=True), tmp_path, [*targets, "169.254.169.254:80"])
+        off = _probe_in(Place.sandbox(), tmp_path, [at["outside"]])
+        host = _probe_in(None, tmp_path, targets[:3])
+    assert host == {t: "OPEN" for t in targets[:3]}  # (the differential: all there outside)
+    assert on[at["outside"]] == "OPEN"
+    assert on[at["loopback"]] == "refused ConnectionRefusedError"  # its own, empty loopback
+    assert on[at["abstract"]] == "refused ConnectionRefusedError"
+    assert on[at["gateway"]].startswith("refused"), on  # --disable-host-loopback
+    assert on["169.254.169.254:80"] == "refused OSError", on  # unreachable: no route
+    assert off[at["outside"]] == "refused OSError", off  # network off: no route at all
+
+
+@needs_egress
+def test_network_on_reaches_the_package_mirror(tmp_path: Path) -> None:
+    """The normal route out, by name (DNS through slirp4netns): what the host reaches."""
+    target = "pypi.org:443"
+    host = _probe_in(None, tmp_path, [target])
+    if host[target] != "OPEN":
+        pytest.skip(f"this machine itself does not reach {target}: {host[target]}")
+    assert _probe_in(Place.sandbox(network=True), tmp_path, [target]) == {target: "OPEN"}
+    off = _probe_in(Place.sandbox(), tmp_path, [target])
+    assert off[target].startswith("refused"), off
+
+
+@needs_egress
+def test_a_network_on_cell_reaches_outside_not_the_tree(
+    runtime_factory: Any, tmp_path: Path
+) -> None:
+    """A real ipykernel in a network-on sandbox: the outside listener, not the runtime's
+    own admin port nor one of its call channels (both reachable from the host)."""
+    rt = runtime_factory(kinds=kinds(spares=0))
+    run = rt.open_run("net", workdir=tmp_path, place=Place.sandbox(network=True))
+    first = run.call("eval", {"code": "1 + 1", "description": "start the kernel with a first cell"})
+    assert not first.is_error, first.text
+    channels = _call_channels()
+    assert channels, "the runtime has no call channel to probe"
+    with _listeners() as at:
+        targets = [at["outside"], f"127.0.0.1:{rt.admin_port}", f"@{channels[0]}"]
+        host = _probe_in(None, tmp_path, targets)
+        res = run.call(
+            "eval",
+            {
+                "code": f"import sys; sys.argv = ['probe', *{targets!r}]\n{PROBE}",
+                "description": "probe what the network reaches from this cell",
+            },
+        )
+    assert not res.is_error, res.text
+    assert host == {t: "OPEN" for t in targets}
+    assert f"{targets[0]} OPEN" in res.text
+    assert f"{targets[1]} refused ConnectionRefusedError" in res.text
+    assert f"{targets[2]} refused ConnectionRefusedError" in res.text
+
+
+def _call_channels() -> list[str]:
+    """The abstract Unix addresses this test process's runtime's call channels listen on
+    (/proc/net/unix flag 00010000: accepting connections)."""
+    mine = f"@tether-calls-{os.getpid()}-"
+    with open("/proc/net/unix") as table:
+        rows = [line.split() for line in table]
+    return sorted({r[-1][1:] for r in rows if r[-1].startswith(mine) and r[3] == "00010000"})
+
+
+def test_network_on_without_its_programs_names_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    only = tmp_path / "bin"  # bubblewrap (and the `true` it is probed with), nothing else
+    only.mkdir()
+    for name in ("bwrap", "true"):
+        found = shutil.which(name)
+        assert found
+        (only / name).symlink_to(found)
+    monkeypatch.setenv("PATH", str(only))
+    with pytest.raises(PlaceError) as err:
+        wrap(Place.sandbox(network=True), [sys.executable], cwd=str(tmp_path))
+    assert "not on PATH: slirp4netns, nsenter, ip." in str(err.value)
+    assert "apt-get install slirp4netns util-linux iproute2" in str(err.value)
