@@ -6,7 +6,9 @@ and the admin's pid and start time, the admin's session, the runtime's token, an
 transport secret (tether.host.transport_auth) that `tether status` needs to talk to it. If the
 host dies without shutting down, the actors' watchdogs take the tree down within a second;
 `reap_stale` (run by every `Runtime.start()`) kills whatever is still left and removes
-the file.
+the file. It reads only files named as port files are (`PORT_FILE_NAME`: `<port>.json`)
+whose record names that port: the state dir holds other files too (a server's kept
+conversations, places' records), and none of them is ever taken for a port file.
 
 state_dir: $TETHER_STATE_DIR, else $XDG_RUNTIME_DIR/tether, else <tmp>/tether-<uid>. It
 is private (`ensure_private_dir`): a real directory owned by this user, mode 0700 (a
@@ -24,6 +26,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import secrets
 import socket
 import stat
@@ -139,6 +142,21 @@ def _proven(pid: Any, create_time: Any, token: str) -> bool:
         return False
 
 
+# A port file's name: the admin port (1-65535, no leading zero) and ".json". Nothing else in
+# the state dir is one (a server's state files, a place's records, anything a user put
+# there): reap_stale reads and removes only these.
+PORT_FILE_NAME = re.compile(r"[1-9][0-9]{0,4}\.json")
+
+
+def port_files(directory: Path) -> list[Path]:
+    """The port files in `directory`, by their name (`PORT_FILE_NAME`, a port <= 65535)."""
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return []
+    return [directory / n for n in names if PORT_FILE_NAME.fullmatch(n) and int(n[:-5]) <= 65535]
+
+
 def reap_stale(directory: Path) -> list[int]:
     """For every port file in `directory` whose host is gone, kill what is left of its
     actor system - only processes proven to be its own (`_proven`, `carries_token`) - and
@@ -150,11 +168,13 @@ def reap_stale(directory: Path) -> list[int]:
         return []
     check_private_dir(directory)
     reaped = []
-    for path in sorted(directory.glob("*.json")):
+    for path in port_files(directory):
         try:
             data = read_port_file(path)
         except (OSError, ValueError, StateDirError):
             continue  # not ours, or unreadable: trust nothing in it, leave it
+        if data.get("admin_port") != int(path.stem):
+            continue  # a record of another port: not the port file of this name
         if _proven_host(data):
             continue
         _kill_proven(data)
