@@ -124,12 +124,19 @@ _TERMINATOR = (
     "its match takes the code's `;`; issue #25: a match span never includes a terminator "
     "the pattern did not contain (an ast_edit of it would eat the `;`)"
 )
+_RUN_IN_BLOCK = (
+    "C#'s grammar reads `{ $$$B }` as an initializer, not a block (a name is no C# "
+    "statement without its `;`), so the CLI's pattern is a statement whose body is an "
+    "expression and finds nothing; our ladder reads each `$$$` run that closes a block as "
+    "statements (issue #25: no silent zero), so we find the loop or branch"
+)
 DIVERGENCES: dict[tuple[str, str], str] = {
     ("dart", "print($X)"): _SCAFFOLD,
     ("go", "fmt.Println($$$A)"): _SCAFFOLD,
     ("csharp", "var $V = $E"): _SCAFFOLD,
     ("nix", "$K = $V;"): _SCAFFOLD,
     ("java", "int $A = $B"): _TERMINATOR,
+    ("csharp", "if ($C) { $$$B }"): _RUN_IN_BLOCK,
     ("c", "int $A = $B"): _TERMINATOR,
     **{
         (lang, "$A"): (

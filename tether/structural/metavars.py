@@ -68,3 +68,23 @@ def preprocess(source: str, ch: str) -> str:
     if dollars:
         out.append((ch if dollars == 3 else "$") * dollars)
     return "".join(out)
+
+
+def terminate_runs(processed: str, ch: str) -> tuple[str, tuple[int, ...]]:
+    """`processed` with a `;` after each `$$$` run that closes a `{ }` block, and the byte
+    offsets of those `;`. C#'s grammar reads `{ $$$B }` as an initializer, not a block: a
+    name is no statement there without its `;` (where C and Java invent a MISSING one).
+    The `;` is ours: the compiler reads `$$$B;` as the run itself (`inserted`)."""
+    multi, _ = metavar_regexes(ch)
+    out: list[str] = []
+    offsets: list[int] = []
+    pos = 0
+    for m in multi.finditer(processed):
+        if not processed[m.end() :].lstrip().startswith("}"):
+            continue
+        out.append(processed[pos : m.end()])
+        offsets.append(len("".join(out).encode()))
+        out.append(";")
+        pos = m.end()
+    out.append(processed[pos:])
+    return "".join(out), tuple(offsets)

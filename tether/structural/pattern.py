@@ -31,8 +31,8 @@ from tree_sitter import Node
 
 from tether.structural.habits import PatternError, check_habits, shown, unparseable_hints
 from tether.structural.languages import CLOSERS, Context, contexts_for, get_parser, metavar_chars
-from tether.structural.metavars import MetaVar, extract_metavar, preprocess
-from tether.structural.weigh import ERROR_WEIGHT, hard_error, weigh
+from tether.structural.metavars import MetaVar, extract_metavar, preprocess, terminate_runs
+from tether.structural.weigh import DEGENERATE, ERROR_WEIGHT, hard_error, weigh
 
 __all__ = ["MetaVar", "Pattern", "PatternError", "compile_pattern", "shown"]
 
@@ -192,14 +192,19 @@ def _literals(roots: tuple[PNode, ...], lang: str) -> tuple[bytes, ...]:
 
 
 class _Converter:
-    def __init__(self, src: bytes, ch: str | None):
+    def __init__(self, src: bytes, ch: str | None, inserted: frozenset[int] = frozenset()):
         self.src = src
         self.ch = ch
+        self.inserted = inserted  # where the ladder put a `;` after a `$$$` run
         self.names: set[str] = set()
 
     def _spells_metavar(self, n: Node) -> bool:
         text = self.src[n.start_byte : n.end_byte].decode(errors="replace")
         return self.ch is not None and extract_metavar(text, self.ch) is not None
+
+    def _ours(self, n: Node) -> bool:
+        """Whether `n` is only a `;` the ladder put after a run (C#'s empty statement)."""
+        return n.start_byte in self.inserted and n.end_byte == n.start_byte + 1
 
     def _holds_metavar(self, text: bytes) -> bool:
         return self.ch is not None and self.ch.encode() in text
@@ -207,6 +212,8 @@ class _Converter:
     def convert(self, n: Node) -> PNode:
         text = self.src[n.start_byte : n.end_byte]
         if self.ch is not None:
+            if n.end_byte - 1 in self.inserted and n.end_byte - n.start_byte > 1:
+                text = text[:-1].rstrip()  # `$$$B;` with our `;` is the run `$$$B`
             mv = extract_metavar(text.decode(errors="replace"), self.ch)
             if mv is not None:
                 if mv.name:
@@ -223,7 +230,7 @@ class _Converter:
         kids = tuple(
             self.convert(c)
             for c in n.children
-            if not c.is_missing and (not c.is_extra or c.is_error)
+            if not c.is_missing and (not c.is_extra or c.is_error) and not self._ours(c)
         )
         if not kids and n.start_byte == n.end_byte:
             return MetaVar(None, multi=True)
@@ -302,10 +309,17 @@ def _only_metavar(roots: tuple[PNode, ...], original: str) -> None:
 
 
 def _try_context(
-    lang: str, frag: str, ctx: Context, closer: str, ch: str | None, original: str
+    lang: str,
+    frag: str,
+    ctx: Context,
+    closer: str,
+    ch: str | None,
+    original: str,
+    inserted: tuple[int, ...] = (),
 ) -> tuple[Pattern | None, Node | None, bytes]:
-    """The reading of `frag` (already preprocessed for `ch`) in one rung, or None with
-    the error that refused it."""
+    """The reading of `frag` (already preprocessed for `ch`; `inserted`: the offsets of
+    the `;` the ladder put after `$$$` runs) in one rung, or None with the error that
+    refused it."""
     src = (ctx.prefix + frag + closer + ctx.suffix).encode()
     start = len(ctx.prefix.encode())
     end = start + len((frag + closer).encode())
@@ -320,7 +334,7 @@ def _try_context(
         return None, None, src  # the closer is text, or a node of its own (an empty statement)
     if max(_depth(n) for n in nodes) > MAX_DEPTH:
         raise _too_deep(original)
-    conv = _Converter(src, ch)
+    conv = _Converter(src, ch, frozenset(start + i for i in inserted))
     roots = tuple(conv.convert(n) for n in nodes if not n.is_extra or n.is_error)
     roots = _without_separator(roots)
     if not roots:
@@ -331,7 +345,12 @@ def _try_context(
         last, trim_depth = _strip_closer(roots[-1], closer)
         roots = (*roots[:-1], last)
     repairs, char_matters = weigh(lang, tree.root_node, start, end, src, ch)
-    if repairs:
+    if repairs >= ERROR_WEIGHT and len(roots) > 1:
+        # the fragment fell into pieces around an ERROR node (C++ `for ($$$H) { $$$B }` in
+        # a function body: an ERROR, then an initializer list): no code has siblings of
+        # those shapes, so that reading would silently find nothing
+        repairs += DEGENERATE
+    elif repairs:
         repairs += len(roots) - 1  # error recovery's pieces: one node is the likelier intent
     if repairs >= ERROR_WEIGHT and ctx.prefix:
         repairs += 1  # through an ERROR node, the raw parse is ast-grep's reading: it wins ties
@@ -376,13 +395,17 @@ class _Ladder:
     best_closer: str = ""
     tried: list[str] = field(default_factory=list)
     first_err: tuple[Node, bytes, int, str] | None = None
+    terminate: bool = False  # put a `;` after each `$$$` run that closes a block
 
     def read(self, ctx: Context, closer: str) -> Pattern | None:
         """The best reading of the fragment in one rung, over the metavariable chars."""
         best: Pattern | None = None
         for ch in self.chars:
             processed = preprocess(self.frag, ch) if ch else self.frag
-            p, err, src = _try_context(self.lang, processed, ctx, closer, ch, self.frag)
+            inserted: tuple[int, ...] = ()
+            if self.terminate and ch is not None:
+                processed, inserted = terminate_runs(processed, ch)
+            p, err, src = _try_context(self.lang, processed, ctx, closer, ch, self.frag, inserted)
             if p is None:
                 if err is not None and self.first_err is None:
                     self.first_err = (err, src, len(ctx.prefix.encode()), processed)
@@ -432,8 +455,31 @@ def compile_pattern(source: str, lang: str) -> Pattern:
     if not frag:
         raise PatternError("the pattern is empty: pass a code fragment such as `foo($X)`.")
     check_habits(frag, lang)
-    ladder = _Ladder(lang, frag, _chars_for(lang, frag))
+    chars = _chars_for(lang, frag)
     rungs = contexts_for(lang, frag)
+    ladder = _Ladder(lang, frag, chars)
+    found = _walk(ladder, rungs)
+    if found is None and ladder.best is not None and "$$$" in frag:
+        # no rung reads it as written: try each `$$$` run that closes a block with a `;`
+        # (C#'s `while ($C) { $$$B }`); a reading that needs no more repair wins ties
+        terminated = _Ladder(lang, frag, chars, terminate=True)
+        found = _walk(terminated, rungs)
+        if found is None and terminated.best is not None:
+            if terminated.best.repairs < ladder.best.repairs:
+                ladder = terminated
+    if found is not None:
+        return found
+    best, rung = ladder.best, ladder.best_ctx
+    if best is not None and rung is not None:
+        if rung.is_member:
+            return _with_members(ladder, best, rung, ladder.best_closer, rungs)
+        return best
+    raise _unparseable(ladder)
+
+
+def _walk(ladder: _Ladder, rungs: tuple[Context, ...]) -> Pattern | None:
+    """Down the ladder: the first reading as written (with its other member rungs), or
+    None with the best reading offered to `ladder`."""
     for closer in CLOSERS:
         for ctx in rungs:
             p = ladder.read(ctx, closer)
@@ -442,12 +488,7 @@ def compile_pattern(source: str, lang: str) -> Pattern:
             if p.repairs == 0:
                 return _with_members(ladder, p, ctx, closer, rungs) if ctx.is_member else p
             ladder.offer(p, ctx, closer)
-    best, rung = ladder.best, ladder.best_ctx
-    if best is not None and rung is not None:
-        if rung.is_member:
-            return _with_members(ladder, best, rung, ladder.best_closer, rungs)
-        return best
-    raise _unparseable(ladder)
+    return None
 
 
 def _unparseable(ladder: _Ladder) -> PatternError:

@@ -7,9 +7,15 @@ statement rung (the grammar wants a statement there), and none as a struct membe
 field of type `if`), so the member won and matched nothing. The weights:
 
 - a MISSING node: 1, but 0 right after a `$$$` metavariable (it stands for statements
-  that carry their own terminators);
+  that carry their own terminators) or at the end of a node that is only a metavariable
+  (`$S` in C's `if ($C) $S` stands for a whole statement);
 - a reserved word read as a name (`if` as a type or a function): 1, so the rung that
   reads it as the keyword wins a tie with it (it comes first: statements before members);
+- the fragment's *first* word, a reserved word, read as a name: DEGENERATE. That word
+  says what the fragment is (`for`, `while`, `try`): C++ `for ($$$H) { $$$B }` has no
+  error-free reading (a `for` header is no run of one kind), and as a struct member it is
+  a field of type `for` with no error at all, which matched nothing. Such a reading is
+  taken only when no rung reads the word as the keyword, even through an ERROR node;
 - a metavariable that is not one whole node (`$` skipped, `S` an identifier): 1; one
   that is an ERROR node of its own: 1 for `$X`, 0 for `$$$X` (a run where the grammar
   wants one item is an ERROR in ast-grep too, and still the run);
@@ -31,6 +37,7 @@ from tether.structural.metavars import extract_metavar, metavar_regexes
 
 ERROR_WEIGHT = 10
 KEYWORD_AS_NAME = 1
+DEGENERATE = 1000  # more than any count of ERROR nodes a fragment's parse has
 _CLOSERS = (")", "]", "}", '"', "'", "`", "end")
 
 
@@ -89,7 +96,7 @@ def _error_weight(root: Node, start: int, end: int, src: bytes, ch: str) -> int:
         if n.end_byte < start or n.start_byte > end:
             continue
         if n.is_missing:
-            count += 0 if _after_ellipsis(n, src, ch) else 1
+            count += 0 if _after_ellipsis(n, src, ch) or _ends_metavar(n, src, ch) else 1
         elif n.is_error:
             mv = extract_metavar(src[n.start_byte : n.end_byte].decode(errors="replace"), ch)
             if mv is None:
@@ -110,8 +117,24 @@ def _after_ellipsis(missing: Node, src: bytes, ch: str) -> bool:
     return m is not None
 
 
+def _ends_metavar(missing: Node, src: bytes, ch: str) -> bool:
+    """Whether an invented node closes a node that is only a metavariable (C's `$S` +
+    MISSING `;` in `if ($C) $S`): the compiler reads that node as the metavariable, which
+    then stands for a whole statement, its terminator and all."""
+    parent = missing.parent
+    if not ch or parent is None:
+        return False
+    return (
+        extract_metavar(src[parent.start_byte : parent.end_byte].decode(errors="replace"), ch)
+        is not None
+    )
+
+
 def _keywords_as_names(lang: str, root: Node, start: int, end: int, src: bytes) -> int:
-    """Named leaves inside the fragment whose text is a keyword of the grammar."""
+    """Named leaves inside the fragment whose text is a reserved word of the grammar
+    (not a node of the keyword's own kind, such as JavaScript's `super`); the first word
+    of the fragment weighs DEGENERATE."""
+    first = len(src[start:end]) - len(src[start:end].lstrip())
     count = 0
     stack = [root]
     while stack:
@@ -120,9 +143,9 @@ def _keywords_as_names(lang: str, root: Node, start: int, end: int, src: bytes) 
             continue
         if n.child_count == 0:
             text = src[n.start_byte : n.end_byte]
-            if n.is_named and not n.is_error and text.isalpha() and text.islower():
-                if _is_keyword(lang, text.decode()):
-                    count += KEYWORD_AS_NAME
+            if n.is_named and not n.is_error and n.type != text.decode(errors="replace"):
+                if text.isalpha() and text.islower() and _is_keyword(lang, text.decode()):
+                    count += DEGENERATE if n.start_byte == start + first else KEYWORD_AS_NAME
             continue
         stack.extend(n.children)
     return count
