@@ -42,6 +42,7 @@ command -v go >/dev/null || need_apt+=(golang-go)
 command -v gopls >/dev/null || need_apt+=(gopls)
 command -v dlv >/dev/null || need_apt+=(delve)
 command -v bwrap >/dev/null || need_apt+=(bubblewrap)  # the sandbox place (tether.places)
+command -v mmdebstrap >/dev/null || need_apt+=(mmdebstrap)  # the prefix place's Debian root
 # a sandbox with network on (tether.places.egress): user-mode egress, and what attaches it
 command -v slirp4netns >/dev/null || need_apt+=(slirp4netns)
 command -v nsenter >/dev/null || need_apt+=(util-linux)
@@ -103,6 +104,13 @@ if ! command -v typescript-language-server >/dev/null \
 fi
 "$PY" -c 'import deno, subprocess; subprocess.run([deno.find_deno_bin(), "--version"], check=True, capture_output=True)' \
   || { echo "install: the deno package's binary does not run here (eval's javascript)" >&2; exit 1; }
+# the prefix place's Debian root (tether.places.rootfs): built once (about a minute, from
+# Debian's mirror) into the user's cache, kept; its tests skip and say so while it is absent
+if command -v mmdebstrap >/dev/null && ! "$PY" -m tether.places.rootfs path >/dev/null 2>&1; then
+  echo "install: the prefix place's Debian root (mmdebstrap)"
+  "$PY" -m tether.places.rootfs build >/dev/null \
+    || echo "install: the Debian root could not be built (tests/places/test_prefix_rootfs.py skips)" >&2
+fi
 if [ ${#missing_apt[@]} -gt 0 ]; then
   echo "install: done without root; still missing (their tools and tests skip and say so):" >&2
   echo "    ${missing_apt[*]}" >&2

@@ -22,12 +22,16 @@ A place (`tether.places`): in a sandbox the kernel runs on the conversation's la
 (`tether.kernels.layer`: the project's interpreter, %pip into the layer), its own
 directory (connection file, ipc sockets, IPython's profile) bound read-write at its own
 path, so the host reaches it through those sockets and nothing else; every other state
-of the kernel (HOME, TMPDIR, caches) is in the sandbox's private /tmp.
+of the kernel (HOME, TMPDIR, caches) is in the sandbox's private /tmp. In a prefix place
+the kernel runs on the environment's own `python3` (with the environment's ipykernel),
+its directory made beneath the exchange directory the place maps in (only that place's
+kernels are there), its connection file naming the sockets by their paths inside.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 import shutil
@@ -48,6 +52,7 @@ from tether.scratch import ProcessScratch
 
 LANGUAGES = ("python", "javascript")
 KERNELS = "kernels"  # under the runtime's private directory
+PREFIX_PYTHON = "python3"  # a prefix environment's own Python (its PATH finds it)
 IPC_PATH_MAX = 100  # a Unix socket path must fit sun_path (108); a longer one gets loopback TCP
 
 
@@ -190,16 +195,19 @@ def launch(
             "language 'python' there, or a host run"
         )
     root = kernels_dir()
-    scratch = ProcessScratch(language[:2], under=KERNELS)
+    scratch = ProcessScratch(language[:2], under=_kernels_under(place, root))
     directory = scratch.base
     fname, info = write_connection(language, directory)
+    if place.kind == "prefix":  # (the kernel reads its socket paths as they are inside)
+        _write_inside(place, fname, info)
     if place.kind != "host" and info.get("transport") != "ipc":
         scratch.close()
         raise KernelUnavailable(
             f"the runtime's state dir is too deep for a kernel's Unix sockets ({directory}), "
             "and a place does not share loopback TCP: point TETHER_STATE_DIR at a shorter path"
         )
-    argv = [*launcher, *kernel_argv(language, fname, layer.python if layer else "")]
+    python = layer.python if layer else PREFIX_PYTHON if place.kind == "prefix" else ""
+    argv = [*launcher, *kernel_argv(language, fname, python)]
     env = kernel_env(scratch, root)
     if place.kind != "host":  # its profile and config are its own, not the runtime's
         env.update(_own_state(directory))
@@ -227,6 +235,30 @@ def launch(
             close_fds=True,
         )
     return Launched(language, popen.pid, str(directory), info, popen, wrapped=wrapped)
+
+
+def _kernels_under(place: Place, root: Path) -> str:
+    """Where a kernel's own directory is made, relative to the state dir: the kernels dir,
+    or for a prefix place the directory beneath it that the place maps into its
+    environment (only that place's kernels are there)."""
+    if place.kind != "prefix":
+        return KERNELS
+    for host, _ in place.paths:
+        if Path(host).parent == root:
+            return f"{KERNELS}/{Path(host).name}"
+    raise KernelUnavailable(
+        f"a kernel in a prefix place needs a directory {root}/<name> mapped into its "
+        "environment (its connection file and ipc sockets go there), and the place maps "
+        f"none: add one to its paths, e.g. {{'{root}/px': '/run/tether'}} "
+        "(tether.places.rootfs.rootfs_place does)"
+    )
+
+
+def _write_inside(place: Place, fname: str, info: dict[str, Any]) -> None:
+    inside = {**info, "ip": place.inside(str(info["ip"]))}
+    inside["key"] = inside["key"].decode() if isinstance(inside["key"], bytes) else inside["key"]
+    with open(fname, "w") as out:
+        json.dump(inside, out)
 
 
 def _own_state(directory: Path) -> dict[str, str]:

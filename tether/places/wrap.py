@@ -34,6 +34,7 @@ from tether import cgroups
 from tether.cgroups import Cgroup
 from tether.places import sandbox
 from tether.places.place import Place, PlaceError
+from tether.private_dirs import default_state_dir
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,12 @@ def _program_roots(program: str) -> list[str]:
 
 
 def _prefix(place: Place, argv: Sequence[str], cwd: str, env: dict[str, str]) -> Wrapped:
-    given = {k: v for k, v in env.items() if os.environ.get(k) != v}
+    state = str(default_state_dir())
+    given = {
+        k: v
+        for k, v in env.items()
+        if os.environ.get(k) != v and not (state in v and place.inside(v) == v)
+    }  # (not the paths into the runtime's state dir the environment has no mapping of)
     assigns = [f"{k}={_map_value(place, v)}" for k, v in sorted(given.items())]
     inner = [_map_value(place, a) for a in argv]
     command = [*place.command, "env", "-C", place.inside(cwd), *assigns, *inner]
