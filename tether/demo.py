@@ -20,6 +20,7 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -71,7 +72,7 @@ def _expect(result: ToolResult, *parts: str, error: bool = False) -> int:
     return 0
 
 
-def _tree(node: dict[str, Any], depth: int = 0) -> None:
+def _tree(node: Mapping[str, Any], depth: int = 0) -> None:
     name = node.get("name") or f"{node.get('kind', '?')}:{node.get('key', '')}"
     pids = ",".join(str(p.get("pid")) for p in node.get("pids", []))
     extra = f" pids={pids}" if pids else ""
@@ -345,7 +346,7 @@ def _vibe(run: Any) -> int:
     return _expect(waited, "Python")
 
 
-def _walk(node: dict[str, Any]):
+def _walk(node: Mapping[str, Any]):
     yield node
     for child in node.get("children", []):
         yield from _walk(child)

@@ -59,7 +59,7 @@ def outcome(result: ToolResult) -> str:
 class TreeCollector:
     """Reads the actor tree at scrape time (a custom prometheus collector)."""
 
-    def __init__(self, health: Callable[[float], dict[str, Any]]):
+    def __init__(self, health: Callable[[float], Mapping[str, Any]]):
         self._health = health
         # A counter never goes down, but the tree reports restarts per live actor (an actor
         # that went took its count with it): so the collector adds each actor's increases.
@@ -185,7 +185,7 @@ class Metrics:
 
     def __init__(
         self,
-        health: Callable[[float], dict[str, Any]],
+        health: Callable[[float], Mapping[str, Any]],
         capacity: Callable[[], Mapping[str, Any]] | None = None,
     ):
         self.registry = CollectorRegistry()

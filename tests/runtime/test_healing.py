@@ -302,7 +302,7 @@ def test_the_old_trees_processes_are_gone_after_a_rebuild(runtime_factory) -> No
 
 
 def test_the_host_gives_up_after_too_many_rebuilds(runtime_factory, monkeypatch) -> None:
-    import tether.runtime as runtime_module
+    import tether.host.healing as runtime_module
 
     monkeypatch.setattr(runtime_module, "MAX_REBUILDS", 1)
     rt = echo_runtime(runtime_factory)

@@ -98,7 +98,7 @@ def test_a_boot_whose_admin_never_answers_is_cleaned_up_and_retried(
     # looks like): the start kills that admin and its session, and boots on another port
     from thespian.actors import InvalidActorAddress
 
-    import tether.runtime as runtime_module
+    import tether.host.boot as runtime_module
 
     real = runtime_module.ActorSystem
     first: dict = {}
