@@ -39,6 +39,7 @@ from typing import Any
 
 from tether.actors.base import ResourceUnavailable
 from tether.actors.process import ProcessActor
+from tether.capacity.ceiling import OVER_WORDS, ResourceCeiling
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.lsp.cancellation import FileCancellation
 from tether.lsp.limits import LspLimits
@@ -46,6 +47,7 @@ from tether.lsp.servers import BY_NAME, find_binary, split_key
 from tether.lsp.session import Session
 from tether.lsp.session.link import Deadline
 from tether.messages.calls import Call, ErrorCode
+from tether.messages.control import Start
 from tether.messages.language_server_ops import (
     LANGUAGE_SERVER,
     LanguageServerReply,
@@ -73,6 +75,12 @@ class StartupCheck:
 
 class LanguageServerActor(ProcessActor):
     kind_name = "language_server"
+    previous_end = ""  # how its predecessor ended (Start.previous_end)
+
+    def handle_message(self, obj: Any, data: bytes, extra: Any, sender: Any) -> None:
+        if isinstance(obj, Start):
+            self.previous_end = obj.previous_end
+        super().handle_message(obj, data, extra, sender)
 
     # --- lifecycle ------------------------------------------------------------------------
     def on_start(self, key: str, config: dict[str, Any]) -> None:
@@ -90,6 +98,15 @@ class LanguageServerActor(ProcessActor):
             self.limits = LspLimits.from_config(config)
         except (TypeError, ValueError) as e:
             raise ResourceUnavailable(f"{name}: bad limits in the kind's config: {e}") from e
+        try:  # a hard memory ceiling (tether.capacity.ceiling): a runaway ends only its server
+            self.ceiling = ResourceCeiling(self.kind_name, config)
+        except ValueError as e:
+            raise ResourceUnavailable(str(e)) from e
+        # the first answer of a server started again after its predecessor hit the ceiling
+        # says so (an eviction's cold start is said by the base actor)
+        over = self.previous_end.find(OVER_WORDS)
+        died = f"its server died at its memory ceiling ({self.previous_end[over:]})"
+        self.start_notes = [f"{self.name} was restarted: {died}"] if over >= 0 else []
         self.cancels: FileCancellation | None = None
         if not root.is_dir():
             raise ResourceUnavailable(f"{name}: root {root} is not a directory")
@@ -158,13 +175,19 @@ class LanguageServerActor(ProcessActor):
             self.row, self.root, self, limits=self.limits, canceller=self.cancels
         )
         self.set_state("starting")
+        # a node server's V8 heap limit sits inside its ceiling (tsserver inherits it)
+        heap = self.ceiling.node_options() if self.row.node_options else []
         pid = self.spawn(
             argv,
             cwd=str(self.root),
-            env=scratch.env(go_offline=True, given=self.row.extra_env(os.environ)),
+            env=scratch.env(go_offline=True, given=self.row.extra_env(os.environ, heap)),
             place=self.place,
             workspace=str(self.root),
         )
+        # (at once: the processes it starts later - node under basedpyright's launcher,
+        # tsserver - inherit the rlimit, or are born in the cgroup)
+        host = self.place.kind == "host"
+        self.ceiling.put([pid], f"lsp-{pid}", v8=bool(self.row.node_options), on_host=host)
         # (processId: a server exits once that pid is gone; in a place's own pid namespace
         # the host's pids do not exist, and 1 is the place's init, alive as long as it is)
         self.session.start(pid if self.place.kind == "host" else 1)
@@ -177,7 +200,7 @@ class LanguageServerActor(ProcessActor):
             self.set_state("ready")
             waiters, self.reload_waiters = self.reload_waiters, []
             for call in waiters:
-                self.reply(call, reply_payload(replace(self.status_payload(), reloaded=True)))
+                self.reply(call, self._noted(replace(self.status_payload(), reloaded=True)))
         elif s == "failed":
             why = self.session.error_text
             for call in self.reload_waiters:
@@ -215,9 +238,28 @@ class LanguageServerActor(ProcessActor):
         # runtime to retry once on the next incarnation) and stops us as a crash.
         super().on_exit(returncode)
 
+    def exit_message(self, returncode: int | None) -> str:
+        """The base's, and whether the server died at its memory ceiling (the words its
+        successor's first answer repeats)."""
+        message = super().exit_message(returncode)
+        over = self.ceiling.note(self.stderr_tail()) if hasattr(self, "ceiling") else ""
+        return f"{message}; {over}" if over else message
+
+    def release(self) -> None:
+        super().release()
+        if hasattr(self, "ceiling"):
+            self.ceiling.release()
+
+    def _noted(self, reply: LanguageServerReply) -> dict[str, Any]:
+        """`reply` as its payload, with the start's notes on the first one."""
+        if getattr(self, "start_notes", None):
+            reply = replace(reply, notes=[*reply.notes, *self.start_notes])
+            self.start_notes = []
+        return reply_payload(reply)
+
     # --- SessionIO ------------------------------------------------------------------------
     def done(self, token: Any, reply: LanguageServerReply) -> None:
-        self.reply(token, reply_payload(reply))
+        self.reply(token, self._noted(reply))
 
     def error(self, token: Any, code: str, message: str) -> None:
         if code == ErrorCode.RESOURCE_DIED:  # the server is going (stuck): an idempotent
@@ -261,7 +303,7 @@ class LanguageServerActor(ProcessActor):
                     self.set_state("starting")  # the base queues calls until the new one is ready
                     self.kill_process()
             case Status():
-                self.reply(call, reply_payload(self.status_payload()))
+                self.reply(call, self._noted(self.status_payload()))
             case request:  # the session serves the rest
                 deadline = call.deadline or (time.monotonic() + 30.0)
                 self.session.handle(request, call, deadline)
@@ -297,6 +339,7 @@ class LanguageServerActor(ProcessActor):
             "pending_requests": st.pending_requests if st else 0,
             "cancelled_requests": st.cancelled_requests if st else 0,
             "reloads": getattr(self, "reloads", 0),
+            "memory_ceiling": self.ceiling.how() if hasattr(self, "ceiling") else "",
         }
 
 

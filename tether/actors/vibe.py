@@ -27,7 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from tether import worker_views
+from tether.actors.base import ResourceUnavailable
 from tether.actors.process import ProcessActor
+from tether.capacity.ceiling import ResourceCeiling
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import Call, ErrorCode
 from tether.messages.worker_ops import (
@@ -114,6 +116,10 @@ class VibeWorkerActor(ProcessActor):
         self.capped: dict[str, Any] | None = None  # the cap that stopped this run
         self.unchanged = False  # its view was removed at the end of the run: it was unchanged
         self.mounted = False  # the view is mounted in this actor's own mount namespace
+        try:  # a hard memory ceiling per run (tether.capacity.ceiling): a runaway ends itself
+            self.ceiling = ResourceCeiling("vibe_worker", config)
+        except ValueError as e:
+            raise ResourceUnavailable(str(e)) from e
 
     # --- calls -----------------------------------------------------------------------
     def on_call(self, call: Call) -> None:
@@ -219,10 +225,13 @@ class VibeWorkerActor(ProcessActor):
                 **self.new_scratch("vibe").env(given=spec.env),
                 "TETHER_WORKER_ID": spec.worker_id,
             }
-            self.spawn(argv, cwd=spec.cwd, env=env, **self._place(spec))
+            pid = self.spawn(argv, cwd=spec.cwd, env=env, **self._place(spec))
         except (OSError, worker_views.ViewError, PlaceError) as exc:
             self._finish("failed", None, f"cannot start {argv[0]!r}: {exc}")
             return
+        # at once, so what it starts inherits the rlimit or is born in the cgroup
+        host = not spec.place or spec.place.get("kind") == "host"
+        self.ceiling.put([pid], f"vibe-{pid}", on_host=host)
         self.status = "running"
         if spec.caps.get("seconds"):
             self.after(float(spec.caps["seconds"]), CapDue(self.run_no))
@@ -368,7 +377,9 @@ class VibeWorkerActor(ProcessActor):
         elif returncode == 0:
             self._finish("done", returncode, "")
         else:
-            self._finish("failed", returncode, self.exit_message(returncode))
+            why = self.exit_message(returncode)
+            over = self.ceiling.note(f"{self.stderr_tail()}\n{self.output[-2000:]}")
+            self._finish("failed", returncode, f"{why}; {over}" if over else why)
 
     def _finish(self, status: str, returncode: int | None, error: str) -> None:
         self.status, self.exit_code, self.error = status, returncode, error
@@ -443,6 +454,11 @@ class VibeWorkerActor(ProcessActor):
     def release(self) -> None:
         super().release()
         self._remove_view()  # (the actor ends: reaped, killed with its run, or crashed)
+        if hasattr(self, "ceiling"):
+            self.ceiling.release()
 
     def health_extra(self) -> dict[str, Any]:
-        return {"worker": {k: v for k, v in self.snapshot().items() if k != "output"}}
+        return {
+            "worker": {k: v for k, v in self.snapshot().items() if k != "output"},
+            "memory_ceiling": self.ceiling.how() if hasattr(self, "ceiling") else "",
+        }

@@ -117,12 +117,15 @@ class ServerRow:
     # code (callers, subtypes) says it may be missing some
     open_files_only: bool = False
 
-    def extra_env(self, environ: Mapping[str, str]) -> dict[str, str]:
+    def extra_env(
+        self, environ: Mapping[str, str], more: list[str] | None = None
+    ) -> dict[str, str]:
         """The variables this server adds to its environment (NODE_OPTIONS: the caller's
-        own, then ours)."""
+        own, then ours, then `more`: the heap limit of its memory ceiling, which comes last
+        so that it wins over a caller's own)."""
         if not self.node_options:
             return {}
-        flags = [environ.get("NODE_OPTIONS", ""), *self.node_options]
+        flags = [environ.get("NODE_OPTIONS", ""), *self.node_options, *(more or [])]
         return {"NODE_OPTIONS": " ".join(f for f in flags if f)}
 
     def __post_init__(self) -> None:

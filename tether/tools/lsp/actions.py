@@ -149,11 +149,12 @@ def _file_diagnostics(ctx: ToolContext, file: str) -> ToolResult:
     path, target = found
     diags = ask(ctx, target.key, Diagnostics(str(path), 10.0), DiagnosticsReply, QUERY_TIMEOUT)
     if diags.pending:
-        return ToolResult.error(
+        pending = ToolResult.error(
             f"diagnostics pending for {file}: {target.row.name} did not finish checking it in "
             "10 s (it may still be indexing - see lsp status). Try again shortly.",
             data={"pending": [file]},
         )
+        return noted(pending, diags)
     first = next(iter(diags.files.values()), None)  # None: never seen
     raw = severe(first or [])
     recs = model_records(ctx, raw, Lines(ctx))

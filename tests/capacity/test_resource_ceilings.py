@@ -1,0 +1,139 @@
+"""Hard memory ceilings on the resources that poll nothing themselves (tether.capacity.ceiling,
+ResourceCeiling): a language server, a vibe worker, a debug adapter and its program. On this
+tree (no memory cgroup of its own) the ceiling is RLIMIT_DATA, and a node server's V8 heap
+limit inside it; each case is a real process that allocates past its ceiling."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import health_node, wait_until
+from tether.actors.language_server import KINDS as LSP_KINDS
+from tether.capacity import ceiling
+from tether.capacity.usage import MIB
+
+SAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample_project"
+
+
+def with_ceiling(kinds, mb: int):
+    return [replace(k, config={**k.config, "memory_ceiling_mb": mb}) for k in kinds]
+
+
+def big_module(n: int) -> str:
+    """`n` dataclasses that refer to each other: checking it takes basedpyright's heap far
+    past 300 MiB (measured: ~190 MiB after a small hover, ~700 once this one is checked)."""
+    out = ["from dataclasses import dataclass", ""]
+    for i in range(n):
+        out += [
+            "@dataclass",
+            f"class C{i}:",
+            f"    a: int = {i}",
+            f"    def m(self, x: 'C{max(i - 1, 0)}') -> 'C{i}':",
+            f"        return C{i}(self.a + x.a)",
+            "",
+        ]
+    return "\n".join([*out, f"w = C{n - 1}().m(C{n - 2}())", ""])
+
+
+def test_a_language_server_over_its_ceiling_is_restarted_and_its_next_answer_says_why(
+    runtime_factory, tmp_path
+):
+    work = tmp_path / "project"
+    shutil.copytree(SAMPLE, work)
+    big = big_module(6000)
+    (work / "inventory" / "big.py").write_text(big)
+    rt = runtime_factory(kinds=with_ceiling(LSP_KINDS, 300))
+    run = rt.open_run("c1", workdir=work)
+    small = {"action": "hover", "file": "inventory/models.py", "line": 7, "symbol": "Item"}
+    first = run.call("lsp", small)
+    assert "class Item" in first.text and "[note]" not in first.text, first.text
+    [name] = [n for n in _names(rt.health()) if n.startswith("language_server:basedpyright")]
+    node = health_node(rt.health(), name)
+    rlimit = (300 * MIB + ceiling.V8_SLACK) // MIB
+    assert node["extra"]["memory_ceiling"] == f"RLIMIT_DATA {rlimit} MiB"
+
+    # checking it takes the heap past its limit: the server dies under the call (and again
+    # on the runtime's one retry), or after the call's 10 s cap answered "pending"
+    blown = run.call("lsp", {"action": "diagnostics", "file": "inventory/big.py"})
+    wait_until(lambda: (health_node(rt.health(), name) or {}).get("restarts", 0) >= 1, 60.0)
+    said = health_node(rt.health(), name)["last_error"]
+    assert ceiling.OVER_WORDS in said and "heap out of memory" in said, said
+
+    again = run.call("lsp", small)
+    assert "class Item" in again.text, again.text
+    # the first answer of the restarted server says so: this one, or the retried call's
+    # "pending" if the first server died before the cap
+    [note] = [*(blown.data or {}).get("notes", []), *again.data.get("notes", [])]
+    assert note.startswith(f"{name} was restarted: its server died at its memory ceiling")
+    assert ceiling.OVER_WORDS in note
+    assert "a ceiling of 300 MiB" in note and "heap out of memory" in note, note
+    assert f"[note] {note}" in again.text + blown.text
+
+
+def _names(node: dict) -> list[str]:
+    return [node.get("name", ""), *(n for c in node.get("children", []) for n in _names(c))]
+
+
+GROW = "b = []\nwhile True:\n    b.append(bytearray(8 * 2**20))"
+
+
+def test_a_worker_that_allocates_past_its_ceiling_fails_alone_and_vibe_wait_says_why(
+    runtime_factory, tmp_path
+):
+    from tether.actors.vibe import KINDS as VIBE_KINDS
+    from tether.tools.vibe_workers import CommandBackend, VibeConfig
+
+    rt = runtime_factory(kinds=with_ceiling(VIBE_KINDS, 200))
+    backends = {
+        "fast": CommandBackend([sys.executable, "-c", GROW]),
+        "good": CommandBackend([sys.executable, "-c", "import sys; print('fine', sys.argv[-1])"]),
+    }
+    run = rt.open_run("w", workdir=tmp_path, vibe=True, vibe_config=VibeConfig(backends=backends))
+    hog = run.call("vibe_spawn", {"brief": "grow", "label": "hog", "tier": "fast"})
+    calm = run.call("vibe_spawn", {"brief": "calm", "label": "calm", "tier": "good"})
+    assert not hog.is_error and not calm.is_error, hog.text + calm.text
+
+    def wait(res):
+        done = run.call("vibe_wait", {"worker_id": res.data["worker_id"], "timeout_seconds": 60})
+        assert done.data["finished"], done.text
+        return done
+
+    done = wait(hog)
+    assert done.data["status"] == "failed", done.text
+    data = 200 + ceiling.DATA_SLACK // MIB
+    said = f"{ceiling.OVER_WORDS} (a ceiling of 200 MiB, RLIMIT_DATA {data} MiB)"
+    assert said in done.text and "MemoryError" in done.text, done.text
+    fine = wait(calm)  # the other worker never noticed
+    assert fine.data["status"] == "done" and "fine calm" in fine.text, fine.text
+
+
+@pytest.mark.parametrize(
+    ("config", "bytes_"),
+    [
+        ({}, ceiling.DEFAULT_MB["language_server"] * MIB),
+        ({"memory_ceiling_mb": 0}, 0),
+        ({"memory_ceiling_mb": 512}, 512 * MIB),
+    ],
+)
+def test_a_kind_config_sets_the_ceiling(config, bytes_):
+    assert ceiling.configured("language_server", config) == bytes_
+
+
+@pytest.mark.parametrize("given", [1, "big", True, -5])
+def test_a_bad_ceiling_in_a_kind_config_says_what_to_write(given):
+    with pytest.raises(ValueError) as bad:
+        ceiling.configured("vibe_worker", {"memory_ceiling_mb": given})
+    assert (
+        f"vibe_worker: memory_ceiling_mb must be 0 (no ceiling) or a number of MiB >= 16, got {given!r}"
+        in str(bad.value)
+    )
+    assert "{'memory_ceiling_mb': 8192}" in str(bad.value)
+
+
+def test_a_node_heap_limit_sits_inside_its_ceiling():
+    assert ceiling.node_heap_mb(300 * MIB) == 225
