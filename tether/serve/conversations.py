@@ -10,6 +10,12 @@ every later call names it. It is also what a load balancer keys affinity on (the
 
 Calls in flight are tracked here, by their `CallScope`, so a drain can wait for them and
 then cancel what is left, and the in-flight count is one number for /metrics and /readyz.
+
+A conversation outlives its server where it can: the open handles are kept in the state dir
+(`serve-conversations`), and what each run holds host-side (staged edits, the diagnostics
+ledger, breakpoints, its cards) in a file of its own (`run_state`), saved after each call
+that may change it. A server started on the same state dir opens the handles again and puts
+that state back; what did not survive is said in the conversation's next results.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -26,16 +33,15 @@ from typing import Any
 
 from tether.call_scope import CallScope
 from tether.messages.calls import ErrorCode, ResourceError
+from tether.questions import Answer, Card
+from tether.serve import run_state, run_store
 from tether.serve.config import ServeConfig, Workdir
 from tether.serve.elicit import ElicitPort
+from tether.serve.run_state import CardLog, RunStateError
+from tether.tools.results import ToolResult
 
-STORE = "serve-conversations"  # (no .json: every *.json there is a port file to reap)
-RESUMED = (
-    "(this conversation was resumed by a restarted server: its handle and working directory "
-    "are kept; what lived in the old server is gone - interpreter variables, debug "
-    "sessions, staged edits not yet resolved, approvals given - so redo what depended on "
-    "it)"
-)
+STORE = "serve-conversations"  # (no .json: older runtimes reaped every *.json as a port file)
+KEEP_FLUSH = 10.0  # s a shutdown waits for the saves under way before its own last ones
 
 
 class ConversationError(ValueError):
@@ -48,6 +54,19 @@ class Full(ConversationError):
     retry_after = 30
 
 
+class KeptPort(ElicitPort):
+    """The conversation's question port, which also logs its cards (numbers, approvals)."""
+
+    def __init__(self, cards: CardLog):
+        super().__init__()
+        self.cards = cards
+
+    def ask(self, card: Card, timeout: float) -> Answer:
+        answer = super().ask(card, timeout)
+        self.cards.saw(card, answer)
+        return answer
+
+
 @dataclass
 class Conversation:
     handle: str
@@ -57,10 +76,25 @@ class Conversation:
     opened: float = field(default_factory=time.time)
     calls: int = 0
     note: str = ""  # said once, in front of the conversation's next result
+    notes: dict[str, str] = field(default_factory=dict)  # tool -> said once, on its next result
+    cards: CardLog = field(default_factory=CardLog)
+    kept: bytes | None = None  # the run state as last saved
+    keeping: threading.Lock = field(default_factory=threading.Lock)
+    closed: bool = False
 
     def take_note(self) -> str:
+        """What to say once in front of the conversation's next result."""
         note, self.note = self.note, ""
         return note
+
+    def take_tool_note(self, tool: str) -> str:
+        """What to say once in front of the next result of `tool` (what it had is gone)."""
+        if not self.notes:
+            return ""
+        own = self.notes.pop(tool, "")
+        if own:  # (one note may stand for several tools: vibe_*'s gone workers)
+            self.notes = {t: n for t, n in self.notes.items() if n != own}
+        return own
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -81,6 +115,12 @@ class Conversations:
         self.config = config
         # the handles and their workdirs, so a restarted server answers the same handles
         self._store = state_dir / STORE if state_dir is not None else None
+        # what each run holds host-side (run_state), saved after the calls that change it
+        self._runs = run_store.Store(state_dir) if state_dir is not None else None
+        self._saver = run_store.Saver(self._keep)
+        # every run's calls pass `_kept_call` first (the outermost wrapper): the per-tool
+        # notes of a resumed conversation, and the save after a call that changes its state
+        self._registry = run_store.keeping_registry(self._kept_call)
         self._lock = threading.Lock()
         self._open: dict[str, Conversation] = {}
         self._opening = 0  # counted against the limit while open_run runs
@@ -130,7 +170,8 @@ class Conversations:
                 raise Full(why)
             self._opening += 1
         handle = handle or "c-" + secrets.token_urlsafe(12)
-        port = ElicitPort()
+        cards = CardLog()
+        port = KeptPort(cards)
         try:
             run = (open_run or self.runtime.open_run)(
                 handle,
@@ -139,6 +180,7 @@ class Conversations:
                 place=workdir.place,
                 question_port=port,
                 approval=workdir.approval,
+                registry=self._registry,
             )
         except ResourceError as e:
             if e.code == ErrorCode.CAPACITY:
@@ -147,7 +189,7 @@ class Conversations:
         finally:
             with self._lock:
                 self._opening -= 1
-        conversation = Conversation(handle=handle, workdir=workdir, run=run, port=port)
+        conversation = Conversation(handle=handle, workdir=workdir, run=run, port=port, cards=cards)
         with self._lock:
             self._open[handle] = conversation
             self._save()
@@ -162,18 +204,94 @@ class Conversations:
         except (OSError, ValueError):
             saved = {}
         resumed = []
-        for handle, entry in saved.items():
+        for handle, entry in saved.items() if isinstance(saved, dict) else ():
             name = entry.get("workdir") if isinstance(entry, dict) else None
+            if not run_state.HANDLE.fullmatch(handle):
+                resumed.append(f"{handle[:40]!r} not resumed: not a handle this server mints")
+                continue
             if not isinstance(name, str) or name not in self.config.workdirs:
                 continue
             try:
-                self.open(name, handle=handle).note = RESUMED
-                resumed.append(handle)
+                conversation = self.open(name, handle=handle)
             except (ConversationError, ValueError) as e:  # said by the server, not fatal
                 resumed.append(f"{handle} not resumed: {e}")
+                continue
+            refused = self._restore(conversation)
+            resumed.append(
+                f"{handle} resumed, its kept state refused: {refused}" if refused else handle
+            )
         with self._lock:
             self._save()
+            open_now = set(self._open)
+        runs = self._runs
+        for handle in runs.handles() if runs is not None else []:
+            if handle not in open_now and runs is not None:  # no server will resume it
+                runs.remove(handle)
         return resumed
+
+    def _restore(self, conversation: Conversation) -> str:
+        """Put back what the conversation's run held (run_state) and set the notes that say
+        what came back and what did not. Returns why its state file was refused, or ""."""
+        handle = conversation.handle
+        try:
+            data = self._runs.load(handle) if self._runs is not None else None
+            doc = run_state.decode(data, handle, conversation.run.workdir) if data else None
+        except RunStateError as e:
+            path = self._runs.path(handle) if self._runs is not None else handle
+            aside = self._runs.set_aside(handle) if self._runs is not None else None
+            why = f"{path}: {e}" + (f" (set aside as {aside.name})" if aside else "")
+            conversation.note = run_state.refused_note(why)
+            return why
+        restored = run_state.restore(conversation.run, doc, conversation.cards) if doc else None
+        conversation.kept = data if doc else None
+        conversation.note, conversation.notes = run_state.resumed_notes(restored)
+        return ""
+
+    # ---- keeping the run state --------------------------------------------------------
+    def _kept_call(self, handle: str, tool: str, result: ToolResult) -> ToolResult:
+        """(On the call's thread, after the call.) The tool's note of a resumed
+        conversation in front of its result; a save queued when the call may have changed
+        what is kept."""
+        with self._lock:
+            conversation = self._open.get(handle)
+        if conversation is None:
+            return result
+        if tool in run_state.KEPT_TOOLS:
+            self._saver.mark(handle)
+        note = conversation.take_tool_note(tool)
+        if not note:
+            return result
+        return ToolResult(f"{note}\n{result.text}", result.is_error, result.data, result.images)
+
+    def _keep(self, handle: str) -> None:
+        """Save the conversation's run state if it changed (on the saver thread, and at
+        shutdown). A save that fails is said in the conversation's next result."""
+        with self._lock:
+            conversation = self._open.get(handle)
+        if conversation is None or self._runs is None:
+            return
+        with conversation.keeping:
+            if conversation.closed:
+                return
+            try:
+                data = run_state.encode(
+                    run_state.snapshot(conversation.run, handle, conversation.cards)
+                )
+            except RuntimeError:  # a dict reshaped under the snapshot: try again
+                self._saver.mark(handle)
+                return
+            if data == conversation.kept:
+                return
+            try:
+                self._runs.save(handle, data)
+            except (OSError, RunStateError) as e:
+                conversation.note = (
+                    f"(this server could not keep the conversation's state in its state dir "
+                    f"({e}): a restart now would lose its staged edits and breakpoints)"
+                )
+                _log(f"{handle}: its run state was not saved: {e}")
+                return
+            conversation.kept = data
 
     def _save(self) -> None:
         """(Under the lock.) The open handles, 0600, replaced whole."""
@@ -202,15 +320,24 @@ class Conversations:
         return conversation
 
     def close(self, handle: str) -> Conversation:
+        """End a conversation: its run closes, and nothing of it is kept for a restart."""
         conversation = self.get(handle)
         with self._lock:
             self._open.pop(handle, None)
             self._save()
+        with conversation.keeping:
+            conversation.closed = True
+            if self._runs is not None:
+                self._runs.remove(handle)
         conversation.run.close()
         return conversation
 
     def close_all(self) -> int:
-        """Close every run (shutdown); the store keeps their handles for the next server."""
+        """Close every run (shutdown), each saved first: the store keeps their handles and
+        their run state for the next server."""
+        self._saver.stop(KEEP_FLUSH)
+        for conversation in self.list():
+            self._keep(conversation.handle)
         with self._lock:
             conversations, self._open = list(self._open.values()), {}
         for conversation in conversations:
@@ -255,3 +382,7 @@ class Conversations:
         with self._lock:
             scopes = list(self._in_flight.values())
         return sum(1 for scope in scopes if scope.cancel(reason))
+
+
+def _log(message: str) -> None:
+    print(f"tether serve: {message}", file=sys.stderr, flush=True)

@@ -1,0 +1,437 @@
+"""What a served conversation's run holds host-side, kept in the state dir to outlive the server.
+
+A `tether serve` that is restarted, or drained and replaced by a new one on the same state
+dir, resumes a conversation by its handle (`conversations.Conversations.resume`). Most of
+what the conversation did lives in processes that die with the server's tree - a kernel's
+variables, a debug session, a running worker - and cannot be carried over: those are said,
+in the next result that touches them. What the run holds host-side is plain data and is
+carried over (written by `run_store`: `<state dir>/serve-runs/<handle>.state`):
+
+- staged edits not yet resolved (`ast_edit`'s, and an isolated vibe worker's change), with
+  the hash of each file as it was staged: `resolve accept` after the restart writes them,
+  or refuses, naming the files that changed meanwhile (`structural.staging.commit`);
+- the diagnostics ledger (`tether.lsp.ledger`): what the agent was told is not new again;
+- the breakpoints the run set (`ctx.state["debug"]`): sent with the next launch;
+- the card numbering, and which permission cards the human approved. An approval is for
+  one call ("run it this time": `tools.registry.permission` keeps none), so there is no
+  standing grant to carry: the record only keeps card numbers unique and says so.
+
+The file is read as untrusted input: the state dir is private, but a file there may be an
+older format, truncated, or written by something else. `decode` checks every field (types,
+ranges, the handle and workdir it belongs to, every path inside that workdir) and refuses
+the whole file with what was wrong, rather than restoring half of it or writing a staged
+edit to a path the conversation could never have staged.
+
+It is saved after each call of a tool that can change it (`KEPT_TOOLS`), on a saver thread
+(never the event loop: an fsync), newest state each time; a drain saves everything before
+it closes the runs.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import itertools
+import json
+import os
+import re
+import threading
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tether.debug import breakpoints as bp
+from tether.lsp.ledger import Key, Ledger
+from tether.questions import ALLOW, Answer, AnswerStatus, Card, CardKind
+from tether.structural.staging import ABSENT, StagedEdit, StagedFile
+from tether.tools.structural import run_staging
+from tether.tools.vibe_changes import CONFLICT
+
+FORMAT = "tether-run-state"
+VERSION = 1
+HANDLE = re.compile(r"c-[A-Za-z0-9_-]{16}")  # conversations mint "c-" + token_urlsafe(12)
+HASH = re.compile(r"[0-9a-f]{64}")
+# the tools after which the kept state may have changed (all others only read it); eval
+# too, as a cell may call ast_edit or write through its tool() bridge
+KEPT_TOOLS = frozenset(
+    {"ast_edit", "resolve", "write", "edit", "apply_patch", "lsp_rename", "debug", "eval",
+     "ask_user", "vibe_spawn", "vibe_send", "vibe_wait", "vibe_kill", "vibe_list"}
+)  # fmt: skip
+
+
+class RunStateError(ValueError):
+    """A state file that is not one this server can take: what is wrong, and what to do."""
+
+
+# ---- the card log: numbering and approvals -----------------------------------------------
+
+
+@dataclass
+class CardLog:
+    """The cards a run showed: the last number, and the permission cards approved."""
+
+    last: int = 0
+    approved: list[dict[str, Any]] = field(default_factory=list)  # {"card", "tool"}
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def saw(self, card: Card, answer: Answer) -> None:
+        with self.lock:
+            self.last = max(self.last, card.number)
+            if (
+                card.kind is CardKind.PERMISSION
+                and answer.status is AnswerStatus.ANSWERED
+                and ALLOW in answer.choices
+            ):
+                self.approved.append({"card": card.number, "tool": card.tool})
+
+
+# ---- snapshot: the run's state as a document ---------------------------------------------
+
+
+def snapshot(run: Any, handle: str, cards: CardLog) -> dict[str, Any]:
+    """The kept state of `run` (takes each family's own lock). May raise RuntimeError when
+    another thread reshapes a dict meanwhile: the caller tries again later."""
+    with cards.lock:
+        card_doc = {"last": cards.last, "approved": [dict(a) for a in cards.approved]}
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "conversation": handle,
+        "workdir": str(run.workdir),
+        "staged": _staged_doc(run.state),
+        "ledger": _ledger_doc(run.state),
+        "debug": _debug_doc(run.state),
+        "cards": card_doc,
+        "held": _held_doc(run.state),
+    }
+
+
+def _staged_doc(state: dict[str, Any]) -> dict[str, Any]:
+    if "structural" not in state:
+        return {"counter": 0, "edits": []}
+    staging, lock = run_staging(state)
+    with lock:
+        edits = [e for e in staging.edits.values() if e.status == "staged"]
+        counter = staging.counter
+    return {"counter": counter, "edits": [_edit_doc(e) for e in edits]}
+
+
+def _edit_doc(edit: StagedEdit) -> dict[str, Any]:
+    files = [
+        {
+            "rel": f.rel,
+            "path": f.path,
+            "old_hash": f.old_hash,
+            "new": None if f.new is None else base64.b64encode(f.new).decode("ascii"),
+            "replacements": f.replacements,
+            "mode": f.mode,
+        }
+        for f in edit.files
+    ]
+    return {"edit_id": edit.edit_id, "pattern": edit.pattern, "rewrite": edit.rewrite,
+            "again": edit.again, "files": files}  # fmt: skip
+
+
+def _ledger_doc(state: dict[str, Any]) -> dict[str, list[list[Any]]]:
+    lsp = state.get("lsp") or {}
+    ledger = lsp.get("ledger")
+    if not isinstance(ledger, Ledger):
+        return {}
+    with lsp.get("lock") or contextlib.nullcontext():
+        return {
+            path: [
+                [k[0], k[1], k[2], n, sorted(ledger.lines.get(path, {}).get(k, ()))]
+                for k, n in counts.items()
+            ]
+            for path, counts in ledger.counts.items()
+        }
+
+
+def _debug_doc(state: dict[str, Any]) -> dict[str, Any]:
+    debug = dict(state.get("debug") or {})
+    return {
+        "breakpoints": {p: [dict(s) for s in v] for p, v in dict(debug.get("breakpoints") or {}).items()},
+        "functions": [dict(s) for s in debug.get("functions") or []],
+        "exceptions": None if debug.get("exceptions") is None else list(debug["exceptions"]),
+    }  # fmt: skip
+
+
+def _held_doc(state: dict[str, Any]) -> dict[str, Any]:
+    """What lived in processes (and cannot be carried over), to say so after a restart."""
+    settings = state.get("eval")
+    workers = state.get("vibe")
+    return {
+        "kernels": sorted(getattr(settings, "kernels", ()) or ()),
+        "debugged": bool((state.get("debug") or {}).get("features")),
+        "workers": list(getattr(workers, "live_ids", list)()),
+    }
+
+
+def encode(doc: Mapping[str, Any]) -> bytes:
+    return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
+
+
+# ---- decode: the file, checked field by field --------------------------------------------
+
+
+def decode(data: bytes, handle: str, workdir: Path) -> dict[str, Any]:
+    """The document in `data`, for conversation `handle` on `workdir`, or RunStateError."""
+    try:
+        doc = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise RunStateError(f"it is not JSON ({e})") from None
+    _check(isinstance(doc, dict) and doc.get("format") == FORMAT,
+           "it is not a tether run-state file (no \"format\": \"tether-run-state\")")  # fmt: skip
+    _check(doc.get("version") == VERSION,
+           f"it is version {doc.get('version')!r}; this server reads version {VERSION}")  # fmt: skip
+    _check(doc.get("conversation") == handle,
+           f"it belongs to conversation {doc.get('conversation')!r}, not {handle!r}")  # fmt: skip
+    _check(doc.get("workdir") == str(workdir),
+           f"it was kept for the workdir {doc.get('workdir')!r}, not {str(workdir)!r}")  # fmt: skip
+    root = os.path.realpath(workdir)
+    _staged_check(doc.get("staged"), workdir, root)
+    _ledger_check(doc.get("ledger"))
+    _debug_check(doc.get("debug"), root)
+    _cards_check(doc.get("cards"))
+    _held_check(doc.get("held"))
+    return doc
+
+
+def _check(ok: Any, why: str) -> None:
+    if not ok:
+        raise RunStateError(why)
+
+
+def _is_int(v: Any, low: int = 0) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= low
+
+
+def _strings(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(s, str) for s in v)
+
+
+def _inside(path: Any, root: str) -> bool:
+    """`path` is absolute and, its symlinks resolved, under `root` (itself resolved)."""
+    if not isinstance(path, str) or not os.path.isabs(path):
+        return False
+    real = os.path.realpath(path)
+    return os.path.commonpath([real, root]) == root
+
+
+def _staged_check(staged: Any, workdir: Path, root: str) -> None:
+    _check(isinstance(staged, dict) and _is_int(staged.get("counter"))
+           and isinstance(staged.get("edits"), list), "its staged edits are not a list")  # fmt: skip
+    for edit in staged["edits"]:
+        _check(isinstance(edit, dict) and isinstance(edit.get("edit_id"), str)
+               and all(isinstance(edit.get(k), str) for k in ("pattern", "rewrite", "again"))
+               and isinstance(edit.get("files"), list) and edit["files"],
+               f"a staged edit is malformed ({str(edit)[:80]})")  # fmt: skip
+        for f in edit["files"]:
+            where = f"staged edit {edit['edit_id']}"
+            _check(isinstance(f, dict) and isinstance(f.get("rel"), str)
+                   and isinstance(f.get("old_hash"), str), f"{where}: a file is malformed")  # fmt: skip
+            rel = f["rel"]
+            expected = os.path.normpath(workdir / rel)
+            _check(f.get("path") == expected and _inside(expected, root),
+                   f"{where}: {rel!r} is not a file of the workdir {str(workdir)!r}")  # fmt: skip
+            old = f["old_hash"]
+            _check(HASH.fullmatch(old) or old in (ABSENT, CONFLICT),
+                   f"{where}: {rel!r} has no content hash")  # fmt: skip
+            new = f.get("new")
+            _check(new is None or (isinstance(new, str) and _b64(new) is not None),
+                   f"{where}: the new content of {rel!r} is not base64")  # fmt: skip
+            _check(_is_int(f.get("replacements")), f"{where}: {rel!r} has no replacement count")
+            mode = f.get("mode")
+            _check(mode is None or (_is_int(mode) and mode <= 0o7777),
+                   f"{where}: {rel!r} has a bad file mode {mode!r}")  # fmt: skip
+
+
+def _b64(text: str) -> bytes | None:
+    try:
+        return base64.b64decode(text.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError):
+        return None
+
+
+def _ledger_check(ledger: Any) -> None:
+    _check(isinstance(ledger, dict), "its diagnostics ledger is not a map of file to entries")
+    for path, rows in ledger.items():
+        _check(isinstance(rows, list), f"the ledger of {path!r} is not a list")
+        for row in rows:
+            _check(isinstance(row, list) and len(row) == 5 and _is_int(row[0], 1)
+                   and isinstance(row[1], str) and isinstance(row[2], str)
+                   and _is_int(row[3], 1) and isinstance(row[4], list)
+                   and all(_is_int(n) for n in row[4]),
+                   f"a ledger entry of {path!r} is malformed ({str(row)[:80]})")  # fmt: skip
+
+
+def _debug_check(debug: Any, root: str) -> None:
+    _check(isinstance(debug, dict) and isinstance(debug.get("breakpoints"), dict)
+           and isinstance(debug.get("functions"), list), "its breakpoints are malformed")  # fmt: skip
+    try:
+        for path, specs in debug["breakpoints"].items():
+            _check(_inside(path, root), f"a breakpoint file {path!r} is outside the workdir")
+            _check(isinstance(specs, list) and all(isinstance(s, dict) for s in specs),
+                   f"the breakpoints of {path!r} are not a list of lines")  # fmt: skip
+            for s in specs:
+                _check(isinstance(s.get("text", ""), str), f"a breakpoint of {path!r} is malformed")
+                bp.line_specs([{k: v for k, v in s.items() if k != "text"}])
+        bp.function_specs(debug["functions"])
+        if debug.get("exceptions") is not None:
+            _check(isinstance(debug["exceptions"], list), "its exception breakpoints are malformed")
+            bp.exception_kinds(debug["exceptions"])
+    except bp.BreakpointError as e:
+        raise RunStateError(f"a breakpoint in it is not valid: {e}") from None
+
+
+def _cards_check(cards: Any) -> None:
+    _check(isinstance(cards, dict) and _is_int(cards.get("last"))
+           and isinstance(cards.get("approved"), list)
+           and all(isinstance(a, dict) and _is_int(a.get("card"), 1)
+                   and isinstance(a.get("tool"), str) for a in cards["approved"]),
+           "its card record is malformed")  # fmt: skip
+
+
+def _held_check(held: Any) -> None:
+    _check(isinstance(held, dict) and _strings(held.get("kernels"))
+           and isinstance(held.get("debugged"), bool) and _strings(held.get("workers")),
+           "its record of what the old server held is malformed")  # fmt: skip
+
+
+# ---- restore: a decoded document back into a new run -------------------------------------
+
+
+@dataclass
+class Restored:
+    """What came back, for the resumed conversation's notes."""
+
+    edits: list[str]
+    breakpoints: int
+    ledger_files: int
+    approved: list[int]
+    held: dict[str, Any]
+
+
+def restore(run: Any, doc: Mapping[str, Any], cards: CardLog) -> Restored:
+    """Put a `decode`d document into `run` (a new run of the same conversation)."""
+    staged = doc["staged"]
+    staging, lock = run_staging(run.state)
+    with lock:
+        for e in staged["edits"]:
+            edit = StagedEdit(
+                e["edit_id"], e["pattern"], e["rewrite"], [_file(f) for f in e["files"]]
+            )
+            edit.again = e["again"]
+            staging.edits[edit.edit_id] = edit
+        staging.counter = max(staging.counter, staged["counter"])
+    counts: dict[str, Counter[Key]] = {}
+    lines: dict[str, dict[Key, set[int]]] = {}
+    for path, rows in doc["ledger"].items():
+        counts[path] = Counter({(r[0], r[1], r[2]): r[3] for r in rows})
+        lines[path] = {(r[0], r[1], r[2]): set(r[4]) for r in rows}
+    run.state.setdefault("lsp", {})["ledger"] = Ledger(counts, lines)
+    debug = doc["debug"]
+    kept = run.state.setdefault("debug", {})
+    if debug["breakpoints"]:
+        kept["breakpoints"] = {p: list(v) for p, v in debug["breakpoints"].items()}
+    if debug["functions"]:
+        kept["functions"] = list(debug["functions"])
+    if debug["exceptions"] is not None:
+        kept["exceptions"] = list(debug["exceptions"])
+    with cards.lock:
+        cards.last = max(cards.last, doc["cards"]["last"])
+        cards.approved = [dict(a) for a in doc["cards"]["approved"]]
+    # (Run numbers its cards from an itertools.count: the new run goes on from the old
+    # one's last, so "card #3" still means one card in this conversation)
+    run._cards = itertools.count(cards.last + 1)
+    return Restored(
+        edits=[e["edit_id"] for e in staged["edits"]],
+        breakpoints=sum(len(v) for v in debug["breakpoints"].values()) + len(debug["functions"]),
+        ledger_files=len(counts),
+        approved=[a["card"] for a in cards.approved],
+        held=dict(doc["held"]),
+    )
+
+
+def _file(f: Mapping[str, Any]) -> StagedFile:
+    new = None if f["new"] is None else _b64(f["new"])
+    return StagedFile(f["rel"], f["path"], f["old_hash"], new, f["replacements"], f["mode"])
+
+
+# ---- what the resumed conversation is told -----------------------------------------------
+
+GONE = "interpreter variables, a debug session, running workers"
+VIBE_TOOLS = ("vibe_spawn", "vibe_send", "vibe_wait", "vibe_kill", "vibe_list")
+
+
+def resumed_notes(restored: Restored | None) -> tuple[str, dict[str, str]]:
+    """The note for the conversation's next result, and one per tool for the next result
+    of a tool whose resource did not survive (said once each)."""
+    kept = ["its handle", "working directory"]
+    per_tool: dict[str, str] = {}
+    approvals = ""
+    if restored is not None:
+        if restored.edits:
+            n = len(restored.edits)
+            kept.append(
+                f"{n} staged edit{'s' if n != 1 else ''} ({', '.join(restored.edits)}: resolve "
+                "takes them as before, and refuses one whose files changed since)"
+            )
+        if restored.breakpoints:
+            kept.append(f"{restored.breakpoints} breakpoint(s), set at the next launch")
+        if restored.ledger_files:
+            kept.append("the diagnostics ledger (what you were told is not new again)")
+        kept.append("its card numbering")
+        if restored.approved:
+            cards = ", ".join(f"#{n}" for n in restored.approved)
+            approvals = (
+                f"; the approvals given before (cards {cards}) allowed those calls only: a new "
+                "call asks again"
+            )
+        per_tool = _gone_notes(restored)
+    general = (
+        f"(this conversation was resumed by a restarted server: kept are {', '.join(kept)}; "
+        f"gone is what lived in the old server's processes - {GONE} - and the next call that "
+        f"needs one says so{approvals})"
+    )
+    return general, per_tool
+
+
+def refused_note(why: str) -> str:
+    return (
+        f"(this conversation was resumed by a restarted server, but the state kept for it was "
+        f"refused: {why}. Its staged edits, breakpoints and diagnostics ledger did not come "
+        f"back - stage edits and set breakpoints again - and what lived in the old server's "
+        f"processes is gone too: {GONE})"
+    )
+
+
+def _gone_notes(restored: Restored) -> dict[str, str]:
+    held = restored.held
+    notes: dict[str, str] = {}
+    if held["kernels"]:
+        notes["eval"] = (
+            f"(the interpreter this conversation had before the server restarted "
+            f"({', '.join(held['kernels'])}) is gone: its variables, imports and loaded data "
+            "are lost; this cell ran in a new one, so rerun what it relies on)"
+        )
+    if held["debugged"]:
+        kept = (
+            f"; its {restored.breakpoints} breakpoint(s) are kept and set at the next launch"
+            if restored.breakpoints
+            else ""
+        )
+        notes["debug"] = (
+            f"(the debug session this conversation had ended with the old server: launch the "
+            f"program again{kept})"
+        )
+    if held["workers"]:
+        gone = (
+            f"(worker(s) {', '.join(held['workers'])} were running in the old server and are "
+            "gone with it: spawn them again)"
+        )
+        notes.update({tool: gone for tool in VIBE_TOOLS})
+    return notes
