@@ -150,3 +150,26 @@ def test_a_bad_ceiling_in_a_kind_config_says_what_to_write(given):
 
 def test_a_node_heap_limit_sits_inside_its_ceiling():
     assert ceiling.node_heap_mb(300 * MIB) == 225
+
+
+HOG = GROW.replace("b = []", "print('growing', flush=True)\nb = []")
+
+
+def test_a_debuggee_that_allocates_past_its_ceiling_says_it_hit_the_ceiling(
+    runtime_factory, tmp_path
+):
+    from tether.actors.debug_session import KINDS as DEBUG_KINDS
+
+    (tmp_path / "hog.py").write_text(HOG + "\n")
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = \"hog\"\n")
+    rt = runtime_factory(kinds=with_ceiling(DEBUG_KINDS, 200))
+    run = rt.open_run("d", workdir=tmp_path)
+    first = run.call("debug", {"op": "launch", "program": "hog.py"})
+    assert not first.is_error, first.text
+    data = 200 + ceiling.DATA_SLACK // MIB
+    said = f"the debuggee {ceiling.OVER_WORDS} (a ceiling of 200 MiB, RLIMIT_DATA {data} MiB)"
+    # debugpy stops on the uncaught MemoryError; past it, the program exits
+    assert "MemoryError" in first.text and said in first.text, first.text
+    assert first.data["memory"].startswith(said)
+    end = run.call("debug", {"op": "continue"})
+    assert "exited with code 1" in end.text and said in end.text, end.text

@@ -41,7 +41,9 @@ from typing import Any
 
 import psutil
 
+from tether.actors.base import ResourceUnavailable
 from tether.actors.process import ProcessActor
+from tether.capacity.ceiling import ResourceCeiling
 from tether.channels import OutBuffer
 from tether.debug import adapters
 from tether.debug.adapters import BY_NAME, AdapterRow
@@ -97,6 +99,10 @@ class DebugSessionActor(ProcessActor):
     kind_name = KIND
 
     def on_start(self, key: str, config: dict[str, Any]) -> None:
+        try:  # the adapter and its program under one hard memory ceiling (capacity.ceiling)
+            self.ceiling = ResourceCeiling("debug_session", config)
+        except ValueError as e:
+            raise ResourceUnavailable(str(e)) from e
         self.session = Session(self)
         self.queue: list[Call] = []
         self.busy: Call | None = None
@@ -215,6 +221,8 @@ class DebugSessionActor(ProcessActor):
         self.write(data)
 
     def done(self, token: Any, payload: dict[str, Any]) -> None:
+        if payload.get("outcome") in ("exited", "stopped"):
+            payload = self._at_ceiling(payload)
         if token.op == "terminate":
             self._end_everything()
             payload = {**payload, "processes_left": self._processes_left()}
@@ -227,6 +235,20 @@ class DebugSessionActor(ProcessActor):
             self._report_pids()  # (a walk over every process: only when they change)
         self.reply(token, payload)
         self._next()
+
+    def _at_ceiling(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """The payload, saying so if the program ended (or stopped on a MemoryError) at
+        the session's memory ceiling: killed in its cgroup, or an allocation failed."""
+        exc = payload.get("exception") or {}
+        said = f"{self.session.output_text()}\n{exc.get('type', '')}: {exc.get('message', '')}"
+        over = self.ceiling.note(said) if payload["outcome"] == "exited" or exc else ""
+        return {**payload, "memory": f"the debuggee {over}"} if over else payload
+
+    def exit_message(self, returncode: int | None) -> str:
+        """The base's, and whether the adapter died at the session's memory ceiling."""
+        message = super().exit_message(returncode)
+        over = self.ceiling.note(self.stderr_tail()) if hasattr(self, "ceiling") else ""
+        return f"{message}; {over}" if over else message
 
     def error(self, token: Any, code: str, message: str) -> None:
         row = self.row
@@ -335,6 +357,9 @@ class DebugSessionActor(ProcessActor):
         self._adapter_pid = self.spawn(
             argv, cwd=str(root), env=env, place=place, workspace=str(root)
         )
+        # at once: the program it starts inherits the rlimit, or is born in the cgroup
+        on_host = place is None or place.kind == "host"
+        self.ceiling.put([self._adapter_pid], f"debug-{self._adapter_pid}", on_host=on_host)
         with contextlib.suppress(psutil.Error):
             self._adapter_created = psutil.Process(self._adapter_pid).create_time()
         gen = fresh.launch(row, program, config, request, wait, time.time(), built_at)
@@ -571,6 +596,8 @@ class DebugSessionActor(ProcessActor):
         self._close_socket()
         self._remove_built_binary()
         super().release()
+        if hasattr(self, "ceiling"):
+            self.ceiling.release()
 
     def handle_exit_request(self) -> None:
         uptime = time.monotonic() - self.started_at

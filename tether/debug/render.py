@@ -85,6 +85,8 @@ def render_outcome(p: Mapping[str, Any], workspace: Path) -> str:
         )
     else:
         lines.append(str(dict(p)))
+    if p.get("memory"):  # it ended (or stopped) at the session's memory ceiling
+        lines.append(f"({p['memory']})")
     return "\n".join(lines)
 
 
