@@ -10,6 +10,7 @@ from typing import Any
 
 import anyio
 
+from tests.conftest import wait_until
 from tests.serve.conftest import Served, start_server, text
 from tests.serve.test_serve import open_conversation
 
@@ -141,5 +142,41 @@ def test_a_corrupt_state_file_is_refused_and_the_other_conversations_go_on(
         assert (first.workdirs["app"] / "a.py").read_text() == "log(1)\n"
         assert (second_state / f"{lib}.state.refused").exists()
         assert "its kept state refused" in (tmp_path / "serve.err").read_text()
+    finally:
+        second.stop()
+
+
+def test_the_state_is_kept_as_it_changes_so_a_killed_server_loses_none_of_it(
+    tmp_path: Path,
+) -> None:
+    first = start_server(tmp_path, workdirs=workdirs(tmp_path))
+    try:
+
+        async def before() -> str:
+            async with first.client() as client:
+                handle = await open_conversation(client, "app")
+                bps = await call(client, handle, "debug", op="breakpoints", file="prog.py",
+                                 lines=[{"line": 3, "condition": "i == 2"}])  # fmt: skip
+                assert not bps.is_error, text(bps)
+                return handle
+
+        handle = anyio.run(before)
+        kept = first.state_dir / "serve-runs" / f"{handle}.state"
+        wait_until(lambda: kept.exists() and b'"i == 2"' in kept.read_bytes(), timeout=10)
+    finally:
+        first.proc.kill()  # no drain: what is kept is what was saved as the call ended
+        first.proc.wait(timeout=30)
+    second = start_server(tmp_path, workdirs=first.workdirs)
+    try:
+
+        async def after() -> Any:
+            async with second.client("2026-07-28") as client:
+                return await call(client, handle, "debug", op="launch", program="prog.py")
+
+        launched = anyio.run(after)
+        assert not launched.is_error, text(launched)
+        assert "stopped at prog.py:3 (breakpoint)" in text(launched), text(launched)
+        frames = launched.structured_content
+        assert frames["outcome"] == "stopped"
     finally:
         second.stop()
