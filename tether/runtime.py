@@ -39,7 +39,7 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import psutil
 
@@ -49,8 +49,8 @@ from tether.capacity.measure import Budget
 from tether.capacity.policy import Settings
 from tether.cgroups import Cgroup
 from tether.health_node import HealthNode
-from tether.host import boot, transport_auth
-from tether.host.accounting import Admin, ProcessAccount
+from tether.host import boot, transport_auth, tree_control
+from tether.host.accounting import ProcessAccount
 from tether.host.boot import (
     RESOURCE_KIND_MODULES,
     ROOT_NAME,
@@ -68,27 +68,13 @@ from tether.host.portfile import (
     reap_stale,
     write_port_file,
 )
-from tether.host.routes import ROOT, RouteTable, Target
+from tether.host.routes import ROOT, RouteTable
 from tether.kinds import KindSpec, Scope
 from tether.messages.calls import ErrorCode, ResourceError
-from tether.messages.control import (
-    CloseRun,
-    HealthQuery,
-    HealthReport,
-    Hello,
-    Inject,
-    ListKeys,
-    OpenRun,
-)
 from tether.metrics import Metrics
 from tether.places import Place
 from tether.processes import (
-    kill_tree,
-    proc_create_time,
     process_info,
-    processes_with_token,
-    same_process,
-    wait_gone,
 )
 
 __all__ = [
@@ -99,9 +85,6 @@ __all__ = [
     "RuntimeStartError",
     "load_kinds",
 ]
-
-FAULTS = ("kill_process", "crash_actor", "delay", "drop_reply", "memory_pressure")
-RUNS: Target = ("", "runs", "")
 
 
 class Runtime:
@@ -213,15 +196,8 @@ class Runtime:
         engine.admit = self._admit
         self._engine = engine
         self._closed = False
-        me = psutil.Process()
-        hello = Hello(
-            call_id=self._next_id(),
-            host_pid=me.pid,
-            host_create_time=me.create_time(),
-            kinds=[k.to_wire() for k in self.kinds.values()],
-        )
         try:
-            greeted = boot.greet_root(self._asys, engine, hello, start_timeout)
+            greeted = boot.greet_root(self._asys, engine, self._next_id(), start_timeout)
         except ResourceError as exc:
             self._abandon()
             raise RuntimeStartError(
@@ -235,19 +211,14 @@ class Runtime:
             raise PortTaken(
                 f"port {port} belongs to another actor system (admin pid {payload['admin_pid']})"
             )
-        admin_pid = int(payload["admin_pid"])
-        admin_sid = 0
-        with contextlib.suppress(OSError):
-            admin_sid = os.getsid(admin_pid)
-        root_pid = int(payload["pid"])
-        self._account.admin = Admin(admin_pid, proc_create_time(admin_pid), admin_sid, root_pid)
-        engine.routes.add(ROOT, greeted.root, 1, root_pid)
+        admin = self._account.admin = boot.admin_of(payload)
+        engine.routes.add(ROOT, greeted.root, 1, admin.root_pid)
         engine.learn_tree(payload, greeted.addresses)
-        self._account.remember(admin_pid)
-        self._account.remember(root_pid)
+        self._account.remember(admin.pid)
+        self._account.remember(admin.root_pid)
         self._write_port_file()
         atexit.register(self.shutdown)
-        self._healer.watch_tree(admin_pid, root_pid)
+        self._healer.watch_tree(admin.pid, admin.root_pid)
 
     def _abandon(self) -> None:
         """A start that failed half-way: kill what this boot started (tether.host.boot)."""
@@ -294,10 +265,7 @@ class Runtime:
         )
         stopper.start()
         stopper.join(max(deadline - time.monotonic() - 1.0, 0.5))
-        alive = wait_gone(tracked_list, min(deadline, time.monotonic() + 2.0))
-        for proc in [*alive, *processes_with_token(self._token)]:
-            with contextlib.suppress(Exception):
-                kill_tree(proc.pid, grace=0.0)
+        self._account.kill_left(tracked_list, deadline)
         if self.port_file is not None:
             with contextlib.suppress(OSError):
                 self.port_file.unlink()
@@ -305,12 +273,7 @@ class Runtime:
     def _discard_tree(self, engine: CallEngine | None) -> None:
         """(Healing.) Kill what is left of the current tree now; close the host's endpoints
         on it and its actor system object on a thread (thespian waits on a dead admin)."""
-        procs = [p for p in self._account.tree_processes() if p.pid != os.getpid()]
-        procs += processes_with_token(self._token)
-        for proc in procs:
-            with contextlib.suppress(Exception):
-                kill_tree(proc.pid, grace=0.0, wait=False)
-        wait_gone(procs, time.monotonic() + 1.0)
+        self._account.kill_now()
         if self.port_file is not None:
             with contextlib.suppress(OSError):
                 self.port_file.unlink()
@@ -347,13 +310,11 @@ class Runtime:
     def _evict(self, name: str, why: str) -> bool:
         """Stop the resource actor `name` to make room: a normal stop (its supervisor
         forgets it; the next call starts a fresh one, whose first result says why)."""
-        msg = Inject(self._next_id(), "evict", name, {"why": why})
         try:
             engine, left = self._engine_within(2.0)
-            reply, _ = engine.ask_node(ROOT, msg, msg.call_id, left, f"stop {name!r} for room")
         except ResourceError:
             return False
-        return bool(reply.ok)
+        return tree_control.evict(engine, self._next_id(), name, why, left)
 
     def capacity(self) -> dict[str, Any]:
         """The tree's memory, for a host deciding whether to send more conversations:
@@ -396,21 +357,8 @@ class Runtime:
 
     # --- port file -------------------------------------------------------------------
     def _write_port_file(self) -> None:
-        me = psutil.Process()
-        self.port_file = write_port_file(
-            self.state_dir,
-            {
-                "admin_port": self.admin_port,
-                "host_pid": me.pid,
-                "host_create_time": me.create_time(),
-                "admin_pid": self.admin_pid,
-                "admin_create_time": self.admin_create_time,
-                "admin_sid": self.admin_sid,
-                "root_pid": self.root_pid,
-                "token": self._token,
-                "secret": self._secret.hex(),  # for `tether status` (0600, private dir)
-            },
-        )
+        record = self._account.port_record(self.admin_port, self._secret)
+        self.port_file = write_port_file(self.state_dir, record)
 
     @classmethod
     def reap_stale(cls, state_dir: str | os.PathLike[str] | None = None) -> list[int]:
@@ -472,36 +420,19 @@ class Runtime:
         return engine.gather(run_id, calls, left, idempotent, cancel)
 
     def _system_died(self, what: str) -> ResourceError | None:
-        """The error for a call on `what` when the actor system itself is gone, else None."""
-        if not self.admin_pid or same_process(self.admin_pid, self.admin_create_time):
-            return None
-        return ResourceError(
-            ErrorCode.RESTARTING,
-            f"the actor system of this runtime died (admin pid {self.admin_pid} is gone), so "
-            f"{what} cannot answer; the runtime rebuilds it - call again",
-        )
+        return self._account.system_died(what)
 
     def _open_run_actor(self, run_id: str, timeout: float = 10.0) -> None:
         """Start (or find) the RunActor of `run_id`, and learn where it is. Idempotent."""
-        msg = OpenRun(self._next_id(), str(run_id))
-        what = f"open run {run_id!r}"
         engine, left = self._engine_within(timeout)
-        reply, address = engine.ask_node(RUNS, msg, msg.call_id, left, what)
-        if not reply.ok:
-            raise ResourceError(reply.error, reply.message)
-        payload = reply.payload
-        engine.routes.add(
-            ("", "run", str(run_id)), address, int(payload["incarnation"]), int(payload["pid"])
-        )
+        tree_control.open_run(engine, self._next_id(), str(run_id), left)
 
     def close_run(self, run_id: str, timeout: float = 5.0) -> None:
         """Stop the RunActor of `run_id` and the run-scoped actors under it."""
         if self._shut_down or self._engine is None:
             return
         engine, left = self._engine_within(timeout)
-        engine.routes.forget_run(str(run_id))
-        msg = CloseRun(self._next_id(), str(run_id))
-        engine.ask_node(RUNS, msg, msg.call_id, left, f"close run {run_id!r}")
+        tree_control.close_run(engine, self._next_id(), str(run_id), left)
 
     # --- what is connected -----------------------------------------------------------
     def connected_kinds(self) -> set[str]:
@@ -520,11 +451,8 @@ class Runtime:
             return list(spec.config["keys"])
         if spec.scope is not Scope.SHARED or self._shut_down:
             return []
-        msg = ListKeys(self._next_id(), kind)
-        target = ("", "supervisor", kind)
         engine, left = self._engine_within(timeout)
-        reply, _ = engine.ask_node(target, msg, msg.call_id, left, f"list the keys of {kind!r}")
-        return list(reply.payload.get("keys", []))
+        return tree_control.running_keys(engine, self._next_id(), kind, left)
 
     # --- runs ------------------------------------------------------------------------
     def open_run(
@@ -569,17 +497,14 @@ class Runtime:
             return self._healer.node("failed", self.admin_port)
         engine, _ = self._engine_within(timeout)
         left = timeout - (time.monotonic() - start)
-        query = HealthQuery(self._next_id(), time.monotonic() + left * 0.9)
-        what = "report the health of the actor tree"
         try:
-            report, _ = engine.ask_node(ROOT, query, query.query_id, left, what)
+            node = tree_control.tree_health(
+                engine, self._next_id(), time.monotonic() + left * 0.9, left
+            )
         except ResourceError:
             if engine.broken is None:
                 raise
-            # (its tree died as it answered)
-            return self._healer.node("restarting", self.admin_port)
-        assert isinstance(report, HealthReport)
-        node = cast(HealthNode, dict(report.node))  # (built by health_node in the tree)
+            return self._healer.node("restarting", self.admin_port)  # (it died answering)
         node["admin_port"] = self.admin_port
         node["pids"] = [process_info(self.admin_pid), *node.get("pids", [])]
         node["restarts"] = self._healer.rebuilds  # the tree's own restarts: rebuilds by the host
@@ -600,28 +525,12 @@ class Runtime:
         `seconds` (None: until the next memory_pressure; budget=1.0 lifts it), and the
         governor stops what it may to get under it."""
         self._check_open()
-        if fault not in FAULTS:
-            raise ValueError(f"unknown fault {fault!r}; faults: {', '.join(FAULTS)}")
+        tree_control.check_fault(fault, args)
         if fault == "memory_pressure":
-            if "budget" not in args or set(args) - {"budget", "seconds"}:
-                raise ValueError(
-                    "memory_pressure takes budget= (bytes, or a fraction of the budget) and "
-                    "optionally seconds=, e.g. rt.inject('memory_pressure', budget=0.5, "
-                    f"seconds=10); got {sorted(args)}"
-                )
             assert self.governor is not None
             return self.governor.pressure(args["budget"], args.get("seconds"))
-        if fault == "delay" and "seconds" not in args:
-            raise ValueError(
-                "delay needs seconds=..., e.g. rt.inject('delay', target='echo:k', seconds=2.0)"
-            )
-        msg = Inject(self._next_id(), fault, target, dict(args))
-        what = f"inject {fault} into {target!r}"
         engine, left = self._engine_within(timeout)
-        reply, _ = engine.ask_node(ROOT, msg, msg.call_id, left, what)
-        if not reply.ok:
-            raise ResourceError(reply.error, reply.message)
-        return dict(reply.payload)
+        return tree_control.inject(engine, self._next_id(), fault, target, args, left)
 
     def __repr__(self) -> str:
         state = "closed" if self._shut_down else "running"

@@ -11,6 +11,7 @@ process that carries the runtime's token in its environment (set at the fork of 
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -18,7 +19,9 @@ from dataclasses import dataclass
 import psutil
 
 from tether.health_node import HealthNode
+from tether.messages.calls import ErrorCode, ResourceError
 from tether.processes import (
+    kill_tree,
     proc_create_time,
     processes_with_token,
     same_process,
@@ -89,9 +92,54 @@ class ProcessAccount:
         procs.update({p.pid: p for p in processes_with_token(self.token)})
         return wait_gone(list(procs.values()), time.monotonic() + wait)
 
+    def system_died(self, what: str) -> ResourceError | None:
+        """The error for a call on `what` when the actor system itself is gone, else None."""
+        admin = self.admin
+        if not admin.pid or same_process(admin.pid, admin.create_time):
+            return None
+        return ResourceError(
+            ErrorCode.RESTARTING,
+            f"the actor system of this runtime died (admin pid {admin.pid} is gone), so "
+            f"{what} cannot answer; the runtime rebuilds it - call again",
+        )
+
     def thespian_pids(self) -> list[int]:
         """Thespian's admin and logger: part of the tree's charge, with no usage record."""
         with contextlib.suppress(psutil.Error):
             admin = psutil.Process(self.admin.pid)
             return [admin.pid, *(c.pid for c in admin.children() if c.pid != self.admin.root_pid)]
         return []
+
+    def kill_now(self) -> None:
+        """(A rebuild.) SIGKILL what is left of the tree and whatever carries the token,
+        now, and wait for them a second at most."""
+        procs = [p for p in self.tree_processes() if p.pid != os.getpid()]
+        procs += processes_with_token(self.token)
+        for proc in procs:
+            with contextlib.suppress(Exception):
+                kill_tree(proc.pid, grace=0.0, wait=False)
+        wait_gone(procs, time.monotonic() + 1.0)
+
+    def kill_left(self, tracked: list[psutil.Process], deadline: float) -> None:
+        """(Shutdown.) SIGKILL whatever of `tracked` still runs at `deadline` (2 s from now
+        at most), and whatever carries the token."""
+        alive = wait_gone(tracked, min(deadline, time.monotonic() + 2.0))
+        for proc in [*alive, *processes_with_token(self.token)]:
+            with contextlib.suppress(Exception):
+                kill_tree(proc.pid, grace=0.0)
+
+    def port_record(self, admin_port: int, secret: bytes) -> dict[str, object]:
+        """What the port file keeps for the next host's reaper (tether.host.portfile) and
+        for `tether status` (the secret: the file is 0600 in a private dir)."""
+        me = psutil.Process()
+        return {
+            "admin_port": admin_port,
+            "host_pid": me.pid,
+            "host_create_time": me.create_time(),
+            "admin_pid": self.admin.pid,
+            "admin_create_time": self.admin.create_time,
+            "admin_sid": self.admin.sid,
+            "root_pid": self.admin.root_pid,
+            "token": self.token,
+            "secret": secret.hex(),
+        }

@@ -16,7 +16,7 @@ import contextlib
 import importlib
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from tether.capacity.measure import Budget, physical_memory, resolve_budget, tre
 from tether.capacity.policy import Settings
 from tether.cgroups import Cgroup
 from tether.host import thespian_patches, transport_auth
+from tether.host.accounting import Admin
 from tether.host.engine import CallEngine
 from tether.host.portfile import pick_port, port_listening
 from tether.kinds import KindSpec
@@ -37,6 +38,7 @@ from tether.processes import (
     host_fds_stay_home,
     kill_tree,
     name_forked_tree_processes,
+    proc_create_time,
     processes_with_token,
     session_processes,
 )
@@ -198,14 +200,30 @@ class RootHello:
     addresses: dict[str, Any]
 
 
-def greet_root(asys: Any, engine: CallEngine, hello: Hello, timeout: float) -> RootHello:
-    """Create the root supervisor and hand it the kinds (a ResourceError if it does not
-    answer within `timeout`)."""
+def greet_root(asys: Any, engine: CallEngine, call_id: str, timeout: float) -> RootHello:
+    """Create the root supervisor and hand it the host and the kinds (a ResourceError if
+    it does not answer within `timeout`)."""
     from tether.supervisors.tree import RootSupervisor
 
     root = asys.createActor(RootSupervisor, globalName=ROOT_NAME)
+    me = psutil.Process()
+    hello = Hello(
+        call_id=call_id,
+        host_pid=me.pid,
+        host_create_time=me.create_time(),
+        kinds=[k.to_wire() for k in engine.kinds.values()],
+    )
     reply, addresses = engine.ask(root, hello, hello.call_id, timeout, "start the tree")
     return RootHello(root, dict(reply.payload), dict(addresses))
+
+
+def admin_of(payload: Mapping[str, Any]) -> Admin:
+    """The top of the tree, from the root's answer to the hello."""
+    admin_pid = int(payload["admin_pid"])
+    admin_sid = 0
+    with contextlib.suppress(OSError):
+        admin_sid = os.getsid(admin_pid)
+    return Admin(admin_pid, proc_create_time(admin_pid), admin_sid, int(payload["pid"]))
 
 
 def child_pids() -> set[int]:
