@@ -12,6 +12,8 @@ case is (group, language, pattern, source). Groups:
 - invalid: a fragment that is no valid code, read through its ERROR node;
 - php: PHP code without `<?php` (the PHP-only grammar);
 - span: a declaration or statement without its terminator (the match must not take it);
+- control: the control statements of the C family (for, while, do, switch, if/else, try),
+  typed as a user would: the statement, never a member named `for`;
 - common: everyday patterns of each language, so a regression elsewhere shows.
 """
 
@@ -72,6 +74,47 @@ CASES: list[tuple[str, str, str, str]] = [
     ("ladder", "java", "if ($C) { $$$B }", "class A { void m() { if (x) { y(); } } }\n"),
     ("ladder", "csharp", "if ($C) { $$$B }", "class A { void M() { if (x) { Y(); } } }\n"),
     ("ladder", "cpp", "template <typename $T>", "template <typename T> T id(T x) { return x; }\n"),
+    # --- control: C-family control statements, typed as a user would (issue #25) ---------
+    ("control", "cpp", "for ($$$H) { $$$B }", "void f(std::vector<int> v) {\n  for (int i = 0; i < 3; i++) { g(i); }\n  for (auto x : v) { h(x); }\n  while (n) { n--; }\n}\n"),
+    ("control", "cpp", "for ($$$) $S", "void f(std::vector<int> v) {\n  for (int i = 0; i < 3; i++) g(i);\n  for (auto x : v) { h(x); }\n}\n"),
+    ("control", "cpp", "do { $$$B } while ($C);", "void f() { do { n++; } while (n < 3); }\n"),
+    ("control", "cpp", "switch ($X) { $$$C }", "void f(int n) { switch (n) { case 1: break; } }\n"),
+    ("control", "cpp", "if ($C) { $$$A } else { $$$B }", "void f() { if (a) { b(); } else { c(); } if (d) { e(); } }\n"),
+    ("control", "cpp", "try { $$$A } catch ($$$E) { $$$B }", "void f() { try { g(); } catch (int e) { h(e); } }\n"),
+    ("control", "c", "if ($C) $S", "void f(int n) {\n  if (n) { a(); } else { b(); }\n  if (n) a();\n}\n"),
+    ("control", "c", "while ($C) { $$$B }", "void f(int n) { while (n) { n--; } }\n"),
+    ("control", "c", "do { $$$B } while ($C);", "void f(int n) { do { n++; } while (n < 3); }\n"),
+    ("control", "c", "if ($C) { $$$A } else { $$$B }", "void f(int n) { if (n) { a(); } else { b(); } }\n"),
+    ("control", "java", "for ($$$H) { $$$B }", "class A { void m(int[] v) {\n  for (int i = 0; i < 3; i++) { g(i); }\n  for (int x : v) { h(x); }\n} }\n"),
+    ("control", "java", "while ($C) { $$$B }", "class A { void m() { while (n > 0) { n--; } } }\n"),
+    ("control", "java", "do { $$$B } while ($C);", "class A { void m() { do { n++; } while (n < 3); } }\n"),
+    ("control", "java", "switch ($X) { $$$C }", "class A { void m(int n) { switch (n) { case 1: break; } } }\n"),
+    ("control", "java", "try { $$$A } catch ($T $E) { $$$B } finally { $$$F }", "class A { void m() { try { g(); } catch (Exception e) { h(e); } finally { z(); } } }\n"),
+    ("control", "csharp", "switch ($X) { $$$C }", "class A { void M(int n) { switch (n) { case 1: break; } } }\n"),
+    ("control", "csharp", "try { $$$A } catch ($T $E) { $$$B } finally { $$$F }", "class A { void M() { try { G(); } catch (Exception e) { H(e); } finally { Z(); } } }\n"),
+    ("control", "go", "for $$$H { $$$B }", "package p\nfunc f(v []int) {\n\tfor i := 0; i < 3; i++ { g(i) }\n\tfor _, x := range v { h(x) }\n\tfor n > 0 { n-- }\n}\n"),
+    ("control", "go", "switch $X { $$$C }", "package p\nfunc f(n int) { switch n { case 1: g(1) } }\n"),
+    ("control", "go", "if $C { $$$A } else { $$$B }", "package p\nfunc f(n int) { if n > 0 { a() } else { b() } }\n"),
+    ("control", "rust", "for $X in $V { $$$B }", "fn f(v: Vec<i32>) { for x in v { h(x); } }\n"),
+    ("control", "rust", "while $C { $$$B }", "fn f(mut n: i32) { while n > 0 { n -= 1; } }\n"),
+    ("control", "rust", "match $X { $$$A }", "fn f(n: i32) { match n { 1 => a(), _ => b() } }\n"),
+    ("control", "rust", "if $C { $$$A } else { $$$B }", "fn f(n: i32) { if n > 0 { a(); } else { b(); } }\n"),
+    ("control", "javascript", "for ($$$H) { $$$B }", "for (let i = 0; i < 3; i++) { g(i); }\nfor (const x of v) { h(x); }\n"),
+    ("control", "javascript", "do { $$$B } while ($C)", "do { n++; } while (n < 3);\n"),
+    ("control", "javascript", "try { $$$A } catch ($E) { $$$B } finally { $$$F }", "try { g(); } catch (e) { h(e); } finally { z(); }\n"),
+    ("control", "typescript", "for ($$$H) { $$$B }", "for (let i = 0; i < 3; i++) { g(i); }\n"),
+    ("control", "typescript", "switch ($X) { $$$C }", "switch (n) { case 1: break; }\n"),
+    ("control", "javascript", "delete: $X", "const o = { delete: 1 };\n"),
+    # chosen divergences (see DIVERGENCES): the CLI finds nothing, we find the statement
+    ("control", "c", "for ($$$H) { $$$B }", "void f(int n) { for (int i = 0; i < n; i++) { g(i); } for (;;) { h(); } }\n"),
+    ("control", "c", "for ($$$) $S", "void f(int n) { for (int i = 0; i < n; i++) g(i); }\n"),
+    ("control", "csharp", "for ($$$H) { $$$B }", "class A { void M(int n) { for (int i = 0; i < n; i++) { G(i); } } }\n"),
+    ("control", "csharp", "while ($C) { $$$B }", "class A { void M() { while (n > 0) { n--; } } }\n"),
+    ("control", "csharp", "do { $$$B } while ($C);", "class A { void M() { do { n++; } while (n < 3); } }\n"),
+    ("control", "csharp", "if ($C) { $$$A } else { $$$B }", "class A { void M() { if (n > 0) { A(); } else { B(); } } }\n"),
+    ("control", "csharp", "foreach (var $X in $V) { $$$B }", "class A { void M(int[] v) { foreach (var x in v) { H(x); } } }\n"),
+    ("control", "dart", "while ($C) { $$$B }", "void f() { while (x) { g(); } }\n"),
+    ("control", "c", "do { $$$B } while ($C)", "void f(int n) { do { n++; } while (n < 3); }\n"),
     # --- invalid: no valid code, read through its ERROR node ---------------------------
     ("invalid", "kotlin", "println('ab')", "fun f() { println('ab') }\n"),
     ("invalid", "kotlin", "'xy'", "fun f() { val c = 'xy' }\n"),
@@ -132,11 +175,36 @@ _RUN_IN_BLOCK = (
 )
 DIVERGENCES: dict[tuple[str, str], str] = {
     ("dart", "print($X)"): _SCAFFOLD,
+    ("javascript", "delete: $X"): _SCAFFOLD,
     ("go", "fmt.Println($$$A)"): _SCAFFOLD,
     ("csharp", "var $V = $E"): _SCAFFOLD,
     ("nix", "$K = $V;"): _SCAFFOLD,
     ("java", "int $A = $B"): _TERMINATOR,
     ("csharp", "if ($C) { $$$B }"): _RUN_IN_BLOCK,
+    **{
+        ("csharp", p): _RUN_IN_BLOCK
+        for p in (
+            "while ($C) { $$$B }",
+            "do { $$$B } while ($C);",
+            "if ($C) { $$$A } else { $$$B }",
+            "foreach (var $X in $V) { $$$B }",
+        )
+    },
+    ("csharp", "for ($$$H) { $$$B }"): _RUN_IN_BLOCK,
+    ("dart", "while ($C) { $$$B }"): (
+        "Dart's grammar reads `{ $$$B }` after `while ($C)` as a set literal, so the CLI's "
+        "pattern is a loop whose body is an expression statement and finds no loop with a "
+        "block; we read the run that closes the block as statements"
+    ),
+    **{
+        ("c", p): (
+            "C's grammar reads no `for` loop with a run for its header (a header is `init; "
+            "cond; step`), so the CLI's pattern is an ERROR node that matches nothing; we "
+            "read the run as the whole header (issue #25: no silent zero)"
+        )
+        for p in ("for ($$$H) { $$$B }", "for ($$$) $S")
+    },
+    ("c", "do { $$$B } while ($C)"): _TERMINATOR,
     ("c", "int $A = $B"): _TERMINATOR,
     **{
         (lang, "$A"): (

@@ -70,21 +70,27 @@ def preprocess(source: str, ch: str) -> str:
     return "".join(out)
 
 
-def terminate_runs(processed: str, ch: str) -> tuple[str, tuple[int, ...]]:
-    """`processed` with a `;` after each `$$$` run that closes a `{ }` block, and the byte
-    offsets of those `;`. C#'s grammar reads `{ $$$B }` as an initializer, not a block: a
-    name is no statement there without its `;` (where C and Java invent a MISSING one).
-    The `;` is ours: the compiler reads `$$$B;` as the run itself (`inserted`)."""
+def terminate_runs(processed: str, ch: str, headers: bool = False) -> tuple[str, tuple[int, ...]]:
+    """`processed` with a `;` after each `$$$` run that closes a `{ }` block (and, with
+    `headers`, `;;` after one that closes parentheses), and the byte offsets of those `;`.
+
+    C#'s grammar reads `{ $$$B }` as an initializer, Dart's as a set literal: a name is no
+    statement there without its `;` (where C and Java invent a MISSING one). C's reads
+    `for ($$$H)` as no for loop at all: a header is `init; cond; step`, no run of one kind.
+    The `;` are ours: the compiler reads `$$$B;` as the run and drops a lone `;` of ours."""
     multi, _ = metavar_regexes(ch)
     out: list[str] = []
     offsets: list[int] = []
     pos = 0
     for m in multi.finditer(processed):
-        if not processed[m.end() :].lstrip().startswith("}"):
+        after = processed[m.end() :].lstrip()[:1]
+        fill = ";" if after == "}" else ";;" if headers and after == ")" else ""
+        if not fill:
             continue
         out.append(processed[pos : m.end()])
-        offsets.append(len("".join(out).encode()))
-        out.append(";")
+        at = len("".join(out).encode())
+        offsets.extend(range(at, at + len(fill)))
+        out.append(fill)
         pos = m.end()
     out.append(processed[pos:])
     return "".join(out), tuple(offsets)

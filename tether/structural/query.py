@@ -166,7 +166,7 @@ def anchored_candidates(anchor: Anchor, root: Node, src: bytes, up: int = 0) -> 
     300k occurrences yields its first candidates before the walk is over."""
     needle = anchor.needle
     size = len(needle)
-    kid = anchor.kind_id
+    kid = anchor.kind_id  # ERROR_KIND: a pattern's ERROR read by its text, of any kind
     depth = anchor.depth
     seen: set[int] = set()
     cursor = root.walk()
@@ -180,7 +180,7 @@ def anchored_candidates(anchor: Anchor, root: Node, src: bytes, up: int = 0) -> 
         _descend(cursor, path, i, end)
         t = len(path) - 1
         while t >= 0 and path[t].start_byte == i and path[t].end_byte == end:
-            if path[t].kind_id == kid and t >= depth + up:
+            if (path[t].kind_id == kid or kid == ERROR_KIND) and t >= depth + up:
                 c = path[t - depth - up]
                 top = path[t - depth]
                 fits = anchor.root_kind_id in (top.kind_id, ERROR_KIND) or top.is_error

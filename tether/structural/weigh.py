@@ -11,7 +11,8 @@ field of type `if`), so the member won and matched nothing. The weights:
   (`$S` in C's `if ($C) $S` stands for a whole statement);
 - a reserved word read as a name (`if` as a type or a function): 1, so the rung that
   reads it as the keyword wins a tie with it (it comes first: statements before members);
-- the fragment's *first* word, a reserved word, read as a name: DEGENERATE. That word
+- the fragment's *first* word, a reserved word, read as a name: DEGENERATE (in JavaScript
+  or PHP, where a reserved word may name a member, only a control word). That word
   says what the fragment is (`for`, `while`, `try`): C++ `for ($$$H) { $$$B }` has no
   error-free reading (a `for` header is no run of one kind), and as a struct member it is
   a field of type `for` with no error at all, which matched nothing. Such a reading is
@@ -21,7 +22,11 @@ field of type `if`), so the member won and matched nothing. The weights:
   wants one item is an ERROR in ast-grep too, and still the run);
 - any other ERROR node of the parse, in the fragment or around it: ERROR_WEIGHT, so a
   reading through an ERROR node (a Kotlin character literal of several characters, as
-  ast-grep accepts it) is taken only when no rung parses without one.
+  ast-grep accepts it) is taken only when no rung parses without one; but DEGENERATE for
+  one of several punctuation tokens inside the fragment (C's `) {` in `for ($$$H) { $$$B
+  }`), matched by a text no code's node has.
+
+A reading that weighs DEGENERATE or more is refused, never searched (`pattern`).
 """
 
 from __future__ import annotations
@@ -38,11 +43,17 @@ from tether.structural.metavars import extract_metavar, metavar_regexes
 ERROR_WEIGHT = 10
 KEYWORD_AS_NAME = 1
 DEGENERATE = 1000  # more than any count of ERROR nodes a fragment's parse has
+
+# Grammars where a reserved word may name a property or member (`{ delete: $X }`,
+# `$A.default`, PHP's `function list()`): there a first word read as a name is a
+# reading the user may mean, unless the word begins a control statement.
+KEYWORDS_NAME_MEMBERS = frozenset({"javascript", "typescript", "tsx", "php", "php_html"})
+CONTROL_WORDS = frozenset({"for", "foreach", "while", "do", "if", "else", "switch", "try", "catch"})
 _CLOSERS = (")", "]", "}", '"', "'", "`", "end")
 
 
 @functools.cache
-def _is_keyword(lang: str, word: str) -> bool:
+def is_keyword(lang: str, word: str) -> bool:
     """Whether `word` is a reserved word of the grammar: a keyword token (an anonymous
     kind spelled so) that cannot stand alone as a statement. tree-sitter reads a keyword
     as a name wherever the keyword is not valid, so that test says nothing; alone, `if` or
@@ -99,13 +110,26 @@ def _error_weight(root: Node, start: int, end: int, src: bytes, ch: str) -> int:
             count += 0 if _after_ellipsis(n, src, ch) or _ends_metavar(n, src, ch) else 1
         elif n.is_error:
             mv = extract_metavar(src[n.start_byte : n.end_byte].decode(errors="replace"), ch)
-            if mv is None:
+            if mv is None and _punctuation_only(n, src, start, end, ch):
+                # read by its text, which no node of real code has (C's `) {` in `for
+                # ($$$H) { $$$B }`): that reading can match nothing
+                count += DEGENERATE
+            elif mv is None:
                 count += ERROR_WEIGHT  # inside the fragment or around it: not as written
             else:
                 count += 0 if mv.multi else 1
         if n.has_error:
             stack.extend(n.children)
     return count
+
+
+def _punctuation_only(error: Node, src: bytes, start: int, end: int, ch: str) -> bool:
+    """Whether an ERROR node inside the fragment holds several tokens, all punctuation
+    (no metavariable, no word, no literal)."""
+    if error.start_byte < start or error.end_byte > end or error.child_count < 2:
+        return False
+    text = src[error.start_byte : error.end_byte].decode(errors="replace")
+    return not any(c.isalnum() for c in text) and not (ch and ch in text)
 
 
 def _after_ellipsis(missing: Node, src: bytes, ch: str) -> bool:
@@ -132,23 +156,33 @@ def _ends_metavar(missing: Node, src: bytes, ch: str) -> bool:
 
 def _keywords_as_names(lang: str, root: Node, start: int, end: int, src: bytes) -> int:
     """Named leaves inside the fragment whose text is a reserved word of the grammar
-    (not a node of the keyword's own kind, such as JavaScript's `super`); the first word
-    of the fragment weighs DEGENERATE."""
+    (not a node of the keyword's own kind, such as JavaScript's `super`). The first word
+    of the fragment weighs DEGENERATE, unless it is inside an ERROR node and no control
+    word: that reading is through the ERROR already (Solidity's `emit $E($$$A);` outside a
+    function, which ast-grep matches so too), where `else` as a name never is."""
     first = len(src[start:end]) - len(src[start:end].lstrip())
     count = 0
-    stack = [root]
+    stack = [(root, False)]
     while stack:
-        n = stack.pop()
+        n, in_error = stack.pop()
         if n.end_byte <= start or n.start_byte >= end:
             continue
         if n.child_count == 0:
             text = src[n.start_byte : n.end_byte]
             if n.is_named and not n.is_error and n.type != text.decode(errors="replace"):
-                if text.isalpha() and text.islower() and _is_keyword(lang, text.decode()):
-                    count += DEGENERATE if n.start_byte == start + first else KEYWORD_AS_NAME
+                if text.isalpha() and text.islower() and is_keyword(lang, text.decode()):
+                    word = text.decode()
+                    lead = n.start_byte == start + first and _names_nothing(lang, word)
+                    lead = lead and (not in_error or word in CONTROL_WORDS)
+                    count += DEGENERATE if lead else KEYWORD_AS_NAME
             continue
-        stack.extend(n.children)
+        stack.extend((c, in_error or n.is_error) for c in n.children)
     return count
+
+
+def _names_nothing(lang: str, word: str) -> bool:
+    """Whether reserved `word`, first in a fragment, is never the name the user meant."""
+    return lang not in KEYWORDS_NAME_MEMBERS or word in CONTROL_WORDS
 
 
 def _broken_metavars(root: Node, start: int, end: int, src: bytes, ch: str) -> int:
