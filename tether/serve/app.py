@@ -38,7 +38,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from tether.metrics import Metrics
-from tether.serve.auth import Gate, token
+from tether.serve.auth import Gate, state_key, token
 from tether.serve.config import ServeConfig
 from tether.serve.conversations import Conversations, Full
 from tether.serve.face import ServeFace
@@ -141,9 +141,13 @@ def security(config: ServeConfig) -> TransportSecuritySettings:
 
 
 def build_app(
-    conversations: Conversations, metrics: Metrics, secret: str, port: int
+    conversations: Conversations,
+    metrics: Metrics,
+    secret: str,
+    port: int,
+    request_key: str | None = None,
 ) -> tuple[Gate, Requests]:
-    server = ServeFace(conversations).server()
+    server = ServeFace(conversations, state_key=request_key).server()
     app = server.streamable_http_app(
         streamable_http_path="/mcp",
         transport_security=security(conversations.config),
@@ -242,7 +246,9 @@ def serve(config: ServeConfig, state_dir: str | None = None, admin_port: int | N
             log(f"previous conversation {line}" if " " in line else f"resumed {line}")
         rt.metrics.registry.register(ServeCollector(conversations))  # type: ignore[arg-type]
         port = sock.getsockname()[1]
-        app, requests = build_app(conversations, rt.metrics, token(rt.state_dir), port)
+        app, requests = build_app(
+            conversations, rt.metrics, token(rt.state_dir), port, state_key(rt.state_dir)
+        )
         host = f"[{config.host}]" if ":" in config.host else config.host
         url = f"http://{host}:{port}/mcp"
         server = DrainingServer(

@@ -27,6 +27,7 @@ from typing import Any
 from tether.private_dirs import ensure_private_dir
 
 TOKEN_FILE = "serve-token"
+STATE_KEY_FILE = "serve-state-key"
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 
 Scope = MutableMapping[str, Any]
@@ -37,8 +38,19 @@ App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 def token(state_dir: Path) -> str:
     """The server's bearer token: read from `state_dir/serve-token`, made (0600) if absent."""
+    return _secret(state_dir, TOKEN_FILE, "token")
+
+
+def state_key(state_dir: Path) -> str:
+    """The key that seals a parked call's `requestState` (`serve-state-key`, 0600, made if
+    absent): kept across restarts, so a state minted before one is still recognised as
+    ours and refused by what it names (a call that is gone), not as a forgery."""
+    return _secret(state_dir, STATE_KEY_FILE, "key")
+
+
+def _secret(state_dir: Path, name: str, what: str) -> str:
     ensure_private_dir(state_dir)
-    path = state_dir / TOKEN_FILE
+    path = state_dir / name
     with contextlib.suppress(FileExistsError):
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
@@ -46,12 +58,12 @@ def token(state_dir: Path) -> str:
     mode = path.stat().st_mode & 0o777
     if mode & 0o077:
         raise PermissionError(
-            f"{path} is mode {mode:o}: others may read the server's token; "
+            f"{path} is mode {mode:o}: others may read the server's {what}; "
             f"chmod 600 {path} or remove it (a new one is made)"
         )
     value = path.read_text().strip()
     if len(value) < 16:
-        raise PermissionError(f"{path} holds no usable token; remove it (a new one is made)")
+        raise PermissionError(f"{path} holds no usable {what}; remove it (a new one is made)")
     return value
 
 

@@ -6,10 +6,13 @@ port holds that call's session: a card raised during the call (ask_user, a permi
 prompt, a card from inside a running cell) becomes an `elicitation/create` request on it
 (related to the call, so it rides the call's stream) and the client's reply is the answer.
 
-With no such call in flight - a 2026-07-28 request has no back channel (its way is
-`input_required`, a retry with the answer: not done here), a client without elicitation,
-a card raised between calls - no human is connected: ask_user fails at once and an
-approval is denied (tether.questions: fail closed), never blocking on nobody.
+A 2026-07-28 request has no back channel: there, while a call of a client that declared
+`elicitation` runs, the port holds that call's `parking.Park`, and a card is handed to it
+(the call answers `input_required`, parked until the client retries with the answer).
+
+With neither in flight - a client without elicitation, a card raised between calls - no
+human is connected: ask_user fails at once and an approval is denied (tether.questions:
+fail closed), never blocking on nobody.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import contextlib
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import mcp_types as types
 
@@ -35,10 +38,34 @@ class _Channel:
     loop: asyncio.AbstractEventLoop
 
 
+class Parked(Protocol):
+    """A 2026-07-28 call that hands its cards to the client's retry (`parking.Park`)."""
+
+    def ask(self, card: Card, timeout: float) -> Answer: ...
+
+    def withdraw(self, number: int, reason: str) -> None: ...
+
+
+MODERN = "2026-07-28"  # the first protocol version without server-to-client requests
+
+
+def can_park(ctx: Any) -> bool:
+    """Whether this call may answer `input_required`: a 2026-07-28 request of a client that
+    declared elicitation (its capabilities ride every request there)."""
+    session = ctx.session
+    return (
+        str(ctx.protocol_version) >= MODERN
+        and not session.can_send_request
+        and session.check_client_capability(
+            types.ClientCapabilities(elicitation=types.ElicitationCapability())
+        )
+    )
+
+
 class ElicitPort:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._channels: list[_Channel] = []
+        self._channels: list[_Channel | Parked] = []
 
     @contextlib.contextmanager
     def serving(self, ctx: Any) -> Iterator[None]:
@@ -59,7 +86,19 @@ class ElicitPort:
             with self._lock:
                 self._channels.remove(channel)
 
-    def _channel(self) -> _Channel | None:
+    @contextlib.contextmanager
+    def parking(self, park: Parked) -> Iterator[None]:
+        """While a parked call runs (its rounds and the gaps between them): its cards go
+        to it."""
+        with self._lock:
+            self._channels.append(park)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._channels.remove(park)
+
+    def _channel(self) -> _Channel | Parked | None:
         with self._lock:
             return self._channels[-1] if self._channels else None
 
@@ -74,6 +113,8 @@ class ElicitPort:
         channel = self._channel()
         if channel is None:
             return Answer.timed_out("no MCP client that can answer is connected")
+        if not isinstance(channel, _Channel):
+            return channel.ask(card, timeout)
         message, schema = form(card)
         coroutine = channel.session.elicit_form(message, schema, channel.request_id)
         future = asyncio.run_coroutine_threadsafe(coroutine, channel.loop)
@@ -83,6 +124,14 @@ class ElicitPort:
             future.cancel()
             return Answer.timed_out(f"the MCP client did not answer ({type(e).__name__})")
         return answer(card, result)
+
+    def withdraw(self, number: int, reason: str) -> None:
+        """The call that asked was cancelled: a parked card is taken back (an elicitation
+        in a session ends with its call's stream)."""
+        with self._lock:
+            parks = [c for c in self._channels if not isinstance(c, _Channel)]
+        for park in parks:
+            park.withdraw(number, reason)
 
 
 def form(card: Card) -> tuple[str, dict[str, Any]]:

@@ -16,6 +16,11 @@ A call is `Run.acall` under a `CallScope` with the server's call timeout. When t
 cancels (2025-11-25: `notifications/cancelled`; 2026-07-28: closing the response stream;
 either: a disconnect), the SDK cancels this handler's task, `acall` cancels the scope, and
 the resource stops its work (a kernel cell is interrupted).
+
+A 2026-07-28 call of a client that can elicit runs as a `parking.Park`: when it raises a
+card (ask_user, a permission prompt, a card from inside its cell) its response is
+`input_required`, and the client's retry (the answer, the sealed `requestState`) resumes
+it where it waits, until its result is the response.
 """
 
 from __future__ import annotations
@@ -28,11 +33,15 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+from mcp.shared.exceptions import MCPError
 
 from tether.call_scope import CallScope
 from tether.mcp_server import SERVER_NAME, mcp_result, mcp_tool, server_version, unknown_tool
 from tether.serve.config import ConfigError
-from tether.serve.conversations import ConversationError, Conversations, Full
+from tether.serve.conversations import Conversation, ConversationError, Conversations, Full
+from tether.serve.elicit import can_park
+from tether.serve.parking import KEEP_FINISHED, Park, Parking, Pending
 from tether.tools.export import export_schema
 from tether.tools.registry import Registry
 from tether.tools.results import ToolResult
@@ -55,8 +64,17 @@ def conversation_property() -> dict[str, Any]:
 
 
 class ServeFace:
-    def __init__(self, conversations: Conversations, registry: Registry | None = None):
+    def __init__(
+        self,
+        conversations: Conversations,
+        registry: Registry | None = None,
+        state_key: str | None = None,
+    ):
         self.conversations = conversations
+        self.parking = Parking()
+        # (no key given: one for this process only; a restart then reads old states as
+        # forgeries)
+        self._state_key = state_key
         self.registry = registry or Registry.default()
         self._tools = self._declare()
         # threads for calls in flight: a long call (an eval cell) holds one, so many
@@ -125,7 +143,7 @@ class ServeFace:
     # ---- tools/call -------------------------------------------------------------------
     async def call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         name, args = params.name, dict(params.arguments or {})
         if name not in self.names:
             raise unknown_tool(name, self.names)
@@ -136,12 +154,16 @@ class ServeFace:
             if name == "close_conversation":
                 await anyio.to_thread.run_sync(self.conversations.close, conversation.handle)
                 return mcp_result(ToolResult.ok(f"closed {conversation.handle}"))
+            if params.request_state is not None:  # (a parked call is in flight: a drain
+                return await self._resume(ctx, conversation, name, params)  # lets it finish)
             if self.conversations.draining:
                 raise ConversationError("the server is shutting down: no new calls")
         except ConversationError as e:
             return mcp_result(ToolResult.error(f"{name}: {e}"))
         config = self.conversations.config
         scope = CallScope.start(timeout=config.call_timeout, call_id=f"mcp-{ctx.request_id}")
+        if can_park(ctx):
+            return await self._park(ctx, conversation, name, args, scope)
         self.conversations.begin(conversation, scope)
         progress = _progress_task(ctx, name)
         try:
@@ -151,11 +173,78 @@ class ServeFace:
             self.conversations.end(scope)
             if progress is not None:
                 progress.cancel()
-        out = mcp_result(result)
-        note = conversation.take_note()
-        if note and out.content and isinstance(out.content[0], types.TextContent):
-            out.content[0].text = f"{note}\n{out.content[0].text}"
-        return out
+        return finished(conversation, result)
+
+    # ---- 2026-07-28: a call parked while it waits on the client's human ----------------
+    async def _park(
+        self,
+        ctx: ServerRequestContext[Any],
+        conversation: Conversation,
+        name: str,
+        args: dict[str, Any],
+        scope: CallScope,
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        park = Park(conversation.handle, name, scope)
+        self.conversations.begin(conversation, scope)
+
+        async def run() -> ToolResult:
+            try:
+                with conversation.port.parking(park):
+                    return await self._call(conversation.run, name, args, scope)
+            finally:
+                park.finished_at = time.monotonic()
+                self.conversations.end(scope)
+
+        # a task of its own, not this handler's: the call runs on between the rounds
+        park.task = asyncio.get_running_loop().create_task(run())
+        self.parking.add(park)
+        return await self._round(ctx, conversation, park)
+
+    async def _resume(
+        self,
+        ctx: ServerRequestContext[Any],
+        conversation: Conversation,
+        name: str,
+        params: types.CallToolRequestParams,
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """A retry: (its requestState verified by the SDK's boundary) the answer goes to
+        the card the parked call waits on, then the call's next step is the response."""
+        assert params.request_state is not None
+        park, round_ = self.parking.find(params.request_state, conversation.handle, name)
+        pending = park.pending
+        if pending is None or round_ != park.round:
+            park.answer_round(round_, None)  # refused: a round already answered (a replay)
+        assert pending is not None
+        response = (params.input_responses or {}).get(pending.key)
+        if response is None:
+            return park.input_required(pending)  # not answered: the same question again
+        if not isinstance(response, types.ElicitResult):
+            raise MCPError(
+                code=types.INVALID_PARAMS,
+                message=f"input_responses[{pending.key!r}] answers an elicitation/create: "
+                "send an ElicitResult ({action, content})",
+            )
+        park.answer_round(round_, response)
+        return await self._round(ctx, conversation, park)
+
+    async def _round(
+        self, ctx: ServerRequestContext[Any], conversation: Conversation, park: Park
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """Wait for the parked call's result or its next card. A client that goes away
+        while waiting cancels the call, as it does an unparked one."""
+        progress = _progress_task(ctx, park.tool)
+        try:
+            step = await park.next()
+        except asyncio.CancelledError:
+            park.scope.cancel("the client cancelled the call (or went away)")
+            raise
+        finally:
+            if progress is not None:
+                progress.cancel()
+        if isinstance(step, Pending):
+            return park.input_required(step)
+        self.parking.drop(park)
+        return finished(conversation, step)
 
     async def _call(self, run: Any, name: str, args: dict[str, Any], scope: CallScope) -> Any:
         """`Run.call` on a pooled worker thread (`Run.acall` starts a thread per call: a few
@@ -204,9 +293,26 @@ class ServeFace:
             get_tool_input_schema=self._input_schemas.get,
         )
         # The SDK's default OpenTelemetry middleware makes a span per message even with no
-        # exporter installed: a cost on every call for nothing here.
-        server.middleware = []
+        # exporter installed: a cost on every call for nothing here. The request-state
+        # boundary seals every requestState we send and verifies every one we get back
+        # (a forged or altered one is refused before our handler sees it).
+        key = self._state_key
+        security = (
+            RequestStateSecurity(keys=[key], ttl=KEEP_FINISHED, bind_principal=None)
+            if key
+            else RequestStateSecurity.ephemeral(ttl=KEEP_FINISHED)
+        )
+        server.middleware = [RequestStateBoundary(security, default_audience=SERVER_NAME)]
         return server
+
+
+def finished(conversation: Conversation, result: ToolResult) -> types.CallToolResult:
+    """The call's MCP result, with what the conversation has to say first (once)."""
+    out = mcp_result(result)
+    note = conversation.take_note()
+    if note and out.content and isinstance(out.content[0], types.TextContent):
+        out.content[0].text = f"{note}\n{out.content[0].text}"
+    return out
 
 
 def with_conversation(schema: dict[str, Any]) -> dict[str, Any]:
