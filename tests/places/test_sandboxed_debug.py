@@ -9,6 +9,7 @@ from typing import Any
 from tests.conftest import health_node, wait_until
 from tests.debug.support import gone, ok, session_pids
 from tests.places.test_places import needs_sandbox
+from tether.places import Place
 
 pytestmark = needs_sandbox
 
@@ -54,7 +55,7 @@ def test_a_sandboxed_debuggee_stops_and_cannot_read_another_workspace(
     assert wait_until(lambda: gone(pids), 10)
 
 
-def test_debug_adapters_names_the_place_and_refuses_a_tcp_adapter_there(
+def test_debug_adapters_names_the_place_and_where_a_tcp_adapter_is_refused(
     runtime: Any, tmp_path: Path
 ) -> None:
     (tmp_path / "go.mod").write_text("module x\n\ngo 1.19\n")
@@ -67,10 +68,15 @@ def test_debug_adapters_names_the_place_and_refuses_a_tcp_adapter_there(
     )
     rows = {r["adapter"]: r for r in boxed.data["adapters"]}
     assert rows["debugpy"]["usable"], rows["debugpy"]
-    if rows["delve"]["binary"]:  # (dlv installed: only the place stands in its way)
+    if rows["delve"]["binary"]:  # (dlv installed: in a sandbox it is reached by the relay)
+        assert rows["delve"]["usable"], rows["delve"]
+        prefixed = runtime.open_run(
+            "adapters-prefix", workdir=str(tmp_path), place=Place.prefix(["env"])
+        )
+        rows = {r["adapter"]: r for r in ok(prefixed, {"op": "adapters"}).data["adapters"]}
         assert not rows["delve"]["usable"]
         assert (
-            "listens on loopback TCP, which a sandbox place does not share"
+            "listens on loopback TCP, which a prefix place does not share"
             in (rows["delve"]["why_not"])
         )
     host = ok(runtime.open_run("adapters-host", workdir=str(tmp_path)), {"op": "adapters"})

@@ -110,6 +110,7 @@ class DebugSessionActor(ProcessActor):
         self.row: AdapterRow | None = None
         self._listen_buf = b""
         self._waiting_port: tuple[Any, Call] | None = None  # (op, call) until delve listens
+        self._relay_socket = ""  # delve in a sandbox: the relay's Unix socket to its port
         self._adapter_created = 0.0
         self._adapter_pid = 0
         self._ending = False  # we are ending the adapter ourselves (terminate, relaunch)
@@ -346,13 +347,12 @@ class DebugSessionActor(ProcessActor):
         # its own TMPDIR (and its program's), removed once it ended
         env = adapters.adapter_env(row, self.new_scratch(row.name))
         place = Place.from_wire(op.place) if op.place else None
-        if place is not None and place.kind != "host" and row.transport == "tcp":
-            raise DebugError(
-                ErrorCode.UNAVAILABLE,
-                f"{row.name} listens on loopback TCP, which a {place.kind} place does not "
-                "share with the host (and no relay is built yet): debug it in a host run, or "
-                "use a stdio adapter (debugpy, lldb-dap)",
-            )
+        why_not = adapters.place_refusal(row, place.kind if place else "host")
+        if why_not:
+            raise DebugError(ErrorCode.UNAVAILABLE, why_not)
+        self._relay_socket = ""
+        if place is not None and place.kind == "sandbox" and row.transport == "tcp":
+            argv, self._relay_socket = adapters.relayed_argv(row, binary, self._scratch_dir())
         # in the run's place: the adapter, and so the program it starts (tether.places)
         self._adapter_pid = self.spawn(
             argv, cwd=str(root), env=env, place=place, workspace=str(root)
@@ -393,13 +393,23 @@ class DebugSessionActor(ProcessActor):
             restored["why"] = self.previous_end or "the run's actors were started anew"
         return restored
 
+    def _scratch_dir(self) -> Path:
+        scratch = self._scratch
+        assert scratch is not None  # (made for this adapter just above: adapter_env)
+        return Path(scratch.base)
+
     def _connect(self, host: str, port: int) -> None:
         """A DAP server listens (our delve, or the one an attach joins): connect (loopback
         only), and the socket becomes our write end; the adapter's stdin pipe is closed so
         that the program reads end-of-file."""
         if host not in ("127.0.0.1", "::1", "localhost"):
             raise DebugError(ErrorCode.FAILED, f"the adapter listens on {host}, not on loopback")
-        sock = socket.create_connection((host, port), timeout=2.0)
+        if self._relay_socket:  # (delve in a sandbox: its loopback is the sandbox's own)
+            sock = socket.socket(socket.AF_UNIX)
+            sock.settimeout(2.0)
+            sock.connect(self._relay_socket)
+        else:
+            sock = socket.create_connection((host, port), timeout=2.0)
         sock.setblocking(False)
         self.sock = sock
         if self.proc is not None and self.proc.poll() is None and self.proc.stdin is not None:

@@ -34,6 +34,7 @@ from typing import Any
 
 from tether import roots
 from tether.debug.breakpoints import Features
+from tether.places import relay
 from tether.private_dirs import ensure_private_dir
 from tether.scratch import ProcessScratch
 
@@ -278,10 +279,40 @@ def delve_mode(program: Path) -> str:
     return "debug" if program.is_dir() or program.suffix == ".go" else "exec"
 
 
+SANDBOX_DAP_PORT = 4711  # delve's port in a sandbox: its network namespace is its own
+RELAY_SOCKET = "dap.sock"  # in the adapter's own directory, bound into the sandbox
+
+
+def place_refusal(row: AdapterRow, place: str) -> str:
+    """Why `row` cannot run in a `place` (a kind) run ("" if it can). An adapter that
+    listens on loopback TCP (delve) is reached in a sandbox through the relay; a prefix
+    environment's network is its own business, and no relay is run there."""
+    if place != "prefix" or row.transport != "tcp":
+        return ""
+    return (
+        f"{row.name} listens on loopback TCP, which a prefix place does not share with the "
+        "host (the relay runs in a sandbox only): debug it in a sandbox or host run, or use a "
+        "stdio adapter (debugpy, lldb-dap)"
+    )
+
+
+def relayed_argv(row: AdapterRow, binary: str, directory: Path) -> tuple[list[str], str]:
+    """`row`'s adapter (a TCP one) under the relay (`tether.places.relay`), for a sandbox:
+    it listens on a fixed port of the sandbox's own loopback, and the host connects to the
+    Unix socket returned, in the adapter's own 0700 directory (bound into the sandbox:
+    only the runtime's uid and this sandbox reach it; DAP has no authentication of its
+    own). The relay script is copied there (the sandbox sees no tether source)."""
+    script = directory / "relay.py"
+    shutil.copyfile(relay.__file__, script)
+    args = [a.replace("127.0.0.1:0", f"127.0.0.1:{SANDBOX_DAP_PORT}") for a in row.args]
+    sock = str(directory / RELAY_SOCKET)
+    pairs = [(sock, SANDBOX_DAP_PORT)]
+    return relay.argv(sys.executable, pairs, [binary, *args], script=str(script)), sock
+
+
 def adapters_report(workspace: Path, place: str = "host") -> list[dict[str, Any]]:
     """`debug adapters`: per adapter, whether it can be used in this workspace and why not.
-    `place`: the run's place kind; an adapter that listens on loopback TCP cannot be
-    reached in a place with its own network (no relay yet: the launch refuses it too)."""
+    `place`: the run's place kind (`place_refusal`)."""
     out = []
     for row in ADAPTERS:
         res = resolve(row, workspace, workspace)
@@ -292,11 +323,7 @@ def adapters_report(workspace: Path, place: str = "host") -> list[dict[str, Any]
             if binary and marker_anywhere
             else Resolution(row, workspace if marker_anywhere else None, "", binary).why_not()
         )
-        if not why_not and place != "host" and row.transport == "tcp":
-            why_not = (
-                f"{row.name} listens on loopback TCP, which a {place} place does not share "
-                "with the host: debug it in a host run, or use a stdio adapter"
-            )
+        why_not = why_not or place_refusal(row, place)
         out.append(
             {
                 "adapter": row.name,

@@ -13,7 +13,10 @@ Transport: ipykernel gets `ipc` (Unix sockets inside the kernel's own 0700 direc
 TCP port at all; a state dir so deep that a socket path would not fit gets loopback TCP
 instead). Deno's kernel only parses TCP addresses (an ipc path is refused as
 "invalid host"), so it gets loopback TCP; every message is HMAC-SHA256-signed with a
-random 256-bit key that only the connection file (0600, in a 0700 dir) holds.
+random 256-bit key that only the connection file (0600, in a 0700 dir) holds. In a
+sandbox that loopback is the sandbox's own: the kernel runs under a relay
+(`tether.places.relay`) that the host reaches through Unix sockets in the kernel's own
+directory, with the same ports and key (`relayed`).
 
 A launcher (a command prefix that enters the conversation's isolated environment) is put
 in front of the argv; ipc paths must then be visible inside it (a shared /tmp).
@@ -45,7 +48,7 @@ from typing import Any
 from jupyter_client.connect import write_connection_file
 
 from tether.kernels.layer import Layer
-from tether.places import Place, PlaceError, Wrapped, wrap
+from tether.places import Place, PlaceError, Wrapped, relay, wrap
 from tether.private_dirs import default_state_dir, ensure_private_dir
 from tether.processes import popen_dying_with_us
 from tether.scratch import ProcessScratch
@@ -54,6 +57,7 @@ LANGUAGES = ("python", "javascript")
 KERNELS = "kernels"  # under the runtime's private directory
 PREFIX_PYTHON = "python3"  # a prefix environment's own Python (its PATH finds it)
 IPC_PATH_MAX = 100  # a Unix socket path must fit sun_path (108); a longer one gets loopback TCP
+CHANNELS = ("shell", "iopub", "stdin", "control", "hb")  # a connection file's ports
 
 
 class KernelUnavailable(Exception):
@@ -188,11 +192,11 @@ def launch(
     Python it runs on there (and where %pip installs); group: the place instance (run)."""
     check_language(language)
     place = place or Place.host()
-    if place.kind != "host" and language != "python":
+    if place.kind == "prefix" and language != "python":
         raise KernelUnavailable(
             f"the {language} kernel (Deno's) listens on loopback TCP only, which a "
-            f"{place.kind} place does not share with the host (no relay is built yet): use "
-            "language 'python' there, or a host run"
+            "prefix place does not share with the host (the relay runs in a sandbox only): "
+            "use language 'python' there, a sandbox, or a host run"
         )
     root = kernels_dir()
     scratch = ProcessScratch(language[:2], under=_kernels_under(place, root))
@@ -200,6 +204,9 @@ def launch(
     fname, info = write_connection(language, directory)
     if place.kind == "prefix":  # (the kernel reads its socket paths as they are inside)
         _write_inside(place, fname, info)
+    inside: list[tuple[str, int]] = []  # a sandbox's loopback ports, relayed (Deno's)
+    if place.kind == "sandbox" and info.get("transport") == "tcp":
+        info, inside = relayed(directory, info)
     if place.kind != "host" and info.get("transport") != "ipc":
         scratch.close()
         raise KernelUnavailable(
@@ -208,6 +215,8 @@ def launch(
         )
     python = layer.python if layer else PREFIX_PYTHON if place.kind == "prefix" else ""
     argv = [*launcher, *kernel_argv(language, fname, python)]
+    if inside:
+        argv = relay.argv(sys.executable, inside, argv)
     env = kernel_env(scratch, root)
     if place.kind != "host":  # its profile and config are its own, not the runtime's
         env.update(_own_state(directory))
@@ -219,7 +228,7 @@ def launch(
             env=env,
             workspace=cwd,
             rw=[str(directory), *([layer.directory] if layer else [])],
-            ro=layer.toolchains() if layer else [],
+            ro=[*(layer.toolchains() if layer else []), *([relay.__file__] if inside else [])],
             group=group,
         )
     with open(directory / "kernel.log", "wb") as log, _discard_on_error(directory, launcher):
@@ -235,6 +244,18 @@ def launch(
             close_fds=True,
         )
     return Launched(language, popen.pid, str(directory), info, popen, wrapped=wrapped)
+
+
+def relayed(directory: Path, info: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, int]]]:
+    """A kernel listening on loopback TCP inside a sandbox (Deno's), reached through the
+    relay (`tether.places.relay`): the host's side of the connection (ipc, to a Unix socket
+    per port in the kernel's own directory) and the relay's (socket, port) pairs. The
+    connection file keeps TCP: the kernel reads it; the key and HMAC are unchanged."""
+    base = str(directory / "r")
+    if len(f"{base}-65535") >= IPC_PATH_MAX:
+        return info, []  # (too deep for a socket path: refused by the caller, saying so)
+    ports = [int(info[f"{c}_port"]) for c in CHANNELS]
+    return {**info, "transport": "ipc", "ip": base}, [(f"{base}-{p}", p) for p in ports]
 
 
 def _kernels_under(place: Place, root: Path) -> str:
