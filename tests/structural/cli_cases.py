@@ -115,6 +115,7 @@ CASES: list[tuple[str, str, str, str]] = [
     ("control", "csharp", "foreach (var $X in $V) { $$$B }", "class A { void M(int[] v) { foreach (var x in v) { H(x); } } }\n"),
     ("control", "dart", "while ($C) { $$$B }", "void f() { while (x) { g(); } }\n"),
     ("control", "c", "do { $$$B } while ($C)", "void f(int n) { do { n++; } while (n < 3); }\n"),
+    ("control", "dart", "for ($$$H) { $$$B }", "void f() { for (var i = 0; i < 3; i++) { g(i); } }\n"),
     # --- invalid: no valid code, read through its ERROR node ---------------------------
     ("invalid", "kotlin", "println('ab')", "fun f() { println('ab') }\n"),
     ("invalid", "kotlin", "'xy'", "fun f() { val c = 'xy' }\n"),
@@ -205,6 +206,15 @@ DIVERGENCES: dict[tuple[str, str], str] = {
         for p in ("for ($$$H) { $$$B }", "for ($$$) $S")
     },
     ("c", "do { $$$B } while ($C)"): _TERMINATOR,
+    ("dart", "for ($$$H) { $$$B }"): (
+        "Dart's grammar reads no `for` loop with a run for its header, so the CLI's pattern "
+        "is an ERROR node that matches nothing; we read the run as the whole header"
+    ),
+    ("javascript", "for ($$$H) { $$$B }"): (
+        "the CLI's pattern is an ERROR node whose header is a parenthesized expression, so it "
+        "matches the classic `for` only; we read `$$$H` as any header, so `for (const x of "
+        "v)` is found too (as C++'s range `for` and Java's enhanced `for` are, by both)"
+    ),
     ("c", "int $A = $B"): _TERMINATOR,
     **{
         (lang, "$A"): (

@@ -28,6 +28,19 @@ FOUND = [
     # group 2: the statement, not a struct field of type `if`
     ("cpp", "if (a) { $$$BODY }", "void f() { if (a) { x(); y(); } }\n", {"BODY": "x(); y();"}),
     ("cpp", "if ($A)", "void f() { if (a | b) g(); }\n", {"A": "a | b"}),
+    # a loop, not a field of type `for`: through its ERROR node, as the CLI reads it
+    ("cpp", "for ($$$H) { $$$B }", "struct S { int for_x; };\nvoid f() { for (;;) { g(); } }\n", {"B": "g();"}),
+    ("java", "for ($$$H) { $$$B }", "class A { void m() { for (;;) { g(); } } }\n", {"B": "g();"}),
+    ("javascript", "for ($$$H) { $$$B }", "for (;;) { g(); }\n", {"B": "g();"}),
+    # a `$$$` run that closes a block is statements, where the grammar wants a `;` (C#)
+    # or reads a set literal (Dart); C's for header read as a run
+    ("csharp", "while ($C) { $$$B }", "class A { void M() { while (x) { Y(); Z(); } } }\n", {"B": "Y(); Z();"}),
+    ("dart", "while ($C) { $$$B }", "void f() { while (x) { g(); } }\n", {"C": "x"}),
+    ("c", "for ($$$H) { $$$B }", "void f(int n) { for (int i = 0; i < n; i++) { g(i); } }\n", {"B": "g(i);"}),
+    # C's `$S` stands for a whole statement, a block too
+    ("c", "if ($C) $S", "void f(int n) { if (n) { a(); } }\n", {"S": "{ a(); }"}),
+    # a reserved word may name a JavaScript property
+    ("javascript", "delete: $X", "const o = { delete: 1 };\n", {"X": "1"}),
     # not valid code, matched through its ERROR node as ast-grep does
     ("kotlin", "println('123')", "fun f() { println('123') }\n", {}),
     # PHP code without `<?php` (ast-grep's PHP-only grammar)
@@ -70,3 +83,31 @@ def test_a_typo_is_still_refused():
     for lang, pattern in (("go", "print('123'"), ("python", "foo(a))"), ("python", "f(.*)")):
         with pytest.raises(PatternError, match="not valid"):
             compile_pattern(pattern, lang)
+
+
+@pytest.mark.parametrize(
+    ("lang", "pattern", "word"),
+    [("cpp", "else { $$$B }", "else"), ("java", "else { $$$B }", "else"), ("cpp", "catch ($E) { $$$B }", "catch")],
+)  # fmt: skip
+def test_a_fragment_no_code_can_match_is_refused_saying_what_to_write(lang, pattern, word):
+    # every context reads it only as a member named `else` or in pieces: a silent zero
+    from tether.structural.pattern import PatternError
+
+    with pytest.raises(PatternError) as err:
+        compile_pattern(pattern, lang)
+    text = str(err.value)
+    assert "no reading as" in text and f"first word `{word}` as a name" in text, text
+    assert "if ($C) { $$$A } else { $$$B }" in text  # what to write instead
+
+
+def test_a_run_for_a_loop_header_captures_the_header_of_every_for_kind():
+    # not a field of type `for`; not the CLI's ERROR reading either, which binds `$$$H`
+    # to `int` and `$$$B` to the rest of the header: the loop, its header, its body
+    p = compile_pattern("for ($$$H) { $$$B }", "cpp")
+    assert "member" not in p.context and p.roots[0].kind == "ERROR", (p.context, p.roots)
+    code = "void f(std::vector<int> v) {\n for (int i = 0; i < 3; i++) { g(i); }\n for (auto x : v) { h(x); }\n}\n"
+    got = [m["captures"] for m in search_source("for ($$$H) { $$$B }", code, "cpp")]
+    assert got == [{"H": "int i = 0; i < 3; i++", "B": "g(i);"}, {"H": "auto x : v", "B": "h(x);"}]
+    java = "class A { void m(int[] v) { for (int x : v) { h(x); } } }\n"
+    (m,) = search_source("for ($$$H) { $$$B }", java, "java")
+    assert m["captures"] == {"H": "int x : v", "B": "h(x);"}

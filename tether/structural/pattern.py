@@ -71,8 +71,9 @@ def _chars_for(lang: str, frag: str) -> tuple[str | None, ...]:
 # How far the ladder fills the fragment's `$$$` runs with `;` of its own
 # (`metavars.terminate_runs`): not at all; after a run that closes a block, when no rung
 # reads the fragment as written (C#'s `while ($C) { $$$B }`); after one that closes
-# parentheses too, only when every reading so far is degenerate (C's `for ($$$H)`: where
-# C++ and Java have an ERROR reading that the CLI matches, and we with it).
+# parentheses too, when neither reads it so (`for ($$$H) { $$$B }`: the C family has no
+# for loop whose header is one run; C++ and Java have an ERROR reading, which the CLI
+# matches, but which binds `$$$H` to `int` and `$$$B` to the rest of the header).
 AS_WRITTEN, BLOCKS, HEADERS = 0, 1, 2
 
 
@@ -164,7 +165,7 @@ def compile_pattern(source: str, lang: str) -> Pattern:
     # of equals, the one with blocks filled: the as-written reading that ties it reads the
     # block as a literal (C#'s `for ($$$H) { $$$B }` as an initializer, which no loop has)
     ladder = min(reversed(ladders), key=_least_repaired)
-    if _least_repaired(ladder) >= DEGENERATE and "$$$" in frag:
+    if "$$$" in frag:
         headers = _Ladder(lang, frag, chars, fill=HEADERS)
         for closer in CLOSERS:
             found = _walk(headers, rungs, closer)

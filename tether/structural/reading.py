@@ -22,6 +22,7 @@ from tether.structural.languages import Context, get_parser
 from tether.structural.metavars import MetaVar, extract_metavar
 from tether.structural.weigh import DEGENERATE, ERROR_WEIGHT, hard_error, weigh
 
+ERROR_KIND = 0xFFFF  # the kind id of ERROR nodes: a pattern node of it is of no kind
 MAX_DEPTH = 120  # pattern nesting levels (the compiler and matcher recurse per level)
 
 
@@ -220,6 +221,11 @@ class _Converter:
         )
         if not kids and n.start_byte == n.end_byte:
             return MetaVar(None, multi=True)
+        if any(self._ours(c) and c.start_byte + 1 in self.inserted for c in n.children):
+            # a run filled with our `;;` (`for ($$$H;;)`): the grammar took it for its
+            # classic `for`; the run stands for any header, so the node is of any kind
+            # whose children these are (C++'s range `for`, Java's enhanced `for` too)
+            return Internal(ERROR_KIND, "ERROR", kids)
         return Internal(n.kind_id, n.type, kids)
 
 
