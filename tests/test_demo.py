@@ -5,6 +5,12 @@ from __future__ import annotations
 import pytest
 
 from tether import demo
+from tether.places import Place, PlaceError, check
+
+try:
+    SANDBOX = bool(check(Place.sandbox()))
+except PlaceError:
+    SANDBOX = False
 
 
 @pytest.mark.slow
@@ -23,6 +29,9 @@ def test_demo_runs_every_step_as_expected(capsys: pytest.CaptureFixture[str]) ->
     assert "native/checksum.c:17" not in out  # the guard that frees something else
     assert 'Cannot access attribute "count_of"' in out  # folded into resolve's result
     assert "after shutdown: 0 of the tree's" in out
+    if SANDBOX:  # (eval, debug and the worker ran in a sandbox place, and it said so)
+        assert "debug and the worker run in a sandbox place (bubblewrap" in out
+        assert "run:demo-sandboxed/kernel:python [ready]" in out
 
 
 def test_demo_refuses_a_missing_project(tmp_path) -> None:

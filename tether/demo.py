@@ -7,7 +7,9 @@ breakpoint, diagnostics folded into a write, a staged rewrite accepted through r
 fault injected into a live language server and the supervisor's restart, a question card
 on the terminal port (answered by the demo with --yes), a background vibe worker, then the
 health tree and a check that no process outlives the runtime. Every step prints the
-model-facing text, with a step counter and the time since the start. A language server
+model-facing text, with a step counter and the time since the start. Where bubblewrap
+works, the steps that run the conversation's code (eval's Python cells, the debuggee, the
+worker) run in a twin conversation in a sandbox place, and the demo says so. A language server
 that is not installed skips its steps and is named at the end, with how to install it.
 """
 
@@ -19,14 +21,17 @@ import shutil
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from tether import Runtime, ToolResult
+from tether.places import Place, PlaceError, check
 from tether.question_ports import TerminalPort
 from tether.tools.eval import configure as configure_eval
+from tether.tools.eval import prepare as prepare_eval
 from tether.tools.eval import warm_spares
 from tether.tools.vibe_workers import CallableBackend, VibeConfig
 
@@ -160,12 +165,14 @@ def run_demo(project: Path, auto_answer: bool = True, saved_plot: Path | None = 
             configure_eval(run, inactivity=60.0, wall=120.0)  # (a demo never waits minutes)
             # spare kernels start now, in the background: the eval steps find them started
             warm_spares(rt, ["python", *(["javascript"] if shutil.which("deno") else [])])
+            boxed, ahead = _sandboxed_run(rt, workdir)  # eval, debug and the worker's steps
+            boxed = boxed or run
             print("\ntools on the DEFAULT surface:", ", ".join(t.name for t in run.tools()))
             plan = rt.open_run("demo-plan", workdir=str(workdir), surface="plan")
             print("tools on the PLAN surface:   ", ", ".join(t.name for t in plan.tools()))
             for i, step in enumerate(STEPS):
                 if i == FIRST_EDIT:
-                    surprises += _debug(run)  # (before the edits break the program)
+                    surprises += _debug(boxed)  # (before the edits break the program)
                 if step.needs in missing:
                     print(f"\n=== {step.title}\n    skipped: {step.needs} is not installed")
                     continue
@@ -174,14 +181,18 @@ def run_demo(project: Path, auto_answer: bool = True, saved_plot: Path | None = 
             surprises += _staged_rewrite(run)
             if "basedpyright-langserver" not in missing:
                 surprises += _fault(rt, run)
-            surprises += _eval(run, saved_plot)
+            if ahead is not None:
+                ahead.join(120.0)  # (started at open, long done by now)
+            surprises += _eval(boxed, saved_plot, js_run=run)
             surprises += _ask_user(run, auto_answer)
-            surprises += _vibe(run)
+            surprises += _vibe(boxed)
             print(f"\n=== {PROGRESS.next()} the actor tree (Runtime.health())")
             health = rt.health()
             _tree(health)
             seen = rt.processes()  # (what must be gone after shutdown: Runtime.left_behind)
             plan.close()
+            if boxed is not run:
+                boxed.close()
             run.close()
         alive = rt.left_behind(seen)
         print(f"\nafter shutdown: {len(alive)} of the tree's {len(seen)} processes alive")
@@ -197,6 +208,36 @@ def run_demo(project: Path, auto_answer: bool = True, saved_plot: Path | None = 
         f"({PROGRESS.steps} steps, {time.monotonic() - PROGRESS.started:.1f} s)"
     )
     return 1 if surprises else 0
+
+
+def _sandboxed_run(rt: Runtime, workdir: Path) -> tuple[Any, threading.Thread | None]:
+    """The conversation's twin in a sandbox place (bubblewrap), for the steps that run the
+    conversation's code: eval, debug and the worker; None (the host run does them) where
+    the sandbox cannot start here, saying why. Its kernel starts now, in the background
+    (the place opened ahead: its first cell finds it started, as a spare on the host)."""
+    try:
+        check(Place.sandbox())
+    except PlaceError as exc:
+        print(f"\neval, debug and the worker run on the host: {exc}")
+        return None, None
+    boxed = rt.open_run(
+        "demo-sandboxed",
+        workdir=str(workdir),
+        place="sandbox",
+        vibe=True,
+        vibe_config=VibeConfig({"fast": CallableBackend(census)}),
+    )
+    configure_eval(boxed, inactivity=60.0, wall=120.0)
+    ahead = threading.Thread(
+        target=prepare_eval, args=(boxed,), kwargs={"start_kernels": True}, daemon=True
+    )
+    ahead.start()
+    print(
+        "\neval (Python), debug and the worker run in a sandbox place (bubblewrap: its own "
+        "user, pid and network namespaces, only the workspace writable); JavaScript's "
+        "kernel listens on loopback TCP, so it runs on the host"
+    )
+    return boxed, ahead
 
 
 def _terminal_port(auto_answer: bool) -> tuple[TerminalPort, int | None]:
@@ -298,9 +339,10 @@ const text = await tool("read", {path: "web/checkout.ts", end_line: 2});
 text.split("\\n").length"""
 
 
-def _eval(run: Any, saved: Path) -> int:
+def _eval(run: Any, saved: Path, js_run: Any) -> int:
     """Persistent interpreter cells: one calling the run's own read tool, one drawing a
-    table and a plot (the figure saved beside the demo's output), one in JavaScript."""
+    table and a plot (the figure saved beside the demo's output), one in JavaScript (in
+    `js_run`: Deno's kernel is not in a sandbox)."""
     read = _step(run, "eval: a Python cell calls the run's own read tool", "eval",
                  {"code": EVAL_READ, "description": "Read the inventory entry point through tools"})  # fmt: skip
     surprises = _expect(read, "Build a tiny stock")  # (the edit step renamed it)
@@ -315,7 +357,7 @@ def _eval(run: Any, saved: Path) -> int:
         print("    !! no image came back")
     if shutil.which("deno") is not None:
         surprises += _expect(
-            _step(run, "eval: JavaScript on Deno calls a tool too", "eval",
+            _step(js_run, "eval: JavaScript on Deno calls a tool too", "eval",
                   {"code": EVAL_JS, "language": "javascript",
                    "description": "Count the checkout module's first lines"}),
             "2",

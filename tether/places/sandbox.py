@@ -125,9 +125,14 @@ def _under_system(path: str) -> bool:
 
 @functools.cache
 def runtime_toolchains() -> list[str]:
-    """The runtime's own interpreter and venv (read-only: a kernel or adapter runs on it)."""
+    """The runtime's own interpreter and venv (read-only: a kernel or adapter runs on it),
+    and tether's package where it lies outside them (an editable install: a Python-callable
+    worker runs `python -m tether.vibe_runner`)."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     return toolchain_roots([sys.executable, os.path.join(sys.base_prefix, "bin", "python3")]) + [
-        p for p in (sys.prefix, sys.base_prefix) if not _under_system(p)
+        p
+        for p in (sys.prefix, sys.base_prefix, package)
+        if not _under_system(p) and not p.startswith(sys.prefix + os.sep)
     ]
 
 
