@@ -189,8 +189,14 @@ def describe(node: dict[str, Any]) -> str:
                 f"{p['pid']} ({_mib(p.get('rss', 0))}, {p.get('cpu', 0):.0f}%)" for p in pids
             )
         )
+    if node.get("place"):
+        parts.append(f"in {node['place']}")
     extra = node.get("extra") or {}
-    shown = {k: v for k, v in extra.items() if isinstance(v, str | int | float | bool) and v != ""}
+    shown = {
+        k: v
+        for k, v in extra.items()
+        if isinstance(v, str | int | float | bool) and v != "" and k != "place"  # (said above)
+    }
     if shown:
         parts.append(" ".join(f"{k}={v}" for k, v in sorted(shown.items())))
     line = "  ".join(parts)
@@ -265,7 +271,7 @@ class CpuSampler:
 
 
 # --- tether top ----------------------------------------------------------------------
-TOP_COLUMNS = ("actor", "state", "up", "restarts", "pending", "rss", "cpu")
+TOP_COLUMNS = ("actor", "state", "up", "restarts", "pending", "rss", "cpu", "place")
 CLEAR = "\x1b[H\x1b[J"  # cursor home, clear to the end: the frame is redrawn in place
 
 
@@ -289,6 +295,7 @@ def top_rows(health: dict[str, Any], cpu: CpuSampler | None = None) -> list[tupl
                 str(node.get("pending", 0)),
                 _mib(sum(int(p.get("rss", 0)) for p in pids)),
                 f"{sum(cpu_of(p) for p in pids):.0f}%",
+                short_place(str(node.get("place", ""))),
             )
         )
         for child in node.get("children", []):
@@ -296,6 +303,13 @@ def top_rows(health: dict[str, Any], cpu: CpuSampler | None = None) -> list[tupl
 
     walk(health, 0)
     return rows
+
+
+def short_place(place: str) -> str:
+    """A top cell for a node's place (`Place.describe()`): its kind, "+net" for a sandbox
+    with network on; "" for an actor that runs no process of a place (a supervisor)."""
+    kind = place.split(" ", 1)[0]
+    return kind + "+net" if kind == "sandbox" and "network on" in place else kind
 
 
 def render_top(

@@ -133,7 +133,9 @@ def test_top_of_a_runtime_in_another_process_draws_frames_of_every_actor(runtime
         header, _, table = frame.split("\n", 2)
         assert "1 restarts" in header
         rows = table.splitlines()
-        assert rows[0].split() == ["actor", "state", "up", "restarts", "pending", "rss", "cpu"]
+        assert rows[0].split() == [
+            "actor", "state", "up", "restarts", "pending", "rss", "cpu", "place"
+        ]  # fmt: skip
         echo = next(r for r in rows if r.strip().startswith("echo_process:k"))
         assert echo.split()[1:2] == ["ready"] and echo.split()[3] == "1"
         assert echo.startswith("    ")  # under its supervisor, under the root

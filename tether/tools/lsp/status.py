@@ -8,6 +8,8 @@ from typing import Any
 from tether.lsp.servers import SERVERS, ServerRow, resolve, rows_for, split_key
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.messages.language_server_ops import Reload, Status, StatusReply
+from tether.places import Place
+from tether.places.registry import split_place
 from tether.tools.lsp.records import relative
 from tether.tools.lsp.targets import KIND, ask, file_path, file_server
 from tether.tools.results import ToolResult
@@ -50,7 +52,8 @@ def status(ctx: ToolContext, file: str | None) -> ToolResult:
     running = _running_keys(ctx)
     for key in running:
         name, root = split_key(key)
-        rec: dict[str, Any] = {"server": name, "root": relative(ctx, root) or "."}
+        place = _place_of(ctx, key)
+        rec: dict[str, Any] = {"server": name, "root": relative(ctx, root) or ".", "place": place}
         try:
             st = ask(ctx, key, Status(), StatusReply, STATUS_TIMEOUT, idem=False)
             rec.update(
@@ -68,7 +71,7 @@ def status(ctx: ToolContext, file: str | None) -> ToolResult:
             tail = (rec["stderr_tail"] or "").strip().splitlines()[-3:]
             lines.append(
                 f"{name} for {rec['root'] or '.'}: {rec['state']}{idx}, pid {rec['pid']}, "
-                f"up {rec['uptime']:.0f} s, {rec['restarts']} restart(s)"
+                f"up {rec['uptime']:.0f} s, {rec['restarts']} restart(s), in {place}"
                 + (
                     f", {rec['cancelled_requests']} request(s) cancelled past their budget"
                     if rec["cancelled_requests"]
@@ -80,7 +83,7 @@ def status(ctx: ToolContext, file: str | None) -> ToolResult:
         except ResourceError as e:
             state = STATE_OF_ERROR.get(e.code, "failed")
             rec.update(state=state, error=e.message)
-            lines.append(f"{name} for {rec['root'] or '.'}: {state} - {e.message}")
+            lines.append(f"{name} for {rec['root'] or '.'} in {place}: {state} - {e.message}")
         servers.append(rec)
     at = ctx.workdir
     label = "the workspace root"
@@ -114,8 +117,27 @@ def status(ctx: ToolContext, file: str | None) -> ToolResult:
         lines.append(avail_line)
     head = "language servers running for this workspace:" if running else (
         "no language server is running for this workspace yet.")  # fmt: skip
-    text = head + "\n" + "\n".join(lines)
-    return ToolResult.ok(text, data={"running": servers, "servers": avail})
+    mine = _run_place(ctx)
+    text = (
+        f"{head}\n" + "\n".join(lines) + f"\nthis run's servers run in its place: {mine.describe()}"
+    )
+    return ToolResult.ok(
+        text, data={"running": servers, "servers": avail, "place": mine.describe()}
+    )
+
+
+def _run_place(ctx: ToolContext) -> Place:
+    return getattr(ctx, "place", None) or Place.host()
+
+
+def _place_of(ctx: ToolContext, key: str) -> str:
+    """Where the server of `key` runs: its key's place policy (`tether.places.registry`),
+    described in full when it is this run's, else by its policy key (another run's)."""
+    policy = split_place(key)[1]
+    if not policy:
+        return "host"
+    mine = _run_place(ctx)
+    return mine.describe() if mine.policy_key == policy else f"another run's place ({policy})"
 
 
 def reload(ctx: ToolContext, file: str | None) -> ToolResult:
