@@ -331,10 +331,12 @@ class Resolution:
     root: Path | None  # the directory holding a marker, None when no marker was found
     marker: str  # which marker was found there ("" when none)
     binary: str  # absolute path of the binary that resolved ("" when none)
+    # decided once, when resolved: a warm call reads a cached resolution's field, and
+    # enters no module for it (tests/test_call_path.py counts them)
+    usable: bool = field(init=False)
 
-    @property
-    def usable(self) -> bool:
-        return roots.usable(self.root, self.binary)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "usable", roots.usable(self.root, self.binary))
 
     @property
     def key(self) -> str:
