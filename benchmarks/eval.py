@@ -10,7 +10,7 @@ script, same kernel type.
              cell): execute_request, then execute_reply, the iopub idle and the cell's
              output, its execute_result (Deno may publish that after idle: a client that
              stopped at idle would time a cell whose output it never saw)
-     op      rt._call(Execute) to the run's KernelActor (actor + wire thread + channel)
+     op      rt.call(Execute) to the run's KernelActor (actor + wire thread + channel)
      tool    run.call("eval", ...): the whole tool pipeline on top
    Target: tool p50 - raw p50 <= 1 ms.
 2. The first cell of a new conversation: a raw kernel start + first cell (the anchor),
@@ -137,7 +137,7 @@ def round_trips(rt: Runtime, run: Any, language: str, cells: int, workdir: str) 
     args = {"code": code, "description": DESCRIPTION, "language": language}
     paths = {
         "raw": lambda: raw.cell(code),
-        "op": lambda: rt._call(run.run_id, "kernel", language, op, timeout=30),
+        "op": lambda: rt.call(run.run_id, "kernel", language, op, timeout=30),
         "tool": lambda: run.call("eval", args),
     }
     try:
@@ -184,7 +184,7 @@ def raw_first(language: str, workdir: str) -> float:
 
 def wait_for_spare(rt: Runtime, language: str) -> None:
     deadline = time.monotonic() + 60
-    while rt._call("", "kernel_pool", language, "pool_status", {}, 10)["ready"] < 1:
+    while rt.call("", "kernel_pool", language, "pool_status", {}, 10)["ready"] < 1:
         if time.monotonic() > deadline:
             raise RuntimeError(f"the {language} kernel pool has no ready spare after 60 s")
         time.sleep(0.05)

@@ -7,9 +7,9 @@ Four paths, measured interleaved in blocks of 100 so that changes in machine loa
 them alike:
   raw     host -> bare echo actor -> host              (the anchor: tell + listen)
   floor   host -> bare forwarder -> bare echo -> host  (any three-hop route, no tether code)
-  tether  rt._call(...) to the SHARED "echo" actor: host -> actor -> host once the host
+  tether  rt.call(...) to the SHARED "echo" actor: host -> actor -> host once the host
           knows its address (tether.host.routes), on its call channel (tether.channels)
-  run     rt._call(...) to a RUN-scoped echo actor: the same two hops once the host knows
+  run     rt.call(...) to a RUN-scoped echo actor: the same two hops once the host knows
           it (its first call went host -> root -> runs -> RunActor -> actor)
 Prints p50 / p99 and the ratios. Targets (issue #11): run p50 <= 0.3 ms and <= 1x raw;
 shared p50 <= 0.2 ms.
@@ -66,12 +66,12 @@ def main() -> int:
     with Runtime.start(kinds=[*load_kinds(["tether.actors.echo"]), ECHO_IN_RUN]) as rt:
         echo = rt._asys.createActor(RawEchoActor)
         forward = rt._asys.createActor(RawForwardActor)
-        ctx = rt.engine.contexts.get()  # the context rt._call uses from this thread
+        ctx = rt.engine.contexts.get()  # the context rt.call uses from this thread
         assert ctx.ask(forward, ("target", echo), 5.0) == b"ok"
         payload = b"x" * 64
 
         def raw() -> None:
-            ctx.tell(echo, payload)  # tell + listen: what rt._call does, minus routing
+            ctx.tell(echo, payload)  # tell + listen: what rt.call does, minus routing
             assert ctx.listen(5.0) == payload
 
         def floor() -> None:
@@ -79,10 +79,10 @@ def main() -> int:
             assert ctx.listen(5.0) == payload
 
         def routed() -> None:
-            rt._call("bench", "echo", "k", "echo", {"x": "x" * 48}, 5.0)
+            rt.call("bench", "echo", "k", "echo", {"x": "x" * 48}, 5.0)
 
         def in_run() -> None:
-            rt._call("bench", "echo_in_run", "k", "echo", {"x": "x" * 48}, 5.0)
+            rt.call("bench", "echo_in_run", "k", "echo", {"x": "x" * 48}, 5.0)
 
         paths = {"raw": raw, "floor": floor, "tether": routed, "run": in_run}
         samples: dict[str, list[float]] = {name: [] for name in paths}
@@ -148,7 +148,7 @@ def recovery(faults: int) -> None:
             for idempotent in (False, True):
                 took = []
                 for _ in range(faults):
-                    rt._call("bench", "slow", "k", "pid", {}, 10.0, idempotent=True)
+                    rt.call("bench", "slow", "k", "pid", {}, 10.0, idempotent=True)
                     op, args = ("hang_once", marker()) if idempotent else ("hang", {})
                     result: list = []
                     worker = threading.Thread(target=_outcome, args=(rt, op, args, result))
@@ -170,7 +170,7 @@ def recovery(faults: int) -> None:
 def _outcome(rt: Runtime, op: str, args: dict, out: list) -> None:
     idempotent = op == "hang_once"
     try:
-        rt._call("bench", "slow", "k", op, args, 10.0, idempotent=idempotent)
+        rt.call("bench", "slow", "k", op, args, 10.0, idempotent=idempotent)
         out.append(("answer", time.perf_counter()))
     except ResourceError as exc:
         out.append((exc.code, time.perf_counter()))
@@ -185,7 +185,7 @@ def slow_server(kinds: list[KindSpec], calls: int) -> None:
     print("slow server: time added over the delay, p50")
     try:
         with Runtime.start(kinds=kinds) as rt:
-            rt._call("bench", "echo_process", "k", "echo", {}, 10.0)
+            rt.call("bench", "echo_process", "k", "echo", {}, 10.0)
             for delay in (0.0, 0.005, 0.025):
                 raws, teths = [], []
                 for _ in range(calls):
@@ -194,7 +194,7 @@ def slow_server(kinds: list[KindSpec], calls: int) -> None:
                     raw.stdin.flush()
                     raw.stdout.readline()
                     t1 = time.perf_counter()
-                    rt._call("bench", "echo_process", "k", "echo", {"delay": delay}, 5.0)
+                    rt.call("bench", "echo_process", "k", "echo", {"delay": delay}, 5.0)
                     t2 = time.perf_counter()
                     raws.append((t1 - t0 - delay) * 1e3)
                     teths.append((t2 - t1 - delay) * 1e3)

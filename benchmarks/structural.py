@@ -348,12 +348,12 @@ def main() -> int:
             rt = Runtime.start()
             run = rt.open_run("bench", workdir=str(corpus))
             for key in POOL_KEYS:  # start the pool's processes (not part of a search)
-                rt._call("bench", "parser", key, Stats(), None, 30)
+                rt.call("bench", "parser", key, Stats(), None, 30)
             pool = f"parser pool of {len(POOL_KEYS)} actor processes"
 
             def clear() -> None:
                 for key in POOL_KEYS:
-                    rt._call("bench", "parser", key, Clear(), None, 30)
+                    rt.call("bench", "parser", key, Clear(), None, 30)
 
         from tether.tools.structural import specs
 

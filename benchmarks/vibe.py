@@ -99,7 +99,7 @@ def raw_kill() -> float:
 
 
 def status(rt: Runtime, run_id: str, worker_id: str) -> dict:
-    return rt._call(run_id, "vibe_worker", worker_id, Status(), None, 5.0)
+    return rt.call(run_id, "vibe_worker", worker_id, Status(), None, 5.0)
 
 
 def tether_first_output(run) -> float:  # type: ignore[no-untyped-def]

@@ -30,7 +30,7 @@ def node(tree: dict, name: str) -> dict | None:
 
 def call(rt: Runtime, op: str = "echo", kind: str = "echo_process", timeout: float = 2.0) -> str:
     try:
-        return f"ok {rt._call('conv-1', kind, 'k', op, {'hello': 'world'}, timeout)}"
+        return f"ok {rt.call('conv-1', kind, 'k', op, {'hello': 'world'}, timeout)}"
     except ResourceError as exc:
         return f"error [{exc.code}] {exc.message}"
 
@@ -47,7 +47,7 @@ def wait_serving(rt: Runtime, kind: str = "echo_process", limit: float = 5.0) ->
 def main() -> int:
     with Runtime.start(kinds=load_kinds(["tether.actors.echo"])) as rt:
         print("first call:          ", call(rt))
-        pid = rt._call("conv-1", "echo_process", "k", "pid", {}, 2.0)["pid"]
+        pid = rt.call("conv-1", "echo_process", "k", "pid", {}, 2.0)["pid"]
 
         print(f"\n1. kill_process: SIGKILL the echo subprocess (pid {pid})")
         print("  ", rt.inject("kill_process", target="echo_process:k")["message"])

@@ -30,7 +30,7 @@ def main() -> int:
             while not stop.is_set():
                 for kind in ("echo", "echo_process", "echo_run"):
                     try:
-                        rt._call(run_id, kind, "k", "echo", {"run": run_id}, 2.0)
+                        rt.call(run_id, kind, "k", "echo", {"run": run_id}, 2.0)
                     except ResourceError:
                         pass  # a restart in progress: the tree shows it
                 time.sleep(0.01)

@@ -1,7 +1,7 @@
 """Shared fixtures: a started `Runtime` that is always shut down and leaves no orphans.
 
     def test_something(runtime):             # a fresh Runtime (every kind + echo)
-        runtime._call("r", "echo", "k", "echo", {}, 5)
+        runtime.call("r", "echo", "k", "echo", {}, 5)
 
     def test_other(runtime_factory):         # several, or with custom kinds
         rt = runtime_factory(kinds=[...])

@@ -61,6 +61,7 @@ LAYERS: list[set[str]] = [
         "tether.question_ports",
         "tether.tools",
         "tether.run",
+        "tether.runtime_port",  # what a Run needs of the runtime (RuntimePort)
         "tether.host",
         "tether.runtime",
         "tether.health_view",

@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from tether.call_scope import CallScope
 from tether.messages.calls import ErrorCode, ResourceError
@@ -42,6 +42,10 @@ from tether.tools.guardrails import (
 from tether.tools.registry import MAX_NESTING, Registry, ToolStatus
 from tether.tools.results import ToolResult
 from tether.tools.spec import Needs, Surface, Tier
+
+if TYPE_CHECKING:
+    from tether.runtime_port import GatherCall, Op, RuntimePort
+    from tether.tools.vibe_workers import VibeConfig
 
 # Runtime resource kind -> the Needs it satisfies.
 KIND_NEEDS: dict[str, Needs] = {
@@ -128,13 +132,13 @@ class RunContext:
         self,
         kind: str,
         key: str,
-        op: Any,
+        op: Op,
         args: Mapping[str, Any] | None,
         timeout: float,
         idempotent: bool = False,
         deliver_cancelled: bool = False,
     ) -> Mapping[str, Any]:
-        """runtime._call; `idempotent=True` lets the runtime retry once if the actor dies.
+        """runtime.call; `idempotent=True` lets the runtime retry once if the actor dies.
         Clamped to the call's deadline, and ended by its cancel handle (`scope`).
         `deliver_cancelled`: sent even when the scope was cancelled already, so that the
         actor gets it and the cancel right after it (the eval bridge hands a cell the
@@ -150,7 +154,7 @@ class RunContext:
             timeout = min(timeout, CANCELLED_DELIVERY)
         else:
             timeout = self._within(scope, timeout, f"{kind} {key!r}")
-        return rt._call(
+        return rt.call(
             self.run_id, kind, key, op, args, timeout, idempotent, cancel=scope.cancel_handle
         )
 
@@ -178,11 +182,11 @@ class RunContext:
     # -- ToolContext: what the families fan out with ---------------------------------------
     def gather(
         self,
-        calls: Iterable[tuple[str, str, Any, Mapping[str, Any] | None]],
+        calls: Iterable[GatherCall],
         timeout: float,
         idempotent: bool = False,
     ) -> list[Mapping[str, Any] | ResourceError]:
-        """Concurrent fan-out (e.g. to every parser of the pool): runtime._gather. A failed
+        """Concurrent fan-out (e.g. to every parser of the pool): runtime.gather. A failed
         or late call is a ResourceError in its slot."""
         rt = self._run.runtime
         batch = list(calls)
@@ -191,7 +195,11 @@ class RunContext:
             return [err for _ in batch]
         scope = self.scope
         timeout = self._within(scope, timeout, f"{len(batch)} resources")
-        return rt._gather(self.run_id, batch, timeout, idempotent, cancel=scope.cancel_handle)
+        cancel = scope.cancel_handle
+        answers: list[Mapping[str, Any] | ResourceError] = [
+            *rt.gather(self.run_id, batch, timeout, idempotent, cancel=cancel)
+        ]
+        return answers
 
     def kind_keys(self, kind: str) -> list[str]:
         rt = self._run.runtime
@@ -202,7 +210,7 @@ class RunContext:
         return confinement.relative(path) if confinement else str(path)
 
     @property
-    def runtime(self) -> Any:
+    def runtime(self) -> RuntimePort | None:
         return self._run.runtime
 
     @property
@@ -223,12 +231,28 @@ class RunContext:
         return self._run
 
 
+class RunOptions(TypedDict, total=False):
+    """What `Runtime.open_run(...)` passes on to `Run` beyond its own arguments (each is
+    described in Run.__init__)."""
+
+    approval: Mapping[Tier | str, Approval | str] | None
+    extra_roots: Iterable[str | os.PathLike[str]]
+    protected: Iterable[str]
+    registry: Registry | None
+    question_timeout: float
+    approval_timeout: float
+    serial_timeout: float
+    prewarm: bool
+    vibe_config: VibeConfig | None
+    place: Place | str | None
+
+
 class Run:
     """One conversation's tools: visibility, schemas, and the call entry points."""
 
     def __init__(
         self,
-        runtime: Any = None,
+        runtime: RuntimePort | None = None,
         run_id: str = "",
         workdir: str | os.PathLike[str] | None = None,
         surface: Surface | str = Surface.DEFAULT,
@@ -242,7 +266,7 @@ class Run:
         approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT,
         serial_timeout: float = DEFAULT_SERIAL_TIMEOUT,
         prewarm: bool = False,
-        vibe_config: Any = None,
+        vibe_config: VibeConfig | None = None,
         place: Place | str | None = None,
     ):
         """`prewarm`: parse the workspace in the parser pool's background right away, so the
@@ -255,7 +279,8 @@ class Run:
         `place`: where the run's processes run (kernels first; tether.places): "host",
         "sandbox", a `Place`; default the runtime's (`Runtime.start(place=...)`), else host."""
         self.runtime = runtime
-        self.place = check(Place.parse(place, default=getattr(runtime, "default_place", None)))
+        default_place = runtime.default_place if runtime is not None else None
+        self.place = check(Place.parse(place, default=default_place))
         if runtime is not None and self.place.kind != "host":  # (for the shared resources
             remember(self.place, Path(runtime.state_dir))  # keyed by place: tether.places)
         self.run_id = str(run_id or "")
@@ -272,7 +297,7 @@ class Run:
         self.question_port = question_port
         self.vibe = bool(vibe)
         self.vibe_config = vibe_config
-        self._on_close: list[Any] = []
+        self._on_close: list[Callable[[], object]] = []
         # one question card outstanding per run: a second waits its turn (bounded by its own
         # timeout) rather than being refused, so a worker's permission prompt that arrives
         # while the model's question is open is asked next, not silently denied
@@ -351,7 +376,7 @@ class Run:
         )
         return f"vibe mode is off: the vibe tools are hidden{still}"
 
-    def on_close(self, callback: Any) -> None:
+    def on_close(self, callback: Callable[[], object]) -> None:
         """Call `callback()` when the run closes (before its actors are stopped)."""
         self._on_close.append(callback)
 
@@ -457,7 +482,7 @@ class Run:
         finally:
             self._depth.value = depth
             self._scope.value = outer
-        metrics = getattr(self.runtime, "metrics", None)
+        metrics = self.runtime.metrics if self.runtime is not None else None
         if metrics is not None and depth == 0:  # (a nested call is part of its caller's)
             tool = name if isinstance(name, str) and self.registry.get(name) else "(unknown)"
             metrics.observe(tool, time.monotonic() - started, result)
@@ -508,15 +533,13 @@ class Run:
 
             with contextlib.suppress(Exception):
                 stop_warming(rt, self.run_id, self.state)
-        closer = getattr(rt, "close_run", None) or getattr(rt, "_close_run_actor", None)
-        if closer is not None:
-            with contextlib.suppress(Exception):
-                closer(self.run_id)
+        with contextlib.suppress(Exception):
+            rt.close_run(self.run_id)
 
     def __enter__(self) -> Run:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:

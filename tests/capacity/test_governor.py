@@ -70,11 +70,11 @@ def test_capacity_and_health_say_the_budget(rt):
 
 def test_a_budget_that_cannot_hold_a_start_refuses_it_at_once(rt):
     rt._open_run_actor("c1")
-    rt._call("c1", "memo", "a", "echo", {"x": 1})
+    rt.call("c1", "memo", "a", "echo", {"x": 1})
     squeeze(rt, 10)  # 10 MiB free; memo needs 50; the only other resource holds state
     started = time.monotonic()
     with pytest.raises(ResourceError) as refused:
-        rt._call("c1", "memo", "b", "echo", {"x": 2})
+        rt.call("c1", "memo", "b", "echo", {"x": 2})
     assert time.monotonic() - started < 1.0
     assert refused.value.code == ErrorCode.CAPACITY
     text = refused.value.message
@@ -84,36 +84,36 @@ def test_a_budget_that_cannot_hold_a_start_refuses_it_at_once(rt):
     assert "close a conversation" in text and "memory_budget" in text
     assert rt.capacity()["refusals"] == 1
     # the conversation's state was kept, and it still answers
-    assert rt._call("c1", "memo", "a", "echo", {"x": 3})["echo"] == {"x": 3}
+    assert rt.call("c1", "memo", "a", "echo", {"x": 3})["echo"] == {"x": 3}
 
 
 def test_an_idle_stateless_resource_makes_room_and_says_so_when_called_again(rt):
     rt._open_run_actor("c1")
-    rt._call("", "cache", "a", "echo", {"x": 1})
+    rt.call("", "cache", "a", "echo", {"x": 1})
     idle(rt, "cache:a", 0.3)
     squeeze(rt, 45)  # memo needs 50: 5 MiB must go, and cache:a may
-    assert rt._call("c1", "memo", "m", "echo", {"x": 2})["echo"] == {"x": 2}
+    assert rt.call("c1", "memo", "m", "echo", {"x": 2})["echo"] == {"x": 2}
     assert rt.capacity()["evictions"] == {"cache": 1}
     wait_until(lambda: health_node(rt.health(), "cache:a") is None, timeout=5.0)
     supervisor = health_node(rt.health(), "supervisor:cache")
     assert supervisor["last_error"] == "" and supervisor["children"] == []  # a normal stop
     rt.inject("memory_pressure", budget=1.0)
-    again = rt._call("", "cache", "a", "echo", {"x": 3})  # started again: a cold start
+    again = rt.call("", "cache", "a", "echo", {"x": 3})  # started again: a cold start
     assert again["echo"] == {"x": 3} and "notes" not in again  # (typed replies stay as typed)
 
 
 def test_state_goes_only_when_the_host_opted_in(rt):
     rt._open_run_actor("c1")
-    rt._call("c1", "memo", "old", "echo", {"x": 1})
+    rt.call("c1", "memo", "old", "echo", {"x": 1})
     idle(rt, "run:c1/memo:old", 0.3)
     squeeze(rt, 45)
     with pytest.raises(ResourceError, match="hold conversations' state"):
-        rt._call("c1", "memo", "new", "echo", {})
+        rt.call("c1", "memo", "new", "echo", {})
     rt.governor.settings = Settings(evict_idle_kernels_after=0.2, min_idle=0.2)
-    assert rt._call("c1", "memo", "new", "echo", {"x": 2})["echo"] == {"x": 2}
+    assert rt.call("c1", "memo", "new", "echo", {"x": 2})["echo"] == {"x": 2}
     assert rt.capacity()["evictions"] == {"memo": 1}
     rt.inject("memory_pressure", budget=1.0)
-    assert rt._call("c1", "memo", "old", "echo", {"x": 3})["echo"] == {"x": 3}
+    assert rt.call("c1", "memo", "old", "echo", {"x": 3})["echo"] == {"x": 3}
 
 
 def test_an_evicted_kernel_says_its_state_was_lost(runtime_factory, tmp_path):
@@ -135,13 +135,13 @@ def test_an_evicted_kernel_says_its_state_was_lost(runtime_factory, tmp_path):
 
 
 def test_pressure_evicts_what_it_may_and_never_a_resource_inside_a_call(rt):
-    rt._call("", "cache", "a", "echo", {})
-    rt._call("", "echo", "slow", "echo", {})
+    rt.call("", "cache", "a", "echo", {})
+    rt.call("", "echo", "slow", "echo", {})
     idle(rt, "cache:a", 0.3)
     done = threading.Event()
 
     def slow() -> None:
-        rt._call("", "echo", "slow", "sleep", {"seconds": 2.0})
+        rt.call("", "echo", "slow", "sleep", {"seconds": 2.0})
         done.set()
 
     caller = threading.Thread(target=slow)

@@ -11,7 +11,7 @@ from tether.health_view import render_capacity, render_tree, status_main
 
 def test_metrics_and_status_show_the_budget(runtime_factory, capsys):
     rt = runtime_factory(kinds=ECHO_KINDS, metrics_port=0, memory_budget=2 * 2**30)
-    rt._call("", "echo_process", "k", "echo", {})
+    rt.call("", "echo_process", "k", "echo", {})
     rt.governor.sample()
     body = urllib.request.urlopen(f"http://127.0.0.1:{rt.metrics.port}/metrics", timeout=5).read()
     series = dict(

@@ -65,8 +65,8 @@ def test_every_node_of_a_real_tree_carries_one(runtime_factory):
     rt = runtime_factory(kinds=[*ECHO_KINDS, STATEFUL])
     rt._open_run_actor("c1")  # (the RunActor alone: no tools needed here)
     before = time.monotonic()
-    rt._call("", "echo_process", "k", "echo", {"x": 1})
-    rt._call("c1", "memo", "m", "echo", {"x": 2})
+    rt.call("", "echo_process", "k", "echo", {"x": 1})
+    rt.call("c1", "memo", "m", "echo", {"x": 2})
     tree = rt.health()
     found = {r.name: r for r in records(tree)}
     shared = found["echo_process:k"]
@@ -81,10 +81,10 @@ def test_every_node_of_a_real_tree_carries_one(runtime_factory):
 
 def test_busy_while_a_call_is_in_flight(runtime_factory):
     rt = runtime_factory(kinds=ECHO_KINDS)
-    rt._call("", "echo", "slow", "echo", {})
+    rt.call("", "echo", "slow", "echo", {})
     done = threading.Event()
     caller = threading.Thread(
-        target=lambda: (rt._call("", "echo", "slow", "sleep", {"seconds": 1.5}), done.set())
+        target=lambda: (rt.call("", "echo", "slow", "sleep", {"seconds": 1.5}), done.set())
     )
     caller.start()
     busy = wait_until(

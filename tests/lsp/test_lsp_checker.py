@@ -113,7 +113,7 @@ def test_a_check_whose_callers_gave_up_is_stopped(runtime_factory, tmp_path):
     key = make_key("basedpyright", root.resolve())
     caller = threading.Thread(
         target=lambda: pytest.raises(
-            ResourceError, rt._call, "r", "checker", key, Check(), None, 1.5
+            ResourceError, rt.call, "r", "checker", key, Check(), None, 1.5
         )
     )
     caller.start()
@@ -125,7 +125,7 @@ def test_a_check_whose_callers_gave_up_is_stopped(runtime_factory, tmp_path):
         if module.name != "m0.py":
             module.unlink()
     (root / "pkg" / "broken.py").write_text("x: int = 'no'\n")
-    reply = rt._call("r", "checker", key, Check(), None, 120)
+    reply = rt.call("r", "checker", key, Check(), None, 120)
     assert [(r["path"], r["line"]) for r in reply["records"]] == [
         (str(root.resolve() / "pkg" / "broken.py"), 1)
     ]
@@ -135,12 +135,12 @@ def test_a_bad_key_or_a_missing_checker_binary_says_so(runtime_factory, tmp_path
     rt = runtime_factory()
     root = big_project(tmp_path, modules=1)
     with pytest.raises(ResourceError) as info:
-        rt._call("r", "checker", f"nope:{root}", Check(), None, 10)
+        rt.call("r", "checker", f"nope:{root}", Check(), None, 10)
     assert info.value.code == ErrorCode.UNAVAILABLE
     assert "language_server key 'nope:" in info.value.message
     if shutil.which("dart") is None:
         with pytest.raises(ResourceError) as info:
-            rt._call("r", "checker", make_key("dart", root), Check(), None, 10)
+            rt.call("r", "checker", make_key("dart", root), Check(), None, 10)
         assert info.value.code == ErrorCode.UNAVAILABLE
         assert info.value.message == "the dart project checker needs dart, which is not on PATH"
 

@@ -43,7 +43,7 @@ def _call_in_background(rt, key: str, timeout: float) -> dict:
 
     def call() -> None:
         try:
-            out["reply"] = rt._call("r", "language_server", key, "status", {}, timeout)
+            out["reply"] = rt.call("r", "language_server", key, "status", {}, timeout)
         except ResourceError as exc:
             out["error"] = exc
 
@@ -90,7 +90,7 @@ def test_a_probe_that_fails_makes_the_server_unavailable_in_its_words(
     )
     for _ in range(2):  # given up on, not restarted: the second call hears the same
         with pytest.raises(ResourceError) as info:
-            rt._call("r", "language_server", key, "status", {}, 10.0)
+            rt.call("r", "language_server", key, "status", {}, 10.0)
         assert info.value.code == ErrorCode.UNAVAILABLE
         assert expected in info.value.message
     node = health_node(rt.health(), f"language_server:{key}")
@@ -108,7 +108,7 @@ def test_a_probe_that_never_answers_is_killed_at_its_deadline(
     rt = runtime_factory(kind_modules=KINDS)
     key = make_key("rust-analyzer", root)
     with pytest.raises(ResourceError) as info:
-        rt._call("r", "language_server", key, "status", {}, 10.0)
+        rt.call("r", "language_server", key, "status", {}, 10.0)
     assert info.value.code == ErrorCode.UNAVAILABLE
     assert info.value.message.endswith("(rust-analyzer --version: no answer within 0.5 s)")
     probe = int(pidfile.read_text())
@@ -125,7 +125,7 @@ def test_a_probe_that_passes_starts_the_server(runtime_factory, tmp_path, monkey
     )
     rt = runtime_factory(kind_modules=KINDS)
     key = make_key("rust-analyzer", root)
-    status = rt._call("r", "language_server", key, "status", {}, 30.0)
+    status = rt.call("r", "language_server", key, "status", {}, 30.0)
     assert status["state"] == "ready"
     assert status["binary"] == str(tmp_path / "bin" / "rust-analyzer")
 

@@ -50,6 +50,6 @@ def test_the_git_actor_runs_nothing_the_repository_planted(
     _plant(repo, marker)
     rt = runtime_factory(kinds=KINDS)
     for _ in range(2):  # (a second run too: nothing cached the first time)
-        got = rt._call("", "git", str(repo), "list_files", {"extensions": ["py", "sh"]}, 20)
+        got = rt.call("", "git", str(repo), "list_files", {"extensions": ["py", "sh"]}, 20)
         assert sorted(got["files"]) == ["app.py", "new.py", "planted.sh"]
     assert not marker.exists(), marker.read_text()

@@ -138,13 +138,13 @@ def channel_of(rt, name: str) -> dict:
 
 def test_a_known_shared_actor_is_called_on_one_channel_per_calling_thread(runtime) -> None:
     learn_route(runtime, "echo_process")
-    assert runtime._call("r", "echo_process", "k", "echo", {"n": 0}, 5)["echo"] == {"n": 0}
+    assert runtime.call("r", "echo_process", "k", "echo", {"n": 0}, 5)["echo"] == {"n": 0}
     assert channel_of(runtime, "echo_process:k")["connections"] == 1
     results: dict[int, dict] = {}
 
     def caller(n: int) -> None:
         for i in range(20):
-            results[n * 100 + i] = runtime._call(
+            results[n * 100 + i] = runtime.call(
                 "r", "echo_process", "k", "echo", {"n": n, "i": i}, 5
             )
 
@@ -161,20 +161,20 @@ def test_a_known_shared_actor_is_called_on_one_channel_per_calling_thread(runtim
 
 def test_the_channels_of_a_thread_that_ended_are_closed(runtime) -> None:
     learn_route(runtime, "echo_process")
-    runtime._call("r", "echo_process", "k", "echo", {}, 5)
-    worker = threading.Thread(target=runtime._call, args=("r", "echo_process", "k", "echo", {}, 5))
+    runtime.call("r", "echo_process", "k", "echo", {}, 5)
+    worker = threading.Thread(target=runtime.call, args=("r", "echo_process", "k", "echo", {}, 5))
     worker.start()
     worker.join(10)
     assert channel_of(runtime, "echo_process:k")["connections"] == 2
     learn_route(runtime, "echo")  # any new connection sweeps up after ended threads
-    runtime._call("r", "echo", "k", "echo", {}, 5)
+    runtime.call("r", "echo", "k", "echo", {}, 5)
     wait_until(lambda: channel_of(runtime, "echo_process:k")["connections"] == 1)
 
 
 def test_a_megabyte_call_and_its_reply_cross_the_channel_whole(runtime) -> None:
     learn_route(runtime, "echo")
     blob = os.urandom(3 << 20).hex()  # 6 MiB of text each way: many partial writes
-    reply = runtime._call("r", "echo", "k", "echo", {"blob": blob}, 20)
+    reply = runtime.call("r", "echo", "k", "echo", {"blob": blob}, 20)
     assert reply["echo"]["blob"] == blob
     assert channel_of(runtime, "echo:k")["connections"] == 1
 
@@ -182,10 +182,10 @@ def test_a_megabyte_call_and_its_reply_cross_the_channel_whole(runtime) -> None:
 def test_a_late_reply_on_the_channel_never_reaches_the_next_call(runtime) -> None:
     learn_route(runtime, "echo")
     with pytest.raises(ResourceError) as late:
-        runtime._call("r", "echo", "k", "sleep", {"seconds": 0.3}, 0.1)
+        runtime.call("r", "echo", "k", "sleep", {"seconds": 0.3}, 0.1)
     assert late.value.code == ErrorCode.DEADLINE
     wait_until(lambda: health_node(runtime.health(), "echo:k")["pending"] == 0)
-    assert runtime._call("r", "echo", "k", "echo", {"n": 2}, 5)["echo"] == {"n": 2}
+    assert runtime.call("r", "echo", "k", "echo", {"n": 2}, 5)["echo"] == {"n": 2}
 
 
 def test_another_process_cannot_call_through_the_channel(runtime) -> None:
@@ -209,7 +209,7 @@ sys.stdout.write(f"answered {{answer!r}}" if answer else "closed")
     )
     assert out.stdout == "closed", out.stderr  # closed on it, unanswered
     assert channel_of(runtime, "echo:k")["refused"] == 1
-    assert runtime._call("r", "echo", "k", "echo", {"n": 3}, 5)["echo"] == {"n": 3}
+    assert runtime.call("r", "echo", "k", "echo", {"n": 3}, 5)["echo"] == {"n": 3}
 
 
 def test_a_corrupt_frame_costs_only_its_own_connection(runtime) -> None:
@@ -221,14 +221,14 @@ def test_a_corrupt_frame_costs_only_its_own_connection(runtime) -> None:
     sock.settimeout(5)
     assert sock.recv(100) == b""
     sock.close()
-    assert runtime._call("r", "echo", "k", "echo", {"n": 4}, 5)["echo"] == {"n": 4}
+    assert runtime.call("r", "echo", "k", "echo", {"n": 4}, 5)["echo"] == {"n": 4}
     assert runtime._routes.get(("", "echo", "k")).pid == route.pid
 
 
 def test_without_a_channel_calls_go_through_thespian(runtime, monkeypatch) -> None:
     learn_route(runtime, "echo_process")
     monkeypatch.setattr(runtime.engine.channels, "get", lambda pid, create_time: None)
-    assert runtime._call("r", "echo_process", "k", "echo", {"n": 5}, 5)["echo"] == {"n": 5}
+    assert runtime.call("r", "echo_process", "k", "echo", {"n": 5}, 5)["echo"] == {"n": 5}
     assert channel_of(runtime, "echo_process:k")["connections"] == 0
 
 
@@ -236,7 +236,7 @@ def test_without_a_channel_calls_go_through_thespian(runtime, monkeypatch) -> No
 def test_a_call_on_a_channel_hears_its_actor_die_at_once(runtime_factory, scope) -> None:
     rt = runtime_factory(kinds=[SLOW_RUN if scope is Scope.RUN else SLOW])
     route = learn_route(rt, "slow")
-    t, out = call_in_thread(rt._call, "r", "slow", "k", "hang", {}, 20)
+    t, out = call_in_thread(rt.call, "r", "slow", "k", "hang", {}, 20)
     in_flight(rt, name(scope, "slow"), timeout=3.0)
     assert channel_of(rt, name(scope, "slow"))["connections"] == 1
     os.kill(route.pid, signal.SIGKILL)
@@ -248,7 +248,7 @@ def test_a_call_on_a_channel_hears_its_actor_die_at_once(runtime_factory, scope)
 
 def test_a_gather_waits_on_channels_and_thespian_at_once(runtime) -> None:
     learn_route(runtime, "echo", key="known")  # on a channel; "new" goes via its supervisor
-    results = runtime._gather(
+    results = runtime.gather(
         "r", [("echo", "known", "echo", {"n": 1}), ("echo", "new", "sleep", {"seconds": 0.05})], 5
     )
     assert results == [{"echo": {"n": 1}, "key": "known"}, {"slept": 0.05}]
@@ -272,7 +272,7 @@ def test_callers_on_channels_get_one_clear_answer_each_while_actors_are_killed(
             args = {"n": n, "i": i}
             start = time.monotonic()
             try:
-                got: object = runtime._call("r", kind, "k", "echo", args, 5, idempotent=n % 2 == 0)
+                got: object = runtime.call("r", kind, "k", "echo", args, 5, idempotent=n % 2 == 0)
                 if got["echo"] != args:  # type: ignore[index]
                     got = ("another call's reply", got)
             except ResourceError as exc:
@@ -311,4 +311,4 @@ def test_callers_on_channels_get_one_clear_answer_each_while_actors_are_killed(
         for e in errors
     ), {str(e)[:200] for e in errors}
     assert max(elapsed for elapsed, _ in outcomes) < 5.5  # within every call's deadline
-    assert runtime._call("r", kind, "k", "echo", {"after": 1}, 5)["echo"] == {"after": 1}
+    assert runtime.call("r", kind, "k", "echo", {"after": 1}, 5)["echo"] == {"after": 1}

@@ -100,7 +100,7 @@ class Load:
         token = next(self._ids)
         start = time.monotonic()
         try:
-            reply = self.rt._call(
+            reply = self.rt.call(
                 run, kind, "k", "echo", {"token": token}, CALL_TIMEOUT, idempotent=idempotent
             )
         except ResourceError as exc:
@@ -159,7 +159,7 @@ def test_the_host_learns_the_restarted_supervisor(runtime_factory, victim) -> No
     rt = echo_runtime(runtime_factory)
     kind = "echo" if victim.startswith("supervisor") else "echo_run"
     target = ("", "supervisor", "echo") if kind == "echo" else ("", "runs", "")
-    reply = rt._call("c0", kind, "k", "pid", {}, 5)
+    reply = rt.call("c0", kind, "k", "pid", {}, 5)
     actor = psutil.Process(reply.get("actor_pid") or reply["pid"])
     kill(pid_of(rt, victim))
     actor.wait(5)  # (its watchdog takes it down with its supervisor)
@@ -178,13 +178,13 @@ def test_open_and_close_run_right_after_the_runs_supervisor_restarts(runtime_fac
     rt.close_run("before")
     took = time.monotonic() - start
     assert took < 1.0, f"open and close took {took:.2f} s"
-    assert rt._call("after", "echo_run", "k", "echo", {"x": 1}, 5)["echo"] == {"x": 1}
+    assert rt.call("after", "echo_run", "k", "echo", {"x": 1}, 5)["echo"] == {"x": 1}
     assert health_node(rt.health(), "runs")["restarts"] == 1
 
 
 def test_health_never_says_ready_for_a_dead_supervisor(runtime_factory) -> None:
     rt = echo_runtime(runtime_factory)
-    rt._call("c0", "echo_run", "k", "echo", {}, 5)
+    rt.call("c0", "echo_run", "k", "echo", {}, 5)
     victim = pid_of(rt, "run:c0")
     # stop its parent so that it cannot notice the death: health must see it anyway
     parent = pid_of(rt, "runs")
@@ -199,7 +199,7 @@ def test_health_never_says_ready_for_a_dead_supervisor(runtime_factory) -> None:
     healed = wait_until(
         lambda: (
             (health_node(rt.health(), "run:c0") or {}).get("state") == "ready"
-            or rt._call("c0", "echo_run", "k", "echo", {}, 5)
+            or rt.call("c0", "echo_run", "k", "echo", {}, 5)
         ),
         timeout=5.0,
     )
@@ -275,15 +275,15 @@ def test_the_tree_is_rebuilt_when_its_top_dies_mid_load(runtime_factory, victim)
     assert health["state"] == "ready" and health["restarts"] == 1, health
     assert health["last_error"].startswith("rebuilt in "), health["last_error"]
     # a run opened before works, and can be closed and opened again
-    assert rt._call("c0", "echo_run", "k", "echo", {"x": 2}, 5)["echo"] == {"x": 2}
+    assert rt.call("c0", "echo_run", "k", "echo", {"x": 2}, 5)["echo"] == {"x": 2}
     rt.close_run("c0")
     rt.open_run("c0")
-    assert rt._call("c0", "echo_run", "k", "echo", {"x": 3}, 5)["echo"] == {"x": 3}
+    assert rt.call("c0", "echo_run", "k", "echo", {"x": 3}, 5)["echo"] == {"x": 3}
 
 
 def _slow_call(rt) -> tuple[str, str, float]:
     try:
-        rt._call("c0", "echo", "slow", "sleep", {"seconds": 8}, 9)
+        rt.call("c0", "echo", "slow", "sleep", {"seconds": 8}, 9)
     except ResourceError as exc:
         return exc.code, exc.message, time.monotonic()
     return "", "answered", time.monotonic()
@@ -291,12 +291,12 @@ def _slow_call(rt) -> tuple[str, str, float]:
 
 def test_the_old_trees_processes_are_gone_after_a_rebuild(runtime_factory) -> None:
     rt = echo_runtime(runtime_factory)
-    rt._call("c0", "echo_process", "k", "echo", {}, 5)
-    rt._call("c0", "echo_run", "k", "echo", {}, 5)
+    rt.call("c0", "echo_process", "k", "echo", {}, 5)
+    rt.call("c0", "echo_run", "k", "echo", {}, 5)
     old = [p for p in psutil.Process(rt.admin_pid).children(recursive=True)]
     old.append(psutil.Process(rt.admin_pid))
     kill(rt.root_pid)
-    wait_until(lambda: rt._call("c0", "echo_process", "k", "echo", {}, 5), timeout=10.0)
+    wait_until(lambda: rt.call("c0", "echo_process", "k", "echo", {}, 5), timeout=10.0)
     gone = wait_until(lambda: not [p for p in old if p.is_running() and p.status() != "zombie"])
     assert gone
 
@@ -312,6 +312,6 @@ def test_the_host_gives_up_after_too_many_rebuilds(runtime_factory, monkeypatch)
     health = wait_until(lambda: (h := rt.health())["state"] == "failed" and h, timeout=10.0)
     assert "could not be rebuilt (1 rebuilds in 60 s)" in health["last_error"], health
     with pytest.raises(ResourceError) as info:
-        rt._call("c0", "echo", "k", "echo", {}, 2)
+        rt.call("c0", "echo", "k", "echo", {}, 2)
     assert info.value.code == ErrorCode.UNAVAILABLE
     assert "shut this runtime down and start a new one" in info.value.message

@@ -59,7 +59,7 @@ def learn_route(rt, kind: str, key: str = "k", op: str = "pid"):
     target = ("r" if spec.scope is Scope.RUN else "", kind, key)
 
     def known():
-        rt._call("r", kind, key, op, {}, 5)
+        rt.call("r", kind, key, op, {}, 5)
         return rt._routes.get(target)
 
     return wait_until(known, timeout=5.0)
@@ -89,14 +89,14 @@ def test_a_known_actor_is_called_without_its_supervisor(runtime, scope) -> None:
     supervisor = pid_of(runtime, supervisor_of(scope, kind))
     os.kill(supervisor, signal.SIGSTOP)  # a call through the supervisor would now hang
     try:
-        reply = runtime._call("r", kind, "k", "echo", {"x": 1}, 3)
+        reply = runtime.call("r", kind, "k", "echo", {"x": 1}, 3)
     finally:
         os.kill(supervisor, signal.SIGCONT)
     assert reply["echo"] == {"x": 1}
 
 
 def test_shared_calls_start_no_run_actor(runtime) -> None:
-    runtime._call("only-shared", "echo", "k", "echo", {}, 5)
+    runtime.call("only-shared", "echo", "k", "echo", {}, 5)
     names = str(runtime.health())
     assert "run:only-shared" not in names
 
@@ -104,7 +104,7 @@ def test_shared_calls_start_no_run_actor(runtime) -> None:
 def test_an_idempotent_call_survives_its_actor_process_being_killed(runtime_factory, scope) -> None:
     rt = runtime_factory(kinds=[SLOW_RUN if scope is Scope.RUN else SLOW])
     first = learn_route(rt, "slow")
-    t, out = call_in_thread(rt._call, "r", "slow", "k", "hang_once", marker(), 10, idempotent=True)
+    t, out = call_in_thread(rt.call, "r", "slow", "k", "hang_once", marker(), 10, idempotent=True)
     in_flight(rt, name(scope, "slow"), timeout=3.0)
     start = time.monotonic()
     rt.inject("crash_actor", target=name(scope, "slow"))
@@ -118,7 +118,7 @@ def test_an_idempotent_call_survives_its_actor_process_being_killed(runtime_fact
 def test_a_plain_call_hears_its_actor_process_died(runtime_factory, scope) -> None:
     rt = runtime_factory(kinds=[SLOW_RUN if scope is Scope.RUN else SLOW])
     route = learn_route(rt, "slow")
-    t, out = call_in_thread(rt._call, "r", "slow", "k", "hang", {}, 20)
+    t, out = call_in_thread(rt.call, "r", "slow", "k", "hang", {}, 20)
     in_flight(rt, name(scope, "slow"), timeout=3.0)
     start = time.monotonic()
     rt.inject("crash_actor", target=name(scope, "slow"))
@@ -136,7 +136,7 @@ def test_a_call_sent_through_the_supervisor_hears_its_actor_process_died(
     rt = runtime_factory(kinds=[SLOW_RUN if scope is Scope.RUN else SLOW])
     route = learn_route(rt, "slow")
     rt._routes.clear()  # the next call goes through the supervisor, like a first call
-    t, out = call_in_thread(rt._call, "r", "slow", "k", "hang", {}, 20)
+    t, out = call_in_thread(rt.call, "r", "slow", "k", "hang", {}, 20)
     in_flight(rt, name(scope, "slow"), timeout=3.0)
     start = time.monotonic()
     os.kill(route.pid, signal.SIGKILL)
@@ -152,8 +152,8 @@ def test_an_idempotent_call_moves_when_the_server_under_its_actor_dies(
 ) -> None:
     rt = runtime_factory(kinds=[SLOW_RUN if scope is Scope.RUN else SLOW])
     learn_route(rt, "slow")
-    server = rt._call("r", "slow", "k", "pid", {}, 5)["pid"]
-    t, out = call_in_thread(rt._call, "r", "slow", "k", "hang_once", marker(), 10, idempotent=True)
+    server = rt.call("r", "slow", "k", "pid", {}, 5)["pid"]
+    t, out = call_in_thread(rt.call, "r", "slow", "k", "hang_once", marker(), 10, idempotent=True)
     in_flight(rt, name(scope, "slow"), timeout=3.0)
     os.kill(server, signal.SIGKILL)  # the actor says MOVED; the host sends it once more
     t.join(8)
@@ -162,7 +162,7 @@ def test_an_idempotent_call_moves_when_the_server_under_its_actor_dies(
 
 
 def _live_server(rt, killed: list[int]) -> int | None:
-    pid = rt._call("r", "slow", "k", "pid", {}, 5, idempotent=True)["pid"]
+    pid = rt.call("r", "slow", "k", "pid", {}, 5, idempotent=True)["pid"]
     return pid if pid not in killed and psutil.pid_exists(pid) else None
 
 
@@ -170,7 +170,7 @@ def _live_server(rt, killed: list[int]) -> int | None:
 def test_a_retried_call_is_retried_only_once(runtime_factory, scope, idempotent) -> None:
     rt = runtime_factory(kinds=[SLOW_RUN if scope is Scope.RUN else SLOW])
     learn_route(rt, "slow")
-    t, out = call_in_thread(rt._call, "r", "slow", "k", "hang", {}, 15, idempotent=idempotent)
+    t, out = call_in_thread(rt.call, "r", "slow", "k", "hang", {}, 15, idempotent=idempotent)
     killed: list[int] = []
     for _ in range(2 if idempotent else 1):  # kill the first incarnation, then the retry's
         in_flight(rt, name(scope, "slow"), timeout=5.0)
@@ -219,7 +219,7 @@ def test_idle_caller_threads_never_stall_a_supervisor(runtime, scope) -> None:
 
     def route_then_idle() -> None:
         runtime._routes.clear()  # through the supervisor, like a first call
-        routed.append(runtime._call("r", kind, "k", "pid", {}, 10))
+        routed.append(runtime.call("r", kind, "k", "pid", {}, 10))
         idle.wait(60)
 
     threads = [threading.Thread(target=route_then_idle) for _ in range(25)]
@@ -229,8 +229,8 @@ def test_idle_caller_threads_never_stall_a_supervisor(runtime, scope) -> None:
         wait_until(lambda: len(routed) == 25, timeout=20)
         os.kill(routed[-1]["actor_pid"], signal.SIGKILL)
         start = time.monotonic()
-        assert runtime._call("r", kind, "other", "echo", {"n": 1}, 5)["echo"] == {"n": 1}
-        again = runtime._call("r", kind, "k", "echo", {"n": 2}, 5, idempotent=True)
+        assert runtime.call("r", kind, "other", "echo", {"n": 1}, 5)["echo"] == {"n": 1}
+        again = runtime.call("r", kind, "k", "echo", {"n": 2}, 5, idempotent=True)
         assert again["echo"] == {"n": 2}  # (idempotent: it waits out the restart)
         assert time.monotonic() - start < 3.0
     finally:
@@ -250,7 +250,7 @@ def test_a_call_survives_or_hears_of_its_run_supervisors_dying(
     rt = runtime_factory(kinds=[SLOW_RUN])
     first = learn_route(rt, "slow")
     t, out = call_in_thread(
-        rt._call, "r", "slow", "k", "hang_once", marker(), 10, idempotent=idempotent
+        rt.call, "r", "slow", "k", "hang_once", marker(), 10, idempotent=idempotent
     )
     in_flight(rt, name(Scope.RUN, "slow"), timeout=3.0)
     start = time.monotonic()
@@ -269,7 +269,7 @@ def test_a_call_survives_or_hears_of_its_run_supervisors_dying(
         assert err.message.startswith("run:r/slow:k") and "call again" in err.message, err
     assert took < 3.0, f"took {took:.2f} s"
     # and the run works again (an idempotent call rides out what is still restarting)
-    assert rt._call("r", "slow", "k", "pid", {}, 5, idempotent=True)["pid"]
+    assert rt.call("r", "slow", "k", "pid", {}, 5, idempotent=True)["pid"]
 
 
 def test_a_stopped_supervisor_on_the_way_holds_its_caller_no_longer_than_the_deadline(
@@ -285,14 +285,14 @@ def test_a_stopped_supervisor_on_the_way_holds_its_caller_no_longer_than_the_dea
     try:
         start = time.monotonic()
         with pytest.raises(ResourceError) as err:
-            rt._call("r", "slow", "k", "pid", {}, 1.0)
+            rt.call("r", "slow", "k", "pid", {}, 1.0)
         took = time.monotonic() - start
     finally:
         os.kill(supervisor, signal.SIGCONT)
     assert err.value.code == ErrorCode.DEADLINE, err.value
     assert took < 1.5, f"took {took:.2f} s"
     # and once it runs again, so does the tool
-    assert rt._call("r", "slow", "k", "pid", {}, 5, idempotent=True)["pid"]
+    assert rt.call("r", "slow", "k", "pid", {}, 5, idempotent=True)["pid"]
 
 
 def test_a_first_call_survives_its_run_actor_dying_on_the_way(runtime_factory) -> None:
@@ -303,7 +303,7 @@ def test_a_first_call_survives_its_run_actor_dying_on_the_way(runtime_factory) -
     run_actor = pid_of(rt, "run:r")
     rt._routes.clear()  # the next call goes through the RunActor, like a first call
     os.kill(run_actor, signal.SIGSTOP)
-    t, out = call_in_thread(rt._call, "r", "slow", "k", "pid", {}, 10, idempotent=True)
+    t, out = call_in_thread(rt.call, "r", "slow", "k", "pid", {}, 10, idempotent=True)
     wait_until(lambda: rt._routes.get(("", "run", "r")) is not None and t.is_alive(), timeout=10.0)
     os.kill(run_actor, signal.SIGKILL)
     t.join(8)

@@ -140,8 +140,8 @@ def test_actor_processes_wait_with_poll_not_epoll(runtime_factory) -> None:
     inherited = eventpoll_fd_numbers(os.getpid())
     runtime = runtime_factory()
     for i in range(50):
-        runtime._call("r", "echo", "k", "echo", {"i": i}, 5)
-        runtime._call("r", "echo_run", "k", "echo", {"i": i}, 5)
+        runtime.call("r", "echo", "k", "echo", {"i": i}, 5)
+        runtime.call("r", "echo_run", "k", "echo", {"i": i}, 5)
     pids = _thespian_processes(runtime)
     assert len(pids) >= 6  # admin, root, supervisors, the run, its actor, echo
     for _ in range(20):
@@ -191,7 +191,7 @@ def test_actor_handlers_run_in_a_fresh_frame_stack_chunk(runtime_factory) -> Non
     rt = runtime_factory(kinds=[PROBE, PROBE_RUN])
     for kind in ("probe", "probe_run"):
         for _ in range(2):  # through the supervisor or the run, then direct
-            got = rt._call("r", kind, "k", "stack_room", {}, 5)
+            got = rt.call("r", kind, "k", "stack_room", {}, 5)
             assert got["pid"] != os.getpid()
             assert got["room"] > CHUNK + 4096, (kind, got)
 

@@ -103,4 +103,4 @@ def test_the_engine_sends_an_op_instance_as_its_name_and_fields(runtime) -> None
     class Echo:
         x: int
 
-    assert runtime._call("r", "echo", "k", Echo(7), timeout=5)["echo"] == {"x": 7}
+    assert runtime.call("r", "echo", "k", Echo(7), timeout=5)["echo"] == {"x": 7}

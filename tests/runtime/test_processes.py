@@ -35,8 +35,8 @@ def listening(proc: psutil.Process) -> list:
 
 
 def test_every_listening_socket_is_on_loopback(runtime) -> None:
-    runtime._call("r1", "echo", "k", "echo", {}, 5)
-    runtime._call("r1", "echo_run", "k", "echo", {}, 5)
+    runtime.call("r1", "echo", "k", "echo", {}, 5)
+    runtime.call("r1", "echo_run", "k", "echo", {}, 5)
     sockets = [c for p in [psutil.Process(), *runtime_processes(runtime)] for c in listening(p)]
     assert len(sockets) >= 6  # admin, root, supervisors, run, actors, the host's endpoint
     assert {c.laddr.ip for c in sockets} == {"127.0.0.1"}
@@ -87,7 +87,7 @@ def test_runtimes_started_in_parallel_never_collide(runtime_factory) -> None:
         t.join(30)
     assert failures == []
     assert len({rt.admin_port for rt in runtimes}) == 3
-    pids = [rt._call("r", "echo", "k", "pid", {}, 5)["pid"] for rt in runtimes]
+    pids = [rt.call("r", "echo", "k", "pid", {}, 5)["pid"] for rt in runtimes]
     assert len(set(pids)) == 3
 
 
@@ -114,7 +114,7 @@ def test_a_boot_whose_admin_never_answers_is_cleaned_up_and_retried(
     monkeypatch.setattr(runtime_module, "ActorSystem", flaky)
     rt = runtime_factory()
     assert rt.admin_port != first["port"]
-    assert rt._call("r", "echo", "k", "echo", {"x": 1}, 5)["echo"] == {"x": 1}
+    assert rt.call("r", "echo", "k", "echo", {"x": 1}, 5)["echo"] == {"x": 1}
     wait_until(lambda: not session_processes(first["sid"], 0.0), timeout=5.0)  # nothing left of it
     assert session_processes(os.getsid(rt.admin_pid), 0.0)  # and the new one untouched
 
@@ -164,14 +164,14 @@ def test_pinned_admin_port(runtime_factory) -> None:
         port = s.getsockname()[1]
     rt = runtime_factory(admin_port=port)
     assert rt.admin_port == port
-    assert rt._call("r", "echo", "k", "echo", {"a": 1}, 5)["echo"] == {"a": 1}
+    assert rt.call("r", "echo", "k", "echo", {"a": 1}, 5)["echo"] == {"a": 1}
 
 
 def test_no_orphans_after_shutdown(runtime_factory) -> None:
     rt = runtime_factory()
     for run in ("a", "b"):
-        rt._call(run, "echo_run", "k", "echo", {}, 5)
-    rt._call("a", "echo_process", "k", "echo", {}, 5)
+        rt.call(run, "echo_run", "k", "echo", {}, 5)
+    rt.call("a", "echo_process", "k", "echo", {}, 5)
     procs = runtime_processes(rt)
     assert len(procs) >= 10
     rt.shutdown()
@@ -192,8 +192,8 @@ HOST = textwrap.dedent(
     sys.path.insert(0, {root!r})
     from tether.runtime import Runtime
     rt = Runtime.start(state_dir={state!r}, kind_modules=["tether.actors.echo"])
-    rt._call("a", "echo_process", "k", "echo", {{}}, 10)
-    rt._call("a", "echo_run", "k", "echo", {{}}, 10)
+    rt.call("a", "echo_process", "k", "echo", {{}}, 10)
+    rt.call("a", "echo_run", "k", "echo", {{}}, 10)
     pids = []
     def walk(node):
         pids.extend(p["pid"] for p in node["pids"])
@@ -353,11 +353,11 @@ def test_port_files_written_by_someone_else_are_ignored(tmp_path) -> None:
 
 def test_reap_stale_leaves_live_hosts_alone(runtime, tether_state_dir) -> None:
     assert Runtime.reap_stale(tether_state_dir) == []
-    assert runtime._call("r", "echo", "k", "echo", {}, 5)["key"] == "k"
+    assert runtime.call("r", "echo", "k", "echo", {}, 5)["key"] == "k"
 
 
 def test_owned_process_dies_with_its_actor_even_when_the_actor_is_sigkilled(runtime) -> None:
-    info = runtime._call("r", "echo_process", "k", "pid", {}, 5)
+    info = runtime.call("r", "echo_process", "k", "pid", {}, 5)
     child = psutil.Process(info["pid"])
     os.kill(info["actor_pid"], signal.SIGKILL)
     wait_until(lambda: not alive([child]), timeout=10.0)
@@ -373,7 +373,7 @@ def test_release_kills_a_tree_that_ignores_sigterm_without_waiting_on_it(runtime
         ChildSpec(Restart.TRANSIENT),
     )
     rt = runtime_factory(kinds=[stubborn])
-    got = rt._call("r", "stubborn", "k", "release", {}, 10)
+    got = rt.call("r", "stubborn", "k", "release", {}, 10)
     assert got["seconds"] < 0.2, got
     procs = []
     for pid in got["pids"]:
@@ -383,7 +383,7 @@ def test_release_kills_a_tree_that_ignores_sigterm_without_waiting_on_it(runtime
 
 
 def _fds_of(rt, run: str) -> int:
-    info = rt._call(run, "echo_run", "k", "pid", {}, 10)
+    info = rt.call(run, "echo_run", "k", "pid", {}, 10)
     return psutil.Process(info["actor_pid"]).num_fds()
 
 
@@ -420,11 +420,11 @@ def test_runtime_cannot_be_built_directly() -> None:
 def test_death_of_thespians_admin_takes_its_tree_down_and_the_host_builds_another(
     runtime,
 ) -> None:
-    runtime._call("r", "echo_process", "k", "echo", {}, 5)
+    runtime.call("r", "echo_process", "k", "echo", {}, 5)
     procs = runtime_processes(runtime)
     os.kill(runtime.admin_pid, signal.SIGKILL)
     wait_until(lambda: not alive(procs), timeout=5.0)
-    assert runtime._call("r", "echo_process", "k", "echo", {"n": 1}, 5)["echo"] == {"n": 1}
+    assert runtime.call("r", "echo_process", "k", "echo", {"n": 1}, 5)["echo"] == {"n": 1}
     assert runtime.admin_pid not in {p.pid for p in procs}
 
 
@@ -448,8 +448,8 @@ def test_the_tree_does_not_inherit_the_hosts_descriptors(runtime_factory, tmp_pa
         port = listener.getsockname()[1]
         inode = os.fstat(listener.fileno()).st_ino
         rt = runtime_factory(kind_modules=["tether.actors.echo"])
-        rt._call("r1", "echo", "k", "echo", {}, 10)
-        rt._call("r1", "echo_run", "k", "echo", {}, 10)
+        rt.call("r1", "echo", "k", "echo", {}, 10)
+        rt.call("r1", "echo_run", "k", "echo", {}, 10)
         procs = runtime_processes(rt)
         assert len(procs) >= 5  # the admin, the logger, the root, supervisors, the actors
         for proc in procs:
@@ -458,7 +458,7 @@ def test_the_tree_does_not_inherit_the_hosts_descriptors(runtime_factory, tmp_pa
             assert f"socket:[{inode}]" not in held, (proc.pid, proc.name())
     with socket.socket() as probe, pytest.raises(ConnectionRefusedError):
         probe.connect(("127.0.0.1", port))  # closed here, so closed everywhere
-    assert rt._call("r1", "echo", "k", "echo", {}, 10)  # the tree works without them
+    assert rt.call("r1", "echo", "k", "echo", {}, 10)  # the tree works without them
 
 
 def test_the_token_variable_is_named_in_one_place() -> None:

@@ -12,7 +12,7 @@ from tether.messages.calls import ErrorCode, ResourceError
 
 
 def call(rt, kind="echo", key="k", op="echo", args=None, timeout=5.0, run="r1", **kw):
-    return rt._call(run, kind, key, op, args or {}, timeout, **kw)
+    return rt.call(run, kind, key, op, args or {}, timeout, **kw)
 
 
 def error_of(fn, *args, **kwargs) -> ResourceError:
@@ -123,7 +123,7 @@ def test_a_stuck_actor_gives_every_caller_a_deadline_error(runtime) -> None:
 
 
 def test_gather_fans_out_and_keeps_order(runtime) -> None:
-    results = runtime._gather(
+    results = runtime.gather(
         "r1",
         [("echo", str(i), "echo", {"i": i}) for i in range(6)] + [("echo", "x", "fail", {})],
         5.0,
@@ -134,7 +134,7 @@ def test_gather_fans_out_and_keeps_order(runtime) -> None:
 
 def test_gather_is_bounded_by_its_timeout(runtime) -> None:
     start = time.monotonic()
-    results = runtime._gather(
+    results = runtime.gather(
         "r1", [("echo", "a", "sleep", {"seconds": 2}), ("echo", "b", "echo", {})], 0.4
     )
     assert time.monotonic() - start < 1.0
@@ -150,7 +150,7 @@ def test_sixteen_threads_times_a_hundred_calls_through_several_runs(runtime) -> 
         for i in range(100):
             kind = ("echo", "echo_process", "echo_run")[i % 3]
             try:
-                got = runtime._call(
+                got = runtime.call(
                     f"run-{n % 4}", kind, f"k{n % 2}", "echo", {"n": n, "i": i}, 20.0
                 )
                 assert got["echo"] == {"n": n, "i": i}

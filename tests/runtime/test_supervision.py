@@ -17,7 +17,7 @@ from tether.messages.calls import ErrorCode, ResourceError
 
 
 def call(rt, kind="echo_process", key="k", op="echo", args=None, timeout=5.0, run="r1", **kw):
-    return rt._call(run, kind, key, op, args or {}, timeout, **kw)
+    return rt.call(run, kind, key, op, args or {}, timeout, **kw)
 
 
 def error_of(fn, *args, **kwargs) -> ResourceError:
@@ -61,12 +61,12 @@ def test_in_flight_call_gets_resource_died_when_the_process_dies(runtime_factory
         "slow", "tests.runtime.actors:SlowProcessActor", scope, ChildSpec(Restart.PERMANENT)
     )
     rt = runtime_factory(kinds=[slow])
-    pid = rt._call("r", "slow", "k", "pid", {}, 5)["pid"]
+    pid = rt.call("r", "slow", "k", "pid", {}, 5)["pid"]
     import threading
 
     errors = []
     t = threading.Thread(
-        target=lambda: errors.append(error_of(rt._call, "r", "slow", "k", "hang", {}, 5))
+        target=lambda: errors.append(error_of(rt.call, "r", "slow", "k", "hang", {}, 5))
     )
     t.start()
     in_flight(rt, nm(scope, "slow:k", "r"))
@@ -84,13 +84,13 @@ def test_idempotent_call_is_retried_once_on_the_new_incarnation(runtime_factory,
         ChildSpec(Restart.PERMANENT, backoff_initial=0.05),
     )
     rt = runtime_factory(kinds=[slow])
-    pid = rt._call("r", "slow", "k", "pid", {}, 5)["pid"]
+    pid = rt.call("r", "slow", "k", "pid", {}, 5)["pid"]
     import threading
 
     results = []
     t = threading.Thread(
         target=lambda: results.append(
-            rt._call("r", "slow", "k", "hang_once", marker(), 5, idempotent=True)
+            rt.call("r", "slow", "k", "hang_once", marker(), 5, idempotent=True)
         )
     )
     t.start()
@@ -347,11 +347,11 @@ def test_subprocess_death_is_noticed_at_once(runtime_factory) -> None:
         "slow", "tests.runtime.actors:SlowProcessActor", Scope.SHARED, ChildSpec(Restart.PERMANENT)
     )
     rt = runtime_factory(kinds=[slow])
-    pid = rt._call("r", "slow", "k", "pid", {}, 5)["pid"]
+    pid = rt.call("r", "slow", "k", "pid", {}, 5)["pid"]
     got: list[float] = []
 
     def waiter() -> None:
-        error_of(rt._call, "r", "slow", "k", "hang", {}, 5)
+        error_of(rt.call, "r", "slow", "k", "hang", {}, 5)
         got.append(time.monotonic())
 
     t = threading.Thread(target=waiter)

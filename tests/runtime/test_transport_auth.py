@@ -96,9 +96,9 @@ def tree_ports(rt: Any) -> list[int]:
 
 def busy_runtime(rt: Any) -> list[int]:
     """Start a shared actor, a process-owning one and a run-scoped one; their ports."""
-    rt._call("r1", "echo", "k", "echo", {}, 10)
-    rt._call("r1", "echo_process", "k", "echo", {}, 10)
-    rt._call("r1", "echo_run", "k", "echo", {}, 10)
+    rt.call("r1", "echo", "k", "echo", {}, 10)
+    rt.call("r1", "echo_process", "k", "echo", {}, 10)
+    rt.call("r1", "echo_run", "k", "echo", {}, 10)
     ports = tree_ports(rt)
     assert rt.admin_port in ports and len(ports) >= 6  # admin, root, supervisors, actors
     return ports
@@ -147,8 +147,8 @@ def send_as_user(frame: bytes, ports: list[int], uid: int) -> dict:
 def assert_healthy(rt: Any, pids_before: set[int]) -> None:
     health = rt.health()
     assert health["state"] == "ready"
-    assert rt._call("r1", "echo", "k", "echo", {"x": 1}, 10)["echo"] == {"x": 1}
-    assert rt._call("r1", "echo_run", "k", "echo", {}, 10)["key"] == "k"
+    assert rt.call("r1", "echo", "k", "echo", {"x": 1}, 10)["echo"] == {"x": 1}
+    assert rt.call("r1", "echo_run", "k", "echo", {}, 10)["key"] == "k"
     assert pids_before <= {p.pid for p in runtime_processes(rt)}  # nothing died
 
 
@@ -184,7 +184,7 @@ def test_the_same_pickle_from_a_peer_with_the_secret_does_run(runtime, tmp_path)
 def test_the_host_endpoint_refuses_a_pickle_too(runtime, tmp_path) -> None:
     # the host listens as well (its per-thread contexts); thespian reads it while a call
     # waits, so the sender runs beside calls from this thread
-    runtime._call("r1", "echo", "k", "echo", {}, 10)
+    runtime.call("r1", "echo", "k", "echo", {}, 10)
     ctx = runtime.engine.contexts.get()
     port = ctx._systemBase.transport.myAddress.addressDetails.connectArgs[0][1]
     marker = tmp_path / "pwned"
@@ -195,7 +195,7 @@ def test_the_host_endpoint_refuses_a_pickle_too(runtime, tmp_path) -> None:
     try:
         wait_until(
             lambda: (
-                runtime._call("r1", "echo_run", "k", "echo", {}, 10) and sender.poll() is not None
+                runtime.call("r1", "echo_run", "k", "echo", {}, 10) and sender.poll() is not None
             ),
             timeout=30.0,
         )

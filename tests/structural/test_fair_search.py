@@ -225,7 +225,7 @@ def test_a_trivial_search_answers_while_another_runs_pathological_one(
     def pathological() -> None:
         t = time.monotonic()
         try:
-            runtime._call(
+            runtime.call(
                 "conv-slow", "parser", slot, "search",
                 {"root": str(tmp_path), "lang": "python", "pattern": FOUR_RUNS,
                  "files": ["p.py"], "budget_s": 4.0},
@@ -265,7 +265,7 @@ def test_a_search_whose_caller_gave_up_leaves_the_slot_free(runtime: Any, tmp_pa
     slot = POOL_KEYS[shard_of(str(tmp_path / "p.py"), len(POOL_KEYS))]
     runtime.open_run("conv-gone", workdir=str(tmp_path))
     with pytest.raises(Exception):  # noqa: B017 - the deadline error, whatever its type
-        runtime._call(
+        runtime.call(
             "conv-gone", "parser", slot, "search",
             {"root": str(tmp_path), "lang": "python", "pattern": FOUR_RUNS, "files": ["p.py"]},
             1.0,
@@ -316,7 +316,7 @@ def test_a_big_file_is_parsed_in_slices_to_the_same_tree(tmp_path: Path) -> None
 
 
 def _slot_jobs(runtime: Any, slot: str) -> dict[str, int]:
-    return runtime._call("probe", "parser", slot, Stats(), None, 30)["jobs"]
+    return runtime.call("probe", "parser", slot, Stats(), None, 30)["jobs"]
 
 
 @pytest.mark.slow
@@ -346,7 +346,7 @@ def test_a_trivial_search_is_not_queued_behind_one_endless_candidate(
 
     def endless() -> None:
         try:
-            runtime._call(
+            runtime.call(
                 "conv-slow", "parser", slot,
                 Search(root=str(tmp_path), lang="python", pattern=FOUR_RUNS, files=["p.py"],
                        budget_s=300, budget_node_steps=10**9),
@@ -402,7 +402,7 @@ def test_runs_take_turns_not_jobs(runtime: Any, tmp_path: Path) -> None:
 
     def run_a() -> None:
         calls = [("parser", slot, search(f"a{i}"), None) for i in range(5)]
-        replies = runtime._gather("conv-a", calls, 120.0)
+        replies = runtime.gather("conv-a", calls, 120.0)
         a_done.append(time.monotonic())
         assert all(isinstance(r, dict) and r["total"] == 0 for r in replies), replies
 
@@ -410,7 +410,7 @@ def test_runs_take_turns_not_jobs(runtime: Any, tmp_path: Path) -> None:
     a.start()
     try:
         wait_until(lambda: _slot_jobs(runtime, slot).get("conv-a") == 5, timeout=30)
-        b_reply = runtime._call("conv-b", "parser", slot, search("b"), None, 120.0)
+        b_reply = runtime.call("conv-b", "parser", slot, search("b"), None, 120.0)
         b_done = time.monotonic()
         a_pending = _slot_jobs(runtime, slot).get("conv-a", 0)
     finally:

@@ -31,13 +31,13 @@ def test_search_spreads_over_the_pool_and_hits_the_cache(runtime: Any, project: 
     assert res.data["total"] == 12
     assert res.text.splitlines()[0] == "12 matches in 12 files:"
     assert [m["path"] for m in res.data["matches"]] == sorted(f"m{i}.py" for i in range(12))
-    stats = [runtime._call("conv-ast", "parser", key, Stats(), None, 10) for key in POOL_KEYS]
+    stats = [runtime.call("conv-ast", "parser", key, Stats(), None, 10) for key in POOL_KEYS]
     if len(POOL_KEYS) > 1:
         assert all(s["parses"] > 0 for s in stats), stats  # every slot parsed its shard
     parses = sum(s["parses"] for s in stats)
     again = run.call("ast_grep", {"pattern": "foo($A, $B)", "language": "python"})
     assert again.data == res.data
-    stats2 = [runtime._call("conv-ast", "parser", key, Stats(), None, 10) for key in POOL_KEYS]
+    stats2 = [runtime.call("conv-ast", "parser", key, Stats(), None, 10) for key in POOL_KEYS]
     assert sum(s["parses"] for s in stats2) == parses  # warm: no file parsed again
 
 
@@ -78,21 +78,21 @@ def test_background_index_warms_the_first_search(runtime: Any, project: Path) ->
 
     run = runtime.open_run("conv-index", workdir=str(project))
     for key in POOL_KEYS:
-        runtime._call("conv-index", "parser", key, Clear(), None, 10)
+        runtime.call("conv-index", "parser", key, Clear(), None, 10)
     assert warm_index(runtime, "conv-index", project) == 13
 
     def indexed() -> bool:
-        stats = [runtime._call("conv-index", "parser", k, Stats(), None, 10) for k in POOL_KEYS]
+        stats = [runtime.call("conv-index", "parser", k, Stats(), None, 10) for k in POOL_KEYS]
         return sum(s["trees"] for s in stats) == 13
 
     wait_until(indexed, timeout=20)
     before = sum(
-        runtime._call("conv-index", "parser", k, Stats(), None, 10)["parses"] for k in POOL_KEYS
+        runtime.call("conv-index", "parser", k, Stats(), None, 10)["parses"] for k in POOL_KEYS
     )
     res = run.call("ast_grep", {"pattern": "foo($A, $B)", "language": "python"})
     assert res.data["total"] == 12
     after = sum(
-        runtime._call("conv-index", "parser", k, Stats(), None, 10)["parses"] for k in POOL_KEYS
+        runtime.call("conv-index", "parser", k, Stats(), None, 10)["parses"] for k in POOL_KEYS
     )
     assert after == before  # the first search parsed nothing: the index had it
 
@@ -102,11 +102,11 @@ def test_open_run_with_prewarm_indexes_the_workspace(runtime: Any, project: Path
 
     runtime.open_run("conv-setup", workdir=str(project))
     for key in POOL_KEYS:
-        runtime._call("conv-setup", "parser", key, Clear(), None, 10)
+        runtime.call("conv-setup", "parser", key, Clear(), None, 10)
     runtime.open_run("conv-prewarm", workdir=str(project), prewarm=True)
 
     def trees() -> int:
-        stats = [runtime._call("conv-prewarm", "parser", k, Stats(), None, 10) for k in POOL_KEYS]
+        stats = [runtime.call("conv-prewarm", "parser", k, Stats(), None, 10) for k in POOL_KEYS]
         return sum(s["trees"] for s in stats)
 
     wait_until(lambda: trees() == 13, timeout=20)
@@ -175,7 +175,7 @@ def test_one_search_lists_the_files_once_under_the_tree_not_once_per_slot(
         lines = log.read_text().splitlines()  # one git process, the actor's child
         assert len(lines) == 1 and lines[0].split()[0] == str(actor), lines
         assert "ls-files" in lines[0].split()[1:], lines
-    slots = [rt._call("conv-git", "parser", key, Stats(), None, 10) for key in pool]
+    slots = [rt.call("conv-git", "parser", key, Stats(), None, 10) for key in pool]
     assert sum(s["files"] for s in slots) == 13  # each .py file (not ignored.py) in one slot
 
 
@@ -191,7 +191,7 @@ def test_a_search_outside_a_work_tree_walks_the_directory(
 
 
 def _slot_stats(runtime: Any, run_id: str) -> list[dict[str, Any]]:
-    return [runtime._call(run_id, "parser", k, "stats", {}, 10) for k in POOL_KEYS]
+    return [runtime.call(run_id, "parser", k, "stats", {}, 10) for k in POOL_KEYS]
 
 
 def _indexing(runtime: Any) -> int:
@@ -209,7 +209,7 @@ def test_the_first_search_warms_the_rest_of_its_language(runtime: Any, project: 
     (project / "notes.rs").write_text("fn main() {}\n")  # another language: not indexed
     run = runtime.open_run("conv-warm", workdir=str(project))
     for key in POOL_KEYS:
-        runtime._call("conv-warm", "parser", key, "clear", {}, 10)
+        runtime.call("conv-warm", "parser", key, "clear", {}, 10)
     first = run.call("ast_grep", {"pattern": "foo($A, $B)", "language": "python"})
     assert first.data["total"] == 12
     # the prefilter let only the 12 files with `foo` be parsed; the rest come in the
@@ -229,7 +229,7 @@ def test_warming_stops_when_the_run_closes(runtime: Any, tmp_path: Path) -> None
     (tmp_path / "hit.py").write_text("foo(1, 2)\n")
     keeper = runtime.open_run("conv-keeper", workdir=str(tmp_path))
     for key in POOL_KEYS:
-        runtime._call("conv-keeper", "parser", key, "clear", {}, 10)
+        runtime.call("conv-keeper", "parser", key, "clear", {}, 10)
     run = runtime.open_run("conv-closing", workdir=str(tmp_path))
     assert run.call("ast_grep", {"pattern": "foo($A, $B)"}).is_error  # no language: refused
     assert run.call("ast_grep", {"pattern": "foo($A, $B)", "language": "python"}).data["total"] == 1
@@ -255,7 +255,7 @@ def test_a_one_file_search_asks_only_the_slot_that_owns_the_file(
     owner = shard_of(str(path), len(POOL_KEYS))
     other = POOL_KEYS[(owner + 1) % len(POOL_KEYS)]
     assert run.call("ast_grep", {"pattern": "foo($A, $B)", "path": "m3.py"}).data["total"] == 1
-    runtime._call("conv-owner", "parser", other, Stats(), None, 30)  # started, routed
+    runtime.call("conv-owner", "parser", other, Stats(), None, 30)  # started, routed
     runtime.inject("delay", target=f"parser:{other}", seconds=60)  # its next call: a minute
     t = time.monotonic()
     res = run.call("ast_grep", {"pattern": "foo($A, $B)", "path": "m3.py"})

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tether.places import Place
 from tether.questions import Answer, Card
 from tether.run import Run
 
@@ -42,10 +43,16 @@ class ScriptedPort:
 
 
 class KindsRuntime:
-    """Stands in for the runtime's `connected_kinds()` only (visibility tests)."""
+    """Stands in for a runtime (tether.runtime_port.RuntimePort) that has these kinds and
+    no tree: for visibility tests."""
 
     def __init__(self, kinds: set[str]):
         self.kinds = kinds
+        self.default_place = Place.host()
+        self.metrics = None
+
+    def close_run(self, run_id: str, timeout: float = 5.0) -> None:
+        pass
 
     def connected_kinds(self) -> set[str]:
         return set(self.kinds)

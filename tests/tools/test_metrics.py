@@ -62,7 +62,7 @@ def test_a_scrape_shows_calls_latency_errors_and_the_tree(runtime_factory, tmp_p
 
 def test_a_restart_shows_in_the_scrape(runtime_factory) -> None:
     rt = runtime_factory(metrics_port=0)
-    rt._call("r", "echo_process", "k", "echo", {}, 5)
+    rt.call("r", "echo_process", "k", "echo", {}, 5)
     before = value(
         scrape(rt.metrics.port)["tether_actor_restarts"],
         "tether_actor_restarts_total",

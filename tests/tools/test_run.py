@@ -48,11 +48,11 @@ def test_connected_from_runtime_kinds(tmp_path: Path) -> None:
 
 
 def test_runtime_that_raises_has_nothing_connected(tmp_path: Path) -> None:
-    class Broken:
+    class Broken(KindsRuntime):
         def connected_kinds(self) -> set[str]:
             raise ConnectionError("admin gone")
 
-    assert Run(runtime=Broken(), workdir=tmp_path).connected() == frozenset({Needs.WORKDIR})
+    assert Run(runtime=Broken(set()), workdir=tmp_path).connected() == frozenset({Needs.WORKDIR})
 
 
 def test_closed_run_refuses(run: Run) -> None:
@@ -66,7 +66,7 @@ def test_close_tells_the_runtime(tmp_path: Path) -> None:
     closed = []
 
     class Rt(KindsRuntime):
-        def _close_run_actor(self, run_id: str) -> None:
+        def close_run(self, run_id: str, timeout: float = 5.0) -> None:
             closed.append(run_id)
 
     with Run(runtime=Rt(set()), run_id="conv-9", workdir=tmp_path):

@@ -58,10 +58,10 @@ def test_run_on_a_real_runtime(runtime: Any, tmp_path: Path) -> None:
 
     # harness tool through the runtime-backed run
     assert run.call("read", {"path": "a.txt"}).text == "     1\thello"
-    # ToolContext.call_resource -> runtime._call -> RunActor -> echo actor
+    # ToolContext.call_resource -> runtime.call -> RunActor -> echo actor
     res = run.call("echo", {"text": "hi"})
     assert not res.is_error and res.text == "echo said hi" and res.data["key"] == "k1"
-    # fan-out through runtime._gather
+    # fan-out through runtime.gather
     assert run.call("fan_out", {}).text == "0,1,2"
     # a resource error becomes an error result with its code
     res = run.call("fail", {})

@@ -362,10 +362,10 @@ def test_command_that_cannot_start(open_run: Callable[..., Any]) -> None:
 def test_malformed_ops_are_refused(open_run: Callable[..., Any], vibe_rt: Any) -> None:
     open_run()
     with pytest.raises(ResourceError) as err:
-        vibe_rt._call("r", "vibe_worker", "w9", "spawn", {"brief": 1}, 5.0)
+        vibe_rt.call("r", "vibe_worker", "w9", "spawn", {"brief": 1}, 5.0)
     assert err.value.code == ErrorCode.BAD_REQUEST and "needs 'worker_id'" in err.value.message
     with pytest.raises(ResourceError) as err:
-        vibe_rt._call("r", "vibe_worker", "w9", "status", {}, 5.0)
+        vibe_rt.call("r", "vibe_worker", "w9", "status", {}, 5.0)
     assert "no such worker" in err.value.message
 
 

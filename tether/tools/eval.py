@@ -242,7 +242,7 @@ def warm_spares(runtime: Any, languages: Sequence[str] = ("python",)) -> None:
     """Start the spare pools now (they start on first use otherwise), so that even the
     first conversation's first cell finds a started kernel."""
     for language in languages:
-        runtime._call("", POOL_KIND, language, "pool_status", {}, TAKE_TIMEOUT)
+        runtime.call("", POOL_KIND, language, "pool_status", {}, TAKE_TIMEOUT)
 
 
 def prepare(run: Any, languages: Sequence[str] = ("python",), start_kernels: bool = False) -> None:

@@ -377,7 +377,7 @@ def stop_warming(runtime: Any, run_id: str, state: dict[str, Any]) -> None:
         return
     keys = list(runtime.kind_keys(KIND))
     calls = [(KIND, key, Unindex(run=run_id), None) for key in keys]
-    runtime._gather(run_id, calls, 5.0)
+    runtime.gather(run_id, calls, 5.0)
 
 
 def warm_index(
@@ -388,10 +388,10 @@ def warm_index(
     finds warm trees. Returns at once; the slots keep serving searches meanwhile."""
     keys = list(runtime.kind_keys(KIND))
     op = Index(root=str(workdir), languages=list(languages or []))
-    gather = functools.partial(runtime._gather, run_id)
+    gather = functools.partial(runtime.gather, run_id)
     shares = ops.split_work(op, len(keys), _listed(gather, op)) if keys else []  # one listing
     calls = [(KIND, key, share, None) for key, share in zip(keys, shares, strict=True)]
-    replies = runtime._gather(run_id, calls, 30.0)
+    replies = runtime.gather(run_id, calls, 30.0)
     return sum(int(r.get("queued", 0)) for r in replies if isinstance(r, dict))
 
 

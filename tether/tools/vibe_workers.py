@@ -213,7 +213,7 @@ class VibeWorkers:
         workers = self.workers()
         fresh = [w for w in workers if not w.gone]
         rt = self.run.runtime
-        answers = rt._gather(
+        answers = rt.gather(
             self.run.run_id, [(KIND, w.worker_id, Status(), None) for w in fresh], CALL_TIMEOUT
         )
         for worker, answer in zip(fresh, answers, strict=True):
@@ -350,7 +350,7 @@ class VibeWorkers:
     def _call(self, worker_id: str, op: Any, timeout: float = CALL_TIMEOUT) -> dict[str, Any]:
         if self._closed:
             raise VibeError("this run is closed; its workers are gone")
-        return dict(self.run.runtime._call(self.run.run_id, KIND, worker_id, op, None, timeout))
+        return dict(self.run.runtime.call(self.run.run_id, KIND, worker_id, op, None, timeout))
 
     def _lost(self, worker: Worker, error: ResourceError) -> None:
         if worker.gone:

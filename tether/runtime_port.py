@@ -1,0 +1,78 @@
+"""What a `Run` (and the tools it serves) needs of a runtime: a small typed protocol.
+
+`tether.runtime.Runtime` implements it. A `Run` holds a `RuntimePort`, never the whole
+runtime, so a tool sees only these calls (and a test or another host may hand a Run its
+own implementation): resource calls one at a time (`call`) and fanned out (`gather`),
+what is connected, the run's end, and the few facts a run reads (where state lives, the
+default place, the metrics it counts calls in).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Protocol, TypeAlias
+
+from tether.call_scope import CancelHandle
+from tether.health_node import HealthNode
+from tether.messages.calls import ResourceError
+from tether.metrics import Metrics
+from tether.places import Place
+
+
+class OpInstance(Protocol):
+    """An op of a kind's vocabulary: a frozen dataclass (tether.messages.ops)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+
+Op: TypeAlias = "str | OpInstance"  # an op instance, or an op's name with its args
+# one call of a gather: (kind, key, op, args)
+GatherCall: TypeAlias = "tuple[str, str, Op, Mapping[str, Any] | None]"
+
+
+class RuntimePort(Protocol):
+    """The runtime as a run sees it."""
+
+    @property
+    def state_dir(self) -> Path: ...
+
+    @property
+    def default_place(self) -> Place: ...
+
+    @property
+    def metrics(self) -> Metrics | None: ...
+
+    def call(
+        self,
+        run_id: str,
+        kind: str,
+        key: str,
+        op: Op,
+        args: Mapping[str, Any] | None = None,
+        timeout: float = ...,  # (default: tether.host.engine.DEFAULT_CALL_TIMEOUT)
+        idempotent: bool = False,
+        cancel: CancelHandle | None = None,
+    ) -> dict[str, Any]:
+        """Ask the resource actor (kind, key) of run `run_id` to do `op`: its reply's
+        payload, or a ResourceError saying what failed. Never waits past `timeout`."""
+        ...
+
+    def gather(
+        self,
+        run_id: str,
+        calls: Sequence[GatherCall],
+        timeout: float = ...,  # (default: tether.host.engine.DEFAULT_CALL_TIMEOUT)
+        idempotent: bool = False,
+        cancel: CancelHandle | None = None,
+    ) -> list[dict[str, Any] | ResourceError]:
+        """Several calls at once, answers in order (a failed one: its ResourceError)."""
+        ...
+
+    def connected_kinds(self) -> set[str]: ...
+
+    def kind_keys(self, kind: str, timeout: float = 5.0) -> list[str]: ...
+
+    def close_run(self, run_id: str, timeout: float = 5.0) -> None: ...
+
+    def health(self, timeout: float = 5.0) -> HealthNode: ...
