@@ -3,57 +3,45 @@ actor shares, supervisors too, is `TetherActor` in tether.actors.actor).
 
 A resource actor is created by its kind's supervisor with a key and a config, answers
 `Call`s with exactly one `Reply` each (now or later), answers health queries, and cleans
-up everything it owns when it stops.
+up everything it owns when it stops. A process-owning one is a `ProcessActor`
+(tether.actors.process).
 
     class EchoActor(ResourceActor):
         kind = "echo"
         def on_start(self, key, config): self.set_state("ready")
         def on_call(self, call): self.reply(call, {"echo": call.args})
 
-A process-owning actor (`ProcessActor`, in tether.actors.process) additionally starts one
-subprocess in its own process group, watches its pipes with ThespianWatch (no threads;
-the message loop never blocks) and kills the whole process tree when it stops:
-
-    class LanguageServerActor(ProcessActor):
-        kind = "language_server"
-        def on_start(self, key, config): self.spawn(argv, cwd=root)
-        def on_stdout(self, data): ...  # feed the framing codec, settle pending requests
-        def on_call(self, call):
-            self.write(frame)  # request to the server; its answer settles the call later
-
-What the base does for you:
+What the base does for you, with the plain parts of tether.resources:
 - Calls that arrive before `on_start` finished, or while you keep the state "starting"
   (call `self.set_state("starting")` in on_start and `set_state("ready")` when the
-  resource is usable), are queued and handed to `on_call` once the state is "ready".
-- Every call is settled exactly once: a second reply() / fail() for the same call is
-  ignored, and a call still open when its deadline passes is failed with `deadline`. An
-  exception escaping `on_call` fails that call with `failed` and the exception text; it
-  never kills the actor.
+  resource is usable), are queued and handed to `on_call` once the state is "ready"
+  (`lifecycle`: what a call arriving now gets).
+- Every call is settled exactly once (`open_calls`): a second reply() / fail() for the
+  same call is ignored, and a call still open when its deadline passes is failed with
+  `deadline`. An exception escaping `on_call` fails that call with `failed` and the
+  exception text; it never kills the actor.
 - `on_start` raising `ResourceUnavailable` means "cannot run here" (the supervisor does
   not retry); raising anything else is a crash (restart policy applies). A start that must
   wait for something (a probe subprocess) calls `defer_start()` in on_start and later
   `finish_start()` or `fail_start(...)`: the message loop runs meanwhile.
-- A watchdog timer: if the host process dies or this actor's parent dies, the actor
-  kills what it owns and exits (no orphans).
-- Fault injection (delay, drop_reply, kill_process) and health are built in.
+- The host's warm calls come on a call channel (`call_channel`), beside thespian.
+- The watchdog (TetherActor), fault injection (`faults`: delay, drop_reply; and
+  kill_process, evict) and health are built in.
 """
 
 from __future__ import annotations
 
 import os
-import select
 import time
-from collections import deque
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from thespian.actors import ActorExitRequest, ThespianWatch
 
 from tether.actors.actor import TetherActor
 from tether.capacity.usage import EVICTED, UsageRecord, evicted_note, traits_of
-from tether.channels import ChannelListener, ChannelPeer
+from tether.channels import ChannelPeer
 from tether.messages.calls import Call, ErrorCode, Reply, ResourceError
-from tether.messages.codec import CodecError, decode, encode
+from tether.messages.codec import encode
 from tether.messages.control import (
     CancelCall,
     HealthQuery,
@@ -64,38 +52,21 @@ from tether.messages.control import (
     Started,
     Stopping,
 )
+from tether.resources.call_channel import CallChannel
+from tether.resources.faults import Faults
+from tether.resources.lifecycle import Admission, Lifecycle
+from tether.resources.open_calls import OpenCalls
+from tether.resources.timers import (
+    FLUSH_RETRY,
+    SWEEP_PERIOD,
+    Armed,
+    ChannelFlush,
+    Delayed,
+    Idle,
+    Sweep,
+)
 
 __all__ = ["FLUSH_RETRY", "ResourceActor", "ResourceUnavailable", "TetherActor"]
-
-SWEEP_PERIOD = 0.5  # seconds between sweeps of open calls past their deadline
-FLUSH_RETRY = 0.005  # seconds until a write a pipe or socket did not take is tried again
-
-
-# --- timer tags: what a wakeup is for (thespian hands the payload back as it was given) ---
-# A subclass defines its own tags (frozen dataclasses), arms them with `after()` and gets
-# them back in `on_timer`, dispatched with `match`.
-
-
-@dataclass(frozen=True)
-class Sweep:
-    """Fail the open calls past their deadline."""
-
-
-@dataclass(frozen=True)
-class Idle:
-    """Stop if nothing came for the kind's idle_ttl."""
-
-
-@dataclass(frozen=True)
-class ChannelFlush:
-    """Retry the replies a call channel's socket did not take."""
-
-
-@dataclass(frozen=True)
-class Delayed:
-    """An injected delay is over: deliver the call now."""
-
-    call_id: str
 
 
 class ResourceUnavailable(Exception):
@@ -103,34 +74,25 @@ class ResourceUnavailable(Exception):
     The supervisor will not retry; calls get ErrorCode.UNAVAILABLE with this message."""
 
 
-# cancels kept for calls that have not arrived yet (a cancel can overtake its call)
-CANCELS_KEPT = 64
-
-
 class ResourceActor(TetherActor):
-    """Serves calls for one (kind, key). Subclass and override the `on_*` hooks."""
+    """Serves calls for one (kind, key). Subclass and override the `on_*` hooks.
+
+    Composed of plain parts (tether.resources): the open-call table (`_open`), the
+    lifecycle (what a call arriving now gets), the injected faults, the call channel and
+    the timers; this class does their IO (thespian sends and wakeups, the Started/Stopping
+    protocol with the supervisor)."""
 
     kind_name: ClassVar[str] = ""  # informational; the KindSpec decides the kind
 
     def __init__(self) -> None:
         super().__init__()
-        self._open: dict[str, tuple[Call, Any]] = {}  # call_id -> (call, reply_to)
-        self._queued: list[tuple[Call, Any]] = []  # calls that arrived before "ready"
-        self._state_explicit = False
-        self._started = False
-        self._stopping = False
+        self._open = OpenCalls()  # (subclasses ask `call.call_id in self._open`)
+        self._faults = Faults()
+        self._channel = CallChannel()  # the host's direct calls
+        self._life = Lifecycle()
         self._last_activity = time.monotonic()
         self._idle_ttl: float | None = None
-        self._idle_armed = False
-        self._sweep_armed = False
-        self._delay: list[float] = []  # injected delays, one per next call
-        self._drop = 0  # injected: drop this many next replies
-        self._start_error: tuple[str, str] | None = None
-        self._start_deferred = False
-        self._channel: ChannelListener | None = None  # the host's direct calls
-        self._arrived: deque[tuple[Call, ChannelPeer]] = deque()  # read, not yet delivered
-        self._channel_flush_armed = False
-        self._cancelled_ahead: dict[str, str] = {}  # call id -> why, for a call not yet here
+        self._armed = Armed()  # (the base's own timers: one wakeup each at a time)
         self._evicted_note = ""  # for the first result after a predecessor was evicted
 
     # --- to override -----------------------------------------------------------------
@@ -176,44 +138,41 @@ class ResourceActor(TetherActor):
     def set_state(self, state: str, error: str = "") -> None:
         """starting | ready | busy | restarting | failed | stopped (+ last error)."""
         self.state = state
-        self._state_explicit = True
+        self._life.state_explicit = True
         if error:
             self.last_error = error
-        if state == "ready" and self._queued and self._started:
-            queued, self._queued = self._queued, []
-            for call, reply_to in queued:
+        if state == "ready" and self._open.queued and self._life.started:
+            for call, reply_to in self._open.take_queued():
                 self._deliver(call, reply_to)
 
     def after(self, seconds: float, tag: Any) -> None:
         """One-shot timer (wakeupAfter); on_timer(tag) is called when it fires. `tag`: a
-        frozen dataclass of the subclass's own (not one of the base's tags above)."""
+        frozen dataclass of the subclass's own (not one of tether.resources.timers')."""
         self.wakeupAfter(seconds, tag)
 
     def defer_start(self) -> None:
         """Call in on_start when the start ends later, on an event (a probe's exit, a
         timer): the supervisor hears nothing and holds the host's calls until
         `finish_start()` or `fail_start(...)`; health queries are answered meanwhile."""
-        self._start_deferred = True
+        self._life.deferred = True
 
     def finish_start(self) -> None:
         """A deferred start succeeded: what returning from on_start does."""
-        if self._start_deferred and not self._started and not self._stopping:
-            self._start_deferred = False
+        if self._life.may_end_deferred():
             self._start_done()
 
     def fail_start(self, error: str, unavailable: bool) -> None:
         """A deferred start failed: what raising from on_start does (`unavailable`: as
         ResourceUnavailable, the supervisor does not retry; otherwise a crash)."""
-        if self._start_deferred and not self._started and not self._stopping:
-            self._start_deferred = False
+        if self._life.may_end_deferred():
             self._start_failed(error, unavailable)
 
     def stop(self, reason: str = "normal", error: str = "") -> None:
         """Stop this actor on its own. reason: "normal" (done), "crash" (broken: the
         supervisor's restart policy applies) or "shutdown" (reaped)."""
-        if self._stopping:
+        if self._life.stopping:
             return
-        self._stopping = True
+        self._life.stopping = True
         if error:
             self.last_error = error
         if self._parent is not None:
@@ -238,23 +197,20 @@ class ResourceActor(TetherActor):
         self._settle(call, reply)
 
     def open_calls(self) -> list[Call]:
-        return [call for call, _ in self._open.values()]
+        return self._open.calls()
 
-    # --- machinery -------------------------------------------------------------------
-    def _settle(self, call: Call, reply: Reply) -> None:
-        entry = self._open.pop(call.call_id, None)
-        if entry is None:
-            return  # settled already, or expired
-        if self._drop > 0:
-            self._drop -= 1
-            return
-        reply_to = entry[1]
-        if isinstance(reply_to, ChannelPeer):
-            if not reply_to.send(encode(reply)):
-                self._arm_channel_flush()
-        else:
-            self.send(reply_to, encode(reply))
+    def serve_arrivals(self) -> None:
+        """Take the calls already waiting on the call channel now, from inside a long
+        handler: they are delivered (on_call) without waiting for it to return to
+        thespian's loop. Calls sent through thespian wait for the loop as usual."""
+        self._read_channel(self._channel.ready_now())
 
+    def watch_fds(self) -> list[int]:
+        """Descriptors of the resource to watch (ProcessActor: its subprocess's pipes);
+        handle_watch gets those that are ready."""
+        return []
+
+    # --- a call's way in and out -----------------------------------------------------
     def handle_message(self, obj: Any, data: bytes, extra: Any, sender: Any) -> None:
         if isinstance(obj, Call):
             self._receive_call(obj, extra if extra is not None else sender)
@@ -267,24 +223,77 @@ class ResourceActor(TetherActor):
         elif isinstance(obj, CancelCall):
             self._cancel(obj)
 
+    def _receive_call(self, call: Call, reply_to: Any) -> None:
+        self._last_activity = time.monotonic()
+        match self._life.admit(self.state):
+            case Admission.FAIL:
+                assert self._life.start_error is not None
+                self._open.enter(call, reply_to)
+                self.fail(call, *self._life.start_error)
+            case Admission.MOVED:
+                self._open.enter(call, reply_to)
+                message = (
+                    f"{self.name or self.kind} is stopping ({self.last_error or 'no error'}); "
+                    "call again to get a fresh one"
+                )
+                self.moved(call, message, started=False)  # never started here: safe to resend
+            case Admission.QUEUE:
+                self._open.queue(call, reply_to)
+                self._arm(Sweep(), SWEEP_PERIOD)
+            case Admission.DELIVER:
+                seconds = self._faults.next_delay()
+                if seconds is None:
+                    self._deliver(call, reply_to)
+                    return
+                self._open.enter(call, reply_to)
+                self.wakeupAfter(seconds, Delayed(call.call_id))
+                self._arm(Sweep(), SWEEP_PERIOD)
+
+    def _deliver(self, call: Call, reply_to: Any) -> None:
+        self._open.enter(call, reply_to)
+        try:
+            self.on_call(call)
+            cancelled = self._open.cancelled_ahead(call.call_id)
+            if cancelled is not None and call.call_id in self._open:
+                self.on_cancel(call, cancelled)
+        except ResourceError as exc:  # (an OpError from vocabulary.parse: a malformed call)
+            self.fail(call, exc.code, f"{self.name}: {exc.message}")
+        except Exception as exc:
+            self._log_exception(exc)
+            self.fail(
+                call,
+                ErrorCode.FAILED,
+                f"{self.name} failed on {call.op!r}: {type(exc).__name__}: {exc}",
+            )
+        if call.call_id in self._open:
+            self._arm(Sweep(), SWEEP_PERIOD)
+
+    def _settle(self, call: Call, reply: Reply) -> None:
+        entry = self._open.settle(call.call_id)
+        if entry is None or self._faults.drop():
+            return  # settled already, or expired (or an injected drop)
+        reply_to = entry[1]
+        if isinstance(reply_to, ChannelPeer):
+            if not reply_to.send(encode(reply)):
+                self._arm(ChannelFlush(), FLUSH_RETRY)
+        else:
+            self.send(reply_to, encode(reply))
+
     def _cancel(self, cancel: CancelCall) -> None:
         """A call still queued for the start is dropped (nothing of it ran); an open one
         goes to on_cancel. A cancel may come before its call is delivered (read in the same
         batch; or the call came through thespian, the cancel on a call channel): it is
         kept, and the call gets on_cancel right after on_call (a kernel's ToolAnswer sent
         after its cancel must reach the cell, which is then interrupted)."""
-        for item in self._queued:
-            if item[0].call_id == cancel.call_id:
-                self._queued.remove(item)
-                return
-        entry = self._open.get(cancel.call_id)
-        if entry is not None:
-            self.on_cancel(entry[0], cancel.reason)
+        if self._open.unqueue(cancel.call_id):
+            return
+        call = self._open.get(cancel.call_id)
+        if call is not None:
+            self.on_cancel(call, cancel.reason)
         else:
-            self._cancelled_ahead[cancel.call_id] = cancel.reason
-            while len(self._cancelled_ahead) > CANCELS_KEPT:
-                del self._cancelled_ahead[next(iter(self._cancelled_ahead))]
+            self._open.cancel_ahead(cancel.call_id, cancel.reason)
 
+    # --- the start protocol (with the kind's supervisor) -----------------------------
     def _start(self, start: Start) -> None:
         self.state = "starting"
         if start.previous_end.startswith(EVICTED):
@@ -292,7 +301,7 @@ class ResourceActor(TetherActor):
             self._evicted_note = evicted_note(self.name, start.previous_end, holds_state)
         self._idle_ttl = start.child.get("idle_ttl")
         if start.channel and self._host_pid:
-            self._open_channel()
+            self.last_error = self._channel.open(self._host_pid) or self.last_error
         try:
             self.on_start(start.key, start.config)
         except ResourceUnavailable as exc:
@@ -301,37 +310,33 @@ class ResourceActor(TetherActor):
         except Exception as exc:
             self._start_failed(f"{type(exc).__name__}: {exc}", unavailable=False)
             return
-        if not self._start_deferred:
+        if not self._life.deferred:
             self._start_done()
 
     def _start_done(self) -> None:
-        self._started = True
-        if not self._state_explicit:
+        self._life.started = True
+        if not self._life.state_explicit:
             self.state = "ready"
         self.send_encoded(
             self._parent, Started(self.kind, self.key, self.incarnation, True, os.getpid())
         )
         self._report_pids()
-        self._arm_idle()
+        if self._idle_ttl:
+            self._arm(Idle(), self._idle_ttl)
         if self.state == "ready":
             self.set_state("ready")  # flush calls queued before Start
 
     def _start_failed(self, error: str, unavailable: bool) -> None:
         self.state = "failed"
-        self._start_error = (
-            ErrorCode.UNAVAILABLE if unavailable else ErrorCode.RESOURCE_DIED,
-            error if unavailable else f"{self.name} failed to start: {error}",
-        )
+        start_error = self._life.start_failed(self.name, error, unavailable)
         self.last_error = error
         self.send_encoded(
             self._parent,
             Started(self.kind, self.key, self.incarnation, False, os.getpid(), error, unavailable),
         )
-        for call, reply_to in self._queued:
-            self._open[call.call_id] = (call, reply_to)
-            self.fail(call, *self._start_error)
-        self._queued = []
-        self._stopping = True
+        for call, reply_to in self._open.take_queued():
+            self._open.enter(call, reply_to)
+            self.fail(call, *start_error)
         self.send(self.myAddress, ActorExitRequest())
 
     def _report_pids(self) -> None:
@@ -347,139 +352,41 @@ class ResourceActor(TetherActor):
                 self._parent, Pids(self.kind, self.key, self.incarnation, self.owned_pids())
             )
 
-    def _receive_call(self, call: Call, reply_to: Any) -> None:
-        self._last_activity = time.monotonic()
-        if self._start_error:
-            self._open[call.call_id] = (call, reply_to)
-            self.fail(call, self._start_error[0], self._start_error[1])
-            return
-        if self._stopping or self.state in ("failed", "stopped"):
-            self._open[call.call_id] = (call, reply_to)
-            message = (
-                f"{self.name or self.kind} is stopping ({self.last_error or 'no error'}); "
-                "call again to get a fresh one"
-            )
-            self.moved(call, message, started=False)  # never started here: safe to resend
-            return
-        if not self._started or self.state == "starting":
-            self._queued.append((call, reply_to))
-            self._arm_sweep()
-            return
-        if self._delay:
-            seconds = self._delay.pop(0)
-            self._open[call.call_id] = (call, reply_to)
-            self.wakeupAfter(seconds, Delayed(call.call_id))
-            self._arm_sweep()
-            return
-        self._deliver(call, reply_to)
-
-    def _deliver(self, call: Call, reply_to: Any) -> None:
-        self._open[call.call_id] = (call, reply_to)
-        try:
-            self.on_call(call)
-            cancelled = self._cancelled_ahead.pop(call.call_id, None)
-            if cancelled is not None and call.call_id in self._open:
-                self.on_cancel(call, cancelled)
-        except ResourceError as exc:  # (an OpError from vocabulary.parse: a malformed call)
-            self.fail(call, exc.code, f"{self.name}: {exc.message}")
-        except Exception as exc:
-            self._log_exception(exc)
-            self.fail(
-                call,
-                ErrorCode.FAILED,
-                f"{self.name} failed on {call.op!r}: {type(exc).__name__}: {exc}",
-            )
-        if call.call_id in self._open:
-            self._arm_sweep()
-
-    # --- the call channel (tether.channels) ------------------------------------------
-    def _open_channel(self) -> None:
-        channel = ChannelListener(self._host_pid)
-        why_not = channel.open()
-        if why_not:
-            self.last_error = why_not  # the host keeps calling through thespian
-        else:
-            self._channel = channel
-
+    # --- the call channel (tether.resources.call_channel) ----------------------------
     def _watch(self) -> ThespianWatch | None:
-        fds = [*(self._channel.fds() if self._channel else ()), *self.watch_fds()]
+        fds = [*self._channel.fds(), *self.watch_fds()]
         return ThespianWatch(fds) if fds else None
-
-    def watch_fds(self) -> list[int]:
-        """Descriptors of the resource to watch (ProcessActor: its subprocess's pipes);
-        handle_watch gets those that are ready."""
-        return []
 
     def watched_ready(self, ready: list[int]) -> None:
         self._read_channel(ready)
         self.handle_watch(ready)
 
     def _read_channel(self, ready: list[int]) -> None:
-        """Deliver the calls that came on the channel, in order. They wait in `_arrived`,
-        not in a local list, so a long handler's `serve_arrivals` takes the ones read
-        with it in the same batch too."""
-        if self._channel is not None:
-            for peer, data in self._channel.read(ready):
-                try:
-                    call = decode(data)
-                except CodecError as exc:
-                    self.last_error = f"call channel: {exc}"
-                    continue
-                if isinstance(call, Call):
-                    self._arrived.append((call, peer))
-                elif isinstance(call, CancelCall):
-                    self._cancel(call)
-        while self._arrived:
-            self._receive_call(*self._arrived.popleft())
+        """Deliver the calls that came on the channel, in order (cancels act at once)."""
+        cancels, error = self._channel.read(ready)
+        if error:
+            self.last_error = error
+        for cancel in cancels:
+            self._cancel(cancel)
+        while (arrival := self._channel.next_arrival()) is not None:
+            self._receive_call(*arrival)
 
-    def serve_arrivals(self) -> None:
-        """Take the calls already waiting on the call channel now, from inside a long
-        handler: they are delivered (on_call) without waiting for it to return to
-        thespian's loop. Calls sent through thespian wait for the loop as usual."""
-        if self._channel is None:
-            return
-        ready, _, _ = select.select(self._channel.fds(), [], [], 0)
-        self._read_channel(ready)
-
-    def _arm_channel_flush(self) -> None:
-        if not self._channel_flush_armed:
-            self._channel_flush_armed = True
-            self.wakeupAfter(FLUSH_RETRY, ChannelFlush())
-
-    def _arm_sweep(self) -> None:
-        if not self._sweep_armed:
-            self._sweep_armed = True
-            self.wakeupAfter(SWEEP_PERIOD, Sweep())
-
-    def _sweep(self) -> None:
-        self._sweep_armed = False
-        now = time.monotonic()
-        for call, _ in list(self._open.values()):
-            if call.deadline and now > call.deadline:
-                self.fail(
-                    call,
-                    ErrorCode.DEADLINE,
-                    f"{self.name} did not answer {call.op!r} before its deadline",
-                )
-        self._queued = [(c, r) for c, r in self._queued if not (c.deadline and now > c.deadline)]
-        if self._open or self._queued:
-            self._arm_sweep()
-
-    def _arm_idle(self) -> None:
-        if self._idle_ttl and not self._idle_armed:
-            self._idle_armed = True
-            self.wakeupAfter(self._idle_ttl, Idle())
+    # --- timers: deadlines, idleness, delays -----------------------------------------
+    def _arm(self, tag: Sweep | Idle | ChannelFlush, seconds: float) -> None:
+        if self._armed.arm(tag):
+            self.wakeupAfter(seconds, tag)
 
     def handle_wakeup(self, payload: Any) -> None:
+        if isinstance(payload, Sweep | Idle | ChannelFlush):
+            self._armed.fired(payload)
         match payload:
             case Sweep():
                 self._sweep()
             case ChannelFlush():
-                self._channel_flush_armed = False
-                if self._channel is not None and not self._channel.flush():
-                    self._arm_channel_flush()
+                if not self._channel.flush():
+                    self._arm(ChannelFlush(), FLUSH_RETRY)
             case Delayed(call_id=call_id):
-                entry = self._open.pop(call_id, None)
+                entry = self._open.settle(call_id)
                 if entry is not None:
                     self._deliver(*entry)
             case Idle():
@@ -491,29 +398,29 @@ class ResourceActor(TetherActor):
                     self.last_error = f"on_timer({payload!r}) failed: {exc!r}"
                     self._log_exception(exc)
 
+    def _sweep(self) -> None:
+        for call in self._open.expired(time.monotonic()):
+            self.fail(
+                call,
+                ErrorCode.DEADLINE,
+                f"{self.name} did not answer {call.op!r} before its deadline",
+            )
+        if self._open.busy:
+            self._arm(Sweep(), SWEEP_PERIOD)
+
     def _idle(self) -> None:
-        self._idle_armed = False
         idle_for = time.monotonic() - self._last_activity
-        if self._idle_ttl and idle_for >= self._idle_ttl and not self._open:
+        if self._idle_ttl and idle_for >= self._idle_ttl and not self._open.open:
             self.stop("shutdown", f"idle for {idle_for:.1f} s (idle_ttl {self._idle_ttl:g} s)")
         elif self._idle_ttl:
-            self._idle_armed = True
-            self.wakeupAfter(max(self._idle_ttl - idle_for, 0.05), Idle())
+            self._arm(Idle(), max(self._idle_ttl - idle_for, 0.05))
 
+    # --- fault injection (tether.resources.faults) -----------------------------------
     def _inject(self, inject: Inject, reply_to: Any) -> None:
         fault, args = inject.fault, inject.args
-        ok, message = True, ""
-        if fault == "delay":
-            seconds = float(args.get("seconds", 1.0))
-            self._delay.extend([seconds] * int(args.get("count", 1)))
-            message = (
-                f"the next {int(args.get('count', 1))} call(s) to {self.name} wait {seconds:g} s"
-            )
-        elif fault == "drop_reply":
-            self._drop += int(args.get("count", 1))
-            message = (
-                f"the next {int(args.get('count', 1))} reply(ies) of {self.name} will be dropped"
-            )
+        planned = self._faults.plan(fault, args, self.name)  # delay, drop_reply
+        if planned is not None:
+            ok, message = True, planned
         elif fault == "kill_process":
             ok, message = self.inject_kill_process()
         elif fault == "evict":
@@ -525,7 +432,7 @@ class ResourceActor(TetherActor):
     def _evict(self, why: str) -> tuple[bool, str]:
         """Stop to make room (tether.capacity.governor): a normal stop (its supervisor
         forgets it; the next call starts a fresh one), never inside a call."""
-        if self._open or self._queued:
+        if self._open.busy:
             return False, f"{self.name} is inside a call, so it was not stopped"
         self.stop("shutdown", why)
         return True, f"{self.name} stops: {why}"
@@ -533,15 +440,15 @@ class ResourceActor(TetherActor):
     def inject_kill_process(self) -> tuple[bool, str]:
         return False, f"{self.name} owns no OS process; use crash_actor to kill the actor itself"
 
+    # --- the end, health -------------------------------------------------------------
     def handle_exit_request(self) -> None:
         self.state = "stopped"
         message = f"{self.name} stopped" + (f": {self.last_error}" if self.last_error else "")
-        for call, _ in list(self._open.values()):
+        for call in self._open.calls():
             self.fail_dying(call, message + "; call again to get a fresh one")
-        for call, reply_to in self._queued:
-            self._open[call.call_id] = (call, reply_to)
+        for call, reply_to in self._open.take_queued():
+            self._open.enter(call, reply_to)
             self.fail_dying(call, message + "; call again to get a fresh one")
-        self._queued = []
         self.release()
 
     def release(self) -> None:
@@ -549,28 +456,24 @@ class ResourceActor(TetherActor):
             self.on_stop()
         except Exception as exc:
             self._log_exception(exc)
-        if self._channel is not None:
-            self._channel.close()
-            self._channel = None
+        self._channel.close()
 
     def usage(self, pids: list[int]) -> UsageRecord:
         try:
             traits = traits_of(self.kind, self.config)
         except ValueError:  # a bad `capacity` entry in the kind's config: the table's
             traits = traits_of(self.kind)
-        busy = bool(self._open or self._queued)
+        busy = self._open.busy
         return UsageRecord.build(self.name, self.kind, pids, self._last_activity, busy, traits)
 
     def health_node(self) -> dict[str, Any]:
         node = super().health_node()
-        if self.state == "ready" and self._open:
+        if self.state == "ready" and self._open.open:
             node["state"] = "busy"
-        node["pending"] = len(self._open) + len(self._queued)
-        if self._channel is not None:
-            node["call_channel"] = {
-                "connections": len(self._channel.peers),
-                "refused": self._channel.refused,
-            }
+        node["pending"] = self._open.pending
+        channel = self._channel.health()
+        if channel is not None:
+            node["call_channel"] = channel
         try:
             extra = self.health_extra()
         except Exception as exc:

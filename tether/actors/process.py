@@ -122,7 +122,7 @@ class ProcessActor(ResourceActor):
             self._watched.append(self._pidfd)
         except (AttributeError, OSError):
             self._pidfd = None  # old kernel: death is noticed by EOF on stdout
-        if self._started:
+        if self._life.started:
             self._report_pids()
         return self.proc.pid
 
@@ -297,7 +297,7 @@ class ProcessActor(ResourceActor):
             if stream is not None:
                 self._read(stream.fileno(), sink)
         self._close_pipes()
-        if self._stopping:
+        if self._life.stopping:
             return
         ended = self._scratch
         try:
