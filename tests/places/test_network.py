@@ -10,6 +10,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from tether.places import Place, PlaceError, wrap
 from tether.places.egress import NEEDED
 
 pytestmark = needs_sandbox
+ROOT = Path(__file__).resolve().parents[2]
 MISSING = [name for name, _ in NEEDED if not shutil.which(name)]
 needs_egress = pytest.mark.skipif(
     bool(MISSING), reason=f"network on needs {MISSING} (scripts/install.sh installs them)"
@@ -132,13 +134,19 @@ def test_a_network_on_cell_reaches_outside_not_the_tree(
     assert not first.is_error, first.text
     channels = _call_channels()
     assert channels, "the runtime has no call channel to probe"
+    ports = _tree_ports(rt.admin_pid)
+    assert rt.admin_port in ports, ports
     with _listeners() as at:
         targets = [at["outside"], f"127.0.0.1:{rt.admin_port}", f"@{channels[0]}"]
         host = _probe_in(None, tmp_path, targets)
+        ip = at["outside"].rpartition(":")[0]
+        # every TCP port the tree listens on (thespian's, one per actor process), at each
+        # address a sandbox could try: its loopback, slirp4netns's gateway, the host's
+        tree = [f"{a}:{p}" for p in ports for a in ("127.0.0.1", "10.0.2.2", ip)]
         res = run.call(
             "eval",
             {
-                "code": f"import sys; sys.argv = ['probe', *{targets!r}]\n{PROBE}",
+                "code": f"import sys; sys.argv = ['probe', *{[*targets, *tree]!r}]\n{PROBE}",
                 "description": "probe what the network reaches from this cell",
             },
         )
@@ -147,6 +155,20 @@ def test_a_network_on_cell_reaches_outside_not_the_tree(
     assert f"{targets[0]} OPEN" in res.text
     assert f"{targets[1]} refused ConnectionRefusedError" in res.text
     assert f"{targets[2]} refused ConnectionRefusedError" in res.text
+    assert all(f"{t} refused" in res.text for t in tree), res.text
+    assert res.text.count(" OPEN") == 1, res.text  # (the outside listener only)
+
+
+def _tree_ports(admin_pid: int) -> set[int]:
+    """The TCP ports the actor tree listens on: this process, the admin, their children."""
+    pids: set[int] = set()
+    for root in (psutil.Process(), psutil.Process(admin_pid)):
+        pids |= {root.pid, *(p.pid for p in root.children(recursive=True))}
+    return {
+        c.laddr.port
+        for c in psutil.net_connections("tcp")
+        if c.status == psutil.CONN_LISTEN and c.pid in pids
+    }
 
 
 def _call_channels() -> list[str]:
@@ -172,3 +194,49 @@ def test_network_on_without_its_programs_names_them(
         wrap(Place.sandbox(network=True), [sys.executable], cwd=str(tmp_path))
     assert "not on PATH: slirp4netns, nsenter, ip." in str(err.value)
     assert "apt-get install slirp4netns util-linux iproute2" in str(err.value)
+
+
+@needs_egress
+def test_network_on_as_a_plain_user(tmp_path: Path) -> None:
+    """As a plain user (nobody, when the tests run as root): slirp4netns opens /dev/net/tun
+    as that user. Where the machine lets every user open it (0666, stock Debian) the
+    sandbox reaches the outside listener; where not, the place refuses saying so."""
+    user = (
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.getuid() == 0 else []
+    )
+    if user and not shutil.which("setpriv"):
+        pytest.skip("setpriv (util-linux) is needed to become a plain user")
+    workspace = Path(tempfile.mkdtemp(prefix="tether-net-user-", dir="/tmp"))
+    os.chmod(workspace, 0o777)  # (root's pytest dirs are 0700)
+    tun_open = os.stat("/dev/net/tun").st_mode & 0o006 == 0o006 or not user
+    code = (
+        f"import sys, subprocess; sys.path.insert(0, {str(ROOT)!r})\n"
+        "from tether.places import Place, PlaceError, wrap\n"
+        "try:\n"
+        f"    w = wrap(Place.sandbox(network=True), [sys.executable, '-c', {PROBE!r}, "
+        "sys.argv[1]], cwd=sys.argv[2], workspace=sys.argv[2])\n"
+        "except PlaceError as e:\n"
+        "    print('REFUSED', e); raise SystemExit\n"
+        "done = subprocess.run(w.argv, env=w.env, cwd=w.cwd, capture_output=True, text=True)\n"
+        "print(done.stdout, done.stderr)\n"
+    )
+    try:
+        with _listeners() as at:
+            done = subprocess.run(
+                [*user, "/usr/bin/python3", "-c", code, at["outside"], str(workspace)],
+                env={**os.environ, "TETHER_STATE_DIR": str(workspace / "state")},
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+            outside = at["outside"]
+    finally:
+        shutil.rmtree(workspace, ignore_errors=True)
+    assert done.returncode == 0, done.stderr
+    if tun_open:
+        assert f"{outside} OPEN" in done.stdout, done.stdout
+    else:
+        assert done.stdout.startswith("REFUSED a sandbox with network on needs /dev/net/tun")
+        assert "may not open it: mode 0" in done.stdout, done.stdout
+        assert "chmod 0666 /dev/net/tun" in done.stdout, done.stdout

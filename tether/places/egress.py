@@ -26,7 +26,9 @@ bubblewrap sandbox: `egress_helper.py`.
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,6 +36,7 @@ from pathlib import Path
 from tether.places.place import PlaceError
 
 HELPER = str(Path(__file__).with_name("egress_helper.py"))
+TUN = "/dev/net/tun"  # where slirp4netns makes the sandbox's tap device
 NEEDED = (
     ("slirp4netns", "slirp4netns"),  # (the program, its Debian package)
     ("nsenter", "util-linux"),
@@ -53,7 +56,22 @@ def programs() -> list[str]:
             f"{' '.join(package for _, package in missing)}; scripts/install.sh does), or use "
             "Place.sandbox(network=False); the host's loopback is never opened to a sandbox"
         )
+    if not os.access(TUN, os.R_OK | os.W_OK):
+        raise PlaceError(
+            f"a sandbox with network on needs {TUN} (slirp4netns opens it inside the "
+            f"sandbox), and this user (uid {os.getuid()}) may not open it: {_mode(TUN)}. A "
+            f"stock Debian has it 0666; as root: chmod 0666 {TUN} (or run the runtime as "
+            "root), or use Place.sandbox(network=False)"
+        )
     return [path for path in found.values() if path]
+
+
+def _mode(path: str) -> str:
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        return f"it is missing ({exc.strerror}): load the tun module (modprobe tun)"
+    return f"mode {stat.S_IMODE(info.st_mode):04o}, owner uid {info.st_uid}"
 
 
 def network_argv(bwrap: Sequence[str]) -> list[str]:
