@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -18,10 +19,12 @@ from typing import Any
 import psutil
 import pytest
 
+from tests.conftest import wait_until
 from tests.places.test_places import needs_sandbox
 from tether.actors.kernel import kinds
 from tether.places import Place, PlaceError, wrap
 from tether.places.egress import NEEDED
+from tether.processes import kill_tree, popen_dying_with_us
 
 pytestmark = needs_sandbox
 ROOT = Path(__file__).resolve().parents[2]
@@ -240,3 +243,44 @@ def test_network_on_as_a_plain_user(tmp_path: Path) -> None:
         assert done.stdout.startswith("REFUSED a sandbox with network on needs /dev/net/tun")
         assert "may not open it: mode 0" in done.stdout, done.stdout
         assert "chmod 0666 /dev/net/tun" in done.stdout, done.stdout
+
+
+@needs_egress
+@pytest.mark.parametrize("victim", ["bwrap", "slirp4netns"])
+def test_a_killed_network_on_sandbox_leaves_no_process(tmp_path: Path, victim: str) -> None:
+    """SIGKILL of bwrap (what its owner spawned) ends the sandbox and so slirp4netns (its
+    exit-fd closes); SIGKILL of slirp4netns leaves the sandbox running, offline."""
+    w = wrap(
+        Place.sandbox(network=True),
+        ["/bin/sh", "-c", "sleep 300 & sleep 300 & wait"],
+        cwd=str(tmp_path),
+        workspace=str(tmp_path),
+    )
+    proc = popen_dying_with_us(w.argv, env=w.env, cwd=w.cwd, start_new_session=True)
+    try:
+
+        def started() -> list[psutil.Process] | None:
+            tree = psutil.Process(proc.pid).children(recursive=True)
+            names = [p.name() for p in tree]
+            return tree if names.count("sleep") == 2 and "slirp4netns" in names else None
+
+        tree = wait_until(started, 20)
+        assert tree, "the sandbox and its slirp4netns did not start"
+        slirp = next(p for p in tree if p.name() == "slirp4netns")
+        os.kill(proc.pid if victim == "bwrap" else slirp.pid, signal.SIGKILL)
+        if victim == "bwrap":
+            proc.wait(10)
+            assert wait_until(lambda: not [p for p in tree if _alive(p)], 10), tree
+        else:
+            assert wait_until(lambda: not _alive(slirp), 10)
+            assert proc.poll() is None  # (the program runs on without a network)
+    finally:
+        kill_tree(proc.pid, grace=0.0)
+        proc.wait(10)
+
+
+def _alive(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
