@@ -30,10 +30,11 @@ from thespian.actors import (
 )
 
 from tether.capacity.usage import TREE_TRAITS, UsageRecord
+from tether.health_node import HealthNode, health_node
 from tether.messages.calls import ErrorCode, Reply
 from tether.messages.codec import CodecError, decode, encode
 from tether.messages.control import Inject, Start
-from tether.processes import close_inherited_fds, die_with_parent, host_alive, process_info
+from tether.processes import close_inherited_fds, die_with_parent, host_alive
 
 WATCHDOG_PERIOD = 0.25  # seconds between checks that the host and our parent are alive
 
@@ -219,22 +220,19 @@ class TetherActor(Actor):
     def owned_pids(self) -> list[int]:
         return []
 
-    def health_node(self) -> dict[str, Any]:
+    def health_node(self) -> HealthNode:
         # (listed once: a process tree's descendants take psutil a scan of /proc, ~10 ms)
         pids = [os.getpid(), *self.owned_pids()]
-        return {
-            "name": self.name,
-            "kind": self.kind,
-            "key": self.key,
-            "state": self.state,
-            "uptime": round(time.monotonic() - self.started_at, 3),
-            "restarts": 0,
-            "last_error": self.last_error,
-            "pending": 0,
-            "pids": [process_info(p) for p in pids],
-            "children": [],
-            "usage": self.usage(pids).to_wire(),
-        }
+        return health_node(
+            self.name,
+            self.kind,
+            self.key,
+            self.state,
+            uptime=time.monotonic() - self.started_at,
+            last_error=self.last_error,
+            pids=pids,
+            usage=self.usage(pids).to_wire(),
+        )
 
     def usage(self, pids: list[int]) -> UsageRecord:
         """What this actor costs (`pids`: its process and what it owns) and whether it may

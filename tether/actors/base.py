@@ -40,6 +40,7 @@ from thespian.actors import ActorExitRequest, ThespianWatch
 from tether.actors.actor import TetherActor
 from tether.capacity.usage import EVICTED, UsageRecord, evicted_note, traits_of
 from tether.channels import ChannelPeer
+from tether.health_node import HealthNode
 from tether.messages.calls import Call, ErrorCode, Reply, ResourceError
 from tether.messages.codec import encode
 from tether.messages.control import (
@@ -217,7 +218,8 @@ class ResourceActor(TetherActor):
         elif isinstance(obj, Start):
             self._start(obj)
         elif isinstance(obj, HealthQuery):
-            self.send_encoded(sender, HealthReport(obj.query_id, self.health_node()))
+            node: dict[str, Any] = {**self.health_node()}  # (the wire carries a plain dict)
+            self.send_encoded(sender, HealthReport(obj.query_id, node))
         elif isinstance(obj, Inject):
             self._inject(obj, extra if extra is not None else sender)
         elif isinstance(obj, CancelCall):
@@ -466,7 +468,7 @@ class ResourceActor(TetherActor):
         busy = self._open.busy
         return UsageRecord.build(self.name, self.kind, pids, self._last_activity, busy, traits)
 
-    def health_node(self) -> dict[str, Any]:
+    def health_node(self) -> HealthNode:
         node = super().health_node()
         if self.state == "ready" and self._open.open:
             node["state"] = "busy"

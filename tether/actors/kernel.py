@@ -34,6 +34,7 @@ from typing import Any
 
 from tether.actors.base import ResourceActor, ResourceUnavailable
 from tether.capacity import ceiling
+from tether.health_node import HealthNode
 from tether.kernels import bridge
 from tether.kernels.cell import Cell
 from tether.kernels.handle import KernelHandle, tree_rss_mb
@@ -553,7 +554,7 @@ class KernelActor(ResourceActor):
         self._drop_kernel()
         self._drop_layer()
 
-    def health_node(self) -> dict[str, Any]:
+    def health_node(self) -> HealthNode:
         node = super().health_node()
         node["place"] = getattr(self, "place", Place.host()).describe()
         return node

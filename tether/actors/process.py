@@ -33,6 +33,7 @@ import psutil
 
 from tether.actors.base import FLUSH_RETRY, ResourceActor
 from tether.channels import OutBuffer
+from tether.health_node import HealthNode
 from tether.places import Place, Wrapped, wrap
 from tether.processes import kill_tree, popen_dying_with_us
 from tether.scratch import ProcessScratch
@@ -194,7 +195,7 @@ class ProcessActor(ResourceActor):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, sig)
 
-    def health_node(self) -> dict[str, Any]:
+    def health_node(self) -> HealthNode:
         """Health, with the place its subprocess runs in (tether.places)."""
         node = super().health_node()
         node["place"] = self.place_name
