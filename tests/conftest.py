@@ -24,8 +24,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-# on only with TETHER_CENSUS set: which tests start a real server, kernel or adapter
-pytest_plugins = ["tests.component_census"]
+# the census (on only with TETHER_CENSUS set: which tests start a real server, kernel or
+# adapter) and the longest-module-first order for the xdist workers
+pytest_plugins = ["tests.component_census", "tests.module_order"]
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 5.0, interval: float = 0.01) -> Any:
