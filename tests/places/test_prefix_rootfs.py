@@ -20,9 +20,12 @@ import pytest
 
 from tests.conftest import wait_until
 from tests.places.test_places import needs_sandbox
+from tests.vibe.test_vibe import output, spawn
 from tether.actors.kernel import kinds
+from tether.actors.vibe import KINDS as VIBE_KINDS
 from tether.places import Place, PlaceError
 from tether.places.rootfs import MARKER, debian_root, rootfs_place
+from tether.tools.vibe_workers import CommandBackend, VibeConfig
 
 try:
     ROOT: Path | None = debian_root()
@@ -83,6 +86,23 @@ def test_a_shell_command_runs_in_the_root(prefix_run: Any) -> None:
     assert lines[0] == 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"', res.text
     assert lines[1:3] == ["1000", "data.txt"], res.text
     assert "bwrap" in lines[3].split()[0], res.text  # (its own pid namespace: bwrap is pid 1)
+
+
+def test_a_worker_runs_its_shell_command_in_the_root(runtime_factory: Any, tmp_path: Path) -> None:
+    assert ROOT is not None
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    shutil.copy(Path(__file__).parent.parent / "vibe" / "worker.py", ws / "worker.py")
+    rt = runtime_factory(kinds=VIBE_KINDS)
+    place = rootfs_place(ROOT, {str(ws): "/srv/ws"}, rt.state_dir / "kernels" / "px")
+    backend = CommandBackend(["python3", str(ws / "worker.py")])  # (the root's python3)
+    config = VibeConfig(backends={"fast": backend})
+    run = rt.open_run("w", workdir=ws, vibe=True, vibe_config=config, place=place)
+    wid = spawn(run, "write out.txt done\nsh id -u; head -1 /etc/os-release; pwd")
+    text = wait_until(lambda: (lambda o: o if "exit 0" in o else None)(output(run, wid)), 30)
+    assert "1000" in text.split() and "/srv/ws" in text.split(), text
+    assert 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"' in text, text
+    assert (ws / "out.txt").read_text() == "done\n"
 
 
 def test_a_kernel_without_an_exchange_dir_says_what_to_map(
