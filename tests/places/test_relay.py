@@ -20,6 +20,7 @@ from tests.debug.conftest import GO_PROGRAM, need
 from tests.debug.support import gone, ok, session_pids
 from tests.places.test_places import needs_sandbox
 from tether.actors.kernel import kinds
+from tether.debug import adapters
 from tether.kernels.launch import KernelUnavailable, deno_binary
 from tether.places import relay
 
@@ -169,3 +170,11 @@ def test_delve_in_a_sandbox_stops_at_a_breakpoint(runtime: Any, tmp_path: Path) 
     assert "hello 3" in done.text, done.text  # the program's output, through dlv's stdout
     run.close()
     assert wait_until(lambda: gone(pids), 10)
+
+
+def test_delve_in_a_state_dir_too_deep_for_its_socket_is_refused_saying_so(tmp_path: Path) -> None:
+    deep = tmp_path / ("d" * 120)
+    deep.mkdir()
+    with pytest.raises(ValueError, match="too deep for one .* point TETHER_STATE_DIR"):
+        adapters.relayed_argv(adapters.BY_NAME["delve"], "dlv", deep)
+    assert not (deep / "relay.py").exists()

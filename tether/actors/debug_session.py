@@ -352,7 +352,10 @@ class DebugSessionActor(ProcessActor):
             raise DebugError(ErrorCode.UNAVAILABLE, why_not)
         self._relay_socket = ""
         if place is not None and place.kind == "sandbox" and row.transport == "tcp":
-            argv, self._relay_socket = adapters.relayed_argv(row, binary, self._scratch_dir())
+            try:
+                argv, self._relay_socket = adapters.relayed_argv(row, binary, self._scratch_dir())
+            except ValueError as e:
+                raise DebugError(ErrorCode.UNAVAILABLE, str(e)) from e
         # in the run's place: the adapter, and so the program it starts (tether.places)
         self._adapter_pid = self.spawn(
             argv, cwd=str(root), env=env, place=place, workspace=str(root)

@@ -281,6 +281,7 @@ def delve_mode(program: Path) -> str:
 
 SANDBOX_DAP_PORT = 4711  # delve's port in a sandbox: its network namespace is its own
 RELAY_SOCKET = "dap.sock"  # in the adapter's own directory, bound into the sandbox
+SOCKET_PATH_MAX = 104  # sun_path holds 108 bytes with its NUL; a longer path cannot be bound
 
 
 def place_refusal(row: AdapterRow, place: str) -> str:
@@ -301,11 +302,18 @@ def relayed_argv(row: AdapterRow, binary: str, directory: Path) -> tuple[list[st
     it listens on a fixed port of the sandbox's own loopback, and the host connects to the
     Unix socket returned, in the adapter's own 0700 directory (bound into the sandbox:
     only the runtime's uid and this sandbox reach it; DAP has no authentication of its
-    own). The relay script is copied there (the sandbox sees no tether source)."""
+    own). The relay script is copied there (the sandbox sees no tether source).
+    ValueError (saying what to do) if that directory is too deep for a socket path."""
+    sock = str(directory / RELAY_SOCKET)
+    if len(sock) >= SOCKET_PATH_MAX:
+        raise ValueError(
+            f"{row.name} in a sandbox is reached through a Unix socket in its own directory, "
+            f"and the runtime's state dir is too deep for one ({sock}): point "
+            "TETHER_STATE_DIR at a shorter path"
+        )
     script = directory / "relay.py"
     shutil.copyfile(relay.__file__, script)
     args = [a.replace("127.0.0.1:0", f"127.0.0.1:{SANDBOX_DAP_PORT}") for a in row.args]
-    sock = str(directory / RELAY_SOCKET)
     pairs = [(sock, SANDBOX_DAP_PORT)]
     return relay.argv(sys.executable, pairs, [binary, *args], script=str(script)), sock
 
