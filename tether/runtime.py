@@ -6,20 +6,17 @@
         rt.health(); rt.inject("kill_process", target="echo_process:k")
 
 A facade over the host package (DESIGN.md "Layout"): `tether.host.boot` boots a tree (the
-kinds, the actor system on a free port, the root's hello), `tether.host.engine` makes the
-calls, `tether.host.accounting` knows which processes are ours, `tether.host.healing`
-rebuilds the top of the tree when it dies. What stays here is the runtime's own state and
-the public surface.
+kinds, the actor system on a free port, the root's hello), `engine` makes the calls,
+`tree_control` asks the tree's own nodes (runs, health, faults), `accounting` knows which
+processes are ours, `healing` rebuilds the top of the tree when it dies, `services` runs
+the governor and metrics beside it. What stays here is the runtime's state and its
+public surface; a Run sees it as a `tether.runtime_port.RuntimePort`.
 
-Host side of the tree (DESIGN.md "The actor tree"): the host talks to the actors with
-thespian `tell` + `listen` and explicit deadlines, from one thespian `private()` context
-per calling thread (a shared system object hands replies to the wrong thread); a call to
-an actor the host already knows goes on that thread's call channel to it instead
-(`tether.channels`: a Unix socket, ~0.1 ms a round trip where thespian takes ~0.45).
-Every thespian connection into the tree proves the runtime's secret, made here at start
-and inherited by the tree at fork (`tether.host.transport_auth`).
-Every call carries a call id; a reply with another id — a late answer to a call that
-already timed out — is dropped, never handed to the next call.
+A call to an actor the host knows goes on the calling thread's call channel to it
+(`tether.channels`), anything else on thespian from one `private()` context per thread
+(tether.host.contexts), with an explicit deadline and a call id (a late reply to a call
+that timed out is dropped). Every thespian connection into the tree proves the runtime's
+secret, made here and inherited by the tree at fork (`tether.host.transport_auth`).
 
 No orphans: `shutdown()` stops the tree, then kills whatever the runtime started that is
 still alive (psutil, bounded). If the host dies without shutting down, every actor's
@@ -45,11 +42,8 @@ import psutil
 
 from tether.call_scope import CancelHandle
 from tether.capacity.governor import Governor
-from tether.capacity.measure import Budget
-from tether.capacity.policy import Settings
-from tether.cgroups import Cgroup
 from tether.health_node import HealthNode
-from tether.host import boot, transport_auth, tree_control
+from tether.host import boot, services, transport_auth, tree_control
 from tether.host.accounting import ProcessAccount
 from tether.host.boot import (
     RESOURCE_KIND_MODULES,
@@ -150,7 +144,7 @@ class Runtime:
         start_timeout: float = 10.0,
         state_dir: str | os.PathLike[str] | None = None,
         metrics_port: int | None = None,
-        place: Any = None,
+        place: Place | str | None = None,
         memory_budget: int | float | None = None,
         evict_idle_kernels_after: float | None = None,
     ) -> Runtime:
@@ -171,7 +165,7 @@ class Runtime:
         be stopped to make room (default None: a conversation's state is never stopped;
         a new resource is refused instead).
         """
-        budget, cgroup, settings = boot.capacity_settings(memory_budget, evict_idle_kernels_after)
+        capacity = boot.capacity_settings(memory_budget, evict_idle_kernels_after)
         rt = cls(_token=_START_TOKEN)
         rt.default_place = Place.parse(place)
         rt.state_dir = Path(state_dir) if state_dir else default_state_dir()
@@ -183,9 +177,15 @@ class Runtime:
             raise RuntimeStartError(str(exc)) from exc
         cls.reap_stale(rt.state_dir)
         rt._boot_on_a_free_port(admin_port, start_timeout)
-        rt._keep_budget(budget, cgroup, settings)
+        rt.governor = services.keep_budget(
+            capacity, rt.health, rt._account.thespian_pids, rt._evict, rt.kinds, rt.port_file
+        )
         if metrics_port is not None:
-            rt._serve_metrics(metrics_port)
+            try:
+                rt.metrics = services.serve_metrics(metrics_port, rt.health, rt.capacity)
+            except RuntimeStartError:
+                rt.shutdown()
+                raise
         return rt
 
     def _boot_on_a_free_port(self, admin_port: int | None, start_timeout: float) -> None:
@@ -294,21 +294,6 @@ class Runtime:
         threading.Thread(target=close, name="tether-old-tree", daemon=True).start()
 
     # --- capacity (tether.capacity) ---------------------------------------------------
-    def _keep_budget(self, budget: Budget, cgroup: Cgroup | None, settings: Settings) -> None:
-        status = self.port_file.with_suffix(".capacity") if self.port_file else None
-        self.governor = Governor(
-            budget,
-            cgroup,
-            settings,
-            health=lambda timeout: self.health(timeout=timeout),
-            top_pids=self._account.thespian_pids,
-            evict=self._evict,
-            kind_configs={k: spec.config for k, spec in self.kinds.items()},
-            status_file=status,
-        )
-        self.governor.sample()
-        self.governor.start()
-
     def _admit(self, call: Any) -> None:
         if self.governor is not None:
             self.governor.admit(call)
@@ -331,17 +316,6 @@ class Runtime:
         self._check_open()
         assert self.governor is not None
         return self.governor.summary()
-
-    def _serve_metrics(self, port: int) -> None:
-        self.metrics = Metrics(lambda timeout: self.health(timeout=timeout), self.capacity)
-        try:
-            self.metrics.serve(port)
-        except OSError as exc:
-            self.shutdown()
-            raise RuntimeStartError(
-                f"cannot serve metrics on 127.0.0.1:{port} ({exc}); pick another port or "
-                "pass metrics_port=0 for a free one"
-            ) from exc
 
     # --- processes (tether.host.accounting) -------------------------------------------
     def _tree_processes(self) -> list[psutil.Process]:

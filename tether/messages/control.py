@@ -8,6 +8,7 @@ encoded bytes in the thespian message `(bytes, address)`, see `tether.messages.c
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -121,7 +122,7 @@ class HealthReport:
     """One node of the health tree; `node["children"]` holds the subtree."""
 
     query_id: str
-    node: dict[str, Any]
+    node: Mapping[str, Any]  # a tether.health_node.HealthNode (a dict on the wire)
 
 
 @dataclass(frozen=True)
