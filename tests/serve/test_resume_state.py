@@ -104,6 +104,21 @@ def test_the_notes_say_what_came_back_and_what_did_not(tmp_path: Path) -> None:
     assert "vibe_wait" not in per_tool  # no worker ran
 
 
+def test_a_note_not_said_yet_is_said_after_a_second_restart(tmp_path: Path) -> None:
+    _old, _cards, doc = kept(tmp_path)
+    doc["held"]["kernels"] = ["python"]
+    second = Run(workdir=tmp_path)
+    data = json.dumps(doc).encode()
+    restored = run_state.restore(second, run_state.decode(data, HANDLE, second.workdir), CardLog())
+    _general, unsaid = run_state.resumed_notes(restored)
+    # the second server saves before any eval said it: its own run had no kernel
+    again = run_state.encode(run_state.snapshot(second, HANDLE, CardLog(), unsaid))
+    third = Run(workdir=tmp_path)
+    restored = run_state.restore(third, run_state.decode(again, HANDLE, third.workdir), CardLog())
+    assert restored.held["kernels"] == []
+    assert "(python) is gone" in run_state.resumed_notes(restored)[1]["eval"]
+
+
 def _mutate(doc: dict[str, Any], path: str, value: Any) -> None:
     *parents, last = path.split(".")
     node: Any = doc
@@ -133,6 +148,7 @@ REFUSALS = [
     ("debug.exceptions", ["sometimes"], "exceptions takes raised and/or uncaught"),
     ("cards.last", -1, "card record is malformed"),
     ("held.debugged", "yes", "what the old server held is malformed"),
+    ("unsaid", [], "notes not yet said are malformed"),
 ]
 
 

@@ -274,9 +274,10 @@ class Conversations:
             if conversation.closed:
                 return
             try:
-                data = run_state.encode(
-                    run_state.snapshot(conversation.run, handle, conversation.cards)
+                doc = run_state.snapshot(
+                    conversation.run, handle, conversation.cards, dict(conversation.notes)
                 )
+                data = run_state.encode(doc)
             except RuntimeError:  # a dict reshaped under the snapshot: try again
                 self._saver.mark(handle)
                 return

@@ -91,9 +91,13 @@ class CardLog:
 # ---- snapshot: the run's state as a document ---------------------------------------------
 
 
-def snapshot(run: Any, handle: str, cards: CardLog) -> dict[str, Any]:
-    """The kept state of `run` (takes each family's own lock). May raise RuntimeError when
-    another thread reshapes a dict meanwhile: the caller tries again later."""
+def snapshot(
+    run: Any, handle: str, cards: CardLog, unsaid: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The kept state of `run` (takes each family's own lock). `unsaid`: the notes of an
+    earlier restart not said yet (tool -> note), kept so a second restart still says them.
+    May raise RuntimeError when another thread reshapes a dict meanwhile: the caller tries
+    again later."""
     with cards.lock:
         card_doc = {"last": cards.last, "approved": [dict(a) for a in cards.approved]}
     return {
@@ -106,6 +110,7 @@ def snapshot(run: Any, handle: str, cards: CardLog) -> dict[str, Any]:
         "debug": _debug_doc(run.state),
         "cards": card_doc,
         "held": _held_doc(run.state),
+        "unsaid": dict(unsaid or {}),
     }
 
 
@@ -197,6 +202,9 @@ def decode(data: bytes, handle: str, workdir: Path) -> dict[str, Any]:
     _debug_check(doc.get("debug"), root)
     _cards_check(doc.get("cards"))
     _held_check(doc.get("held"))
+    unsaid = doc.get("unsaid")
+    _check(isinstance(unsaid, dict) and all(isinstance(v, str) for v in unsaid.values()),
+           "its notes not yet said are malformed")  # fmt: skip
     return doc
 
 
@@ -313,6 +321,7 @@ class Restored:
     ledger_files: int
     approved: list[int]
     held: dict[str, Any]
+    unsaid: dict[str, str] = field(default_factory=dict)
 
 
 def restore(run: Any, doc: Mapping[str, Any], cards: CardLog) -> Restored:
@@ -353,6 +362,7 @@ def restore(run: Any, doc: Mapping[str, Any], cards: CardLog) -> Restored:
         ledger_files=len(counts),
         approved=[a["card"] for a in cards.approved],
         held=dict(doc["held"]),
+        unsaid=dict(doc["unsaid"]),
     )
 
 
@@ -391,7 +401,7 @@ def resumed_notes(restored: Restored | None) -> tuple[str, dict[str, str]]:
                 f"; the approvals given before (cards {cards}) allowed those calls only: a new "
                 "call asks again"
             )
-        per_tool = _gone_notes(restored)
+        per_tool = {**restored.unsaid, **_gone_notes(restored)}
     general = (
         f"(this conversation was resumed by a restarted server: kept are {', '.join(kept)}; "
         f"gone is what lived in the old server's processes - {GONE} - and the next call that "
