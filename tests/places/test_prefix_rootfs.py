@@ -116,6 +116,17 @@ def test_a_kernel_without_an_exchange_dir_says_what_to_map(
     assert f"{rt.state_dir}/kernels/px" in res.text, res.text
 
 
+def test_a_prefix_that_cannot_enter_is_refused_at_open(
+    runtime_factory: Any, tmp_path: Path
+) -> None:
+    assert ROOT is not None
+    broken = ["bwrap", "--ro-bind", str(ROOT), "/", "--bind", str(tmp_path), "/nowhere/ws", "--"]
+    rt = runtime_factory(kinds=kinds(spares=0))
+    with pytest.raises(PlaceError, match="does not enter its environment here") as err:
+        rt.open_run("bad", workdir=tmp_path, place=Place.prefix(broken, {str(tmp_path): "/ws"}))
+    assert "Can't mkdir parents for /nowhere/ws" in str(err.value), err.value
+
+
 def test_a_missing_root_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(PlaceError, match=r"not built .*python -m tether.places.rootfs build"):
         debian_root(tmp_path)

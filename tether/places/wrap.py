@@ -23,10 +23,12 @@ that true.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
 import shutil
+import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -35,6 +37,8 @@ from tether.cgroups import Cgroup
 from tether.places import sandbox
 from tether.places.place import Place, PlaceError
 from tether.private_dirs import default_state_dir
+
+PROBE_TIMEOUT = 20.0  # s for `true` through a prefix command at open_run (a container's exec)
 
 
 @dataclass(frozen=True)
@@ -135,12 +139,35 @@ def check(place: Place) -> Place:
         sandbox.check_available()
         if place.network:
             sandbox.bwrap_argv(place, ["true"], "/", None)  # (says what network on lacks)
-    elif place.kind == "prefix" and shutil.which(place.command[0]) is None:
-        raise PlaceError(
-            f"the prefix place's command {place.command[0]!r} is not on PATH: install it, or "
-            "give its full path"
-        )
+    elif place.kind == "prefix":
+        if shutil.which(place.command[0]) is None:
+            raise PlaceError(
+                f"the prefix place's command {place.command[0]!r} is not on PATH: install it, "
+                "or give its full path"
+            )
+        problem = _enters(place.command)
+        if problem:
+            raise PlaceError(
+                f"the prefix place's command does not enter its environment here: `true` "
+                f"through it failed ({problem}); fix the command or its paths"
+            )
     return place
+
+
+@functools.lru_cache(maxsize=64)
+def _enters(command: tuple[str, ...]) -> str:
+    """Empty if `true` runs through the prefix command, else why not (once per command:
+    a container that is not running, a root without a mount point for a mapped path)."""
+    try:
+        done = subprocess.run(
+            [*command, "env", "true"], capture_output=True, timeout=PROBE_TIMEOUT, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    if done.returncode == 0:
+        return ""
+    said = done.stderr.decode("utf-8", "replace").strip()[-400:]
+    return said or f"exit status {done.returncode}"
 
 
 def _rlimits(place: Place) -> list[str]:
