@@ -177,6 +177,13 @@ _RUN_IN_BLOCK = (
 DIVERGENCES: dict[tuple[str, str], str] = {
     ("dart", "print($X)"): _SCAFFOLD,
     ("javascript", "delete: $X"): _SCAFFOLD,
+    ("solidity", "require($C, $M);"): _SCAFFOLD,
+    ("solidity", "emit $E($$$A);"): _SCAFFOLD,
+    ("json", '{ "a": [$X, $Y] }'): (
+        "no metavariable character is a JSON value, so `[$X, $Y]` is an array holding an "
+        "ERROR node, which the CLI compares as such and never matches; we read an ERROR of "
+        "only metavariables and punctuation as its pieces, the values the array wants"
+    ),
     ("go", "fmt.Println($$$A)"): _SCAFFOLD,
     ("csharp", "var $V = $E"): _SCAFFOLD,
     ("nix", "$K = $V;"): _SCAFFOLD,

@@ -39,6 +39,10 @@ FOUND = [
     ("c", "for ($$$H) { $$$B }", "void f(int n) { for (int i = 0; i < n; i++) { g(i); } }\n", {"B": "g(i);"}),
     # C's `$S` stands for a whole statement, a block too
     ("c", "if ($C) $S", "void f(int n) { if (n) { a(); } }\n", {"S": "{ a(); }"}),
+    # Solidity statements read inside a contract's function; JSON values in an array
+    ("solidity", "require($C, $M);", 'contract K { function f() public { require(x > 0, "neg"); } }\n', {"M": '"neg"'}),
+    ("solidity", "Test", 'import { Test } from "t.sol";\n', {}),
+    ("json", "[$X, $Y]", "[1, 2]\n[1, 2, 3]\n", {"X": "1", "Y": "2"}),
     # a reserved word may name a JavaScript property
     ("javascript", "delete: $X", "const o = { delete: 1 };\n", {"X": "1"}),
     # not valid code, matched through its ERROR node as ast-grep does

@@ -296,6 +296,14 @@ CONTEXTS: dict[str, tuple[Context, ...]] = {
         Context("class member", "<?php\nclass __tether_C {\n", "\n}"),
     ),
     "ruby": (RAW_STATEMENT, Context("class member", "class TetherC\n", "\nend")),
+    # Solidity statements live in a contract's function; its top level takes only
+    # declarations (`import`, `pragma`, `contract`), so `require($C, $M);` read raw found
+    # nothing (as the CLI, which reads it so)
+    "solidity": (
+        Context("statement", "contract __tether_C { function __tether_f() public {\n", "\n} }"),
+        Context("contract member", "contract __tether_C {\n", "\n}"),
+        RAW_DECLARATION,
+    ),
     # a Nix file is one expression: a binding (`$K = $V;`) lives in an attribute set
     "nix": (RAW_STATEMENT, Context("binding", "{\n", "\n}")),
 }

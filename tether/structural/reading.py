@@ -214,11 +214,12 @@ class _Converter:
             # an ERROR node without a metavariable is matched by its text (a Go rune
             # literal of several characters): its pieces are no structure to compare
             return Terminal(n.kind_id, n.type, text, True)
-        kids = tuple(
-            self.convert(c)
+        kept = [
+            c
             for c in n.children
             if not c.is_missing and (not c.is_extra or c.is_error) and not self._ours(c)
-        )
+        ]
+        kids = tuple(_spliced([(c.is_error and not n.is_error, self.convert(c)) for c in kept]))
         if not kids and n.start_byte == n.end_byte:
             return MetaVar(None, multi=True)
         if any(self._ours(c) and c.start_byte + 1 in self.inserted for c in n.children):
@@ -227,6 +228,22 @@ class _Converter:
             # whose children these are (C++'s range `for`, Java's enhanced `for` too)
             return Internal(ERROR_KIND, "ERROR", kids)
         return Internal(n.kind_id, n.type, kids)
+
+
+def _spliced(kids: list[tuple[bool, PNode]]) -> Iterator[PNode]:
+    """The children, each ERROR node (flagged True) of only metavariables and punctuation
+    replaced by its pieces: JSON's `[$X, $Y]` is an array holding an ERROR (no
+    metavariable character is a JSON value), and its metavariables stand for the values
+    the array wants there."""
+    for error, k in kids:
+        if error and isinstance(k, Internal) and k.children:
+            pieces = k.children
+            if all(
+                isinstance(c, MetaVar) or (isinstance(c, Terminal) and not c.named) for c in pieces
+            ):
+                yield from pieces
+                continue
+        yield k
 
 
 def _strip_closer(p: PNode, closer: str) -> tuple[PNode, int | None]:
@@ -243,8 +260,13 @@ def _strip_closer(p: PNode, closer: str) -> tuple[PNode, int | None]:
             if node is p and len(p.children) == 2 and isinstance(p.children[0], Internal):
                 # a node that only holds what was written and our closer (C#'s local
                 # declaration statement around `int $A = 0`): what was written is the
-                # pattern, and it matches a field's declaration too
-                return p.children[0], None
+                # pattern, and it matches a field's declaration too; a wrapper of one
+                # node is that node (Solidity's `(expression Test)` around a name), as
+                # ast-grep descends a pattern's single-child nodes
+                inner: PNode = p.children[0]
+                while isinstance(inner, Internal) and len(inner.children) == 1:
+                    inner = inner.children[0]
+                return inner, None
             rebuilt: PNode = Internal(node.kind_id, node.kind, node.children[:-1])
             for up in reversed(chain[:-1]):
                 rebuilt = Internal(up.kind_id, up.kind, (*up.children[:-1], rebuilt))
