@@ -20,6 +20,7 @@ import psutil
 import pytest
 
 from tests.conftest import wait_until
+from tests.lsp.lsp_support import copy_project
 from tests.places.test_places import needs_sandbox
 from tether.actors.kernel import kinds
 from tether.places import Place, PlaceError, wrap
@@ -284,3 +285,16 @@ def _alive(p: psutil.Process) -> bool:
         return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+@needs_egress
+@pytest.mark.skipif(shutil.which("basedpyright-langserver") is None, reason="basedpyright")
+def test_a_language_server_speaks_lsp_in_a_network_on_sandbox(runtime: Any, tmp_path: Path) -> None:
+    """Its stdout is its LSP stream: nothing of slirp4netns's may land in it."""
+    root = copy_project("python", tmp_path / "py")
+    run = runtime.open_run("lsp-net", workdir=root, place=Place.sandbox(network=True))
+    args = {"action": "hover", "file": "shapes/report.py", "line": 4, "symbol": "total_area"}
+    hover = run.call("lsp", args)
+    assert not hover.is_error and hover.data["hover"], hover.text
+    status = run.call("lsp", {"action": "status"})
+    assert status.data["running"][0]["place"] == "sandbox (bubblewrap, network on)", status.data
