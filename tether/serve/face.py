@@ -42,6 +42,7 @@ from tether.serve.config import ConfigError
 from tether.serve.conversations import Conversation, ConversationError, Conversations, Full
 from tether.serve.elicit import can_park
 from tether.serve.parking import KEEP_FINISHED, Park, Parking, Pending
+from tether.serve.progress import Probe, probe_for
 from tether.tools.export import export_schema
 from tether.tools.registry import Registry
 from tether.tools.results import ToolResult
@@ -165,7 +166,7 @@ class ServeFace:
         if can_park(ctx):
             return await self._park(ctx, conversation, name, args, scope)
         self.conversations.begin(conversation, scope)
-        progress = _progress_task(ctx, name)
+        progress = _progress_task(ctx, name, probe_for(conversation.run, name))
         try:
             with conversation.port.serving(ctx):
                 result = await self._call(conversation.run, name, args, scope)
@@ -232,7 +233,7 @@ class ServeFace:
     ) -> types.CallToolResult | types.InputRequiredResult:
         """Wait for the parked call's result or its next card. A client that goes away
         while waiting cancels the call, as it does an unparked one."""
-        progress = _progress_task(ctx, park.tool)
+        progress = _progress_task(ctx, park.tool, probe_for(conversation.run, park.tool))
         try:
             step = await park.next()
         except asyncio.CancelledError:
@@ -323,8 +324,11 @@ def with_conversation(schema: dict[str, Any]) -> dict[str, Any]:
     return {**schema, "inputSchema": inputs}
 
 
-def _progress_task(ctx: ServerRequestContext[Any], name: str) -> asyncio.Task[None] | None:
-    """With a progress token: a notification each second once the call took 1 s."""
+def _progress_task(
+    ctx: ServerRequestContext[Any], name: str, probe: Probe | None = None
+) -> asyncio.Task[None] | None:
+    """With a progress token: a notification each second once the call took 1 s, saying
+    what `probe` says the call waits on (serve.progress)."""
     meta: Any = ctx.meta or {}  # a TypedDict: the wire key, or its Python name
     if meta.get("progressToken", meta.get("progress_token")) is None:
         return None
@@ -334,8 +338,13 @@ def _progress_task(ctx: ServerRequestContext[Any], name: str) -> asyncio.Task[No
         with contextlib.suppress(Exception):  # a closed stream ends the ticks, not the call
             await asyncio.sleep(PROGRESS_AFTER)
             while True:
+                detail = ""
+                if probe is not None:
+                    with contextlib.suppress(Exception):  # (a probe never fails the call)
+                        detail = await anyio.to_thread.run_sync(probe, abandon_on_cancel=True)
                 elapsed = time.monotonic() - started
-                await ctx.session.report_progress(elapsed, None, f"{name}: {elapsed:.0f}s")
+                message = f"{name}: {elapsed:.0f}s" + (f", {detail}" if detail else "")
+                await ctx.session.report_progress(elapsed, None, message)
                 await asyncio.sleep(1.0)
 
     return asyncio.get_running_loop().create_task(tick())

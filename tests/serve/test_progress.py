@@ -1,0 +1,62 @@
+"""Progress over HTTP says what a long call waits on: a first lsp query on a TypeScript
+project hears that its server is indexing (its `$/progress` title), at 2026-07-28 and in a
+2025-11-25 session, from the real typescript-language-server."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from tests.serve.conftest import VERSIONS, start_server, text
+
+VENV_BIN = Path(__file__).resolve().parents[2] / ".venv" / "bin"
+
+
+def ts_project(root: Path, modules: int = 300) -> Path:
+    """A project big enough that tsserver's start ('Initializing JS/TS ...') takes seconds."""
+    (root / "src").mkdir(parents=True)
+    (root / "package.json").write_text('{"name": "p", "version": "1.0.0"}')
+    (root / "tsconfig.json").write_text('{"compilerOptions": {"strict": true}, "include": ["src"]}')
+    line = "export function f{i}_{j}(x: number): number {{ return x + {j}; }}\n"
+    for i in range(modules):
+        body = "".join(line.format(i=i, j=j) for j in range(40))
+        (root / "src" / f"m{i}.ts").write_text(body)
+    (root / "src" / "main.ts").write_text(
+        "import { f1_1 } from './m1';\nexport const y = f1_1(2);\n"
+    )
+    return root
+
+
+@pytest.mark.parametrize("mode", VERSIONS)
+def test_a_first_lsp_query_hears_that_its_server_is_indexing(tmp_path: Path, mode: str) -> None:
+    path = f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
+    if shutil.which("typescript-language-server", path=path) is None:
+        pytest.skip("typescript-language-server is not installed: run bash scripts/install.sh")
+    server = start_server(tmp_path, workdirs={"ts": ts_project(tmp_path / "ts")})
+    seen: list[str] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(message or "")
+
+    async def scenario() -> Any:
+        async with server.client(mode) as client:
+            opened = await client.call_tool("open_conversation", {"workdir": "ts"})
+            handle = opened.structured_content["conversation"]
+            args = {"action": "hover", "file": "src/main.ts", "line": 2, "symbol": "f1_1"}
+            return await client.call_tool(
+                "lsp", {"conversation": handle, **args}, progress_callback=on_progress
+            )
+
+    try:
+        hover = anyio.run(scenario)
+    finally:
+        server.stop()
+    assert not hover.is_error and "f1_1(x: number): number" in text(hover), text(hover)
+    indexing = [m for m in seen if "typescript-language-server indexing: Initializing JS/TS" in m]
+    assert indexing, seen
+    assert all(m.startswith("lsp: ") for m in seen), seen
