@@ -21,9 +21,10 @@ import pytest
 from tests.conftest import wait_until
 from tests.places.test_places import needs_sandbox
 from tests.vibe.test_vibe import output, spawn
+from tether import cgroups
 from tether.actors.kernel import kinds
 from tether.actors.vibe import KINDS as VIBE_KINDS
-from tether.places import Place, PlaceError
+from tether.places import Limits, Place, PlaceError, wrap
 from tether.places.rootfs import MARKER, debian_root, rootfs_place
 from tether.tools.vibe_workers import CommandBackend, VibeConfig
 
@@ -103,6 +104,27 @@ def test_a_worker_runs_its_shell_command_in_the_root(runtime_factory: Any, tmp_p
     assert "1000" in text.split() and "/srv/ws" in text.split(), text
     assert 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"' in text, text
     assert (ws / "out.txt").read_text() == "done\n"
+
+
+@pytest.mark.skipif(bool(cgroups.missing(Limits())), reason="no cgroup is delegated here")
+def test_a_fork_bomb_in_the_root_meets_its_place_pids_limit(tmp_path: Path) -> None:
+    assert ROOT is not None
+    place = rootfs_place(ROOT, {str(tmp_path): "/srv/ws"}, tmp_path / "px", Limits(pids=40))
+    bomb = (
+        "import subprocess\nprocs = []\n"
+        "try:\n    for _ in range(200): procs.append(subprocess.Popen(['sleep', '30']))\n"
+        "except OSError as e: print('refused after', len(procs))\n"
+        "for p in procs: p.kill()\n"
+    )
+    wrapped = wrap(place, ["python3", "-c", bomb], cwd=str(tmp_path), group="px-pids")
+    try:
+        done = subprocess.run(wrapped.argv, env=wrapped.env, capture_output=True, timeout=60)
+        out = done.stdout.decode()
+        assert "refused after" in out, (out, done.stderr)
+        assert 30 <= int(out.split()[2]) < 40, out
+        assert wrapped.cgroup is not None and "refused new processes" in wrapped.exit_reason()
+    finally:
+        wrapped.release()
 
 
 def test_a_kernel_without_an_exchange_dir_says_what_to_map(

@@ -18,7 +18,11 @@ that true.
   `tether.cgroups.rlimit_argv`.
 - prefix: the place's command, then `env -C <cwd inside> VAR=value... argv` with the
   paths mapped (`Place.inside`); what the environment does with signals is its own (a
-  container's `exec` session dies with the command it ran).
+  container's `exec` session dies with the command it ran). The command starts in the
+  place's cgroup, where one is delegated: that bounds what it starts as its children (a
+  bubblewrap or chroot entry: `tether.places.rootfs`); a container's `exec` runs in the
+  container's own cgroup, which its own limits bound. No rlimit fallback there (prlimit
+  would have to be in the environment).
 """
 
 from __future__ import annotations
@@ -99,14 +103,14 @@ def wrap(
     workspace: the conversation's directory (read-write in a sandbox); rw: directories of
     this process's own, bound read-write (a sandbox) at their own path; ro: toolchains
     beyond the runtime's own. group: the place instance (a run id) whose processes share
-    one cgroup with the place's limits (sandbox; "" for none)."""
+    one cgroup with the place's limits (sandbox and prefix; "" for none)."""
     if not argv:
         raise PlaceError("nothing to run: the argv is empty")
     environ = dict(os.environ if env is None else env)
     if place.kind == "host":
         return Wrapped(list(argv), environ, cwd, place)
     if place.kind == "prefix":
-        return _prefix(place, argv, cwd, environ)
+        return _prefix(place, argv, cwd, environ, group)
     program = _resolve(argv[0], environ)
     cgroup = None
     if group and not cgroups.rlimits_only():
@@ -197,7 +201,9 @@ def _program_roots(program: str) -> list[str]:
     return sandbox.toolchain_roots([program]) if os.sep in program else []
 
 
-def _prefix(place: Place, argv: Sequence[str], cwd: str, env: dict[str, str]) -> Wrapped:
+def _prefix(
+    place: Place, argv: Sequence[str], cwd: str, env: dict[str, str], group: str
+) -> Wrapped:
     state = str(default_state_dir())
     given = {
         k: v
@@ -207,7 +213,14 @@ def _prefix(place: Place, argv: Sequence[str], cwd: str, env: dict[str, str]) ->
     assigns = [f"{k}={_map_value(place, v)}" for k, v in sorted(given.items())]
     inner = [_map_value(place, a) for a in argv]
     command = [*place.command, "env", "-C", place.inside(cwd), *assigns, *inner]
-    return Wrapped(command, dict(os.environ), cwd, place)
+    cgroup = None
+    if group and not cgroups.rlimits_only():
+        cgroup = cgroups.make(cgroup_name(group), place.limits)
+    if cgroup is None:
+        return Wrapped(command, dict(os.environ), cwd, place)
+    baseline = (cgroup.oom_kills(), cgroup.pids_refused())
+    joined = [*cgroup.join_argv(), *command]
+    return Wrapped(joined, dict(os.environ), cwd, place, cgroup, baseline)
 
 
 def _map_value(place: Place, value: str) -> str:
