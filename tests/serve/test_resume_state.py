@@ -210,3 +210,53 @@ def test_the_keeping_registry_wraps_every_tool_and_the_default_stays_as_it_was()
     assert seen == [("r-1", "read")]
     embedded = Run(workdir=Path.cwd())  # (the default registry: no serve hook)
     assert not embedded.call("read", {"path": "pyproject.toml"}).text.startswith("noted")
+
+
+class BareRuntime:
+    """What `Conversations` needs of a runtime for the host-side state alone: runs with no
+    actor tree (a bare `Run`: its staging, ledger and breakpoints are plain data)."""
+
+    def open_run(self, run_id: str, **options: Any) -> Run:
+        options = {k: v for k, v in options.items() if k in ("workdir", "registry", "surface")}
+        return Run(run_id=run_id, **options)
+
+
+def served(state: Path, workdir: Path) -> Any:
+    from tether.serve.config import load
+    from tether.serve.conversations import Conversations
+
+    return Conversations(BareRuntime(), load(None, [f"app={workdir}"]), state)
+
+
+def test_conversations_keep_and_resume_through_the_state_dir(tmp_path: Path) -> None:
+    state, work = tmp_path / "state", tmp_path / "app"
+    state.mkdir(mode=0o700)
+    work.mkdir()
+    (work / "a.py").write_text("print(1)\n")
+    first = served(state, work)
+    conversation = first.open("app")
+    staging, _lock = run_staging(conversation.run.state)
+    path = str(conversation.run.workdir / "a.py")
+    staging.stage("p", "r", [StagedFile("a.py", path, digest(b"print(1)\n"), b"log(1)\n", 1)])
+    assert first.close_all() == 1  # (the drain's last save)
+    kept = state / "serve-runs" / f"{conversation.handle}.state"
+    assert kept.exists() and (kept.stat().st_mode & 0o777) == 0o600
+    second = served(state, work)
+    assert second.resume() == [conversation.handle]
+    again = second.get(conversation.handle)
+    assert "1 staged edit (edit_1" in again.take_note()
+    assert commit(run_staging(again.run.state)[0].get("edit_1")) == ["a.py"]
+    second.close(conversation.handle)  # closed: nothing of it is kept for a restart
+    assert not kept.exists() and served(state, work).resume() == []
+
+
+def test_a_handles_file_that_is_not_ours_resumes_nothing(tmp_path: Path) -> None:
+    state, work = tmp_path / "state", tmp_path / "app"
+    state.mkdir(mode=0o700)
+    work.mkdir()
+    served(state, work).open("app")
+    (state / "serve-conversations").chmod(0o644)  # others may read it: not one we wrote
+    assert served(state, work).resume() == []
+    (state / "serve-conversations").chmod(0o600)
+    (state / "serve-conversations").write_text(json.dumps({"../../x": {"workdir": "app"}}))
+    assert served(state, work).resume() == ["'../../x' not resumed: not a handle this server mints"]

@@ -21,7 +21,6 @@ that state back; what did not survive is said in the conversation's next results
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import sys
 import threading
@@ -41,6 +40,7 @@ from tether.serve.run_state import CardLog, RunStateError
 from tether.tools.results import ToolResult
 
 STORE = "serve-conversations"  # (no .json: older runtimes reaped every *.json as a port file)
+STORE_BYTES = 16 << 20  # the handles of max_conversations fit many times over
 KEEP_FLUSH = 10.0  # s a shutdown waits for the saves under way before its own last ones
 
 
@@ -200,8 +200,10 @@ class Conversations:
         workdir still allowed); each says so in front of its next result. Returns a line
         per handle (resumed, or why not)."""
         try:
-            saved = json.loads(self._store.read_text()) if self._store else {}
-        except (OSError, ValueError):
+            data = run_store.read_private(self._store, STORE_BYTES) if self._store else None
+            saved = json.loads(data) if data else {}
+        except (OSError, ValueError) as e:  # (RunStateError too) said, and started afresh
+            _log(f"{self._store} was not read, no conversation is resumed: {e}")
             saved = {}
         resumed = []
         for handle, entry in saved.items() if isinstance(saved, dict) else ():
@@ -299,11 +301,7 @@ class Conversations:
         if self._store is None:
             return
         data = {h: {"workdir": c.workdir.name, "opened": c.opened} for h, c in self._open.items()}
-        tmp = self._store.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f)
-        os.replace(tmp, self._store)
+        run_store.write_private(self._store, json.dumps(data).encode())
 
     def get(self, handle: Any) -> Conversation:
         if not isinstance(handle, str) or not handle:

@@ -69,28 +69,11 @@ class Store:
 
     def save(self, handle: str, data: bytes) -> None:
         ensure_private_dir(self.directory)
-        atomic_files.commit([atomic_files.Write(self.path(handle), data, 0o600)])
+        write_private(self.path(handle), data)
 
     def load(self, handle: str) -> bytes | None:
         """The file's bytes (None: no file), or RunStateError when it is not ours to read."""
-        path = self.path(handle)
-        try:
-            f = atomic_files.open_regular(path)
-        except FileNotFoundError:
-            return None
-        except OSError as e:  # a symlink (ELOOP), a FIFO, ...: not a file we wrote
-            raise RunStateError(f"{path} is not a regular file ({e.strerror or e})") from None
-        with f:
-            info = os.fstat(f.fileno())
-            if info.st_uid != os.getuid() or info.st_mode & 0o077:
-                raise RunStateError(
-                    f"{path} was not written by this server (owner uid {info.st_uid}, mode "
-                    f"{stat.S_IMODE(info.st_mode):o}; ours are 0600 and yours)"
-                )
-            data = f.read(MAX_BYTES + 1)
-        if len(data) > MAX_BYTES:
-            raise RunStateError(f"{path} is over {MAX_BYTES >> 20} MiB")
-        return data
+        return read_private(self.path(handle), MAX_BYTES)
 
     def set_aside(self, handle: str) -> Path | None:
         """Move a refused file out of the way (kept for the operator, never read again)."""
@@ -112,6 +95,34 @@ class Store:
         except OSError:
             return []
         return [n[: -len(SUFFIX)] for n in names if n.endswith(SUFFIX)]
+
+
+def read_private(path: Path, limit: int) -> bytes | None:
+    """The bytes of `path` if it is a regular file of this user that no one else may read
+    or write, at most `limit` of them; None if there is none; else RunStateError saying why
+    (a symlink, a FIFO, another owner, a group or other bit: not a file this server wrote)."""
+    try:
+        f = atomic_files.open_regular(path)
+    except FileNotFoundError:
+        return None
+    except OSError as e:  # ELOOP for a symlink, NotRegularFile for a FIFO or a directory
+        raise RunStateError(f"{path} is not a regular file ({e.strerror or e})") from None
+    with f:
+        info = os.fstat(f.fileno())
+        if info.st_uid != os.getuid() or info.st_mode & 0o077:
+            raise RunStateError(
+                f"{path} was not written by this server (owner uid {info.st_uid}, mode "
+                f"{stat.S_IMODE(info.st_mode):o}; ours are 0600 and yours)"
+            )
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise RunStateError(f"{path} is over {limit >> 20} MiB")
+    return data
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """`path` holds `data`, mode 0600, replaced whole (`tether.atomic_files`)."""
+    atomic_files.commit([atomic_files.Write(path, data, 0o600)])
 
 
 # ---- the saver: writes off the event loop ------------------------------------------------
