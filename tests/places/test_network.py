@@ -23,7 +23,7 @@ from tests.conftest import wait_until
 from tests.lsp.lsp_support import copy_project
 from tests.places.test_places import needs_sandbox
 from tether.actors.kernel import kinds
-from tether.places import Place, PlaceError, wrap
+from tether.places import Place, PlaceError, egress, wrap
 from tether.places.egress import NEEDED
 from tether.processes import kill_tree, popen_dying_with_us
 
@@ -298,3 +298,39 @@ def test_a_language_server_speaks_lsp_in_a_network_on_sandbox(runtime: Any, tmp_
     assert not hover.is_error and hover.data["hover"], hover.text
     status = run.call("lsp", {"action": "status"})
     assert status.data["running"][0]["place"] == "sandbox (bubblewrap, network on)", status.data
+
+
+@needs_egress
+def test_a_host_resolver_on_loopback_is_replaced_by_slirps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A host whose /etc/resolv.conf names 127.0.0.53 (systemd-resolved): inside, that is
+    the sandbox's own loopback, so the sandbox gets slirp4netns's forwarder (10.0.2.3),
+    which asks the host's real resolver. Names resolve, as on the host."""
+    host_file = tmp_path / "resolv.conf"
+    host_file.write_text("nameserver 127.0.0.53\noptions edns0 trust-ad\nsearch .\n")
+    monkeypatch.setattr(egress, "RESOLV_CONF", str(host_file))
+    code = (
+        "import socket; print(open('/etc/resolv.conf').read().split('\\n')[:2]); "
+        "print(socket.getaddrinfo('pypi.org', 443)[0][4][0])"
+    )
+    w = wrap(
+        Place.sandbox(network=True),
+        [sys.executable, "-c", code],
+        cwd=str(tmp_path),
+        workspace=str(tmp_path),
+    )
+    done = subprocess.run(w.argv, env=w.env, capture_output=True, text=True, timeout=60)
+    try:
+        on_host = socket.getaddrinfo("pypi.org", 443)[0][4][0]
+    except OSError as exc:
+        pytest.skip(f"this machine does not resolve pypi.org itself: {exc}")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "['nameserver 10.0.2.3', 'options edns0 trust-ad']",
+        on_host,
+    ], done.stdout
+    assert egress.resolver() != []  # (and with the machine's own file, whatever it names)
+    monkeypatch.setattr(egress, "RESOLV_CONF", "/etc/resolv.conf")
+    mine = Path("/etc/resolv.conf").read_text()
+    assert (egress.resolver() == []) == ("nameserver 127." not in mine), mine

@@ -37,6 +37,9 @@ from tether.places.place import PlaceError
 
 HELPER = str(Path(__file__).with_name("egress_helper.py"))
 TUN = "/dev/net/tun"  # where slirp4netns makes the sandbox's tap device
+RESOLV_CONF = "/etc/resolv.conf"  # the host's resolver file, read
+RESOLV_PATH = "/etc/resolv.conf"  # where the sandbox looks for its own
+SLIRP_DNS = "10.0.2.3"  # slirp4netns's DNS forwarder, on its virtual network
 NEEDED = (
     ("slirp4netns", "slirp4netns"),  # (the program, its Debian package)
     ("nsenter", "util-linux"),
@@ -77,4 +80,22 @@ def _mode(path: str) -> str:
 def network_argv(bwrap: Sequence[str]) -> list[str]:
     """`bwrap` (a bubblewrap command line, `-- COMMAND` at its end) with egress in its
     network namespace: the spawned pid still becomes bwrap's (egress_helper.py)."""
-    return [sys.executable, "-I", "-S", HELPER, *programs(), "--", *bwrap]
+    return [sys.executable, "-I", "-S", HELPER, *programs(), *resolver(), "--", *bwrap]
+
+
+def resolver() -> list[str]:
+    """[path, text] of the resolver file a network-on sandbox sees instead of the host's,
+    or [] to see the host's. A host whose resolver is on its loopback (systemd-resolved's
+    127.0.0.53, a local dnsmasq) would send the sandbox to its own, empty loopback: it gets
+    slirp4netns's DNS forwarder instead (which asks the host's resolver for it), with the
+    host file's other lines (search, options) kept. Bound at the file's real path (it is
+    often a symlink into /run)."""
+    try:
+        lines = Path(RESOLV_CONF).read_text().splitlines()
+    except OSError:
+        return []
+    servers = [ln.split()[1] for ln in lines if ln.split()[:1] == ["nameserver"] and ln.split()[1:]]
+    if not any(s.startswith("127.") or s == "::1" for s in servers):
+        return []
+    kept = [ln for ln in lines if ln.split()[:1] != ["nameserver"]]
+    return [os.path.realpath(RESOLV_PATH), "\n".join([f"nameserver {SLIRP_DNS}", *kept]) + "\n"]

@@ -2,7 +2,7 @@
 with user-mode egress in its network namespace. Standard library only (it is not imported
 as part of tether, and -S skips site-packages: it starts in a few ms).
 
-    egress_helper.py SLIRP4NETNS NSENTER IP -- BWRAP [options...] -- COMMAND...
+    egress_helper.py SLIRP4NETNS NSENTER IP [RESOLV_PATH RESOLV_TEXT] -- BWRAP [options...] -- COMMAND...
 
 The process forks. The parent execs bubblewrap (so the pid its owner spawned is bwrap's,
 as without network: its return code and `kill_tree` mean the same), with `--info-fd` and
@@ -24,6 +24,9 @@ and the gate says the sandbox is set up:
 4. execs slirp4netns (`--disable-host-loopback`: its gateway never leads to the host's
    127.0.0.1) with its ready-fd the gate's go pipe, so COMMAND starts only with egress up,
    and its exit-fd a pipe every sandbox process holds: it ends with the sandbox.
+
+RESOLV_PATH RESOLV_TEXT: the resolver file to show inside instead of the host's (given
+when the host's resolver is on its loopback: `tether.places.egress.resolver`).
 
 If any step fails, the child says why on stderr and exits, the go pipe closes without its
 byte, and the gate ends the sandbox with status 125 and a message, before COMMAND ran.
@@ -49,10 +52,15 @@ GATE = (
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) < 6 or argv[3] != "--" or "--" not in argv[5:]:
-        sys.exit("usage: egress_helper.py SLIRP4NETNS NSENTER IP -- BWRAP [options] -- CMD...")
+    head = argv.index("--") if "--" in argv else -1
+    if head not in (3, 5) or "--" not in argv[head + 2 :]:
+        sys.exit(
+            "usage: egress_helper.py SLIRP4NETNS NSENTER IP [RESOLV_PATH RESOLV_TEXT] -- "
+            "BWRAP [options] -- CMD..."
+        )
     slirp, nsenter, ip = argv[:3]
-    bwrap = argv[4:]
+    bwrap = argv[head + 1 :]
+    resolv = _resolv_args(*argv[3:head]) if head == 5 else []
     info_r, info_w = os.pipe()
     here_r, here_w = os.pipe()
     go_r, go_w = os.pipe()
@@ -70,8 +78,27 @@ def main(argv: list[str]) -> None:
     gate = ["/bin/sh", "-c", GATE.format(here=here_w, go=go_r, failed=GATE_FAILED), "tether-net"]
     os.execv(
         bwrap[0],
-        [bwrap[0], "--info-fd", str(info_w), *bwrap[1:split], "--", *gate, *bwrap[split + 1 :]],
+        [
+            bwrap[0],
+            "--info-fd",
+            str(info_w),
+            *bwrap[1:split],
+            *resolv,
+            "--",
+            *gate,
+            *bwrap[split + 1 :],
+        ],
     )
+
+
+def _resolv_args(path: str, text: str) -> list[str]:
+    """bwrap options that put `text` at `path` inside (read-only): the resolver file, when
+    the host's names a resolver on its loopback, which inside is the sandbox's own."""
+    data_r, data_w = os.pipe()
+    os.write(data_w, text.encode())  # (a few lines: well within a pipe's buffer)
+    os.close(data_w)
+    os.set_inheritable(data_r, True)
+    return ["--ro-bind-data", str(data_r), path]
 
 
 def _setup(
