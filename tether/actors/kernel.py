@@ -4,27 +4,18 @@ JavaScript interpreter; `kinds()` declares it with the spare pool (`tether.actor
 One KernelActor per run and language owns one Jupyter kernel process (ipykernel, or
 Deno's `deno jupyter`), started on the first cell, or handed over started by the spare pool.
 The kernel's wire (`tether.kernels.wire`) is driven from the actor's own loop: it reacts
-to what arrives, and to the kernel's death through a pidfd. A cell:
-
-    Execute -> execute_request -> iopub outputs (CellOutput) -> execute_reply + iopub idle
-            -> the rendered result (Deno may publish after idle: a kernel_info marks the end)
-
-Tool bridge: an input_request whose prompt carries the bridge sentinel and this kernel's
-nonce becomes an early answer `{"status": "tool", ...}`; the host runs the calls and sends
-`ToolAnswer`, which becomes the kernel's input_reply (`tether.messages.kernel_ops`).
-A plain input() gets "" and a note.
-
-Budgets: no output for `inactivity` seconds (a pending bridged call does not count) or
-`wall` seconds in all -> interrupt_request (ipykernel and Deno both take it on the control
-channel); still running `interrupt_grace` later -> the kernel is killed. Either way the
-result carries the partial output and says what happened. A kernel that died, was killed,
+to what arrives, and to the kernel's death through a pidfd. What happens to each cell
+(outputs, the tool bridge's early answers, budgets and interrupts, the result) is the
+sans-io `tether.kernels.session.KernelSession`, fed by this actor; the actor keeps the
+kernel's life: start or adopt, handshake, memory, idle reaping, and the kill of a kernel
+that ignored an interrupt for `interrupt_grace` (the result carries the partial output
+and says what happened). A kernel that died, was killed,
 went over its memory limit or was reaped for idleness is simply gone: the next cell starts
 a fresh one, and its result says the state was lost.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import shutil
@@ -36,11 +27,10 @@ from tether.actors.base import ResourceActor, ResourceUnavailable
 from tether.capacity import ceiling
 from tether.health_node import HealthNode
 from tether.kernels import bridge
-from tether.kernels.cell import Cell
 from tether.kernels.handle import KernelHandle, tree_rss_mb
 from tether.kernels.launch import KernelUnavailable, Launched, deno_binary, launch
 from tether.kernels.layer import Layer, LayerError, layer_from_wire, make_layer
-from tether.kernels.outputs import CellOutput
+from tether.kernels.session import Budget, KernelSession, KillIfStill, RunWaiting, Settle
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import Call, ErrorCode
 from tether.messages.kernel_ops import KERNEL, Execute, Status, ToolAnswer
@@ -54,31 +44,9 @@ INTERRUPT_GRACE = 3.0  # s a cell has to stop after an interrupt before the kern
 IDLE_REAP = 1800.0  # s without a cell before a kernel is shut down to free its memory
 MEMORY_LIMIT_MB = 4096.0  # RSS of the kernel's process tree; over it, the kernel is restarted
 MEMORY_CHECK = 1.0  # s between memory checks
-LATE_PUBLISHERS = ("javascript",)  # kernels that may publish a cell's output after its idle
-SETTLE_CAP = 0.05  # s to wait for their end marker (a kernel_info's iopub status) at most
 
 
-# timer tags (ResourceActor.after / on_timer)
-@dataclass(frozen=True)
-class Budget:  # check a cell's inactivity budget and wall-clock cap
-    cell_id: str
-
-
-@dataclass(frozen=True)
-class Settle:  # a late publisher's end marker did not come in time: finish the cell
-    cell_id: str
-
-
-@dataclass(frozen=True)
-class RunWaiting:  # the cancelled cell stopped: run the cell that queued behind it
-    pass
-
-
-@dataclass(frozen=True)
-class KillIfStill:  # the cell was interrupted: kill the kernel if it still runs
-    cell_id: str
-
-
+# timer tags (ResourceActor.after / on_timer); a cell's own are the session's
 @dataclass(frozen=True)
 class Handshake:  # resend kernel_info until the kernel's iopub is seen
     pass
@@ -96,8 +64,6 @@ class Reap:  # shut the kernel down if it has been idle for idle_reap
 
 CHDIR = {"python": "__import__('os').chdir(%s)", "javascript": "Deno.chdir(%s)"}
 
-_ids = itertools.count(1)
-
 
 def _int(config: dict[str, Any], name: str, default: float) -> float:
     value = config.get(name, default)
@@ -112,20 +78,14 @@ class KernelActor(ResourceActor):
             )
         self.language = key
         self.handle: KernelHandle | None = None
-        self.cell: Cell | None = None
-        self.waiting: Cell | None = None  # a cell waiting for its kernel to be ready
-        self.done: dict[str, dict[str, Any]] = {}  # last finished cell (answered late)
-        self.carry_notes: list[str] = []  # for the next cell: what happened to the state
         self.kernels_started = 0
-        self.cells_run = 0
-        self.last_used = time.monotonic()
         self.idle_reap = _int(config, "idle_reap", IDLE_REAP)
         self.memory_limit = _int(config, "memory_limit_mb", MEMORY_LIMIT_MB)
         self.interrupt_grace = _int(config, "interrupt_grace", INTERRUPT_GRACE)
         self.start_timeout = _int(config, "start_timeout", START_TIMEOUT)
+        self.cells = KernelSession(key, _CellIO(self), self.interrupt_grace)
         self.memory_mb = 0.0
         self.memory_armed = False
-        self.settle_caps = 0
         self.place = Place.host()  # where its kernel runs (the run's place, with each Execute)
         # the kernel-enforced memory limit of the current kernel (tether.capacity.ceiling)
         self.ceiling: ceiling.Ceiling | None = None
@@ -139,25 +99,18 @@ class KernelActor(ResourceActor):
             case Execute() as op:
                 self._execute(call, op)
             case ToolAnswer() as answer:
-                self._tool_answer(call, answer)
+                self.cells.tool_answer(call, answer)
             case Status():
                 self.reply(call, self.health_extra())
 
     def _execute(self, call: Call, op: Execute) -> None:
-        winding_down = self.cell is not None and self.cell.cancelled and not op.reset
-        if (self.cell is not None and not winding_down) or self.waiting is not None:
-            self.fail(
-                call,
-                ErrorCode.BAD_REQUEST,
-                "a cell is still running in this kernel; wait for its result (eval cells of "
-                "one conversation run one at a time)",
-            )
+        refusal = self.cells.refusal(op)
+        if refusal:
+            self.fail(call, ErrorCode.BAD_REQUEST, refusal)
             return
         if self.handle is not None and self.handle.exited():  # (before its pidfd's turn came)
             self._kernel_lost(self.handle.exit_text())
-        cell = Cell(f"c{next(_ids)}", call, op, CellOutput(source=op.source or None))
-        cell.notes.extend(self.carry_notes)
-        self.carry_notes = []
+        cell = self.cells.new_cell(call, op)
         if op.reset and self.handle is not None:
             self._drop_kernel()
             cell.notes.append("reset: the previous kernel was shut down; this one starts clean")
@@ -172,30 +125,7 @@ class KernelActor(ResourceActor):
                     call, ErrorCode.UNAVAILABLE, f"cannot start a {self.language} kernel: {exc}"
                 )
                 return
-        self.last_used = time.monotonic()
-        self.waiting = cell
-        if self.handle is not None and self.handle.ready and self.cell is None:
-            self._run_waiting()  # (else it runs when the cancelled cell has stopped)
-
-    def _tool_answer(self, call: Call, answer: ToolAnswer) -> None:
-        cell = self.cell
-        if cell is None or cell.cell_id != answer.cell:
-            final = self.done.pop(answer.cell, None)
-            if final is not None:
-                self.reply(call, final)
-            else:
-                self.fail(call, ErrorCode.BAD_REQUEST, f"no running cell {answer.cell!r} here")
-            return
-        cell.call = call
-        if cell.final is not None:  # it ended (killed) while the host ran the tool
-            self._answer(cell)
-            return
-        if cell.tool_pending and self.handle is not None:
-            value = bridge.encode_answer(list(answer.results))
-            self.handle.wire.send("stdin", "input_reply", {"value": value})
-            cell.tool_pending = False
-            cell.last_activity = time.monotonic()
-            self._arm_budget(cell)
+        self.cells.submit(cell)
 
     # --- the kernel's life ---------------------------------------------------------------
     def _new_kernel(self, op: Execute) -> None:
@@ -265,7 +195,7 @@ class KernelActor(ResourceActor):
             if self.place.kind != "host":
                 raise
             # on the host, as before: tether's Python (the project's cannot take ipykernel)
-            self.carry_notes.append(f"{exc}; this kernel runs on tether's Python instead")
+            self.cells.carry_notes.append(f"{exc}; this kernel runs on tether's Python instead")
             self.layer = make_layer(directory, None)
         return self.layer
 
@@ -284,35 +214,7 @@ class KernelActor(ResourceActor):
         why = f"{why}; {over}" if over else why
         started = self.handle is not None and self.handle.ready
         self._drop_kernel()
-        waiting, self.waiting = self.waiting, None
-        if not started:  # it never ran a cell: nothing was lost, it just cannot start
-            if waiting is not None and waiting.call is not None:
-                self.fail(
-                    waiting.call,
-                    ErrorCode.FAILED,
-                    f"the {self.language} kernel could not start: {why}. Fix what its output "
-                    "says (or the launcher) and run the cell again.",
-                )
-            return
-        lost = f"{why}; its variables, imports and data are lost"
-        if waiting is not None and waiting.call is not None:
-            self.fail(
-                waiting.call, ErrorCode.FAILED, f"{lost}. Run the cell again to use a fresh kernel."
-            )
-        if self.cell is not None:  # it did not finish: an error, with what it printed
-            self.cell.interrupted = self.cell.interrupted or why
-            self.cell.notes.append(f"{lost}. The next cell starts a fresh kernel.")
-            self._finish(self.cell)
-        self.carry_notes.append(f"{lost}: this cell ran in a fresh kernel")
-
-    def _run_waiting(self) -> None:
-        cell, self.waiting = self.waiting, None
-        if cell is None or self.handle is None:
-            return
-        self.cell = cell
-        cell.started_at = cell.last_activity = time.monotonic()
-        cell.msg_id = self.handle.execute(cell.op.code)
-        self._arm_budget(cell)
+        self.cells.kernel_lost(why, started)
 
     # --- what the kernel says ------------------------------------------------------------
     def watch_fds(self) -> list[int]:
@@ -334,156 +236,19 @@ class KernelActor(ResourceActor):
     def _take(self, handle: KernelHandle, channel: str, msg: dict[str, Any]) -> None:
         if not handle.ready:
             if handle.take_handshake(channel, msg):
-                self._run_waiting()
+                self.cells.run_waiting()
             elif handle.failed:
                 self._kernel_lost(handle.failed)
             return
-        cell = self.cell
-        parent = msg.get("parent_header", {}).get("msg_id")
-        if cell is not None and cell.flush_id and parent == cell.flush_id and channel == "iopub":
-            self._finish(cell)  # the kernel's iopub got past the cell: nothing more is coming
-            return
-        if cell is None or parent != cell.msg_id:
-            return
-        msg_type, content = msg["msg_type"], msg["content"]
-        if channel == "iopub":
-            if msg_type == "status":
-                cell.got_idle = cell.got_idle or content.get("execution_state") == "idle"
-            else:  # (execute_input too: its execution count locates tracebacks)
-                cell.output.add(msg_type, content)
-                cell.last_activity = time.monotonic()
-                cell.got_result = cell.got_result or msg_type == "execute_result"
-        elif channel == "shell" and msg_type == "execute_reply":
-            cell.output.add(msg_type, content)
-            cell.got_reply = True
-            cell.execution_count = content.get("execution_count")
-        elif channel == "stdin" and msg_type == "input_request":
-            self._input_request(cell, str(content.get("prompt", "")))
-            return
-        if not (cell.got_reply and cell.got_idle) or cell.final is not None:
-            return
-        if self.language not in LATE_PUBLISHERS or cell.got_result:
-            self._finish(cell)
-        elif not cell.flush_id:
-            # Deno may publish a cell's output after its idle: a kernel_info request goes
-            # through after it, and its iopub status marks the end (capped). Its streams,
-            # displays and echoed result leave through one queue, in order, the result
-            # last: a cell whose result is here needs no marker
-            cell.flush_id = handle.wire.send("shell", "kernel_info_request", {})
-            self.after(SETTLE_CAP, Settle(cell.cell_id))
-
-    def _input_request(self, cell: Cell, prompt: str) -> None:
-        assert self.handle is not None
-        request = bridge.parse_request(prompt, self.handle.nonce)
-        if request is None or isinstance(request, str):
-            if request is None:
-                cell.notes.append(
-                    "input()/prompt() got an empty answer: nobody can type into an eval cell; "
-                    "put the value in the code instead"
-                )
-                value = ""
-            else:
-                value = bridge.encode_answer([{"ok": False, "text": request, "data": None}])
-            self.handle.wire.send("stdin", "input_reply", {"value": value})
-            return
-        cell.tool_pending = True
-        call, cell.call = cell.call, None
-        if call is not None:
-            calls = [{"name": name, "args": args} for name, args in request.calls]
-            self.reply(call, {"status": "tool", "cell": cell.cell_id, "calls": calls})
-
-    # --- a cell's end --------------------------------------------------------------------
-    def _finish(self, cell: Cell) -> None:
-        if cell.final is not None:
-            return
-        if self.handle is not None:
-            cell.notes.extend(self.handle.limits_hit())
-        rendered = cell.output.render()
-        if cell is self.cell:
-            self.cell = None
-            if self.waiting is not None and self.handle is not None and self.handle.ready:
-                self.after(0, RunWaiting())  # (after this cell's answer has gone)
-        self.cells_run += 1
-        self.last_used = time.monotonic()
-        cell.final = {
-            "status": "done",
-            "text": rendered.text,
-            "images": [{"mime": i.mime, "data": i.data} for i in rendered.images],
-            "notes": [*cell.notes, *rendered.notes],
-            "error": rendered.error,
-            "execution_count": cell.execution_count,
-            "interrupted": cell.interrupted,
-            "kernel_pid": self.handle.pid if self.handle else None,
-            "elapsed": round(time.monotonic() - cell.started_at, 4),
-        }
-        self._answer(cell)
-        self.after(self.idle_reap, Reap())
-
-    def _answer(self, cell: Cell) -> None:
-        assert cell.final is not None
-        if cell.call is not None:
-            self.reply(cell.call, cell.final)
-            cell.call = None
-        else:  # the host is running a bridged call: it gets this with its ToolAnswer
-            self.done = {cell.cell_id: cell.final}
-
-    # --- budgets and timers --------------------------------------------------------------
-    def _arm_budget(self, cell: Cell) -> None:
-        now = time.monotonic()
-        left = min(
-            cell.op.wall - (now - cell.started_at),
-            cell.op.inactivity - (now - cell.last_activity),
-        )
-        self.after(max(left, 0.01), Budget(cell.cell_id))
-
-    def _check_budget(self, cell_id: str) -> None:
-        cell = self.cell
-        if cell is None or cell.cell_id != cell_id or cell.interrupted or self.handle is None:
-            return
-        now = time.monotonic()
-        if now - cell.started_at >= cell.op.wall:
-            why = f"the cell ran for {cell.op.wall:g} s, its wall-clock cap"
-        elif not cell.tool_pending and now - cell.last_activity >= cell.op.inactivity:
-            why = f"the cell printed nothing for {cell.op.inactivity:g} s, its inactivity budget"
-        else:
-            self._arm_budget(cell)
-            return
-        self._interrupt(cell, why)
-
-    def _interrupt(self, cell: Cell, why: str) -> None:
-        """interrupt_request on the control channel; killed if still running after grace."""
-        if self.handle is None or cell.interrupted:
-            return
-        cell.interrupted = why
-        cell.notes.append(f"{why}: it was interrupted; the output above is what it printed")
-        self.handle.wire.send("control", "interrupt_request", {})
-        self.after(self.interrupt_grace, KillIfStill(cell.cell_id))
+        self.cells.take(channel, msg, handle.nonce)
 
     def on_cancel(self, call: Call, reason: str) -> None:
-        """The eval call was cancelled: its cell is interrupted (the kernel and its state
-        stay), so the conversation's next cell runs at once."""
-        waiting = self.waiting
-        if (
-            waiting is not None
-            and waiting.call is not None
-            and waiting.call.call_id == call.call_id
-        ):
-            self.waiting = None  # (its kernel was still starting: nothing ran)
-            self.fail(call, ErrorCode.CANCELLED, f"cancelled before the cell ran: {reason}")
-            return
-        cell = self.cell
-        if cell is not None and cell.call is not None and cell.call.call_id == call.call_id:
-            cell.cancelled = True
-            self._interrupt(cell, f"the call was cancelled ({reason})")
+        """The eval call was cancelled: its cell is interrupted (KernelSession.cancel)."""
+        self.cells.cancel(call, reason)
 
     def on_timer(self, tag: Any) -> None:
-        cell = self.cell
+        cell = self.cells.cell
         match tag:
-            case Budget(cell_id=cell_id):
-                self._check_budget(cell_id)
-            case Settle(cell_id=cell_id) if cell is not None and cell.cell_id == cell_id:
-                self.settle_caps += 1  # (health: how often the end marker came too late)
-                self._finish(cell)
             case KillIfStill(cell_id=cell_id) if cell is not None and cell.cell_id == cell_id:
                 self._kernel_lost(
                     f"the {self.language} kernel ignored the interrupt for "
@@ -491,12 +256,12 @@ class KernelActor(ResourceActor):
                 )
             case Handshake():
                 self._handshake_tick()
-            case RunWaiting() if self.cell is None:
-                self._run_waiting()
             case MemoryCheck():
                 self._check_memory()
             case Reap():
                 self._maybe_reap()
+            case _:
+                self.cells.on_timer(tag)
 
     def _handshake_tick(self) -> None:
         handle = self.handle
@@ -528,12 +293,12 @@ class KernelActor(ResourceActor):
         self.after(MEMORY_CHECK, MemoryCheck())
 
     def _maybe_reap(self) -> None:
-        idle = time.monotonic() - self.last_used
-        if self.handle is None or self.cell is not None or self.waiting is not None:
+        idle = time.monotonic() - self.cells.last_used
+        if self.handle is None or not self.cells.idle():
             return
         if idle >= self.idle_reap:
             self._drop_kernel()
-            self.carry_notes.append(
+            self.cells.carry_notes.append(
                 f"the previous {self.language} kernel was idle for {idle:.0f} s and was shut "
                 "down to free its memory; its variables, imports and data are lost: this cell "
                 "ran in a fresh kernel"
@@ -580,11 +345,47 @@ class KernelActor(ResourceActor):
             "memory_mb": round(self.memory_mb, 1) if handle else 0.0,
             "memory_limit_mb": getattr(self, "memory_limit", MEMORY_LIMIT_MB),
             "memory_ceiling": limit.how if (limit := getattr(self, "ceiling", None)) else "",
-            "cells_run": getattr(self, "cells_run", 0),
+            "cells_run": cells.cells_run if (cells := getattr(self, "cells", None)) else 0,
             "kernels_started": getattr(self, "kernels_started", 0),
-            "cell_running": getattr(self, "cell", None) is not None,
-            "settle_caps": getattr(self, "settle_caps", 0),
+            "cell_running": cells is not None and cells.cell is not None,
+            "settle_caps": cells.settle_caps if cells is not None else 0,
         }
+
+
+class _CellIO:
+    """The kernel session's IO (tether.kernels.session.CellIO), done by its actor."""
+
+    def __init__(self, actor: KernelActor) -> None:
+        self.actor = actor
+
+    def _handle(self) -> KernelHandle:
+        assert self.actor.handle is not None, "the session asked for a kernel it was told of"
+        return self.actor.handle
+
+    def send(self, channel: str, msg_type: str, content: dict[str, Any]) -> str:
+        return self._handle().wire.send(channel, msg_type, content)
+
+    def execute(self, code: str) -> str:
+        return self._handle().execute(code)
+
+    def reply(self, call: Call, payload: dict[str, Any]) -> None:
+        self.actor.reply(call, payload)
+
+    def fail(self, call: Call, code: ErrorCode, message: str) -> None:
+        self.actor.fail(call, code, message)
+
+    def after(self, seconds: float, tag: Budget | Settle | RunWaiting | KillIfStill) -> None:
+        self.actor.after(seconds, tag)
+
+    def kernel(self) -> tuple[int, bool] | None:
+        handle = self.actor.handle
+        return (handle.pid, handle.ready) if handle is not None else None
+
+    def limits_hit(self) -> list[str]:
+        return self._handle().limits_hit()
+
+    def ended(self) -> None:
+        self.actor.after(self.actor.idle_reap, Reap())
 
 
 def kinds(
