@@ -62,8 +62,8 @@ from tether.host.portfile import (
     reap_stale,
     write_port_file,
 )
-from tether.host.routes import ROOT, RouteTable
-from tether.kinds import KindSpec, Scope
+from tether.host.routes import ROOT
+from tether.kinds import KindSpec
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.metrics import Metrics
 from tether.places import Place
@@ -123,14 +123,6 @@ class Runtime:
         return self._account.admin.pid
 
     @property
-    def admin_create_time(self) -> float:
-        return self._account.admin.create_time
-
-    @property
-    def admin_sid(self) -> int:
-        return self._account.admin.sid
-
-    @property
     def root_pid(self) -> int:
         return self._account.admin.root_pid
 
@@ -150,14 +142,13 @@ class Runtime:
     ) -> Runtime:
         """Boot thespian multiprocTCPBase on loopback and the supervision tree.
 
-        admin_port: pin the admin port (default: a free one; several runtimes on one
-        machine never collide). kinds: the resource kinds (default: those declared by
-        RESOURCE_KIND_MODULES, or by `kind_modules`). state_dir: the runtime's private
-        directory (0700; its port file, its kernels' files; default: $TETHER_STATE_DIR, else
-        $XDG_RUNTIME_DIR/tether, else <tmp>/tether-<uid>). metrics_port: serve Prometheus
-        metrics on 127.0.0.1:metrics_port (0: a free one, see `rt.metrics.port`).
-        place: the runs' default place (tether.places: "host", the default, "sandbox" or
-        a Place); `open_run(..., place=...)` overrides it per run.
+        admin_port: pin the admin port (default: a free one, so runtimes never collide).
+        kinds: the resource kinds (default: those RESOURCE_KIND_MODULES, or `kind_modules`,
+        declare). state_dir: the runtime's private directory (0700: its port file, its
+        kernels' files; default $TETHER_STATE_DIR, else $XDG_RUNTIME_DIR/tether, else
+        <tmp>/tether-<uid>). metrics_port: Prometheus metrics on 127.0.0.1:metrics_port
+        (0: a free one, `rt.metrics.port`). place: the runs' default place
+        (tether.places: "host", "sandbox" or a Place; open_run(place=...) per run).
         memory_budget: what the tree may hold, in bytes (an int) or as a fraction (a float,
         0 < f <= 1) of its cgroup's limit, else of physical memory (default: the cgroup's
         limit, else 0.8 of physical memory); see `rt.capacity()`.
@@ -232,9 +223,6 @@ class Runtime:
         self._asys = None
         self._closed = True
 
-    def _admin_sessions_started(self) -> list[tuple[int, float]]:
-        return boot.admin_sessions_started(self._children_before_boot)
-
     def __enter__(self) -> Runtime:
         return self
 
@@ -272,18 +260,13 @@ class Runtime:
         stopper.start()
         stopper.join(max(deadline - time.monotonic() - 1.0, 0.5))
         self._account.kill_left(tracked_list, deadline)
-        if self.port_file is not None:
-            with contextlib.suppress(OSError):
-                self.port_file.unlink()
+        self._drop_port_file()
 
     def _discard_tree(self, engine: CallEngine | None) -> None:
         """(Healing.) Kill what is left of the current tree now; close the host's endpoints
         on it and its actor system object on a thread (thespian waits on a dead admin)."""
         self._account.kill_now()
-        if self.port_file is not None:
-            with contextlib.suppress(OSError):
-                self.port_file.unlink()
-            self.port_file = None
+        self._drop_port_file()
         asys, self._asys = self._asys, None
 
         def close() -> None:
@@ -299,8 +282,7 @@ class Runtime:
             self.governor.admit(call)
 
     def _evict(self, name: str, why: str) -> bool:
-        """Stop the resource actor `name` to make room: a normal stop (its supervisor
-        forgets it; the next call starts a fresh one, whose first result says why)."""
+        """Stop the resource actor `name` to make room (tether.host.tree_control.evict)."""
         try:
             engine, left = self._engine_within(2.0)
         except ResourceError:
@@ -318,9 +300,6 @@ class Runtime:
         return self.governor.summary()
 
     # --- processes (tether.host.accounting) -------------------------------------------
-    def _tree_processes(self) -> list[psutil.Process]:
-        return self._account.tree_processes()
-
     def processes(self) -> list[psutil.Process]:
         """Every live process of this runtime now: the tree's and any other process that
         carries its token. What an orphan check remembers before shutdown, to ask
@@ -339,6 +318,12 @@ class Runtime:
     def _write_port_file(self) -> None:
         record = self._account.port_record(self.admin_port, self._secret)
         self.port_file = write_port_file(self.state_dir, record)
+
+    def _drop_port_file(self) -> None:
+        if self.port_file is not None:
+            with contextlib.suppress(OSError):
+                self.port_file.unlink()
+            self.port_file = None
 
     @classmethod
     def reap_stale(cls, state_dir: str | os.PathLike[str] | None = None) -> list[int]:
@@ -372,10 +357,6 @@ class Runtime:
             return engine, timeout  # (the warm path: one module fewer on every call's way)
         return healer.within(self._check_open, timeout)
 
-    @property
-    def _routes(self) -> RouteTable:
-        return self.engine.routes
-
     def call(
         self,
         run_id: str,
@@ -403,8 +384,7 @@ class Runtime:
         engine, left = self._engine_within(timeout)
         return engine.gather(run_id, calls, left, idempotent, cancel)
 
-    # the names before RuntimePort (code written in parallel with the rename may still use
-    # them): remove once no caller is left
+    # (the names before RuntimePort, for code written beside the rename: remove when unused)
     _call = call
     _gather = gather
 
@@ -430,16 +410,9 @@ class Runtime:
     def kind_keys(self, kind: str, timeout: float = 5.0) -> list[str]:
         """The keys of `kind`: its declared key set (config["keys"], e.g. pool slots), or
         for a shared kind without one, the keys of the actors currently running."""
-        spec = self.kinds.get(kind)
-        if spec is None:
-            raise ResourceError(
-                ErrorCode.BAD_REQUEST,
-                f"no resource kind {kind!r}; connected kinds: {', '.join(sorted(self.kinds)) or 'none'}",
-            )
-        if spec.config.get("keys") is not None:
-            return list(spec.config["keys"])
-        if spec.scope is not Scope.SHARED or self._shut_down:
-            return []
+        declared = tree_control.declared_keys(self.kinds, kind)
+        if declared is not None or self._shut_down:
+            return declared or []
         engine, left = self._engine_within(timeout)
         return tree_control.running_keys(engine, self._next_id(), kind, left)
 
@@ -479,10 +452,8 @@ class Runtime:
         answer in time is marked "unresponsive"; health() itself never waits past timeout."""
         self._check_open()
         start = time.monotonic()
-        if not self._healer.healed.wait(timeout * 0.5):
-            return self._healer.node("restarting", self.admin_port)
-        if self._healer.failed is not None:
-            return self._healer.node("failed", self.admin_port)
+        if (unsettled := self._healer.unsettled(timeout * 0.5)) is not None:
+            return self._healer.node(unsettled, self.admin_port)
         engine, _ = self._engine_within(timeout)
         left = timeout - (time.monotonic() - start)
         try:

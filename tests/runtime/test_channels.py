@@ -190,7 +190,7 @@ def test_a_late_reply_on_the_channel_never_reaches_the_next_call(runtime) -> Non
 
 def test_another_process_cannot_call_through_the_channel(runtime) -> None:
     learn_route(runtime, "echo")
-    actor_pid = runtime._routes.get(("", "echo", "k")).pid
+    actor_pid = runtime.engine.routes.get(("", "echo", "k")).pid
     call = Call("intruder-1", "r", "echo", "k", "echo", {"n": 1})
     intruder = f"""
 import socket, sys
@@ -214,7 +214,7 @@ sys.stdout.write(f"answered {{answer!r}}" if answer else "closed")
 
 def test_a_corrupt_frame_costs_only_its_own_connection(runtime) -> None:
     learn_route(runtime, "echo")
-    route = runtime._routes.get(("", "echo", "k"))
+    route = runtime.engine.routes.get(("", "echo", "k"))
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(channels.address(os.getpid(), route.pid))  # (this process is the host)
     sock.sendall(b"\xff\xff\xff\xff garbage")
@@ -222,7 +222,7 @@ def test_a_corrupt_frame_costs_only_its_own_connection(runtime) -> None:
     assert sock.recv(100) == b""
     sock.close()
     assert runtime.call("r", "echo", "k", "echo", {"n": 4}, 5)["echo"] == {"n": 4}
-    assert runtime._routes.get(("", "echo", "k")).pid == route.pid
+    assert runtime.engine.routes.get(("", "echo", "k")).pid == route.pid
 
 
 def test_without_a_channel_calls_go_through_thespian(runtime, monkeypatch) -> None:
@@ -287,7 +287,7 @@ def test_callers_on_channels_get_one_clear_answer_each_while_actors_are_killed(
         return sum(isinstance(o, dict) for _, o in list(outcomes))
 
     def route_after(incarnation: int):
-        route = runtime._routes.get(target)
+        route = runtime.engine.routes.get(target)
         return route if route is not None and route.incarnation > incarnation else None
 
     killed = 0

@@ -166,7 +166,7 @@ def test_the_host_learns_the_restarted_supervisor(runtime_factory, victim) -> No
     # the next call goes through the tree again, and on through the new supervisor
     assert Load(rt).one("c0", kind, idempotent=True).code == ""
     new = pid_of(rt, victim)
-    assert wait_until(lambda: rt._routes.get(target), timeout=5.0).pid == new
+    assert wait_until(lambda: rt.engine.routes.get(target), timeout=5.0).pid == new
 
 
 def test_open_and_close_run_right_after_the_runs_supervisor_restarts(runtime_factory) -> None:

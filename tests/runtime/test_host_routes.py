@@ -60,7 +60,7 @@ def learn_route(rt, kind: str, key: str = "k", op: str = "pid"):
 
     def known():
         rt.call("r", kind, key, op, {}, 5)
-        return rt._routes.get(target)
+        return rt.engine.routes.get(target)
 
     return wait_until(known, timeout=5.0)
 
@@ -135,7 +135,7 @@ def test_a_call_sent_through_the_supervisor_hears_its_actor_process_died(
 ) -> None:
     rt = runtime_factory(kinds=[SLOW_RUN if scope is Scope.RUN else SLOW])
     route = learn_route(rt, "slow")
-    rt._routes.clear()  # the next call goes through the supervisor, like a first call
+    rt.engine.routes.clear()  # the next call goes through the supervisor, like a first call
     t, out = call_in_thread(rt.call, "r", "slow", "k", "hang", {}, 20)
     in_flight(rt, name(scope, "slow"), timeout=3.0)
     start = time.monotonic()
@@ -218,7 +218,7 @@ def test_idle_caller_threads_never_stall_a_supervisor(runtime, scope) -> None:
     routed = []
 
     def route_then_idle() -> None:
-        runtime._routes.clear()  # through the supervisor, like a first call
+        runtime.engine.routes.clear()  # through the supervisor, like a first call
         routed.append(runtime.call("r", kind, "k", "pid", {}, 10))
         idle.wait(60)
 
@@ -280,7 +280,7 @@ def test_a_stopped_supervisor_on_the_way_holds_its_caller_no_longer_than_the_dea
     rt = runtime_factory(kinds=[SLOW_RUN if scope is Scope.RUN else SLOW])
     learn_route(rt, "slow")
     supervisor = pid_of(rt, supervisor_of(scope, "slow"))
-    rt._routes.clear()  # the next call goes through the supervisor, like a first call
+    rt.engine.routes.clear()  # the next call goes through the supervisor, like a first call
     os.kill(supervisor, signal.SIGSTOP)
     try:
         start = time.monotonic()
@@ -301,10 +301,10 @@ def test_a_first_call_survives_its_run_actor_dying_on_the_way(runtime_factory) -
     rt = runtime_factory(kinds=[SLOW_RUN])
     learn_route(rt, "slow")
     run_actor = pid_of(rt, "run:r")
-    rt._routes.clear()  # the next call goes through the RunActor, like a first call
+    rt.engine.routes.clear()  # the next call goes through the RunActor, like a first call
     os.kill(run_actor, signal.SIGSTOP)
     t, out = call_in_thread(rt.call, "r", "slow", "k", "pid", {}, 10, idempotent=True)
-    wait_until(lambda: rt._routes.get(("", "run", "r")) is not None and t.is_alive(), timeout=10.0)
+    wait_until(lambda: rt.engine.routes.get(("", "run", "r")) is not None and t.is_alive(), timeout=10.0)
     os.kill(run_actor, signal.SIGKILL)
     t.join(8)
     assert out and not isinstance(out[0], ResourceError), out

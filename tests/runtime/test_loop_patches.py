@@ -129,7 +129,7 @@ def test_importing_the_runtime_refuses_an_untested_thespian() -> None:
 def _thespian_processes(rt) -> list[int]:
     """The admin and every actor process (forks of this one, not the subprocesses they exec)."""
     execed = {p.pid for p in processes_with_token(rt._token)}
-    return [p.pid for p in rt._tree_processes() if p.pid not in execed]
+    return [p.pid for p in rt._account.tree_processes() if p.pid not in execed]
 
 
 def test_actor_processes_wait_with_poll_not_epoll(runtime_factory) -> None:

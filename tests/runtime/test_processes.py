@@ -17,6 +17,7 @@ import psutil
 import pytest
 
 from tests.conftest import alive, runtime_processes, wait_until
+from tether.host.boot import admin_sessions_started
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.processes import session_processes
 from tether.runtime import KindLoadError, Runtime, RuntimeStartError, load_kinds
@@ -124,7 +125,7 @@ def test_a_failed_boot_never_touches_another_session(runtime, runtime_factory) -
     # (thespian's setsid intermediates) made during that boot: never another runtime's
     other = os.getsid(runtime.admin_pid)
     rt = runtime_factory()
-    mine = rt._admin_sessions_started()
+    mine = admin_sessions_started(rt._children_before_boot)
     assert [sid for sid, _ in mine] == [os.getsid(rt.admin_pid)]
     assert other not in {sid for sid, _ in mine}
 

@@ -122,6 +122,13 @@ class Healer:
         self.note = self.failed.message
         self._discard(None)
 
+    def unsettled(self, wait: float) -> str | None:
+        """None if the tree is up (after waiting up to `wait` s for a rebuild under way),
+        else the root's state for health: "restarting" or "failed"."""
+        if not self.healed.wait(wait):
+            return "restarting"
+        return "failed" if self.failed is not None else None
+
     def node(self, state: str, admin_port: int) -> HealthNode:
         """health() while there is no tree to ask (being rebuilt, or could not be)."""
         node = health_node("root", "root", "", state, restarts=self.rebuilds, last_error=self.note)

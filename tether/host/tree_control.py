@@ -15,7 +15,8 @@ from typing import Any, cast
 from tether.health_node import HealthNode
 from tether.host.engine import CallEngine
 from tether.host.routes import ROOT, Target
-from tether.messages.calls import ResourceError
+from tether.kinds import KindSpec, Scope
+from tether.messages.calls import ErrorCode, ResourceError
 from tether.messages.control import CloseRun, HealthQuery, HealthReport, Inject, ListKeys, OpenRun
 
 FAULTS = ("kill_process", "crash_actor", "delay", "drop_reply", "memory_pressure")
@@ -38,6 +39,21 @@ def close_run(engine: CallEngine, call_id: str, run_id: str, timeout: float) -> 
     """Stop the RunActor of `run_id` and the run-scoped actors under it."""
     engine.routes.forget_run(run_id)
     engine.ask_node(RUNS, CloseRun(call_id, run_id), call_id, timeout, f"close run {run_id!r}")
+
+
+def declared_keys(kinds: Mapping[str, KindSpec], kind: str) -> list[str] | None:
+    """The keys of `kind` known without asking the tree: its declared key set
+    (config["keys"], e.g. pool slots), or none for a run kind (its keys are per run);
+    None for a shared kind whose keys are those of its running actors."""
+    spec = kinds.get(kind)
+    if spec is None:
+        connected = ", ".join(sorted(kinds)) or "none"
+        raise ResourceError(
+            ErrorCode.BAD_REQUEST, f"no resource kind {kind!r}; connected kinds: {connected}"
+        )
+    if spec.config.get("keys") is not None:
+        return list(spec.config["keys"])
+    return None if spec.scope is Scope.SHARED else []
 
 
 def running_keys(engine: CallEngine, call_id: str, kind: str, timeout: float) -> list[str]:
