@@ -5,10 +5,12 @@ launch (debugpy), and a corrupt state file is refused while the other conversati
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp_types as types
 
 from tests.conftest import wait_until
 from tests.serve.conftest import Served, start_server, text
@@ -180,3 +182,43 @@ def test_the_state_is_kept_as_it_changes_so_a_killed_server_loses_none_of_it(
         assert frames["outcome"] == "stopped"
     finally:
         second.stop()
+
+
+def test_approvals_given_are_recorded_and_a_restart_asks_again_with_the_next_card_number(
+    tmp_path: Path,
+) -> None:
+    gated = tmp_path / "gated"
+    gated.mkdir()
+    config = tmp_path / "serve-config"
+    config.write_text(json.dumps({"workdirs": {"gated": {"path": str(gated),
+                                                         "approval": {"write": "ask"}}}}))  # fmt: skip
+    asked: list[Any] = []
+
+    async def allow(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={"choice": "allow"})
+
+    async def write(server: Served, handle: str, path: str) -> tuple[str, Any]:
+        async with server.client("legacy", elicitation_callback=allow) as client:
+            handle = handle or await open_conversation(client, "gated")
+            return handle, await call(client, handle, "write", path=path, content="x\n")
+
+    first = start_server(tmp_path, "--config", str(config), workdirs={})
+    try:
+        handle, wrote = anyio.run(write, first, "", "one.txt")
+        assert not wrote.is_error, text(wrote)
+    finally:
+        assert first.stop() == 0
+    second = start_server(tmp_path, "--config", str(config), workdirs={})
+    try:
+        _handle, again = anyio.run(write, second, handle, "two.txt")
+        kept = second.state_dir / "serve-runs" / f"{handle}.state"
+        wait_until(lambda: b'"last":2' in kept.read_bytes(), timeout=10)
+    finally:
+        second.stop()
+    assert not again.is_error and (gated / "two.txt").exists(), text(again)
+    assert "the approvals given before (cards #1) allowed those calls only" in text(again)
+    assert len(asked) == 2  # the restart asked again: an approval is for one call
+    cards = json.loads(kept.read_bytes())["cards"]
+    assert cards == {"last": 2, "approved": [{"card": 1, "tool": "write"},
+                                             {"card": 2, "tool": "write"}]}  # fmt: skip
