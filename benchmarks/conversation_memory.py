@@ -7,12 +7,14 @@ project, then each process of the tree measured as the OOM killer's cgroup would
 
 Prints one row per kind (MiB USS / PSS, summed over the N conversations and divided by
 N) and the total per conversation; the first conversation pays for the tree itself
-(thespian's admin, supervisors, parser pool), so N > 1 shows the marginal cost too.
+(thespian's admin, supervisors, parser pool), so with N > 1 the last column is the
+marginal cost: what each conversation after the first added, measured in the same run.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import tempfile
 import time
@@ -65,6 +67,26 @@ def kind_of(health: dict, pid: int) -> str:
     return walk(health) or "thespian / other"
 
 
+def measure(rt: Runtime) -> tuple[dict[str, float], dict[str, float]]:
+    """USS and PSS (MiB) of every process of the tree, summed per kind."""
+    health = rt.health()
+    uss: dict[str, float] = defaultdict(float)
+    pss: dict[str, float] = defaultdict(float)
+    for proc in rt.processes():
+        try:
+            info = proc.memory_full_info()
+        except psutil.Error:
+            continue
+        kind = kind_of(health, proc.pid)
+        if kind == "thespian / other":  # (a kernel its actor's health does not list)
+            with contextlib.suppress(psutil.Error):
+                if "kernel" in " ".join(proc.cmdline()):
+                    kind = "kernel (process, by its command line)"
+        uss[kind] += info.uss / MIB
+        pss[kind] += info.pss / MIB
+    return uss, pss
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--conversations", type=int, default=2)
@@ -72,23 +94,22 @@ def main() -> None:
     base = Path(tempfile.mkdtemp(prefix="tether-mem-"))
     try:
         with Runtime.start() as rt:
-            for i in range(n):
+            conversation(rt, base, 0)
+            first, _ = measure(rt)
+            for i in range(1, n):
                 conversation(rt, base, i)
-            health = rt.health()
-            uss: dict[str, float] = defaultdict(float)
-            pss: dict[str, float] = defaultdict(float)
-            for proc in rt.processes():
-                try:
-                    info = proc.memory_full_info()
-                except psutil.Error:
-                    continue
-                kind = kind_of(health, proc.pid)
-                uss[kind] += info.uss / MIB
-                pss[kind] += info.pss / MIB
-            print(f"{'kind':34} {'USS MiB':>9} {'PSS MiB':>9}   (per conversation, n={n})")
+            uss, pss = measure(rt)
+            # marginal: what each conversation after the first added (the tree is paid once)
+            head = f"{'kind':34} {'USS MiB':>9} {'PSS MiB':>9} {'marginal':>9}"
+            print(f"{head}   (per conversation, n={n}; marginal USS over the first)")
             for kind in sorted(uss, key=lambda k: -uss[k]):
-                print(f"{kind:34} {uss[kind] / n:9.1f} {pss[kind] / n:9.1f}")
-            print(f"{'total':34} {sum(uss.values()) / n:9.1f} {sum(pss.values()) / n:9.1f}")
+                more = (uss[kind] - first.get(kind, 0.0)) / (n - 1) if n > 1 else float("nan")
+                print(f"{kind:34} {uss[kind] / n:9.1f} {pss[kind] / n:9.1f} {more:9.1f}")
+            marginal = (sum(uss.values()) - sum(first.values())) / (n - 1) if n > 1 else 0.0
+            print(
+                f"{'total':34} {sum(uss.values()) / n:9.1f} {sum(pss.values()) / n:9.1f} "
+                f"{marginal:9.1f}"
+            )
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
