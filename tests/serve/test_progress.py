@@ -1,6 +1,7 @@
-"""Progress over HTTP says what a long call waits on: a first lsp query on a TypeScript
-project hears that its server is indexing (its `$/progress` title), at 2026-07-28 and in a
-2025-11-25 session, from the real typescript-language-server."""
+"""Progress over HTTP says what a long call waits on, at 2026-07-28 and in a 2025-11-25
+session: a first lsp query on a TypeScript project hears that its server is indexing (its
+`$/progress` title, from the real typescript-language-server); a long cell, what it printed
+so far (real ipykernel)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.serve.conftest import VERSIONS, start_server, text
+from tests.serve.conftest import VERSIONS, Served, start_server, text
 
+CELL = "print four steps a second apart"
 VENV_BIN = Path(__file__).resolve().parents[2] / ".venv" / "bin"
 
 
@@ -60,3 +62,31 @@ def test_a_first_lsp_query_hears_that_its_server_is_indexing(tmp_path: Path, mod
     indexing = [m for m in seen if "typescript-language-server indexing: Initializing JS/TS" in m]
     assert indexing, seen
     assert all(m.startswith("lsp: ") for m in seen), seen
+
+
+@pytest.mark.parametrize("mode", VERSIONS)
+def test_a_long_cell_reports_its_output_so_far(served: Served, mode: str) -> None:
+    code = (
+        "import time\n"
+        "for step in range(1, 5):\n"
+        "    print(f'step {step} of 4', flush=True)\n"
+        "    time.sleep(1.0)\n"
+        "'done'"
+    )
+    seen: list[str] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(message or "")
+
+    async def scenario() -> Any:
+        async with served.client(mode) as client:
+            opened = await client.call_tool("open_conversation", {"workdir": "app"})
+            handle = opened.structured_content["conversation"]
+            args = {"conversation": handle, "code": code, "description": CELL}
+            return await client.call_tool("eval", args, progress_callback=on_progress)
+
+    done = anyio.run(scenario)
+    assert not done.is_error and "step 4 of 4" in text(done), text(done)
+    steps = [m for m in seen if "output so far: step " in m]
+    assert steps, seen
+    assert all(m.startswith("eval: ") for m in seen), seen

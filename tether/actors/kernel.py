@@ -70,6 +70,9 @@ def _int(config: dict[str, Any], name: str, default: float) -> float:
     return float(value) if isinstance(value, int | float) and value > 0 else default
 
 
+OUTPUT_TAIL = 400  # chars of a running cell's output in its status (serve's progress)
+
+
 class KernelActor(ResourceActor):
     def on_start(self, key: str, config: dict[str, Any]) -> None:
         if key not in ("python", "javascript"):
@@ -349,6 +352,10 @@ class KernelActor(ResourceActor):
             "kernels_started": getattr(self, "kernels_started", 0),
             "cell_running": cells is not None and cells.cell is not None,
             "settle_caps": cells.settle_caps if cells is not None else 0,
+            # the running cell's output so far (its end): tether serve's progress says it
+            "cell_output": cells.cell.output.render().text[-OUTPUT_TAIL:]
+            if cells is not None and cells.cell is not None
+            else "",
         }
 
 

@@ -166,7 +166,7 @@ class ServeFace:
         if can_park(ctx):
             return await self._park(ctx, conversation, name, args, scope)
         self.conversations.begin(conversation, scope)
-        progress = _progress_task(ctx, name, probe_for(conversation.run, name))
+        progress = _progress_task(ctx, name, probe_for(conversation.run, name, args))
         try:
             with conversation.port.serving(ctx):
                 result = await self._call(conversation.run, name, args, scope)
@@ -185,7 +185,7 @@ class ServeFace:
         args: dict[str, Any],
         scope: CallScope,
     ) -> types.CallToolResult | types.InputRequiredResult:
-        park = Park(conversation.handle, name, scope)
+        park = Park(conversation.handle, name, scope, args)
         self.conversations.begin(conversation, scope)
 
         async def run() -> ToolResult:
@@ -233,7 +233,7 @@ class ServeFace:
     ) -> types.CallToolResult | types.InputRequiredResult:
         """Wait for the parked call's result or its next card. A client that goes away
         while waiting cancels the call, as it does an unparked one."""
-        progress = _progress_task(ctx, park.tool, probe_for(conversation.run, park.tool))
+        progress = _progress_task(ctx, park.tool, probe_for(conversation.run, park.tool, park.args))
         try:
             step = await park.next()
         except asyncio.CancelledError:

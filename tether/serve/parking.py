@@ -69,10 +69,13 @@ class Pending:
 class Park:
     """A 2026-07-28 call that may stop to ask: it runs on, its cards wait for retries."""
 
-    def __init__(self, conversation: str, tool: str, scope: CallScope) -> None:
+    def __init__(
+        self, conversation: str, tool: str, scope: CallScope, args: dict[str, Any] | None = None
+    ) -> None:
         self.id = "p-" + secrets.token_urlsafe(12)
         self.conversation = conversation
         self.tool = tool
+        self.args = args or {}
         self.scope = scope
         self.loop = asyncio.get_running_loop()
         self.task: asyncio.Task[ToolResult] | None = None

@@ -10,10 +10,11 @@ Where that detail comes from, per tool:
   language servers of this conversation's workdir that are indexing (their `$/progress`
   titles, from each server actor's status: `lsp status` asks the same), since a first
   query waits on that;
+- eval: the running cell's output so far, its last line (the kernel actor's status
+  carries the end of it; a status is what `eval` itself sends to make the actor ahead of
+  a first cell, so asking never starts a kernel);
 - every other tool: the elapsed time only. A structural search counts its files inside
-  the parser actors, which scan in their message handler and so cannot be asked while
-  they do; a kernel's output so far is kept by its actor, whose status does not carry it
-  yet (the hook: the running cell's `CellOutput.render()` in that status).
+  the parser actors, whose status does not carry a running search's count.
 
 A probe runs in a worker thread (it asks actors) with a short deadline, and never fails
 the call: a probe that cannot answer leaves the elapsed time alone.
@@ -32,16 +33,31 @@ from tether.tools.lsp.targets import KIND as LSP_KIND
 from tether.tools.lsp.targets import ask
 
 PROBE_TIMEOUT = 1.0  # s: a status that takes longer is left out of this tick
+MAX_LINE = 200  # chars of a cell's last output line in a progress message
+KERNEL_KIND = "kernel"
 LSP_TOOLS = frozenset({"lsp", "lsp_rename", "write", "edit", "apply_patch"})
 
 Probe = Callable[[], str]
 
 
-def probe_for(run: Any, tool: str) -> Probe | None:
+def probe_for(run: Any, tool: str, args: dict[str, Any] | None = None) -> Probe | None:
     """What to say, besides the elapsed time, about a running call of `tool` on `run`."""
     if tool in LSP_TOOLS:
         return lambda: indexing(run)
+    if tool == "eval":
+        language = str((args or {}).get("language") or "python")
+        return lambda: output_so_far(run, language)
     return None
+
+
+def output_so_far(run: Any, language: str) -> str:
+    """'output so far: step 3 of 10' - the last line the running cell printed."""
+    status = run.context().call_resource(KERNEL_KIND, language, "status", {}, PROBE_TIMEOUT)
+    lines = str(status.get("cell_output") or "").strip().splitlines()
+    if not lines:
+        return ""
+    last = lines[-1].strip()
+    return f"output so far: {last[:MAX_LINE]}" + ("..." if len(last) > MAX_LINE else "")
 
 
 def indexing(run: Any) -> str:
