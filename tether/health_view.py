@@ -30,17 +30,18 @@ from typing import Any, TextIO
 
 import psutil
 
+from tether.health_node import NodeState
 from tether.host import thespian_patches
 
-STATE_MARK = {
-    "ready": "",
-    "busy": "",
-    "starting": "~",
-    "restarting": "!",
-    "stopping": "~",
-    "unresponsive": "!",
-    "failed": "X",
-    "stopped": "-",
+STATE_MARK: dict[str, str] = {  # (a StrEnum key is found by its plain string)
+    NodeState.READY: "",
+    NodeState.BUSY: "",
+    NodeState.STARTING: "~",
+    NodeState.RESTARTING: "!",
+    NodeState.STOPPING: "~",
+    NodeState.UNRESPONSIVE: "!",
+    NodeState.FAILED: "X",
+    NodeState.STOPPED: "-",
 }
 
 

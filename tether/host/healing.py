@@ -24,8 +24,10 @@ from tether.health_node import HealthNode, health_node
 from tether.host.boot import RuntimeStartError
 from tether.host.engine import CallEngine
 from tether.host.tree_watch import TreeWatch
+from tether.kinds import ChildSpec
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.processes import proc_create_time
+from tether.supervisors.policy import recent_restarts, within_intensity
 
 # a call waits this long at most for a tree being rebuilt (and a rebuild's boot may take
 # this long); more than MAX_REBUILDS within REBUILD_PERIOD s and the host gives up
@@ -99,8 +101,10 @@ class Healer:
             )
         self._discard(old)
         now = time.monotonic()
-        self._rebuild_times = [t for t in self._rebuild_times if now - t < REBUILD_PERIOD]
-        if len(self._rebuild_times) >= MAX_REBUILDS:
+        # the tree's restart intensity, as a supervisor's (read here: tests lower them)
+        spec = ChildSpec(max_restarts=MAX_REBUILDS, period=REBUILD_PERIOD)
+        self._rebuild_times = recent_restarts(self._rebuild_times, now, spec)
+        if not within_intensity(self._rebuild_times, now, spec):
             self._give_up(f"{MAX_REBUILDS} rebuilds in {REBUILD_PERIOD:g} s")
             return
         self._rebuild_times.append(now)

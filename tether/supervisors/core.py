@@ -28,11 +28,13 @@ import importlib
 import os
 import signal
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from tether.actors.base import TetherActor
 from tether.capacity.usage import UsageRecord, traits_of
+from tether.health_node import HealthNode, NodeState, health_node
 from tether.kinds import ChildSpec, KindSpec
 from tether.messages.calls import Call, ErrorCode
 from tether.messages.codec import encode
@@ -47,7 +49,7 @@ from tether.messages.control import (
     Started,
     Stopping,
 )
-from tether.processes import kill_tree, pid_running, process_info
+from tether.processes import kill_tree, pid_running
 from tether.supervisors.policy import (
     Decision,
     ExitReason,
@@ -85,7 +87,7 @@ class ChildRecord:
     kinds: list[dict[str, Any]] = field(default_factory=list)  # for children that supervise
     address: Any = None
     incarnation: int = 0
-    state: str = "starting"  # starting | ready | restarting | stopping | failed
+    state: NodeState = NodeState.STARTING  # starting | ready | restarting | stopping | failed
     started_at: float = 0.0
     restart_times: list[float] = field(default_factory=list)
     restarts: int = 0
@@ -127,7 +129,7 @@ class _Gather:
     reply_query_id: str
     node: dict[str, Any]
     waiting: dict[str, ChildRecord]  # sub-query id -> child
-    children: list[dict[str, Any]]
+    children: list[Mapping[str, Any]]  # HealthNodes: built here, or as the child sent them
 
 
 class Supervisor(TetherActor):
@@ -150,7 +152,7 @@ class Supervisor(TetherActor):
         self._ended: dict[tuple[str, str], str] = {}
         self._gathers: dict[str, _Gather] = {}
         self._query_seq = 0
-        self.state = "ready"
+        self.state = NodeState.READY
 
     def after_start(self) -> None:
         if self._parent is not None:
@@ -199,7 +201,7 @@ class Supervisor(TetherActor):
                 f"{type(exc).__name__}: {exc}",
             )
             return
-        rec.state = "starting"
+        rec.state = NodeState.STARTING
         self.send_encoded(
             rec.address,
             Start(
@@ -227,13 +229,13 @@ class Supervisor(TetherActor):
 
     def stop_child(self, rec: ChildRecord, why: str) -> None:
         """Supervisor-initiated stop (TTL, run closed): ask, then kill after shutdown_timeout."""
-        if rec.state in ("stopping", "failed") or rec.address is None:
-            if rec.state == "failed":
+        if rec.state in (NodeState.STOPPING, NodeState.FAILED) or rec.address is None:
+            if rec.state == NodeState.FAILED:
                 self.children.pop((rec.kind, rec.key), None)
             return
         rec.stop_reason = ExitReason.SHUTDOWN
         rec.last_error = why
-        rec.state = "stopping"
+        rec.state = NodeState.STOPPING
         from thespian.actors import ActorExitRequest
 
         self.send(rec.address, ActorExitRequest())
@@ -250,7 +252,7 @@ class Supervisor(TetherActor):
                 return True
             rec.pid = obj.pid
             if obj.ok:
-                rec.state = "ready"
+                rec.state = NodeState.READY
                 if rec.spec.ttl:
                     timer = ChildTimer(ChildTimer.TTL, rec.kind, rec.key, rec.incarnation)
                     self.wakeupAfter(rec.spec.ttl, timer)
@@ -260,9 +262,9 @@ class Supervisor(TetherActor):
                 rec.last_error = obj.error
                 rec.stop_reason = ExitReason.UNAVAILABLE if obj.unavailable else ExitReason.CRASH
                 if obj.unavailable:
-                    rec.state, rec.error_code = "failed", ErrorCode.UNAVAILABLE
+                    rec.state, rec.error_code = NodeState.FAILED, ErrorCode.UNAVAILABLE
                 else:
-                    rec.state = "stopping"
+                    rec.state = NodeState.STOPPING
                 # (calls handed over while it started were failed by the child itself)
                 self._fail_waiting_calls(rec, obj)
         elif isinstance(obj, Pids):
@@ -276,8 +278,8 @@ class Supervisor(TetherActor):
                     rec.stop_reason = ExitReason(obj.reason)
                 if obj.error:
                     rec.last_error = obj.error
-                if rec.stop_reason is not ExitReason.SHUTDOWN or rec.state != "stopping":
-                    rec.state = "stopping"
+                if rec.stop_reason is not ExitReason.SHUTDOWN or rec.state != NodeState.STOPPING:
+                    rec.state = NodeState.STOPPING
         elif isinstance(obj, HealthQuery):
             self._start_gather(obj, sender)
         elif isinstance(obj, HealthReport):
@@ -311,7 +313,7 @@ class Supervisor(TetherActor):
             delay = backoff(rec.spec, len(recent_restarts(rec.restart_times, now, rec.spec)))
             rec.restart_times = [*recent_restarts(rec.restart_times, now, rec.spec), now]
             rec.restarts += 1
-            rec.state = "restarting"
+            rec.state = NodeState.RESTARTING
             # the next incarnation starts with nothing of this one's state: it can say so
             self._ended[(rec.kind, rec.key)] = rec.last_error or f"{rec.name} was restarted"
             self.wakeupAfter(
@@ -321,7 +323,7 @@ class Supervisor(TetherActor):
             self._give_up(
                 rec, ErrorCode.UNAVAILABLE, rec.last_error or f"{rec.name} is unavailable"
             )
-        elif rec.waiting and self.state != "stopped":
+        elif rec.waiting and self.state != NodeState.STOPPED:
             # calls raced its stop (idle, TTL) and wait for it: they get a fresh one
             self.children.pop((rec.kind, rec.key), None)
             if rec.last_error:
@@ -347,7 +349,7 @@ class Supervisor(TetherActor):
         """Hook: a child's incarnation is gone."""
 
     def _give_up(self, rec: ChildRecord, code: str, message: str) -> None:
-        rec.state = "failed"
+        rec.state = NodeState.FAILED
         rec.error_code = code
         rec.last_error = message
         self._fail_waiting(rec, code, message)
@@ -365,12 +367,14 @@ class Supervisor(TetherActor):
                 rec = self.children.get((kind, key))
                 if rec is None or rec.incarnation != incarnation:
                     return
-                if what == ChildTimer.RESTART and rec.state == "restarting":
+                if what == ChildTimer.RESTART and rec.state == NodeState.RESTARTING:
                     self._start_child(rec)
-                elif what == ChildTimer.TTL and rec.state in ("ready", "starting"):
+                elif what == ChildTimer.TTL and rec.state in (NodeState.READY, NodeState.STARTING):
                     self.stop_child(rec, f"ttl of {rec.spec.ttl:g} s expired")
                 elif (
-                    what == ChildTimer.KILL and rec.address is not None and rec.state == "stopping"
+                    what == ChildTimer.KILL
+                    and rec.address is not None
+                    and rec.state == NodeState.STOPPING
                 ):
                     self._kill_child(rec)
             case GatherDue(gather_id=gather_id):
@@ -404,14 +408,14 @@ class Supervisor(TetherActor):
         even if it is still exiting. A call on its way through a supervisor that restarts
         waits for it (it has started nothing yet); a call for a resource that restarts
         waits only if it is idempotent."""
-        live = rec.state in ("ready", "starting") and rec.address is not None
+        live = rec.state in (NodeState.READY, NodeState.STARTING) and rec.address is not None
         if live and rec.incarnation > newer_than:
             if rec.pid:
                 self._hand_over(rec, call, data, reply_to)
             else:  # the host is told the pid with the call and watches it while it waits
                 rec.waiting.append((data, reply_to, call))
             return True
-        if rec.state == "failed":
+        if rec.state == NodeState.FAILED:
             self.send_error(reply_to, call.call_id, rec.error_code, rec.last_error)
             return False
         if call.idempotent or not self.children_called_by_host:
@@ -420,7 +424,7 @@ class Supervisor(TetherActor):
         if rec.stop_reason is ExitReason.SHUTDOWN:
             state = f"{rec.name} is stopping ({rec.last_error or 'asked to'})"
         else:  # restarting, or going down to be restarted: count the restart that is coming
-            coming = len(rec.restart_times) + (0 if rec.state == "restarting" else 1)
+            coming = len(rec.restart_times) + (0 if rec.state == NodeState.RESTARTING else 1)
             state = (
                 f"{rec.name} is restarting (restart {coming} of {rec.spec.max_restarts} in "
                 f"{rec.spec.period:g} s; last error: {rec.last_error or 'none'})"
@@ -467,7 +471,7 @@ class Supervisor(TetherActor):
             if inject.target == rec.name:
                 if inject.fault == "crash_actor":
                     self._crash_child(rec, inject, reply_to)
-                elif rec.address is not None and rec.state in ("ready", "starting"):
+                elif rec.address is not None and rec.state in (NodeState.READY, NodeState.STARTING):
                     self.send(rec.address, (data, reply_to))
                 else:
                     self.reply_inject(
@@ -504,30 +508,31 @@ class Supervisor(TetherActor):
     def supervisor_node(self) -> dict[str, Any]:
         return {**self.health_node(), "name": self.name or "root", "kind": self.kind or "root"}
 
-    def record_node(self, rec: ChildRecord) -> dict[str, Any]:
+    def record_node(self, rec: ChildRecord) -> HealthNode:
         """What the supervisor knows of a child that cannot (or did not) answer itself."""
         pids = ([rec.pid] if rec.pid and rec.address else []) + rec.owned
         # its usage as far as we know it: counted, but never stopped to make room blindly
         traits = replace(traits_of(rec.kind), evictable=False)
         usage = UsageRecord.build(rec.name, rec.kind, pids, rec.started_at, True, traits)
-        return {
-            "name": rec.name,
-            "kind": rec.kind,
-            "key": rec.key,
-            "state": rec.state,
-            "uptime": round(time.monotonic() - rec.started_at, 3) if rec.address else 0.0,
-            "restarts": rec.restarts,
-            "last_error": rec.last_error,
-            "pending": len(rec.waiting),
-            "pids": [process_info(p) for p in pids],
-            "children": [],
-            "usage": usage.to_wire(),
-        }
+        return health_node(
+            rec.name,
+            rec.kind,
+            rec.key,
+            rec.state,
+            uptime=time.monotonic() - rec.started_at if rec.address else 0.0,
+            restarts=rec.restarts,
+            last_error=rec.last_error,
+            pending=len(rec.waiting),
+            pids=pids,
+            usage=usage.to_wire(),
+        )
 
-    def dead_child_node(self, rec: ChildRecord) -> dict[str, Any]:
+    def dead_child_node(self, rec: ChildRecord) -> HealthNode:
         node = self.record_node(rec)
-        coming = "it is stopping" if rec.state == "stopping" else "it is being restarted"
-        node["state"] = "stopping" if rec.state == "stopping" else "restarting"
+        coming = "it is stopping" if rec.state == NodeState.STOPPING else "it is being restarted"
+        node["state"] = (
+            NodeState.STOPPING if rec.state == NodeState.STOPPING else NodeState.RESTARTING
+        )
         node["last_error"] = f"its actor process {rec.pid} is gone; {coming}"
         return node
 
@@ -542,7 +547,7 @@ class Supervisor(TetherActor):
             if rec.address is not None and rec.pid and not pid_running(rec.pid):
                 # dead, and thespian has not told us yet: not "ready", and not worth a wait
                 gather.children.append(self.dead_child_node(rec))
-            elif rec.address is not None and rec.state in ("ready", "starting"):
+            elif rec.address is not None and rec.state in (NodeState.READY, NodeState.STARTING):
                 sub_id = f"{gather_id}-{index}"
                 gather.waiting[sub_id] = rec
                 self.send_encoded(rec.address, HealthQuery(sub_id, sub_deadline))
@@ -564,9 +569,11 @@ class Supervisor(TetherActor):
             return
         node = dict(report.node)
         node["restarts"] = rec.restarts
-        if rec.state != "ready":
+        if rec.state != NodeState.READY:
             node["state"] = (
-                rec.state if node.get("state") in ("ready", "busy") else node.get("state")
+                rec.state
+                if node.get("state") in (NodeState.READY, NodeState.BUSY)
+                else node.get("state")
             )
         if not node.get("last_error"):
             node["last_error"] = rec.last_error
@@ -581,7 +588,7 @@ class Supervisor(TetherActor):
             return
         for rec in gather.waiting.values():
             node = self.record_node(rec)
-            node["state"] = "unresponsive" if rec.state == "ready" else rec.state
+            node["state"] = NodeState.UNRESPONSIVE if rec.state == NodeState.READY else rec.state
             node["last_error"] = node["last_error"] or "did not answer the health query in time"
             gather.children.append(node)
         gather.node["children"] = sorted(gather.children, key=lambda n: n["name"])
@@ -592,7 +599,7 @@ class Supervisor(TetherActor):
         return {}
 
     def handle_exit_request(self) -> None:
-        self.state = "stopped"
+        self.state = NodeState.STOPPED
 
     def release(self) -> None:
         for rec in self.children.values():

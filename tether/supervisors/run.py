@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from tether.health_node import NodeState
 from tether.kinds import KindSpec, Scope
 from tether.messages.calls import ErrorCode
 from tether.messages.codec import decode
@@ -38,7 +39,7 @@ class RunActor(Supervisor):
         elif isinstance(obj, Start):
             self.kinds = {k["kind"]: KindSpec.from_wire(k) for k in obj.kinds}
             self.route_run_id = obj.key
-            self.state = "ready"
+            self.state = NodeState.READY
         elif isinstance(obj, Inject) and obj.target == self.name:
             reply_to = extra if extra is not None else sender
             self.reply_inject(

@@ -22,6 +22,7 @@ from typing import Any
 
 import psutil
 
+from tether.health_node import NodeState
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import Call, ErrorCode, Reply
 from tether.messages.codec import decode, encode
@@ -86,9 +87,9 @@ class RunSupervisor(Supervisor):
             self.deliver(self._run(call.run_id), call, data, extra if extra is not None else sender)
         elif isinstance(obj, OpenRun):
             rec = self._run(obj.run_id)
-            if rec.state == "failed":
+            if rec.state == NodeState.FAILED:
                 self.send_error(sender, obj.call_id, rec.error_code, rec.last_error)
-            elif rec.state == "ready" and rec.address is not None:
+            elif rec.state == NodeState.READY and rec.address is not None:
                 self._opened(rec, obj.call_id, sender)
             else:  # starting, restarting, or stopping (closed a moment ago): answered once
                 # a RunActor for it is up, with its pid (the host watches us meanwhile)
@@ -127,9 +128,11 @@ class RunSupervisor(Supervisor):
     def on_child_gone(self, rec: ChildRecord, reason: Any) -> None:
         if not self.opening.get(rec.key):
             return
-        if rec.state == "failed" or self.state == "stopped":
+        if rec.state == NodeState.FAILED or self.state == NodeState.STOPPED:
             code = rec.error_code or ErrorCode.UNAVAILABLE
-            message = rec.last_error if rec.state == "failed" else "the runtime is shutting down"
+            message = (
+                rec.last_error if rec.state == NodeState.FAILED else "the runtime is shutting down"
+            )
             for call_id, reply_to in self.opening.pop(rec.key):
                 self.send_error(reply_to, call_id, code, message)
         elif ("run", rec.key) not in self.children:  # it was closed: a fresh one for them
@@ -213,13 +216,13 @@ class RootSupervisor(Supervisor):
         self._answer_hops(call_id, reply_to)
 
     def on_child_gone(self, rec: ChildRecord, reason: Any) -> None:
-        if rec.state == "failed":  # given up on: it will not come up for those waiting
+        if rec.state == NodeState.FAILED:  # given up on: it will not come up for those waiting
             self._answer_waiting_hops(rec)
 
     def _list_hops(self, ask: ListHops, reply_to: Any) -> None:
         kind, _, key = ask.wait_for.partition(":")
         rec = self.children.get((kind, key))
-        if rec is not None and rec.state != "failed" and not _up(rec):
+        if rec is not None and rec.state != NodeState.FAILED and not _up(rec):
             self._hops_waiting.setdefault(ask.wait_for, []).append((ask.call_id, reply_to))
             return
         self._answer_hops(ask.call_id, reply_to)
