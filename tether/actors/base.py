@@ -228,6 +228,14 @@ class ResourceActor(TetherActor):
     def _receive_call(self, call: Call, reply_to: Any) -> None:
         self._last_activity = time.monotonic()
         match self._life.admit(self.state):
+            case Admission.DELIVER:  # (first: nearly every call)
+                seconds = self._faults.next_delay()
+                if seconds is None:
+                    self._deliver(call, reply_to)
+                    return
+                self._open.enter(call, reply_to)
+                self.wakeupAfter(seconds, Delayed(call.call_id))
+                self._arm(Sweep(), SWEEP_PERIOD)
             case Admission.FAIL:
                 assert self._life.start_error is not None
                 self._open.enter(call, reply_to)
@@ -241,14 +249,6 @@ class ResourceActor(TetherActor):
                 self.moved(call, message, started=False)  # never started here: safe to resend
             case Admission.QUEUE:
                 self._open.queue(call, reply_to)
-                self._arm(Sweep(), SWEEP_PERIOD)
-            case Admission.DELIVER:
-                seconds = self._faults.next_delay()
-                if seconds is None:
-                    self._deliver(call, reply_to)
-                    return
-                self._open.enter(call, reply_to)
-                self.wakeupAfter(seconds, Delayed(call.call_id))
                 self._arm(Sweep(), SWEEP_PERIOD)
 
     def _deliver(self, call: Call, reply_to: Any) -> None:
