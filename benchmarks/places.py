@@ -29,7 +29,12 @@ engineers; p50, added to the same run's host): start +80 ms (sandbox, place open
 host 29.1 ms, sandbox -2.2 ms, prefix -3.1 ms (noise at that load: within it); LS first
 hover: host 8550 ms, sandbox -2036 ms (n=2, noise); debug launch to stop: host 4485 ms,
 sandbox -782 ms (n=2, noise); worker spawn to output: host 216 ms, sandbox +295 ms,
-prefix +59 ms. At load 9, interleaved (/tmp scripts, not this one): /bin/true on the host
+prefix +59 ms. A second run (--starts 6, load 17-18): start +36.6 ms (sandbox, place
+open), +37.7 ms (new place), +27.9 ms (prefix); first cell cold +1545 ms (sandbox), +1482
+ms (prefix) on the host's 3625 ms; opened ahead: sandbox 66.2 ms, prefix 45.4 ms, against
+the host's own round trip of 39.2 ms at that load (sandbox -3.5 ms, prefix -2.8 ms); LS
+first hover +3865 ms on 12392; debug launch +6181 ms on 7753 (n=3); worker +102 ms
+(sandbox), -6 ms (prefix) on 211 ms. At load 9, interleaved (/tmp scripts, not this one): /bin/true on the host
 3.8 ms, sandbox without a cgroup 36.2 ms, in its run's cgroup 39.8 ms, in a new cgroup
 51.7 ms; bare bwrap 8-16 ms, its namespaces +4-7 ms, `--dev` +15 ms (a new devpts: kept,
 IPython's `!cmd` runs under a pty), about 1 ms a bind mount; the first join of a new
