@@ -158,6 +158,10 @@ ADAPTERS: tuple[AdapterRow, ...] = (
         transport="tcp",
         adapter_id="go",
         launch_extra={"stopOnEntry": False},
+        # delve builds with -gcflags=all=-N -l, so the std packages the program uses are
+        # compiled again unless the build cache has them: a sandbox's cache starts empty
+        # (its private /tmp), and on a loaded 2-core machine that first build took ~55 s
+        launch_timeout=120.0,
         breakpoint_features=("condition", "log_message", "function"),
         hit_formats={"==": "== {n}", ">=": ">= {n}", "%": "% {n}"},
         exception_map={"uncaught": ""},
