@@ -5,7 +5,10 @@ limit inside it; each case is a real process that allocates past its ceiling."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -161,7 +164,7 @@ def test_a_debuggee_that_allocates_past_its_ceiling_says_it_hit_the_ceiling(
     from tether.actors.debug_session import KINDS as DEBUG_KINDS
 
     (tmp_path / "hog.py").write_text(HOG + "\n")
-    (tmp_path / "pyproject.toml").write_text("[project]\nname = \"hog\"\n")
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "hog"\n')
     rt = runtime_factory(kinds=with_ceiling(DEBUG_KINDS, 200))
     run = rt.open_run("d", workdir=tmp_path)
     first = run.call("debug", {"op": "launch", "program": "hog.py"})
@@ -173,3 +176,58 @@ def test_a_debuggee_that_allocates_past_its_ceiling_says_it_hit_the_ceiling(
     assert first.data["memory"].startswith(said)
     end = run.call("debug", {"op": "continue"})
     assert "exited with code 1" in end.text and said in end.text, end.text
+
+
+CGROUP_WORKER = r"""
+import json, sys, tempfile
+from dataclasses import replace
+from tether.actors.vibe import KINDS
+from tether.runtime import Runtime
+from tether.tools.vibe_workers import CommandBackend, VibeConfig
+kinds = [replace(k, config={**k.config, "memory_ceiling_mb": 150}) for k in KINDS]
+grow = "b = []\nwhile True:\n    b.append(b'x' * (8 * 2**20))"
+backends = {"fast": CommandBackend([sys.executable, "-c", grow]),
+            "good": CommandBackend([sys.executable, "-c", "print('fine')"])}
+with Runtime.start(kinds=kinds) as rt:
+    run = rt.open_run("w", workdir=tempfile.mkdtemp(), vibe=True,
+                      vibe_config=VibeConfig(backends=backends))
+    out = {}
+    for tier in ("fast", "good"):
+        spawned = run.call("vibe_spawn", {"brief": "go", "label": tier, "tier": tier})
+        done = run.call("vibe_wait", {"worker_id": spawned.data["worker_id"], "timeout_seconds": 60})
+        out[tier] = {"text": done.text, "status": done.data["status"]}
+    print(json.dumps(out))
+"""
+
+
+def test_with_a_cgroup_of_its_own_a_runaway_worker_is_killed_inside_its_child(
+    tmp_path, tether_state_dir
+):
+    from tests.capacity.test_ceiling import REPO, remove_tree
+    from tests.capacity.test_cgroups import V1_ROOT
+    from tether.cgroups import Cgroup
+
+    if os.geteuid() != 0 or not (V1_ROOT / "memory.usage_in_bytes").exists():
+        pytest.skip("needs root and a v1 memory controller at /sys/fs/cgroup/memory")
+    box = Cgroup(1, V1_ROOT).child(f"tether-test-box-{os.getpid()}")
+    box.set_limit(3 * 2**30)
+    join = f'echo $$ > {box.path}/cgroup.procs && exec {sys.executable} -c "$0"'
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TETHER_STATE_DIR": str(tether_state_dir)}
+    try:
+        done = subprocess.run(
+            ["/bin/sh", "-c", join, CGROUP_WORKER],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env=env,
+            cwd=REPO,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        out = json.loads(done.stdout.strip().splitlines()[-1])
+        hog = out["fast"]["text"]
+        assert out["fast"]["status"] == "failed" and "killed by signal 9" in hog, hog
+        assert f"{ceiling.OVER_WORDS} (a ceiling of 150 MiB)" in hog and "OOM killer" in hog, hog
+        assert out["good"]["status"] == "done", out["good"]  # the next worker runs as ever
+        assert box.oom_kills() == 0  # the kill happened in the worker's own cgroup
+    finally:
+        remove_tree(box)
