@@ -8,6 +8,8 @@ Pure code (no actors, no kernel processes) that the kernel actor runs around eac
   rewritten cells call (plus inline matplotlib and the DataFrame table formatter).
 - `outputs`: `CellOutput` accumulates a cell's iopub messages and `render(caps)` gives
   the text, images, notes on what was cut, and a clean traceback (`RenderedCell`).
+- `session`: `KernelSession`, what happens to a kernel's cells (sans-io: fed the kernel's
+  messages and timers, it acts through a small `CellIO`); the kernel actor drives it.
 
 It imports nothing of actors, supervisors, the runtime or the tools (tests/test_layout.py).
 """
