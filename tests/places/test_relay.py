@@ -168,8 +168,14 @@ def test_delve_in_a_sandbox_stops_at_a_breakpoint(runtime: Any, tmp_path: Path) 
     done = ok(run, {"op": "continue"})
     assert done.data["outcome"] == "exited" and done.data["exit_code"] == 0, done.text
     assert "hello 3" in done.text, done.text  # the program's output, through dlv's stdout
+    # the run's own go build cache (not the host's shared one) kept the build for the next
+    caches = list((runtime.state_dir / "scratch").glob("*-dbg-caches-*/go-build"))
+    assert len(caches) == 1 and any(caches[0].iterdir()), caches
+    again = ok(run, {"op": "launch", "program": ".", "wait": 120})
+    assert again.text.startswith("stopped at main.go:6 (breakpoint)"), again.text
     run.close()
     assert wait_until(lambda: gone(pids), 10)
+    assert wait_until(lambda: not caches[0].exists(), 10)  # (removed with the session)
 
 
 def test_delve_in_a_state_dir_too_deep_for_its_socket_is_refused_saying_so(tmp_path: Path) -> None:

@@ -78,8 +78,10 @@ from tether.messages.debug_ops import (
 from tether.messages.ops import op_name
 from tether.places import Place
 from tether.places.sandbox import python_inside
+from tether.private_dirs import ensure_private_dir
 from tether.processes import kill_tree, session_processes
 from tether.protocol import FramingError
+from tether.scratch import ProcessScratch
 
 SESSION_TTL = 1800.0  # s: SPEC.md "debug", a hard TTL
 LISTEN_LINE = re.compile(rb"listening at:?\s*\[?([0-9.:a-fA-F]+?)\]?:(\d+)\s*$", re.M)
@@ -111,6 +113,7 @@ class DebugSessionActor(ProcessActor):
         self._listen_buf = b""
         self._waiting_port: tuple[Any, Call] | None = None  # (op, call) until delve listens
         self._relay_socket = ""  # delve in a sandbox: the relay's Unix socket to its port
+        self._place_cache: ProcessScratch | None = None  # a sandboxed run's build caches
         self._adapter_created = 0.0
         self._adapter_pid = 0
         self._ending = False  # we are ending the adapter ourselves (terminate, relaunch)
@@ -356,9 +359,13 @@ class DebugSessionActor(ProcessActor):
                 argv, self._relay_socket = adapters.relayed_argv(row, binary, self._scratch_dir())
             except ValueError as e:
                 raise DebugError(ErrorCode.UNAVAILABLE, str(e)) from e
+        rw: list[str] = []
+        if place is not None and place.kind == "sandbox" and row.cache_env:
+            env.update(self._place_caches(row))
+            rw.append(str(self._scratch_of_place().base))
         # in the run's place: the adapter, and so the program it starts (tether.places)
         self._adapter_pid = self.spawn(
-            argv, cwd=str(root), env=env, place=place, workspace=str(root)
+            argv, cwd=str(root), env=env, place=place, workspace=str(root), rw=rw
         )
         # at once: the program it starts inherits the rlimit, or is born in the cgroup
         on_host = place is None or place.kind == "host"
@@ -395,6 +402,19 @@ class DebugSessionActor(ProcessActor):
         if restored:
             restored["why"] = self.previous_end or "the run's actors were started anew"
         return restored
+
+    def _scratch_of_place(self) -> ProcessScratch:
+        if self._place_cache is None:
+            self._place_cache = ProcessScratch("dbg-caches")
+        return self._place_cache
+
+    def _place_caches(self, row: AdapterRow) -> dict[str, str]:
+        """A sandboxed run's own toolchain caches (delve's go build), kept between its
+        launches and removed with this actor: the sandbox's /tmp starts empty at each
+        launch, and the shared caches beside the scratch dirs are the host's, which no
+        place may read or write (another conversation's compiled code is in them)."""
+        base = self._scratch_of_place().base
+        return {var: str(ensure_private_dir(base / sub)) for var, sub in row.cache_env.items()}
 
     def _scratch_dir(self) -> Path:
         scratch = self._scratch
@@ -609,6 +629,9 @@ class DebugSessionActor(ProcessActor):
         self._close_socket()
         self._remove_built_binary()
         super().release()
+        if self._place_cache is not None:
+            self._place_cache.close()
+            self._place_cache = None
         if hasattr(self, "ceiling"):
             self.ceiling.release()
 

@@ -45,6 +45,7 @@ ETC_SECRET_FILES = ("shadow", "shadow-", "gshadow", "gshadow-", "sudoers", "secu
 ETC_SECRET_DIRS = ("ssh", "sudoers.d", "ssl/private")
 # variables that would point a process at the host's per-user places
 DROPPED_ENV = ("XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS", "SSH_AUTH_SOCK", "DISPLAY")
+OWN_CACHES = ("GOCACHE", "GOPATH", "GOMODCACHE")  # kept when bound for the process (rw)
 
 
 def bwrap_binary() -> str:
@@ -218,6 +219,8 @@ def sandbox_env(env: Mapping[str, str], rw: Sequence[str] = ()) -> dict[str, str
         if state in value and not any(p in value for p in keep):
             continue
         out[name] = value
+    # a cache directory bound for this process (a run's own go build cache) is kept
+    own = {k: out[k] for k in OWN_CACHES if k in out and any(_beneath(out[k], p) for p in keep)}
     out.update(
         HOME=HOME,
         TMPDIR="/tmp",
@@ -232,4 +235,9 @@ def sandbox_env(env: Mapping[str, str], rw: Sequence[str] = ()) -> dict[str, str
         USER="sandbox",
         LOGNAME="sandbox",
     )
+    out.update(own)
     return out
+
+
+def _beneath(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
