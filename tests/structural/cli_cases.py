@@ -112,6 +112,7 @@ CASES: list[tuple[str, str, str, str]] = [
     ("control", "csharp", "while ($C) { $$$B }", "class A { void M() { while (n > 0) { n--; } } }\n"),
     ("control", "csharp", "do { $$$B } while ($C);", "class A { void M() { do { n++; } while (n < 3); } }\n"),
     ("control", "csharp", "if ($C) { $$$A } else { $$$B }", "class A { void M() { if (n > 0) { A(); } else { B(); } } }\n"),
+    ("control", "csharp", "foreach ($$$H) { $$$B }", "class A { void M(int[] v) { foreach (var x in v) { H(x); } } }\n"),
     ("control", "csharp", "foreach (var $X in $V) { $$$B }", "class A { void M(int[] v) { foreach (var x in v) { H(x); } } }\n"),
     ("control", "dart", "while ($C) { $$$B }", "void f() { while (x) { g(); } }\n"),
     ("control", "c", "do { $$$B } while ($C)", "void f(int n) { do { n++; } while (n < 3); }\n"),
@@ -199,6 +200,7 @@ DIVERGENCES: dict[tuple[str, str], str] = {
         )
     },
     ("csharp", "for ($$$H) { $$$B }"): _RUN_IN_BLOCK,
+    ("csharp", "foreach ($$$H) { $$$B }"): _RUN_IN_BLOCK,
     ("dart", "while ($C) { $$$B }"): (
         "Dart's grammar reads `{ $$$B }` after `while ($C)` as a set literal, so the CLI's "
         "pattern is a loop whose body is an expression statement and finds no loop with a "

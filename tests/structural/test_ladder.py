@@ -112,6 +112,9 @@ def test_a_run_for_a_loop_header_captures_the_header_of_every_for_kind():
     code = "void f(std::vector<int> v) {\n for (int i = 0; i < 3; i++) { g(i); }\n for (auto x : v) { h(x); }\n}\n"
     got = [m["captures"] for m in search_source("for ($$$H) { $$$B }", code, "cpp")]
     assert got == [{"H": "int i = 0; i < 3; i++", "B": "g(i);"}, {"H": "auto x : v", "B": "h(x);"}]
+    cs = "class A { void M(int[] v) { foreach (var x in v) { H(x); } } }\n"
+    (m,) = search_source("foreach ($$$H) { $$$B }", cs, "csharp")  # filled `in __tether_x`
+    assert m["captures"] == {"H": "var x in v", "B": "H(x);"}
     java = "class A { void m(int[] v) { for (int x : v) { h(x); } } }\n"
     (m,) = search_source("for ($$$H) { $$$B }", java, "java")
     assert m["captures"] == {"H": "int x : v", "B": "h(x);"}

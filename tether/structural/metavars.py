@@ -70,26 +70,27 @@ def preprocess(source: str, ch: str) -> str:
     return "".join(out)
 
 
-def terminate_runs(processed: str, ch: str, headers: bool = False) -> tuple[str, tuple[int, ...]]:
-    """`processed` with a `;` after each `$$$` run that closes a `{ }` block (and, with
-    `headers`, `;;` after one that closes parentheses), and the byte offsets of those `;`.
+def terminate_runs(processed: str, ch: str, header: str = "") -> tuple[str, tuple[int, ...]]:
+    """`processed` with a `;` after each `$$$` run that closes a `{ }` block (and `header`
+    after one that closes parentheses), and the byte offsets of every character put in.
 
     C#'s grammar reads `{ $$$B }` as an initializer, Dart's as a set literal: a name is no
     statement there without its `;` (where C and Java invent a MISSING one). C's reads
     `for ($$$H)` as no for loop at all: a header is `init; cond; step`, no run of one kind.
-    The `;` are ours: the compiler reads `$$$B;` as the run and drops a lone `;` of ours."""
+    What is put in is ours: the compiler reads `$$$B;` as the run and drops the nodes made
+    only of it."""
     multi, _ = metavar_regexes(ch)
     out: list[str] = []
     offsets: list[int] = []
     pos = 0
     for m in multi.finditer(processed):
         after = processed[m.end() :].lstrip()[:1]
-        fill = ";" if after == "}" else ";;" if headers and after == ")" else ""
+        fill = ";" if after == "}" else header if after == ")" else ""
         if not fill:
             continue
         out.append(processed[pos : m.end()])
         at = len("".join(out).encode())
-        offsets.extend(range(at, at + len(fill)))
+        offsets.extend(range(at, at + len(fill.encode())))
         out.append(fill)
         pos = m.end()
     out.append(processed[pos:])

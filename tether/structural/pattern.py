@@ -74,7 +74,10 @@ def _chars_for(lang: str, frag: str) -> tuple[str | None, ...]:
 # parentheses too, when neither reads it so (`for ($$$H) { $$$B }`: the C family has no
 # for loop whose header is one run; C++ and Java have an ERROR reading, which the CLI
 # matches, but which binds `$$$H` to `int` and `$$$B` to the rest of the header).
-AS_WRITTEN, BLOCKS, HEADERS = 0, 1, 2
+AS_WRITTEN, BLOCKS = None, ""
+# What fills a run that closes parentheses, tried in order: a C-style `for` header; a
+# `for`-in one (C#'s `foreach ($$$H)`, which `;;` does not make a loop).
+HEADER_FILLS = (";;", " in __tether_x")
 
 
 @dataclass
@@ -90,7 +93,7 @@ class _Ladder:
     best_closer: str = ""
     tried: list[str] = field(default_factory=list)
     first_err: tuple[Node, bytes, int, str] | None = None
-    fill: int = AS_WRITTEN  # how far the fragment's `$$$` runs are filled (see FILLS)
+    fill: str | None = AS_WRITTEN  # blocks filled, and what fills a header (see above)
 
     def read(self, ctx: Context, closer: str) -> Pattern | None:
         """The best reading of the fragment in one rung, over the metavariable chars."""
@@ -98,8 +101,8 @@ class _Ladder:
         for ch in self.chars:
             processed = preprocess(self.frag, ch) if ch else self.frag
             inserted: tuple[int, ...] = ()
-            if self.fill != AS_WRITTEN and ch is not None:
-                processed, inserted = terminate_runs(processed, ch, self.fill == HEADERS)
+            if self.fill is not None and ch is not None:
+                processed, inserted = terminate_runs(processed, ch, self.fill)
             p, err, src = read_in_context(
                 self.lang, processed, ctx, closer, ch, self.frag, inserted
             )
@@ -165,8 +168,8 @@ def compile_pattern(source: str, lang: str) -> Pattern:
     # of equals, the one with blocks filled: the as-written reading that ties it reads the
     # block as a literal (C#'s `for ($$$H) { $$$B }` as an initializer, which no loop has)
     ladder = min(reversed(ladders), key=_least_repaired)
-    if "$$$" in frag:
-        headers = _Ladder(lang, frag, chars, fill=HEADERS)
+    for fill in HEADER_FILLS if "$$$" in frag else ():
+        headers = _Ladder(lang, frag, chars, fill=fill)
         for closer in CLOSERS:
             found = _walk(headers, rungs, closer)
             if found is not None:

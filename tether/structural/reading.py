@@ -182,7 +182,7 @@ class _Converter:
     def __init__(self, src: bytes, ch: str | None, inserted: frozenset[int] = frozenset()):
         self.src = src
         self.ch = ch
-        self.inserted = inserted  # where the ladder put a `;` after a `$$$` run
+        self.inserted = inserted  # the bytes the ladder put after `$$$` runs
         self.names: set[str] = set()
 
     def _spells_metavar(self, n: Node) -> bool:
@@ -190,8 +190,11 @@ class _Converter:
         return self.ch is not None and extract_metavar(text, self.ch) is not None
 
     def _ours(self, n: Node) -> bool:
-        """Whether `n` is only a `;` the ladder put after a run (C#'s empty statement)."""
-        return n.start_byte in self.inserted and n.end_byte == n.start_byte + 1
+        """Whether `n` is made only of what the ladder put after a run (C#'s empty
+        statement of our `;`; the `in __tether_x` of a filled `foreach` header)."""
+        return n.end_byte > n.start_byte and all(
+            b in self.inserted for b in range(n.start_byte, n.end_byte)
+        )
 
     def _holds_metavar(self, text: bytes) -> bool:
         return self.ch is not None and self.ch.encode() in text
@@ -199,8 +202,11 @@ class _Converter:
     def convert(self, n: Node) -> PNode:
         text = self.src[n.start_byte : n.end_byte]
         if self.ch is not None:
-            if n.end_byte - 1 in self.inserted and n.end_byte - n.start_byte > 1:
-                text = text[:-1].rstrip()  # `$$$B;` with our `;` is the run `$$$B`
+            end = n.end_byte
+            while end - 1 in self.inserted and end - 1 > n.start_byte:
+                end -= 1  # `$$$B;` with our `;` is the run `$$$B`
+            if end < n.end_byte:
+                text = self.src[n.start_byte : end].rstrip()
             mv = extract_metavar(text.decode(errors="replace"), self.ch)
             if mv is not None:
                 if mv.name:
@@ -223,9 +229,10 @@ class _Converter:
         if not kids and n.start_byte == n.end_byte:
             return MetaVar(None, multi=True)
         if any(self._ours(c) and c.start_byte + 1 in self.inserted for c in n.children):
-            # a run filled with our `;;` (`for ($$$H;;)`): the grammar took it for its
-            # classic `for`; the run stands for any header, so the node is of any kind
-            # whose children these are (C++'s range `for`, Java's enhanced `for` too)
+            # a run filled as a header (`for ($$$H;;)`, several bytes of ours): the grammar
+            # took it for one kind of `for`; the run stands for any header, so the node is
+            # of any kind whose children these are (C++'s range `for`, Java's enhanced
+            # `for` too)
             return Internal(ERROR_KIND, "ERROR", kids)
         return Internal(n.kind_id, n.type, kids)
 
