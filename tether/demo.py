@@ -23,7 +23,7 @@ import tempfile
 import textwrap
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -388,7 +388,7 @@ def _vibe(run: Any) -> int:
     return _expect(waited, "Python")
 
 
-def _walk(node: Mapping[str, Any]):
+def _walk(node: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
     yield node
     for child in node.get("children", []):
         yield from _walk(child)

@@ -48,6 +48,7 @@ from tether.host.accounting import ProcessAccount
 from tether.host.boot import (
     RESOURCE_KIND_MODULES,
     ROOT_NAME,
+    ActorSystem,
     KindLoadError,
     PortTaken,
     RuntimeStartError,
@@ -64,7 +65,7 @@ from tether.host.portfile import (
 )
 from tether.host.routes import ROOT
 from tether.kinds import KindSpec
-from tether.messages.calls import ErrorCode, ResourceError
+from tether.messages.calls import Call, ErrorCode, ResourceError
 from tether.metrics import Metrics
 from tether.places import Place
 from tether.processes import (
@@ -97,7 +98,7 @@ class Runtime:
         self.kinds: dict[str, KindSpec] = {}
         self.state_dir = default_state_dir()
         self.port_file: Path | None = None
-        self._asys: Any = None
+        self._asys: ActorSystem | None = None  # (thespian's; tether.host.boot)
         self._engine: CallEngine | None = None  # route, send, wait, retry (tether.host.engine)
         self._ids = itertools.count(1)
         self._token = uuid.uuid4().hex[:12]
@@ -277,7 +278,7 @@ class Runtime:
         threading.Thread(target=close, name="tether-old-tree", daemon=True).start()
 
     # --- capacity (tether.capacity) ---------------------------------------------------
-    def _admit(self, call: Any) -> None:
+    def _admit(self, call: Call) -> None:
         if self.governor is not None:
             self.governor.admit(call)
 

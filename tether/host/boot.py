@@ -46,7 +46,7 @@ from tether.processes import (
 thespian_patches.apply()  # before any thespian transport or actor process exists
 name_forked_tree_processes()  # so the next start's reaper can prove they were ours
 
-from thespian.actors import ActorSystem, InvalidActorAddress  # noqa: E402  (after the patches)
+from thespian.actors import ActorAddress, ActorSystem, InvalidActorAddress  # noqa: E402  (after the patches)
 
 # Modules that declare resource kinds (`KINDS: list[KindSpec]`). A module that does not
 # exist (yet) is skipped; one that fails to import is an error that names it.
@@ -176,7 +176,7 @@ def environment(variables: dict[str, str]) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def start_system(port: int, token: str, secret: bytes, state_dir: Path) -> Any:
+def start_system(port: int, token: str, secret: bytes, state_dir: Path) -> ActorSystem:
     """Thespian's multiprocTCPBase with its admin on `port` (BOOT_LOCK held: no other start
     sees the variables set for the fork)."""
     # thespian forks its admin (which daemonizes) from here, and every actor from the
@@ -195,12 +195,12 @@ def start_system(port: int, token: str, secret: bytes, state_dir: Path) -> Any:
 class RootHello:
     """The root's answer to the host's hello: who runs the tree, and where its nodes are."""
 
-    root: Any  # the root supervisor's thespian address
+    root: ActorAddress  # the root supervisor's
     payload: dict[str, Any]
-    addresses: dict[str, Any]
+    addresses: dict[str, ActorAddress]
 
 
-def greet_root(asys: Any, engine: CallEngine, call_id: str, timeout: float) -> RootHello:
+def greet_root(asys: ActorSystem, engine: CallEngine, call_id: str, timeout: float) -> RootHello:
     """Create the root supervisor and hand it the host and the kinds (a ResourceError if
     it does not answer within `timeout`)."""
     from tether.supervisors.tree import RootSupervisor
@@ -248,7 +248,7 @@ def admin_sessions_started(children_before: set[int]) -> list[tuple[int, float]]
     return found
 
 
-def abandon(asys: Any, children_before: set[int], token: str) -> None:
+def abandon(asys: ActorSystem | None, children_before: set[int], token: str) -> None:
     """A start that failed half-way: stop and kill whatever this boot started, and nothing
     else (a listener on the port may belong to another actor system)."""
     stopper = threading.Thread(target=stop_system, args=(asys,), daemon=True)
@@ -263,6 +263,8 @@ def abandon(asys: Any, children_before: set[int], token: str) -> None:
             kill_tree(proc.pid, grace=0.2, group=False)
 
 
-def stop_system(asys: Any) -> None:
-    with contextlib.suppress(Exception):
+def stop_system(asys: ActorSystem | None) -> None:
+    if asys is None:
+        return
+    with contextlib.suppress(Exception):  # (a dead admin: thespian raises, or waits)
         asys.shutdown()

@@ -313,11 +313,12 @@ def _span_key(v: Node | list[Node]) -> Any:
     return (v.start_byte, v.end_byte, v.kind_id)
 
 
-def iter_named(root: Node):
+def iter_named(root: Node) -> Iterator[Node]:
     """Every node of a tree in pre-order (the fallback when no query applies)."""
     cursor = root.walk()
     while True:
-        yield cursor.node
+        if cursor.node is not None:  # (always, on a tree: the stubs allow None)
+            yield cursor.node
         if cursor.goto_first_child():
             continue
         while not cursor.goto_next_sibling():

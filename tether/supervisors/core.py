@@ -32,6 +32,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
+from thespian.actors import ActorAddress
+
 from tether.actors.base import TetherActor
 from tether.capacity.usage import UsageRecord, traits_of
 from tether.health_node import HealthNode, NodeState, health_node
@@ -85,7 +87,7 @@ class ChildRecord:
     actor_class: str
     config: dict[str, Any]
     kinds: list[dict[str, Any]] = field(default_factory=list)  # for children that supervise
-    address: Any = None
+    address: ActorAddress | None = None
     incarnation: int = 0
     state: NodeState = NodeState.STARTING  # starting | ready | restarting | stopping | failed
     started_at: float = 0.0
@@ -98,7 +100,7 @@ class ChildRecord:
     error_code: str = ""  # for failed children: GAVE_UP or UNAVAILABLE
     # calls for a child not there yet: idempotent ones across a restart, and the host's
     # until the child's pid is known (`_takes`)
-    waiting: list[tuple[bytes, Any, Call]] = field(default_factory=list)
+    waiting: list[tuple[bytes, ActorAddress, Call]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -125,7 +127,7 @@ class GatherDue:
 
 @dataclass
 class _Gather:
-    reply_to: Any
+    reply_to: ActorAddress
     reply_query_id: str
     node: dict[str, Any]
     waiting: dict[str, ChildRecord]  # sub-query id -> child
@@ -221,7 +223,7 @@ class Supervisor(TetherActor):
         )
         self._flush_waiting(rec)
 
-    def find_by_address(self, address: Any) -> ChildRecord | None:
+    def find_by_address(self, address: ActorAddress) -> ChildRecord | None:
         for rec in self.children.values():
             if rec.address is not None and rec.address == address:
                 return rec
@@ -244,7 +246,9 @@ class Supervisor(TetherActor):
             ChildTimer(ChildTimer.KILL, rec.kind, rec.key, rec.incarnation),
         )
 
-    def handle_supervisor_message(self, obj: Any, data: bytes, extra: Any, sender: Any) -> bool:
+    def handle_supervisor_message(
+        self, obj: Any, data: bytes, extra: Any, sender: ActorAddress
+    ) -> bool:
         """Messages every supervisor understands. Returns False if `obj` is not one."""
         if isinstance(obj, Started):
             rec = self.children.get((obj.kind, obj.key))
@@ -290,7 +294,7 @@ class Supervisor(TetherActor):
             return False
         return True
 
-    def handle_child_exited(self, address: Any) -> None:
+    def handle_child_exited(self, address: ActorAddress) -> None:
         rec = self.find_by_address(address)
         if rec is None:
             return
@@ -389,7 +393,7 @@ class Supervisor(TetherActor):
 
     # --- routing ---------------------------------------------------------------------
     def route_to_resource(
-        self, route: Route, call: Call, reply_to: Any, spec: KindSpec, name: str
+        self, route: Route, call: Call, reply_to: ActorAddress, spec: KindSpec, name: str
     ) -> None:
         """The last supervisor on a call's way (a kind supervisor, a RunActor): start the
         resource actor if needed and hand the call (`route.call`, decoded: `call`) over."""
@@ -399,7 +403,7 @@ class Supervisor(TetherActor):
         self.deliver(rec, call, route.call, reply_to, newer_than=route.after_incarnation)
 
     def deliver(
-        self, rec: ChildRecord, call: Call, data: bytes, reply_to: Any, newer_than: int = 0
+        self, rec: ChildRecord, call: Call, data: bytes, reply_to: ActorAddress, newer_than: int = 0
     ) -> bool:
         """Hand the host's call on to the child `rec` (`data`: the encoded Call for a
         resource child, the encoded Route for a supervisor on the way), or answer it with
@@ -452,7 +456,7 @@ class Supervisor(TetherActor):
             code, message = ErrorCode.RESOURCE_DIED, f"{rec.name} failed to start: {started.error}"
         self._fail_waiting(rec, code, message)
 
-    def _hand_over(self, rec: ChildRecord, call: Call, data: bytes, reply_to: Any) -> None:
+    def _hand_over(self, rec: ChildRecord, call: Call, data: bytes, reply_to: ActorAddress) -> None:
         # the host hears first who has the call, so it is in before the answer
         via = not self.children_called_by_host
         run_id = "" if via else self.route_run_id
@@ -466,7 +470,7 @@ class Supervisor(TetherActor):
             self.send_error(reply_to, call.call_id, code, message)
 
     # --- fault injection -------------------------------------------------------------
-    def route_inject(self, inject: Inject, data: bytes, reply_to: Any) -> None:
+    def route_inject(self, inject: Inject, data: bytes, reply_to: ActorAddress) -> None:
         for rec in self.children.values():
             if inject.target == rec.name:
                 if inject.fault == "crash_actor":
@@ -493,7 +497,7 @@ class Supervisor(TetherActor):
             f"known here: {', '.join(names) or 'none'} (names are as rt.health() shows them)",
         )
 
-    def _crash_child(self, rec: ChildRecord, inject: Inject, reply_to: Any) -> None:
+    def _crash_child(self, rec: ChildRecord, inject: Inject, reply_to: ActorAddress) -> None:
         if not rec.pid:
             self.reply_inject(reply_to, inject, False, f"{rec.name} has not started yet; try again")
             return
@@ -536,7 +540,7 @@ class Supervisor(TetherActor):
         node["last_error"] = f"its actor process {rec.pid} is gone; {coming}"
         return node
 
-    def _start_gather(self, query: HealthQuery, reply_to: Any) -> None:
+    def _start_gather(self, query: HealthQuery, reply_to: ActorAddress) -> None:
         self._query_seq += 1
         gather_id = f"{os.getpid()}-{self._query_seq}"
         now = time.monotonic()

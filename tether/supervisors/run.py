@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from thespian.actors import ActorAddress
+
 from tether.health_node import NodeState
 from tether.kinds import KindSpec, Scope
 from tether.messages.calls import ErrorCode
@@ -33,7 +35,7 @@ class RunActor(Supervisor):
         self.kinds: dict[str, KindSpec] = {}
         self.calls_routed = 0
 
-    def handle_message(self, obj: Any, data: bytes, extra: Any, sender: Any) -> None:
+    def handle_message(self, obj: Any, data: bytes, extra: Any, sender: ActorAddress) -> None:
         if isinstance(obj, Route):
             self._route(obj, extra if extra is not None else sender)
         elif isinstance(obj, Start):
@@ -52,7 +54,7 @@ class RunActor(Supervisor):
         else:
             self.handle_supervisor_message(obj, data, extra, sender)
 
-    def _route(self, route: Route, reply_to: Any) -> None:
+    def _route(self, route: Route, reply_to: ActorAddress) -> None:
         self.calls_routed += 1
         call = decode(route.call)
         spec = self.kinds.get(call.kind)

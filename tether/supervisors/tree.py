@@ -21,6 +21,7 @@ import signal
 from typing import Any
 
 import psutil
+from thespian.actors import ActorAddress
 
 from tether.health_node import NodeState
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
@@ -52,7 +53,7 @@ class KindSupervisor(Supervisor):
         super().__init__()
         self.spec: KindSpec | None = None
 
-    def handle_message(self, obj: Any, data: bytes, extra: Any, sender: Any) -> None:
+    def handle_message(self, obj: Any, data: bytes, extra: Any, sender: ActorAddress) -> None:
         if isinstance(obj, Start):
             self.spec = KindSpec.from_wire(obj.kinds[0])
         elif isinstance(obj, Route):
@@ -77,9 +78,9 @@ class RunSupervisor(Supervisor):
     def __init__(self) -> None:
         super().__init__()
         self.kinds: list[dict[str, Any]] = []
-        self.opening: dict[str, list[tuple[str, Any]]] = {}  # run id -> OpenRuns to answer
+        self.opening: dict[str, list[tuple[str, ActorAddress]]] = {}  # run id -> OpenRuns to answer
 
-    def handle_message(self, obj: Any, data: bytes, extra: Any, sender: Any) -> None:
+    def handle_message(self, obj: Any, data: bytes, extra: Any, sender: ActorAddress) -> None:
         if isinstance(obj, Start):
             self.kinds = obj.kinds
         elif isinstance(obj, Route):  # on its way to a resource of one run: to its RunActor
@@ -117,7 +118,7 @@ class RunSupervisor(Supervisor):
             kinds=self.kinds,
         )
 
-    def _opened(self, rec: ChildRecord, call_id: str, reply_to: Any) -> None:
+    def _opened(self, rec: ChildRecord, call_id: str, reply_to: ActorAddress) -> None:
         payload = {"run_id": rec.key, "pid": rec.pid, "incarnation": rec.incarnation}
         self.send(reply_to, (encode(Reply(call_id, True, payload)), rec.address))
 
@@ -153,11 +154,11 @@ class RootSupervisor(Supervisor):
         self.kinds: list[KindSpec] = []
         self._admin: tuple[int, float] | None = None
         self._siblings: list[tuple[int, float]] = []
-        self._hello_to: tuple[str, Any] | None = None  # answered once the children started
+        self._hello_to: tuple[str, ActorAddress] | None = None  # answered once the children started
         # ListHops held until the supervisor they wait for is up: "kind:key" -> askers
-        self._hops_waiting: dict[str, list[tuple[str, Any]]] = {}
+        self._hops_waiting: dict[str, list[tuple[str, ActorAddress]]] = {}
 
-    def handle_message(self, obj: Any, data: bytes, extra: Any, sender: Any) -> None:
+    def handle_message(self, obj: Any, data: bytes, extra: Any, sender: ActorAddress) -> None:
         if isinstance(obj, Hello):
             self._hello(obj, sender)
         elif isinstance(obj, Route):  # a first call: to its kind's supervisor, or the runs'
@@ -169,7 +170,7 @@ class RootSupervisor(Supervisor):
         else:
             self.handle_supervisor_message(obj, data, extra, sender)
 
-    def _hello(self, hello: Hello, sender: Any) -> None:
+    def _hello(self, hello: Hello, sender: ActorAddress) -> None:
         close_inherited_fds(self)
         # thespian's admin also runs a logger process; neither has a watchdog of its own
         with contextlib.suppress(Exception):
@@ -219,7 +220,7 @@ class RootSupervisor(Supervisor):
         if rec.state == NodeState.FAILED:  # given up on: it will not come up for those waiting
             self._answer_waiting_hops(rec)
 
-    def _list_hops(self, ask: ListHops, reply_to: Any) -> None:
+    def _list_hops(self, ask: ListHops, reply_to: ActorAddress) -> None:
         kind, _, key = ask.wait_for.partition(":")
         rec = self.children.get((kind, key))
         if rec is not None and rec.state != NodeState.FAILED and not _up(rec):
@@ -231,7 +232,7 @@ class RootSupervisor(Supervisor):
         for call_id, reply_to in self._hops_waiting.pop(f"{rec.kind}:{rec.key}", []):
             self._answer_hops(call_id, reply_to)
 
-    def _answer_hops(self, call_id: str, reply_to: Any) -> None:
+    def _answer_hops(self, call_id: str, reply_to: ActorAddress) -> None:
         # the token proves this tree was forked from the host that says Hello (tether.runtime)
         up = {f"{rec.kind}:{rec.key}": rec for rec in self.children.values() if _up(rec)}
         payload = {
@@ -248,7 +249,7 @@ class RootSupervisor(Supervisor):
         addresses = {name: rec.address for name, rec in up.items()}
         self.send(reply_to, (encode(Reply(call_id, True, payload)), addresses))
 
-    def _route(self, route: Route, data: bytes, reply_to: Any) -> None:
+    def _route(self, route: Route, data: bytes, reply_to: ActorAddress) -> None:
         call = decode(route.call)
         spec = next((k for k in self.kinds if k.kind == call.kind), None)
         if spec is None:
@@ -264,7 +265,7 @@ class RootSupervisor(Supervisor):
             return
         self.deliver(rec, call, data, reply_to)
 
-    def _route_inject(self, inject: Inject, data: bytes, reply_to: Any) -> None:
+    def _route_inject(self, inject: Inject, data: bytes, reply_to: ActorAddress) -> None:
         target = inject.target
         if target in ("root", "runs") or target.startswith("supervisor:"):
             self.reply_inject(reply_to, inject, False, _not_a_target(target))
