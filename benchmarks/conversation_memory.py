@@ -90,14 +90,20 @@ def measure(rt: Runtime) -> tuple[dict[str, float], dict[str, float]]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--conversations", type=int, default=2)
-    n = ap.parse_args().conversations
+    # a language server keeps working after its answer (basedpyright's background
+    # indexing, V8's next major GC): measured at once, a server's figure depends on when
+    ap.add_argument("--settle", type=float, default=15.0, help="s to wait before measuring")
+    opts = ap.parse_args()
+    n, settle = opts.conversations, opts.settle
     base = Path(tempfile.mkdtemp(prefix="tether-mem-"))
     try:
         with Runtime.start() as rt:
             conversation(rt, base, 0)
+            time.sleep(settle)
             first, _ = measure(rt)
             for i in range(1, n):
                 conversation(rt, base, i)
+            time.sleep(settle)
             uss, pss = measure(rt)
             # marginal: what each conversation after the first added (the tree is paid once)
             head = f"{'kind':34} {'USS MiB':>9} {'PSS MiB':>9} {'marginal':>9}"
