@@ -26,11 +26,11 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 import psutil
 
-from tether.health_node import NodeState
+from tether.health_node import HealthNode, NodeState
 from tether.host import thespian_patches
 
 STATE_MARK: dict[str, str] = {  # (a StrEnum key is found by its plain string)
@@ -49,7 +49,7 @@ class StatusError(RuntimeError):
     pass
 
 
-def fetch_health(port: int, timeout: float = 5.0) -> dict[str, Any]:
+def fetch_health(port: int, timeout: float = 5.0) -> HealthNode:
     """The health tree of the tether runtime whose admin listens on 127.0.0.1:`port`."""
     thespian_patches.apply()
     with socket.socket() as sock:
@@ -139,7 +139,7 @@ def render_capacity(cap: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _fetch(port: int, timeout: float, secret: bytes) -> dict[str, Any]:
+def _fetch(port: int, timeout: float, secret: bytes) -> HealthNode:
     from thespian.actors import ActorSystem
 
     from tether.host import transport_auth
@@ -164,7 +164,7 @@ def _fetch(port: int, timeout: float, secret: bytes) -> dict[str, Any]:
             if isinstance(msg, bytes):
                 report = decode(msg)
                 if isinstance(report, HealthReport) and report.query_id == query.query_id:
-                    node = dict(report.node)
+                    node = cast(HealthNode, dict(report.node))  # (built by health_node)
                     node["admin_port"] = port
                     return node
     raise StatusError(f"no health report within {timeout:g} s")
@@ -174,7 +174,7 @@ def _mib(n: int) -> str:
     return f"{n / 2**20:.1f} MiB"
 
 
-def describe(node: dict[str, Any]) -> str:
+def describe(node: HealthNode) -> str:
     state = node.get("state", "?")
     parts = [node.get("name", "?"), f"[{state}{STATE_MARK.get(state, '')}]"]
     parts.append(f"up {node.get('uptime', 0):.1f}s")
@@ -206,13 +206,13 @@ def describe(node: dict[str, Any]) -> str:
     return line
 
 
-def render_tree(health: dict[str, Any]) -> str:
+def render_tree(health: HealthNode) -> str:
     """Draw a health dict as a tree (box-drawing characters), one actor per line."""
     lines: list[str] = []
     if "admin_port" in health:
         lines.append(f"tether runtime on 127.0.0.1:{health['admin_port']}")
 
-    def walk(node: dict[str, Any], prefix: str, last: bool, top: bool) -> None:
+    def walk(node: HealthNode, prefix: str, last: bool, top: bool) -> None:
         branch = "" if top else ("└── " if last else "├── ")
         text = describe(node).split("\n")
         lines.append(prefix + branch + text[0])
@@ -276,7 +276,7 @@ TOP_COLUMNS = ("actor", "state", "up", "restarts", "pending", "rss", "cpu", "pla
 CLEAR = "\x1b[H\x1b[J"  # cursor home, clear to the end: the frame is redrawn in place
 
 
-def top_rows(health: dict[str, Any], cpu: CpuSampler | None = None) -> list[tuple[str, ...]]:
+def top_rows(health: HealthNode, cpu: CpuSampler | None = None) -> list[tuple[str, ...]]:
     """One row per actor, indented by depth: the table `tether top` draws. With `cpu`, the
     CPU column is measured here between frames (the report's own is a single look)."""
     rows: list[tuple[str, ...]] = []
@@ -284,7 +284,7 @@ def top_rows(health: dict[str, Any], cpu: CpuSampler | None = None) -> list[tupl
     def cpu_of(p: dict[str, Any]) -> float:
         return cpu.percent(int(p["pid"])) if cpu is not None else float(p.get("cpu", 0))
 
-    def walk(node: dict[str, Any], depth: int) -> None:
+    def walk(node: HealthNode, depth: int) -> None:
         pids = [p for p in node.get("pids", []) if p.get("alive", True) and "pid" in p]
         state = str(node.get("state", "?"))
         rows.append(
@@ -314,7 +314,7 @@ def short_place(place: str) -> str:
 
 
 def render_top(
-    health: dict[str, Any],
+    health: HealthNode,
     now: str,
     cpu: CpuSampler | None = None,
     size: tuple[int, int] | None = None,
@@ -389,7 +389,7 @@ def top_main(
     in_place = out.isatty()
     cpu = CpuSampler()
     frames = 0
-    last: dict[str, Any] | None = None
+    last: HealthNode | None = None
     with keys(sys.stdin) if in_place and sys.stdin.isatty() else contextlib.nullcontext(False) as k:
         try:
             while not count or frames < count:

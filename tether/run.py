@@ -78,13 +78,13 @@ class _CallThreads:
     ThreadPoolExecutor's, so a call still waiting never holds up the host's exit."""
 
     def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], Callable[[Any], None]]] = (
-            queue.SimpleQueue()
-        )
+        self._jobs: queue.SimpleQueue[
+            tuple[Callable[[], ToolResult], Callable[[ToolResult], None]]
+        ] = queue.SimpleQueue()
         self._idle = 0
         self._lock = threading.Lock()
 
-    def submit(self, job: Callable[[], Any], then: Callable[[Any], None]) -> None:
+    def submit(self, job: Callable[[], ToolResult], then: Callable[[ToolResult], None]) -> None:
         """Run `job` on a thread, then `then(its result)` once that thread counts as idle
         again (so the caller's next submit finds it, rather than starting another)."""
         with self._lock:
