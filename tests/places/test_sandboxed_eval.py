@@ -191,7 +191,7 @@ def test_pip_on_the_host_installs_into_the_layer_too(
     layer handed over with it); pip will not uninstall what lies outside the layer."""
     rt = runtime_factory(kinds=kinds(spares=spares))
     if spares:  # a started spare, so the first cell takes it
-        status = lambda: rt._call("", "kernel_pool", "python", "pool_status", {}, 10)  # noqa: E731
+        status = lambda: rt.call("", "kernel_pool", "python", "pool_status", {}, 10)  # noqa: E731
         wait_until(lambda: status()["ready"] >= 1, 60)
     run = rt.open_run("h", workdir=tmp_path)
     wheel = _wheel(tmp_path, "tetherhostprobe")
@@ -208,7 +208,7 @@ def test_pip_on_the_host_installs_into_the_layer_too(
     after = sorted(p.name for p in tether_site.glob("python3*/site-packages/*"))
     assert after == before and "msgpack" in " ".join(after)
     if spares:
-        assert rt._call("", "kernel_pool", "python", "pool_status", {}, 10)["taken"] == 1
+        assert rt.call("", "kernel_pool", "python", "pool_status", {}, 10)["taken"] == 1
 
 
 def test_a_sandboxed_kernel_can_be_started_at_open_run(two_runs: Any) -> None:

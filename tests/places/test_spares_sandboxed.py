@@ -33,7 +33,7 @@ def kernel_node(rt: Any, run_id: str) -> dict[str, Any]:
 
 
 def pool(rt: Any) -> dict[str, Any]:
-    return dict(rt._call("", "kernel_pool", "python", "pool_status", {}, 10))
+    return dict(rt.call("", "kernel_pool", "python", "pool_status", {}, 10))
 
 
 def test_a_sandboxed_kernel_started_ahead_serves_the_first_cell(

@@ -66,8 +66,8 @@ def test_render_tree_draws_branches_and_failures() -> None:
 
 
 def test_status_of_a_runtime_in_another_process(runtime) -> None:
-    runtime._call("r1", "echo_process", "k", "echo", {}, 5)
-    runtime._call("r1", "echo_run", "k", "echo", {}, 5)  # a run kind starts the run's actor
+    runtime.call("r1", "echo_process", "k", "echo", {}, 5)
+    runtime.call("r1", "echo_run", "k", "echo", {}, 5)  # a run kind starts the run's actor
     code = f"import sys; sys.path.insert(0, {str(ROOT)!r}); from tether.cli import main; sys.exit(main(['status', '--port', '{runtime.admin_port}']))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
@@ -75,7 +75,7 @@ def test_status_of_a_runtime_in_another_process(runtime) -> None:
     assert out.startswith(f"tether runtime on 127.0.0.1:{runtime.admin_port}\nroot  [ready]")
     assert "├── runs  [ready]" in out and "│   └── run:r1  [ready]" in out
     assert "echo_process:k  [ready]" in out
-    assert runtime._call("r1", "echo_process", "k", "echo", {"still": 1}, 5)["echo"] == {"still": 1}
+    assert runtime.call("r1", "echo_process", "k", "echo", {"still": 1}, 5)["echo"] == {"still": 1}
 
 
 def test_status_in_process(runtime) -> None:
@@ -115,7 +115,7 @@ def test_status_needs_the_runtimes_secret_from_its_own_port_file(runtime, capsys
 
 
 def test_top_of_a_runtime_in_another_process_draws_frames_of_every_actor(runtime) -> None:
-    runtime._call("r1", "echo_process", "k", "echo", {}, 5)
+    runtime.call("r1", "echo_process", "k", "echo", {}, 5)
     runtime.inject("crash_actor", "echo_process:k")
     wait_until(lambda: health_node(runtime.health(), "echo_process:k")["restarts"] == 1)
     code = (
