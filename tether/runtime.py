@@ -302,9 +302,8 @@ class Runtime:
 
     # --- processes (tether.host.accounting) -------------------------------------------
     def processes(self) -> list[psutil.Process]:
-        """Every live process of this runtime now: the tree's and any other process that
-        carries its token. What an orphan check remembers before shutdown, to ask
-        `left_behind` about after it."""
+        """Every live process of this runtime now (the tree's, and any carrying its token):
+        what an orphan check keeps before shutdown, to ask `left_behind` about after."""
         return self._account.processes()
 
     def left_behind(
