@@ -9,6 +9,8 @@ from pathlib import Path
 
 from tests.capacity.test_governor import idle, squeeze
 from tests.conftest import health_node, wait_until
+from tether.actors.kernel import kinds
+from tether.actors.language_server import KINDS as LSP_KINDS
 from tether.capacity.policy import Settings
 from tether.capacity.usage import EVICTED
 
@@ -36,7 +38,8 @@ def test_an_evicted_language_server_says_its_next_answer_was_a_cold_start(
 ):
     work = tmp_path / "project"
     shutil.copytree(SAMPLE, work)
-    rt = runtime_factory()
+    # (no spare kernels: a spare starting holds a reservation of its own at the squeeze)
+    rt = runtime_factory(kinds=[*LSP_KINDS, *kinds(spares=0)])
     rt.governor.settings = Settings(min_idle=0.2)
     run = rt.open_run("c1", workdir=work)
     first = run.call("lsp", HOVER)

@@ -22,13 +22,14 @@ def test_metrics_and_status_show_the_budget(runtime_factory, capsys):
     assert 0 < float(series["tether_memory_used_bytes"]) < 2 * 2**30
     assert float(series["tether_conversations_fit"]) >= 1
     # the governor keeps its summary beside the port file, for another process's status
-    summary = json.loads(rt.port_file.with_suffix(".capacity").read_text())
+    kept = rt.port_file.with_suffix(".capacity")  # (shutdown forgets the port file's path)
+    summary = json.loads(kept.read_text())
     assert summary["budget"] == 2 * 2**30 and summary["budget_source"] == f"memory_budget={2**31}"
     assert status_main(rt.admin_port) == 0
     out = capsys.readouterr().out
     assert "capacity: " in out and "of 2048.0 MiB used" in out and "echo_process" in out
     rt.shutdown()
-    assert not rt.port_file.with_suffix(".capacity").exists()
+    assert not kept.exists()
 
 
 def test_render_capacity():
