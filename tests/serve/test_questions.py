@@ -31,6 +31,7 @@ def test_ask_user_is_answered_through_the_clients_elicitation(served: Served) ->
 
     async def scenario() -> Any:
         async with served.client("legacy", elicitation_callback=human) as client:
+            assert "ask_user" in {tool.name for tool in (await client.list_tools()).tools}
             opened = await client.call_tool("open_conversation", {"workdir": "app"})
             handle = opened.structured_content["conversation"]
             return await client.call_tool("ask_user", {"conversation": handle, **QUESTION})
@@ -42,20 +43,31 @@ def test_ask_user_is_answered_through_the_clients_elicitation(served: Served) ->
     assert asked[0].requested_schema["properties"]["choice"]["enum"] == ["Postgres", "SQLite"]
 
 
-def test_a_client_that_cannot_be_asked_gets_a_refusal_not_a_wait(served: Served) -> None:
+def test_a_client_that_cannot_be_asked_is_not_shown_ask_user_and_is_refused_at_once(
+    served: Served,
+) -> None:
     async def scenario(mode: str) -> tuple[Any, float]:
         async with served.client(mode) as client:
+            listed = {tool.name for tool in (await client.list_tools()).tools}
+            assert "ask_user" not in listed and "read" in listed  # SPEC: only with a port
             opened = await client.call_tool("open_conversation", {"workdir": "app"})
             handle = opened.structured_content["conversation"]
-            started = time.monotonic()
-            result = await client.call_tool("ask_user", {"conversation": handle, **QUESTION})
+            started = time.monotonic()  # called anyway: refused at once, never a wait
+            try:
+                result: Any = await client.call_tool(
+                    "ask_user", {"conversation": handle, **QUESTION}
+                )
+            except MCPError as e:  # 2026-07-28: an unlisted tool's routing header is unknown
+                result = e
             return result, time.monotonic() - started
 
-    for mode in ("legacy", "2026-07-28"):  # no elicitation callback; no back channel
-        result, took = anyio.run(scenario, mode)
-        assert result.is_error and "nobody is connected to answer" in text(result), text(result)
-        assert result.structured_content == {"status": "no_human"}
-        assert took < 5.0
+    legacy, took = anyio.run(scenario, "legacy")  # no elicitation callback
+    assert legacy.is_error and "nobody is connected to answer" in text(legacy), text(legacy)
+    assert legacy.structured_content == {"status": "no_human"}
+    assert took < 5.0
+    modern, took = anyio.run(scenario, "2026-07-28")  # no elicitation, no back channel
+    assert isinstance(modern, MCPError) and "Mcp-Param-Conversation" in str(modern)
+    assert took < 5.0
 
 
 def test_a_permission_card_asks_the_clients_human_and_fails_closed_without_one(
@@ -111,6 +123,7 @@ def test_ask_user_at_2026_07_28_is_answered_through_the_clients_elicitation(
 
     async def scenario() -> Any:
         async with served.client("2026-07-28", elicitation_callback=human) as client:
+            assert "ask_user" in {tool.name for tool in (await client.list_tools()).tools}
             opened = await client.call_tool("open_conversation", {"workdir": "app"})
             handle = opened.structured_content["conversation"]
             # the SDK's driver: input_required, the callback, the retry with the state
@@ -188,7 +201,11 @@ def test_a_card_raised_inside_a_running_cell_is_answered_by_input_required(
         async with served.client("2026-07-28", elicitation_callback=human) as client:
             opened = await client.call_tool("open_conversation", {"workdir": "app"})
             handle = opened.structured_content["conversation"]
-            args = {"conversation": handle, "code": code, "description": "ask the human from inside a running cell"}
+            args = {
+                "conversation": handle,
+                "code": code,
+                "description": "ask the human from inside a running cell",
+            }
             return await client.call_tool("eval", args)
 
     result = anyio.run(scenario)

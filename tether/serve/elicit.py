@@ -62,6 +62,19 @@ def can_park(ctx: Any) -> bool:
     )
 
 
+def can_be_asked(ctx: Any) -> bool:
+    """Whether a card raised in this client's calls reaches a human: a session that can send
+    `elicitation/create` to a client that declared it, or a call that may park. SPEC lists
+    `ask_user` only where a port can answer, so a client that can do neither is not shown it."""
+    session = ctx.session
+    return can_park(ctx) or (
+        session.can_send_request
+        and session.check_client_capability(
+            types.ClientCapabilities(elicitation=types.ElicitationCapability())
+        )
+    )
+
+
 class ElicitPort:
     def __init__(self) -> None:
         self._lock = threading.Lock()

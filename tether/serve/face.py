@@ -40,7 +40,7 @@ from tether.call_scope import CallScope
 from tether.mcp_server import SERVER_NAME, mcp_result, mcp_tool, server_version, unknown_tool
 from tether.serve.config import ConfigError
 from tether.serve.conversations import Conversation, ConversationError, Conversations, Full
-from tether.serve.elicit import can_park
+from tether.serve.elicit import can_be_asked, can_park
 from tether.serve.parking import KEEP_FINISHED, Park, Parking, Pending
 from tether.serve.progress import Probe, probe_for
 from tether.tools.export import export_schema
@@ -123,8 +123,8 @@ class ServeFace:
                 "openWorldHint": False,
             },
         }
-        # every conversation has a question port (serve.elicit): ask_user is listed, and
-        # answered where the client can elicit, refused (fail closed) where it cannot
+        # every conversation has a question port (serve.elicit): ask_user is listed to a
+        # client that can elicit (list_tools), and refused (fail closed) if called otherwise
         connected = frozenset(set(Needs) - {Needs.VIBE})
         tools = [mcp_tool(opening), mcp_tool(closing)]
         surfaces = {w.surface for w in config.workdirs.values()}
@@ -139,7 +139,9 @@ class ServeFace:
     async def list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=self._tools)
+        if can_be_asked(ctx):
+            return types.ListToolsResult(tools=self._tools)
+        return types.ListToolsResult(tools=[t for t in self._tools if t.name != "ask_user"])
 
     # ---- tools/call -------------------------------------------------------------------
     async def call_tool(
