@@ -384,10 +384,6 @@ class Runtime:
         engine, left = self._engine_within(timeout)
         return engine.gather(run_id, calls, left, idempotent, cancel)
 
-    # (the names before RuntimePort, for code written beside the rename: remove when unused)
-    _call = call
-    _gather = gather
-
     def _system_died(self, what: str) -> ResourceError | None:
         return self._account.system_died(what)
 
