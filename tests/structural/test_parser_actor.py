@@ -318,3 +318,51 @@ def test_a_listing_under_way_dies_with_shutdown(
     assert git.ppid() != os.getpid()  # a child of the tree, not of the host
     shutdown_without_orphans(rt)  # (the fixture's check: git is among the runtime's processes)
     wait_until(lambda: not git.is_running() or git.status() == psutil.STATUS_ZOMBIE)
+
+
+def test_stats_say_how_many_files_a_running_search_has_scanned(
+    runtime: Any, tmp_path: Path
+) -> None:
+    # A search stuck on its fourth file of six (one candidate whose matching would take
+    # minutes), until the test cancels it: the slot's Stats say 4 of 6 for that run while
+    # it runs, and keep the settled job's count after.
+    import threading
+
+    from conftest import wait_until
+
+    from tether.call_scope import CancelHandle
+    from tether.messages.parser_ops import Search
+
+    names = ["q0.py", "q1.py", "q2.py", "p.py", "q3.py", "q4.py"]
+    for name in names:
+        (tmp_path / name).write_text("f(a)\n")
+    (tmp_path / "p.py").write_text("c = 1\nf(" + ", ".join(["a"] * 1000) + ")\n")
+    slot = POOL_KEYS[0]
+    runtime.open_run("conv-count", workdir=str(tmp_path))
+    cancel = CancelHandle()
+    search = Search(
+        root=str(tmp_path), lang="python", pattern="f($$$A, a, $$$B, a, $$$C, c)",
+        files=names, budget_s=300, budget_node_steps=10**9,
+    )  # fmt: skip
+
+    def endless() -> None:
+        try:
+            runtime.call("conv-count", "parser", slot, search, None, 300.0, cancel=cancel)
+        except Exception:  # noqa: BLE001 - cancelled: what this test does to it
+            pass
+
+    def mine() -> list[dict[str, Any]]:
+        stats = runtime.call("conv-count", "parser", slot, Stats(), None, 30)
+        return stats["searched"].get("conv-count", [])
+
+    slow = threading.Thread(target=endless)
+    slow.start()
+    try:
+        wait_until(lambda: [(j["files"], j["done"]) for j in mine()] == [(4, False)], timeout=30)
+        [running] = mine()
+        assert running["of"] == 6 and running["started"] <= time.monotonic()
+    finally:
+        cancel.cancel("the test is done with it")
+        slow.join(60)
+    wait_until(lambda: [(j["files"], j["of"], j["done"]) for j in mine()] == [(4, 6, True)],
+               timeout=10)  # fmt: skip

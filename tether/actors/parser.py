@@ -35,7 +35,7 @@ from __future__ import annotations
 import os
 import time
 from collections import OrderedDict, deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tether.actors.base import ResourceActor
@@ -58,6 +58,9 @@ from tether.structural.pattern import PatternError
 from tether.structural.rewrite import RewriteError
 
 INDEX_CHUNK = 16  # files parsed per timer tick while indexing (calls interleave)
+# Settled jobs kept for Stats: a slot whose share finished between two progress probes
+# still counts in its call's "files searched" (the probe keeps the ones since its call).
+FINISHED_KEPT = 64
 SLICE = 0.02  # seconds a job runs before the actor reads its mailbox and the next job runs
 # Delay of the next slice's timer. Not 0: thespian delivers an already expired wakeup
 # without polling its sockets and watched channels, so new calls would wait for every job.
@@ -79,11 +82,21 @@ class _Running:
     call: Call
     steps: Job
     budget: Budget
+    stats: dict[str, int]  # the job's own counters, filled as it goes (ops.search_job)
+    planned: int | None  # files of its share, when the host listed them (else unknown)
+    started: float = field(default_factory=time.monotonic)
     slice_ends: float = 0.0
+    done: bool = False
 
     @property
     def run(self) -> str:
         return self.call.run_id
+
+    def searched(self) -> dict[str, Any]:
+        """How far it got: files scanned of how many (None: the slot lists them itself);
+        `started` is time.monotonic(), one clock for every process of the machine."""
+        files = self.stats.get("files", 0)
+        return {"files": files, "of": self.planned, "started": self.started, "done": self.done}
 
 
 class ParserActor(ResourceActor):
@@ -96,6 +109,7 @@ class ParserActor(ResourceActor):
         self.indexed = 0
         self.jobs: OrderedDict[str, deque[_Running]] = OrderedDict()  # run -> its jobs
         self.active: list[_Running] = []  # the job in its slice (and one run from _preempt)
+        self.finished: deque[_Running] = deque(maxlen=FINISHED_KEPT)
         self.work_armed = False
 
     def on_timer(self, tag: Any) -> None:
@@ -141,8 +155,15 @@ class ParserActor(ResourceActor):
             self.work_armed = True
             self.after(TICK, WorkTick())
 
-    def _start_job(self, call: Call, steps: Job, budget: Budget) -> None:
-        job = _Running(call, steps, budget)
+    def _start_job(self, call: Call, op: Search | Edit) -> None:
+        budget = budget_of(op)
+        stats: dict[str, int] = {}
+        if isinstance(op, Search):
+            steps = search_job(self.cache, op, budget, stats)
+        else:
+            steps = edit_job(self.cache, op, budget, stats)
+        planned = len(op.files) if op.files is not None else None
+        job = _Running(call, steps, budget, stats, planned)
         budget.pause = lambda: self._preempt(job)
         if self._busy(job.run):
             self._queue(job)  # behind its own run's work: runs take turns, not jobs
@@ -168,7 +189,10 @@ class ParserActor(ResourceActor):
         return job
 
     def _slice_or_queue(self, job: _Running) -> None:
-        if not self._slice(job):
+        if self._slice(job):
+            job.done = True
+            self.finished.append(job)
+        else:
             self._queue(job)
             self._arm_work()
 
@@ -226,20 +250,19 @@ class ParserActor(ResourceActor):
         op = PARSER.parse(call)
         self.calls += 1
         match op:
-            case Search():
-                budget = budget_of(op)
-                self._start_job(call, search_job(self.cache, op, budget), budget)
-                return
-            case Edit():
-                budget = budget_of(op)
-                self._start_job(call, edit_job(self.cache, op, budget), budget)
+            case Search() | Edit():
+                self._start_job(call, op)
                 return
             case Index():
                 payload = self._index(call.run_id, op)
             case Unindex(run=run):
                 payload = self._unindex(run or call.run_id)
             case Stats():
-                payload = {**self.cache.stats(), "jobs": self._jobs_by_run()}
+                payload = {
+                    **self.cache.stats(),
+                    "jobs": self._jobs_by_run(),
+                    "searched": self._searched_by_run(),
+                }
             case Clear():
                 payload = op_clear(self.cache)
         self.reply(call, payload)
@@ -249,6 +272,15 @@ class ParserActor(ResourceActor):
         out = {run: len(line) for run, line in self.jobs.items()}
         for job in self.active:
             out[job.run] = out.get(job.run, 0) + 1
+        return out
+
+    def _searched_by_run(self) -> dict[str, list[dict[str, Any]]]:
+        """Per run, each of its jobs here (queued, running, or among the last settled):
+        files scanned so far, of how many, when it started, whether it is done."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        queued = [job for line in self.jobs.values() for job in line]
+        for job in [*self.finished, *self.active, *queued]:
+            out.setdefault(job.run, []).append(job.searched())
         return out
 
     def health_extra(self) -> dict[str, Any]:

@@ -74,8 +74,11 @@ class Unindex:
 @PARSER.op
 @dataclass(frozen=True)
 class Stats:
-    """The slot's parse cache counters, and its searches and edits in flight per run
-    (`jobs`)."""
+    """The slot's parse cache counters, its searches and edits in flight per run (`jobs`),
+    and per run how far each of its jobs got (`searched`: a list of {files, of, started,
+    done} - files scanned so far, of the share's planned count or None when the slot lists
+    its files itself, the job's start as time.monotonic(), and whether it settled; the
+    last settled jobs are kept, so a progress probe also counts a share that finished)."""
 
 
 @PARSER.op

@@ -116,12 +116,13 @@ def budget_of(op: Search | Edit) -> Budget:
     )
 
 
-def search_job(cache: ParseCache, op: Search, budget: Budget) -> Job:
+def search_job(cache: ParseCache, op: Search, budget: Budget, stats: dict[str, int]) -> Job:
     """A generator (it yields between candidates; see `iter_search`) returning the first
-    `limit` match records of this shard in path order, the total and the file counts."""
+    `limit` match records of this shard in path order, the total and the file counts.
+    `stats` is filled as the search goes (`stats["files"]`: files scanned so far), so the
+    caller that keeps it can say how far a running search got (the parser's Stats op)."""
     pattern = compile_pattern(op.pattern, op.lang)
     results: list[FileResult] = []
-    stats: dict[str, int] = {}
     limit = op.limit
     yield from iter_search(
         pattern, op.root, cache, results, stats, budget, keep=limit, **_common(op)
@@ -139,7 +140,7 @@ def search_job(cache: ParseCache, op: Search, budget: Budget) -> Job:
 
 
 def op_search(cache: ParseCache, op: Search) -> dict[str, Any]:
-    return finish(search_job(cache, op, budget_of(op)))
+    return finish(search_job(cache, op, budget_of(op), {}))
 
 
 def _error_count(node: Any) -> int:
@@ -177,13 +178,14 @@ def syntax_flag(lang: str, old_tree: Any, new: bytes) -> str:
     return f"the rewritten file does not parse as {lang} (first error at line {line})"
 
 
-def edit_job(cache: ParseCache, op: Edit, budget: Budget) -> Job:
+def edit_job(cache: ParseCache, op: Edit, budget: Budget, stats: dict[str, int]) -> Job:
     """A generator returning, per file of this shard with matches: path, old_hash, new
-    content, replacements, syntax (what broke, if the rewrite does not parse)."""
+    content, replacements, syntax (what broke, if the rewrite does not parse); `stats`
+    counts as in `search_job`."""
     lang = op.lang
     pattern = compile_pattern(op.pattern, lang)
     results: list[FileResult] = []
-    yield from iter_search(pattern, op.root, cache, results, {}, budget, **_common(op))
+    yield from iter_search(pattern, op.root, cache, results, stats, budget, **_common(op))
     files: list[dict[str, Any]] = []
     for r in sorted(results, key=lambda r: r.path):
         source = r.source
@@ -214,7 +216,7 @@ def edit_job(cache: ParseCache, op: Edit, budget: Budget) -> Job:
 
 
 def op_edit(cache: ParseCache, op: Edit) -> dict[str, Any]:
-    return finish(edit_job(cache, op, budget_of(op)))
+    return finish(edit_job(cache, op, budget_of(op), {}))
 
 
 def plan_index(op: Index) -> list[tuple[str, str]]:
