@@ -140,7 +140,9 @@ class CheckerActor(ProcessActor):
                 self._settle_running({"records": records, "returncode": returncode})
         self.runs.next()
 
-    def _settle_running(self, payload: dict | None, code: str = "", message: str = "") -> None:
+    def _settle_running(
+        self, payload: dict[str, Any] | None, code: str = "", message: str = ""
+    ) -> None:
         for call in self.runs.finish():
             if payload is not None:
                 self.reply(call, payload)

@@ -98,7 +98,9 @@ class FreshWait:
     def pending(self) -> list[str]:
         return [u for u in self.targets if u not in self.fresh]
 
-    def on_publish(self, uri: str, version: int | None, items: list, now: float) -> bool:
+    def on_publish(
+        self, uri: str, version: int | None, items: list[dict[str, Any]], now: float
+    ) -> bool:
         """Returns True when a quiet-window timer should be armed for `uri`."""
         if uri not in self.targets:
             if now >= self.started:

@@ -27,6 +27,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from tether.atomic_files import open_regular
+from tether.json_types import JSONObject
 from tether.lsp.jsonrpc import Capabilities, JsonRpcClient
 from tether.lsp.limits import too_large
 
@@ -187,7 +188,7 @@ class Documents:
         return JsonRpcClient.notify("textDocument/didClose", {"textDocument": {"uri": doc.uri}})
 
     def _save_msg(self, doc: Document) -> bytes:
-        params: dict = {"textDocument": {"uri": doc.uri}}
+        params: JSONObject = {"textDocument": {"uri": doc.uri}}
         if self.caps.save_includes_text():
             params["text"] = doc.text
         return JsonRpcClient.notify("textDocument/didSave", params)
@@ -203,7 +204,7 @@ class Documents:
         """
         out: list[bytes] = []
         docs: list[Document] = []
-        changes: list[dict] = []
+        changes: list[JSONObject] = []
         for path in paths:
             uri = uri_of(path)
             doc = self.open.get(uri)

@@ -77,7 +77,7 @@ def plan(
             view[path] = read(path)
         return view[path]
 
-    def text_edit(uri: str, edits: list, version: int | None) -> None:
+    def text_edit(uri: str, edits: list[dict[str, Any]], version: int | None) -> None:
         path = path_of(uri)
         text = current(path)
         if text is None:

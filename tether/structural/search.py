@@ -233,7 +233,9 @@ def match_record(
     }
 
 
-def search_source(pattern: Pattern | str, src: bytes | str, lang: str | None = None) -> list[dict]:
+def search_source(
+    pattern: Pattern | str, src: bytes | str, lang: str | None = None
+) -> list[dict[str, Any]]:
     """Search a string of code (tests, tools that already hold the text)."""
     if isinstance(pattern, str):
         assert lang is not None, "pass lang with a pattern source"
@@ -337,7 +339,7 @@ def search_paths(
 
 def search_dir(
     pattern: str, lang: str, root: str, cache: ParseCache | None = None, **kw: Any
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Convenience: all match records under `root`, sorted by path and position."""
     p = compile_pattern(pattern, lang)
     results, _ = search_paths(

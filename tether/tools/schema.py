@@ -26,9 +26,11 @@ import difflib
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from tether.json_types import JSONValue
 
 # Keywords that only annotate; the validator ignores them.
 ANNOTATIONS = frozenset(
@@ -244,7 +246,9 @@ def _validate(schema: Mapping[str, Any], value: Any, path: str, out: list[Argume
             _check_alternatives(key, schema[key], value, path, out)
 
 
-def _check_string(schema: Mapping[str, Any], value: str, where: str, out: list) -> None:
+def _check_string(
+    schema: Mapping[str, Any], value: str, where: str, out: list[ArgumentError]
+) -> None:
     if "minLength" in schema and len(value) < schema["minLength"]:
         need = schema["minLength"]
         what = "must not be empty" if need == 1 else f"must be at least {need} characters long"
@@ -270,7 +274,9 @@ def _number_text(value: float) -> str:
     return str(value)
 
 
-def _check_number(schema: Mapping[str, Any], value: float, where: str, out: list) -> None:
+def _check_number(
+    schema: Mapping[str, Any], value: float, where: str, out: list[ArgumentError]
+) -> None:
     if isinstance(value, float) and not math.isfinite(value):
         out.append(ArgumentError(where, f"must be a finite number; got {value}"))
         return
@@ -293,7 +299,12 @@ def _check_number(schema: Mapping[str, Any], value: float, where: str, out: list
         )
 
 
-def _check_array(schema: Mapping[str, Any], value: list | tuple, path: str, out: list) -> None:
+def _check_array(
+    schema: Mapping[str, Any],
+    value: list[JSONValue] | tuple[JSONValue, ...],
+    path: str,
+    out: list[ArgumentError],
+) -> None:
     where = _label(path)
     if "minItems" in schema and len(value) < schema["minItems"]:
         out.append(
@@ -304,7 +315,7 @@ def _check_array(schema: Mapping[str, Any], value: list | tuple, path: str, out:
             ArgumentError(where, f"takes at most {schema['maxItems']} item(s); got {len(value)}")
         )
     if schema.get("uniqueItems"):
-        seen: list[Any] = []
+        seen: list[JSONValue] = []
         for item in value:
             if item in seen:
                 out.append(ArgumentError(where, f"items must be unique; {describe(item)} repeats"))
@@ -316,7 +327,12 @@ def _check_array(schema: Mapping[str, Any], value: list | tuple, path: str, out:
             _validate(items, item, _join(path, i), out)
 
 
-def _check_object(schema: Mapping[str, Any], value: dict, path: str, out: list) -> None:
+def _check_object(
+    schema: Mapping[str, Any],
+    value: Mapping[Hashable, JSONValue],  # a Python caller's keys may be anything
+    path: str,
+    out: list[ArgumentError],
+) -> None:
     where = _label(path)
     props: Mapping[str, Any] = schema.get("properties", {})
     for name in schema.get("required", ()):
@@ -350,7 +366,9 @@ def _check_object(schema: Mapping[str, Any], value: dict, path: str, out: list) 
         out.append(ArgumentError(where, f"takes at most {schema['maxProperties']} argument(s)"))
 
 
-def _check_alternatives(key: str, alts: list, value: Any, path: str, out: list) -> None:
+def _check_alternatives(
+    key: str, alts: list[Mapping[str, Any]], value: Any, path: str, out: list[ArgumentError]
+) -> None:
     results = [validate(alt, value, path) for alt in alts]
     passing = sum(1 for r in results if not r)
     if key == "anyOf" and passing >= 1:

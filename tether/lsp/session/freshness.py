@@ -92,8 +92,9 @@ class Freshness:
         self.waits: dict[int, tuple[Op, FreshWait]] = {}  # calls waiting for diagnostics
         self.published: dict[str, Published] = {}
         # uri -> (resultId, items, document version the pull was sent for)
-        self.pull_cache: dict[str, tuple[str | None, list, int]] = {}
-        self.carry: dict[str, tuple[list | None, list]] = {}  # other files changed since a reply
+        self.pull_cache: dict[str, tuple[str | None, list[dict[str, Any]], int]] = {}
+        # other files changed since a reply: uri -> (items before, items after)
+        self.carry: dict[str, tuple[list[dict[str, Any]] | None, list[dict[str, Any]]]] = {}
         self.other_pulls: set[int] = set()  # request ids of pulls for not-written files
         self.unchecked_writes: list[Path] = []  # written; their importers' pulls not all answered
 
@@ -216,7 +217,9 @@ class Freshness:
             ident = dp["identifier"]
         return ident
 
-    def _pull_params(self, uri: str, ident: str | None) -> tuple[dict[str, Any], list | None, int]:
+    def _pull_params(
+        self, uri: str, ident: str | None
+    ) -> tuple[dict[str, Any], list[dict[str, Any]] | None, int]:
         """A diagnostic pull for `uri`: its params (with the result id we hold, so the server
         may answer "unchanged"), the items that id stands for, and the document's version."""
         params: dict[str, Any] = {"textDocument": {"uri": uri}}
@@ -283,7 +286,9 @@ class Freshness:
             if not target:
                 self.other_pulls.add(rid)
 
-    def _carry(self, uri: str, before: list | None, after: list) -> None:
+    def _carry(
+        self, uri: str, before: list[dict[str, Any]] | None, after: list[dict[str, Any]]
+    ) -> None:
         """Diagnostics of another file that changed after a write was answered."""
         if uri in self.carry:
             before = self.carry[uri][0]
@@ -292,7 +297,9 @@ class Freshness:
         else:
             self.carry.pop(uri, None)
 
-    def _report_items(self, uri: str, r: dict[str, Any], sent: list | None, version: int) -> list:
+    def _report_items(
+        self, uri: str, r: dict[str, Any], sent: list[dict[str, Any]] | None, version: int
+    ) -> list[dict[str, Any]]:
         """Items of a pull answer. "unchanged" means: the same as the result whose id we SENT
         (not whatever the cache holds now: a late answer for an older version may have
         landed in between). The cache keeps the newest version's result only."""
@@ -321,11 +328,11 @@ class Freshness:
         enc = self.s.caps.position_encoding
         line = self.s.texts.docs.line
 
-        def norm(u: str, items: list | None) -> list | None:
+        def norm(u: str, items: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
             return None if items is None else normalize(path_of(u), items, line, enc)
 
         files = {str(path_of(u)): norm(u, items) for u, items in w.fresh.items()}
-        changed: dict[str, tuple[list | None, list]] = {}
+        changed: dict[str, tuple[list[dict[str, Any]] | None, list[dict[str, Any]]]] = {}
         if isinstance(op.request, Sync):
             changed.update(self.carry)
             self.carry.clear()
@@ -349,7 +356,7 @@ class Freshness:
         )
         self.s.table.done(op, reply)
 
-    def raw_diagnostics_on(self, uri: str, line0: int) -> list[dict]:
+    def raw_diagnostics_on(self, uri: str, line0: int) -> list[dict[str, Any]]:
         """The server's diagnostics on a line (the context of a code_actions request)."""
         items = self.pull_cache.get(uri, (None, [], 0))[1] or (
             self.published[uri].items if uri in self.published else []

@@ -13,6 +13,8 @@ instead.
 
 from __future__ import annotations
 
+from typing import Any
+
 from tether.lsp.jsonrpc import METHOD_NOT_FOUND, Response
 from tether.lsp.servers import having
 from tether.lsp.session import records
@@ -77,7 +79,9 @@ class Hierarchies:
             return
         self._follow(op, h, items, [])
 
-    def _follow(self, op: Op, h: Hierarchy, items: list[dict], found: list[list[dict]]) -> None:
+    def _follow(
+        self, op: Op, h: Hierarchy, items: list[dict[str, Any]], found: list[list[dict[str, Any]]]
+    ) -> None:
         """Ask the follow-up about the next item (`found`: the answers about the ones before),
         one at a time and in order, so the merged answer lists the first item's first."""
         _prepare, follow, key = METHODS[h.direction]
@@ -103,13 +107,15 @@ class Hierarchies:
 
         self.s.link.request(follow, {"item": item}, op.deadline, op, answered)
 
-    def _hierarchy_done(self, op: Op, h: Hierarchy, items: list[dict], recs: list[dict]) -> None:
+    def _hierarchy_done(
+        self, op: Op, h: Hierarchy, items: list[dict[str, Any]], recs: list[dict[str, Any]]
+    ) -> None:
         unique, seen = [], set()
         for r in recs:
             # overloads of one name share callers; and one call reaches every overload
             # of its callee (basedpyright lists `sum` three times for one call)
             if h.direction == "outgoing":
-                mark: tuple = (r["path"], r["name"], str(r["sites"]))
+                mark: tuple[str | int, ...] = (r["path"], r["name"], str(r["sites"]))
             else:
                 mark = (r["path"], r["line"], r["character"], r["name"])
             if mark not in seen:

@@ -76,12 +76,12 @@ def code_action(a: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def symbols(items: list, doc_uri: str | None) -> list[dict[str, Any]]:
+def symbols(items: list[dict[str, Any]], doc_uri: str | None) -> list[dict[str, Any]]:
     """DocumentSymbol[] (hierarchical, in `doc_uri`) or SymbolInformation[] /
     WorkspaceSymbol[] -> flat symbol records, each with its container's dotted name."""
     out: list[dict[str, Any]] = []
 
-    def walk(items: list, container: str, uri: str | None) -> None:
+    def walk(items: list[dict[str, Any]], container: str, uri: str | None) -> None:
         for s in items or []:
             if "location" in s:  # SymbolInformation / WorkspaceSymbol
                 loc = s["location"]

@@ -237,7 +237,7 @@ def _relevant(rec: Mapping[str, Any], query: str) -> bool:
     return query.lower() in str(rec.get("name", "")).lower()
 
 
-def _symbol_rank(rec: Mapping[str, Any], query: str) -> tuple:
+def _symbol_rank(rec: Mapping[str, Any], query: str) -> tuple[bool, bool, bool, bool, bool]:
     """Exact name, then case-insensitive, prefix, substring, then the servers' fuzzy
     matches (gopls matches "Item" to "IFA_F_TEMPORARY"); inside the workspace first."""
     name, q = str(rec.get("name", "")).rsplit(".", 1)[-1], query

@@ -112,11 +112,11 @@ def _baseline(ctx: ToolContext, rels: list[str]) -> None:
 
 def _diagnose_written(
     ctx: ToolContext, written: list[str], created: Sequence[str] = ()
-) -> tuple[list[dict], list[str], str]:
+) -> tuple[list[dict[str, Any]], list[str], str]:
     """Sync + save the written files through their servers; (new diagnostics, pending, note)."""
     st = _state(ctx)
     ledger: Ledger = st["ledger"]
-    new: list[dict] = []
+    new: list[dict[str, Any]] = []
     pending: list[str] = []
     notes: list[str] = []
     lines = Lines(ctx)

@@ -81,10 +81,10 @@ class Lines:
 
 def model_records(
     ctx: ToolContext, raw: Sequence[Mapping[str, Any]], lines: Lines, encoding: str = ""
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Actor records -> model records: workspace-relative path, 1-based code-point columns
     (converted from the server's encoding when given as `character`), and the code line."""
-    out = []
+    out: list[dict[str, Any]] = []
     for r in raw:
         path = lines.relative(r["path"])
         text = lines(path, int(r["line"]))
