@@ -6,6 +6,7 @@ so far (real ipykernel)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -90,3 +91,41 @@ def test_a_long_cell_reports_its_output_so_far(served: Served, mode: str) -> Non
     steps = [m for m in seen if "output so far: step " in m]
     assert steps, seen
     assert all(m.startswith("eval: ") for m in seen), seen
+
+
+def slow_search_project(root: Path, files: int = 40) -> Path:
+    """Files whose every candidate backtracks for a while (no match: `c` is never an
+    argument): a search of them takes seconds, most of it inside the parser slots."""
+    root.mkdir(parents=True)
+    body = "c = 1\n" + ("f(" + ", ".join(["a"] * 60) + ")\n") * 2
+    for i in range(files):
+        (root / f"m{i}.py").write_text(body)
+    return root
+
+
+@pytest.mark.parametrize("mode", VERSIONS)
+def test_a_long_structural_search_reports_the_files_searched(tmp_path: Path, mode: str) -> None:
+    server = start_server(tmp_path, workdirs={"big": slow_search_project(tmp_path / "big")})
+    seen: list[str] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(message or "")
+
+    async def scenario() -> Any:
+        async with server.client(mode) as client:
+            opened = await client.call_tool("open_conversation", {"workdir": "big"})
+            handle = opened.structured_content["conversation"]
+            args = {"pattern": "f($$$A, a, $$$B, a, $$$C, c)", "language": "python"}
+            return await client.call_tool(
+                "ast_grep", {"conversation": handle, **args}, progress_callback=on_progress
+            )
+
+    try:
+        found = anyio.run(scenario)
+    finally:
+        server.stop()
+    assert not found.is_error and "no matches" in text(found).lower(), text(found)
+    counts = [re.search(r"files searched: (\d+) of (\d+)", m) for m in seen]
+    pairs = [(int(c[1]), int(c[2])) for c in counts if c]
+    assert pairs and all(0 < n <= 40 and of == 40 for n, of in pairs), seen
+    assert all(m.startswith("ast_grep: ") for m in seen), seen

@@ -13,8 +13,10 @@ Where that detail comes from, per tool:
 - eval: the running cell's output so far, its last line (the kernel actor's status
   carries the end of it; a status is what `eval` itself sends to make the actor ahead of
   a first cell, so asking never starts a kernel);
-- every other tool: the elapsed time only. A structural search counts its files inside
-  the parser actors, whose status does not carry a running search's count.
+- ast_grep and ast_edit: files searched so far of how many, summed over the parser pool's
+  slots (each slot's Stats op counts its share of this run's searches that started since
+  the call did, the finished shares included);
+- every other tool: the elapsed time only.
 
 A probe runs in a worker thread (it asks actors) with a short deadline, and never fails
 the call: a probe that cannot answer leaves the elapsed time alone.
@@ -23,12 +25,15 @@ the call: a probe that cannot answer leaves the elapsed time alone.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from tether.lsp.servers import split_key
+from tether.messages.calls import ResourceError
 from tether.messages.language_server_ops import Status, StatusReply
+from tether.messages.parser_ops import Stats
 from tether.tools.lsp.targets import KIND as LSP_KIND
 from tether.tools.lsp.targets import ask
 
@@ -36,6 +41,8 @@ PROBE_TIMEOUT = 1.0  # s: a status that takes longer is left out of this tick
 MAX_LINE = 200  # chars of a cell's last output line in a progress message
 KERNEL_KIND = "kernel"
 LSP_TOOLS = frozenset({"lsp", "lsp_rename", "write", "edit", "apply_patch"})
+PARSER_KIND = "parser"
+SEARCH_TOOLS = frozenset({"ast_grep", "ast_edit"})
 
 Probe = Callable[[], str]
 
@@ -44,6 +51,9 @@ def probe_for(run: Any, tool: str, args: dict[str, Any] | None = None) -> Probe 
     """What to say, besides the elapsed time, about a running call of `tool` on `run`."""
     if tool in LSP_TOOLS:
         return lambda: indexing(run)
+    if tool in SEARCH_TOOLS:
+        since = time.monotonic()  # (before the call fans out: its jobs start after this)
+        return lambda: files_searched(run, since)
     if tool == "eval":
         language = str((args or {}).get("language") or "python")
         return lambda: output_so_far(run, language)
@@ -77,3 +87,30 @@ def indexing(run: Any) -> str:
                 elif status.state not in ("ready", ""):
                     said.append(f"{name} {status.state}")
     return "; ".join(said)
+
+
+def files_searched(run: Any, since: float) -> str:
+    """'files searched: 1200 of 5000' - this run's search jobs in the parser pool that
+    started at or after `since` (time.monotonic(), one clock for the machine's processes);
+    'of' is left out while a slot lists its share itself (its count is not known)."""
+    ctx = run.context()
+    keys = ctx.kind_keys(PARSER_KIND)
+    replies = ctx.gather([(PARSER_KIND, k, Stats(), None) for k in keys], PROBE_TIMEOUT)
+    jobs = [
+        job
+        for reply in replies
+        if not isinstance(reply, ResourceError)  # (a busy or restarting slot: not this tick)
+        for job in _searched(reply, ctx.run_id)
+        if job.get("started", 0.0) >= since
+    ]
+    if not jobs:
+        return ""
+    done = sum(int(job.get("files") or 0) for job in jobs)
+    planned = [job["of"] for job in jobs if job.get("of") is not None]
+    if len(planned) < len(jobs):
+        return f"files searched: {done}"
+    return f"files searched: {done} of {sum(planned)}"
+
+
+def _searched(stats: Mapping[str, Any], run_id: str) -> list[Mapping[str, Any]]:
+    return list((stats.get("searched") or {}).get(run_id) or [])
