@@ -150,12 +150,18 @@ def overlay_mode(state: Path | None = None) -> str:
     return ""
 
 
-def choose_kind(workspace: str, state: Path | None = None) -> str:
+def choose_kind(workspace: str, state: Path | None = None, sandboxed: bool = False) -> str:
     """The view kind for `workspace`: "overlay" where it works, else "copy". Raises
-    ViewError when no view of it can be made here. `state`: the runtime's state dir."""
+    ViewError when no view of it can be made here. `state`: the runtime's state dir.
+    sandboxed: the worker runs in a sandbox, which binds the view at the workspace's path:
+    the root overlay (mounted in the actor's namespace, where bwrap starts) or a copy made
+    before it starts (`fill`); the user-namespace overlay is a wrapper of the worker's
+    command, and there the command is bwrap, which the place wraps last."""
     _check_outside(_views_dir(state), workspace)
     safe = not any(c in workspace for c in UNSAFE_IN_OPTIONS)
     mode = overlay_mode(state) if safe else ""
+    if sandboxed and mode == "userns":
+        return "copy"
     return {"root": "overlay", "userns": "overlay-userns"}.get(mode, "copy")
 
 
@@ -220,6 +226,17 @@ def wrap(view: View, argv: list[str], again: bool = False) -> list[str]:
     else:
         ns = [UNSHARE, "-m", "--propagation", "private", "--"]
     return [*ns, "sh", "-c", _MOUNT, "tether-view", _options(view), view.workspace, *argv]
+
+
+def fill(view: View) -> None:
+    """Make a copy view's copy now (a sandboxed worker's: the sandbox binds it at the
+    workspace's path, so it must exist before bwrap starts; on the host `wrap` has the
+    worker's own process make it). The script is `wrap`'s, its command `true`."""
+    argv = ["sh", "-c", _COPY, "tether-view", view.workspace, view.root, view.copied, "true"]
+    done = subprocess.run(argv, cwd=view.workspace, capture_output=True, check=False)
+    if done.returncode != 0:
+        said = done.stderr.decode("utf-8", "replace").strip()[-400:]
+        raise ViewError(f"cannot copy the workspace {view.workspace} for the view: {said}")
 
 
 def mount_here(view: View) -> bool:

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from tests.conftest import wait_until
-from tests.places.test_places import needs_sandbox
 from tether import worker_views
 from tether.actors.parser import KINDS as PARSER_KINDS
 from tether.actors.vibe import KINDS as VIBE_KINDS
@@ -328,20 +327,3 @@ def test_a_crashed_workers_view_is_removed(
     assert "crashed" in res.text
     assert wait_until(lambda: not views(tether_state_dir), timeout=10)
     assert not (repo / "lost.py").exists()
-
-
-@needs_sandbox
-def test_a_sandboxed_run_defaults_to_not_isolated_and_refuses_isolated(
-    runtime_factory: Callable[..., Any], repo: Path
-) -> None:
-    rt = runtime_factory(kinds=[*VIBE_KINDS, *PARSER_KINDS])
-    run = rt.open_run("s", workdir=repo, vibe=True, vibe_config=config(), place="sandbox")
-    try:
-        res = run.call("vibe_spawn", {"brief": "echo hi", "label": "s", "isolated": True})
-        assert res.is_error and "cannot run in a sandbox or prefix place yet" in res.text
-        assert "isolated false" in res.text
-        res = run.call("vibe_spawn", {"brief": "echo hi", "label": "s"})
-        assert not res.is_error and res.data["isolated"] is False, res.text
-        run.call("vibe_wait", {"worker_id": res.data["worker_id"], "timeout_seconds": 30})
-    finally:
-        run.close()

@@ -82,10 +82,12 @@ class ProcessActor(ResourceActor):
         place: Place | None = None,
         workspace: str | None = None,
         rw: list[str] | None = None,
+        workspace_from: str | None = None,
     ) -> int:
         """Start the subprocess (own process group, stdin/stdout/stderr pipes); returns its pid.
         place: where it runs (default the host; tether.places.wrap), workspace: the
-        conversation's directory there (read-write), rw: more directories of its own."""
+        conversation's directory there (read-write), rw: more directories of its own,
+        workspace_from: what a sandbox binds at the workspace's path (a worker's view)."""
         if self.proc is not None and self.proc.poll() is None:
             raise RuntimeError(f"{self.name} already runs a subprocess (pid {self.proc.pid})")
         self._argv = list(argv)
@@ -101,6 +103,7 @@ class ProcessActor(ResourceActor):
                 workspace=workspace,
                 rw=[*scratch, *(rw or [])],
                 group=self.name.split("/", 1)[0],  # a run's processes share its limits
+                workspace_from=workspace_from,
             )
             argv, env, cwd = self._wrapped.argv, self._wrapped.env, self._wrapped.cwd
         self.proc = popen_dying_with_us(

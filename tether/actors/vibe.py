@@ -12,7 +12,8 @@ Temporary: a crashed worker actor is reported to the host (its calls fail), neve
 restarted; its process dies with it (parent-death signal, owned pids reported).
 
 An isolated worker (`Spawn.view`) runs on its own view of the workspace
-(tether.worker_views), made at its first run and kept across reruns (vibe_send builds on
+(tether.worker_views; in a sandbox place, the view is what bwrap binds as the workspace,
+at the same path), made at its first run and kept across reruns (vibe_send builds on
 what it did) until the host says its change was resolved (`EndView`), it is killed, or
 the actor ends. Caps (`Spawn.caps`, per run): wall-clock seconds (a timer), output chars
 (counted as it arrives), tool calls and tokens (as the worker reports them, see
@@ -243,12 +244,17 @@ class VibeWorkerActor(ProcessActor):
         """spawn()'s place arguments: the run's place, its workspace the worker's cwd."""
         if not spec.place:
             return {}
-        if spec.view:
+        place = Place.from_wire(spec.place)
+        if spec.view and place.kind != "sandbox":
             raise PlaceError(
-                "an isolated worker (its own view of the workspace) cannot run in a sandbox "
-                "or prefix place yet: spawn it with isolated=false there"
+                f"an isolated worker (its own view of the workspace) cannot run in a "
+                f"{place.kind} place: its environment has no view to bind; spawn it with "
+                "isolated=false there"
             )
-        return {"place": Place.from_wire(spec.place), "workspace": spec.cwd}
+        args: dict[str, Any] = {"place": place, "workspace": spec.cwd}
+        if self.view is not None and self.view.kind == "copy":
+            args["workspace_from"] = self.view.root  # (an overlay is at the workspace's path)
+        return args
 
     def _in_view(self, spec: Spawn, argv: list[str]) -> list[str]:
         """argv wrapped to run in the worker's view (made at its first run), if isolated."""
@@ -259,7 +265,16 @@ class VibeWorkerActor(ProcessActor):
         if self.view is None:
             self.view = worker_views.make(spec.cwd, spec.view)
         if worker_views.mount_here(self.view):
-            self.mounted = True
+            self.mounted = True  # (a sandbox started from this thread binds the overlay)
+            return argv
+        if spec.place:  # a sandbox binds the view at the workspace's path (`_place`)
+            if self.view.kind != "copy":
+                raise worker_views.ViewError(
+                    "the overlay view could not be mounted for the sandbox (it needs root); "
+                    "spawn with isolated false, or run the runtime as root"
+                )
+            if not again:
+                worker_views.fill(self.view)
             return argv
         return worker_views.wrap(self.view, argv, again=again)
 

@@ -163,10 +163,12 @@ def bwrap_argv(
     workspace: str | None,
     rw: Sequence[str] = (),
     ro: Sequence[str] = (),
+    workspace_from: str | None = None,
 ) -> list[str]:
     """`argv` wrapped in bubblewrap for `place` (a sandbox). rw: directories of this
     process bound read-write at the same path (a kernel's socket dir); ro: toolchains
-    beyond the runtime's own."""
+    beyond the runtime's own; workspace_from: the directory bound read-write at the
+    workspace's path instead of the workspace (an isolated worker's copy of it)."""
     if place.kind != "sandbox":
         raise PlaceError(f"bwrap_argv wraps for a sandbox place, not {place.kind!r}")
     out = [check_available(), *_namespaces(), "--proc", "/proc", "--dev", "/dev"]
@@ -180,7 +182,9 @@ def bwrap_argv(
         if path not in seen and os.path.exists(path):
             seen.add(path)
             out += ["--ro-bind", path, path]
-    for path in [p for p in (workspace,) if p] + list(rw):
+    if workspace:
+        out += ["--bind", workspace_from or workspace, workspace]
+    for path in rw:
         out += ["--bind", path, path]
     out += ["--chdir", cwd, "--", *argv]
     return egress.network_argv(out) if place.network else out

@@ -97,13 +97,15 @@ def wrap(
     rw: Sequence[str] = (),
     ro: Sequence[str] = (),
     group: str = "",
+    workspace_from: str | None = None,
 ) -> Wrapped:
     """The command that runs `argv` (in `cwd`, with `env`, default ours) in `place`.
 
     workspace: the conversation's directory (read-write in a sandbox); rw: directories of
     this process's own, bound read-write (a sandbox) at their own path; ro: toolchains
     beyond the runtime's own. group: the place instance (a run id) whose processes share
-    one cgroup with the place's limits (sandbox and prefix; "" for none)."""
+    one cgroup with the place's limits (sandbox and prefix; "" for none). workspace_from:
+    a sandbox binds this directory at the workspace's path (an isolated worker's copy)."""
     if not argv:
         raise PlaceError("nothing to run: the argv is empty")
     environ = dict(os.environ if env is None else env)
@@ -128,6 +130,7 @@ def wrap(
             *_program_roots(argv[0]),
             *(sandbox.toolchain_roots([program]) if fallback else []),
         ],
+        workspace_from=workspace_from,
     )
     inner_env = sandbox.sandbox_env(environ, rw=[p for p in (workspace, *rw) if p])
     if cgroup is None:

@@ -276,18 +276,22 @@ class VibeWorkers:
         """The view a new worker gets: "" (none: it works in the workspace), "overlay" or
         "copy". VibeError when it asked for one that cannot be had here."""
         workdir = str(self.run.workdir)
-        placed = _place(self.run) is not None  # a sandbox or prefix place: no view there yet
+        place = _place(self.run)
+        # a prefix place's environment has its own mounts: no view can be bound into it
+        prefixed = place is not None and place.get("kind") == "prefix"
         if isolated is None:
             isolated = self.config.isolated
         if isolated is None:  # the default: where a git work tree says files matter
             isolated = worker_views.in_git_work_tree(workdir) and self._can_resolve()
-            isolated = isolated and not placed
+            isolated = isolated and not prefixed
         if not isolated:
             return ""
-        if placed:
+        if prefixed:
             raise VibeError(
-                "an isolated worker (its own view of the workspace) cannot run in a sandbox "
-                "or prefix place yet: spawn it with isolated false there"
+                "an isolated worker (its own view of the workspace) cannot run in a prefix "
+                "place: its environment's mounts are its own, so tether cannot put a view "
+                "at the workspace's path there; spawn it with isolated false, or open the "
+                "run with place='sandbox'"
             )
         if not self._can_resolve():
             raise VibeError(
@@ -296,7 +300,9 @@ class VibeWorkers:
                 "in the workspace itself"
             )
         try:
-            return worker_views.choose_kind(workdir, self.run.runtime.state_dir)
+            return worker_views.choose_kind(
+                workdir, self.run.runtime.state_dir, sandboxed=place is not None
+            )
         except worker_views.ViewError as exc:
             raise VibeError(str(exc)) from exc
 
