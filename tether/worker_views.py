@@ -153,10 +153,8 @@ def overlay_mode(state: Path | None = None) -> str:
 def choose_kind(workspace: str, state: Path | None = None, sandboxed: bool = False) -> str:
     """The view kind for `workspace`: "overlay" where it works, else "copy". Raises
     ViewError when no view of it can be made here. `state`: the runtime's state dir.
-    sandboxed: the worker runs in a sandbox, which binds the view at the workspace's path:
-    the root overlay (mounted in the actor's namespace, where bwrap starts) or a copy made
-    before it starts (`fill`); the user-namespace overlay is a wrapper of the worker's
-    command, and there the command is bwrap, which the place wraps last."""
+    sandboxed: bwrap binds the view as the workspace: the root overlay (mounted where bwrap
+    starts) or a copy (`fill`); the userns overlay wraps the command, there bwrap itself."""
     _check_outside(_views_dir(state), workspace)
     safe = not any(c in workspace for c in UNSAFE_IN_OPTIONS)
     mode = overlay_mode(state) if safe else ""

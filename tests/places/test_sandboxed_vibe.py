@@ -95,6 +95,7 @@ def test_an_isolated_sandboxed_worker_edits_its_view_until_resolve(
     res = run.call("vibe_spawn", {"brief": brief, "label": "iso"})  # (isolated by default)
     assert not res.is_error and res.data["isolated"], res.text
     done = wait(run, res.data["worker_id"])
+    assert run.state["vibe"].get(res.data["worker_id"]).snapshot["view"]["kind"] == kind
     out = done.text
     assert f"no {other / 'secret.txt'}" in out and "B's secret" not in out, out
     assert "def sub(a, b):" in out  # the workspace's uncommitted change, seen in the view
@@ -116,9 +117,18 @@ def test_an_isolated_sandboxed_worker_edits_its_view_until_resolve(
     run.close()
 
 
+@pytest.mark.parametrize("kind", ["overlay", "copy"])
 def test_an_isolated_sandboxed_workers_change_is_refused_if_the_workspace_changed(
-    runtime_factory: Callable[..., Any], repo: Path, tether_state_dir: Path  # noqa: F811
+    runtime_factory: Callable[..., Any],
+    repo: Path,  # noqa: F811 (the fixture)
+    tether_state_dir: Path,
+    kind: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    if kind == "overlay" and worker_views.overlay_mode(tether_state_dir) != "root":
+        pytest.skip("the sandbox's overlay view is mounted as root only (else: a copy)")
+    if kind == "copy":
+        monkeypatch.setattr(worker_views, "overlay_mode", lambda state=None: "")
     rt = runtime_factory(kinds=[*KINDS, *PARSER_KINDS])
     config = VibeConfig(backends=_backends(repo))
     run = rt.open_run("s", workdir=repo, vibe=True, vibe_config=config, place="sandbox")
@@ -140,8 +150,17 @@ def test_an_isolated_sandboxed_workers_change_is_refused_if_the_workspace_change
     assert wait_until(lambda: not views(tether_state_dir), timeout=10)
 
 
+@pytest.mark.parametrize(("mode", "kind"), [("root", "overlay"), ("userns", "copy"), ("", "copy")])
+def test_a_sandboxed_view_is_the_root_overlay_or_a_copy(
+    mode: str, kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(worker_views, "overlay_mode", lambda state=None: mode)
+    assert worker_views.choose_kind(str(tmp_path), sandboxed=True) == kind
+
+
 def test_an_isolated_worker_in_a_prefix_place_is_refused_with_why(
-    runtime_factory: Callable[..., Any], repo: Path  # noqa: F811
+    runtime_factory: Callable[..., Any],
+    repo: Path,  # noqa: F811
 ) -> None:
     rt = runtime_factory(kinds=[*KINDS, *PARSER_KINDS])
     config = VibeConfig(backends=_backends(repo))
@@ -212,7 +231,8 @@ def test_kill_9_of_the_host_leaves_no_isolated_sandboxed_worker(
         os.kill(host.pid, signal.SIGKILL)
         host.wait(10)
         assert wait_until(lambda: not _ours(repo), 20), [p.cmdline() for p in _ours(repo)]
-        assert str(repo) not in Path("/proc/self/mountinfo").read_text()  # no overlay left
+        # (the overlay was mounted in the actor's own namespace: none escaped into ours)
+        assert str(repo) not in Path("/proc/self/mountinfo").read_text()
     finally:
         if host.poll() is None:
             host.kill()
