@@ -27,6 +27,7 @@ from tether import worker_views
 from tether.actors.parser import KINDS as PARSER_KINDS
 from tether.actors.vibe import KINDS
 from tether.places import Place
+from tether.places.wrap import wrap
 from tether.tools.vibe_workers import CommandBackend, VibeConfig
 
 pytestmark = needs_sandbox
@@ -237,3 +238,49 @@ def test_kill_9_of_the_host_leaves_no_isolated_sandboxed_worker(
         if host.poll() is None:
             host.kill()
         shutil.rmtree(state, ignore_errors=True)
+
+
+@pytest.mark.skipif(os.getuid() != 0 or not shutil.which("setpriv"), reason="root and setpriv")
+def test_a_copy_view_is_the_workspace_in_a_plain_users_sandbox() -> None:
+    """What a plain user's isolated worker gets: its copy bound by bwrap (unprivileged) at
+    the workspace's path; the workspace untouched, the change read from the copy."""
+    top = Path(tempfile.mkdtemp(prefix="tether-view-"))  # (outside root's 0700 pytest dirs)
+    try:
+        work, base = top / "work", top / "view"
+        work.mkdir()
+        base.mkdir()
+        (work / "a.txt").write_text("old\n")
+        (work / "same.txt").write_text("untouched\n")  # (not in the change)
+        made = base / "made"
+        made.touch()
+        view = worker_views.View(
+            "copy", str(work), str(base), str(base / "copy"), "", str(made), str(base / "copied")
+        )
+        worker_views.fill(view)
+        subprocess.run(["chown", "-R", "65534:65534", str(top)], check=True)
+        script = "cat a.txt; echo new > a.txt; echo more > b.txt; id -u"
+        wrapped = wrap(Place.sandbox(), ["/bin/sh", "-c", script], str(work), workspace=str(work),
+                       workspace_from=view.root)  # fmt: skip
+        user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        done = subprocess.run([*user, *_without_root_binds(wrapped.argv)], env=wrapped.env,
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert done.stdout.split() == ["old", "1000"], (done.stdout, done.stderr)
+        assert (work / "a.txt").read_text() == "old\n" and not (work / "b.txt").exists()
+        change = worker_views.collect(view)
+        assert [(f.rel, f.new) for f in change.files] == [("a.txt", b"new\n"), ("b.txt", b"more\n")]
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def _without_root_binds(argv: list[str]) -> list[str]:
+    """bwrap's argv without the binds under /root (root's 0700 home holds the runtime's
+    Python, which nobody cannot bind; the script is /bin/sh's)."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] == "--ro-bind" and argv[i + 1].startswith("/root/"):
+            i += 3
+            continue
+        out.append(argv[i])
+        i += 1
+    return out
