@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -10,6 +11,8 @@ from hypothesis import strategies as st
 
 from tether.messages import calls, control
 from tether.messages.codec import _CLASSES, CodecError, decode, encode
+from tether.messages.kernel_ops import KERNEL, Execute, Layer, Spare
+from tether.messages.ops import op_args, op_name
 
 json_like = st.recursive(
     st.none()
@@ -32,7 +35,12 @@ FIELD_STRATEGIES = {
     "Mapping[str, Any]": st.dictionaries(st.text(), json_like, max_size=4),  # (HealthReport.node)
     "list[int]": st.lists(st.integers(0, 2**31), max_size=4),
     "list[dict[str, Any]]": st.lists(st.dictionaries(st.text(), json_like, max_size=3), max_size=3),
+    "JSONObject": st.dictionaries(st.text(), json_like, max_size=4),  # (Spare.connection)
 }
+# a registered dataclass inside a field (Spare.layer), built from the table above
+FIELD_STRATEGIES["Layer | None"] = st.none() | st.builds(
+    Layer, *(FIELD_STRATEGIES[f.type] for f in dataclasses.fields(Layer))
+)
 
 
 def strategy_for(cls: type) -> st.SearchStrategy:
@@ -46,6 +54,7 @@ MESSAGE_CLASSES = sorted(_CLASSES.values(), key=lambda c: c.__name__)
 def test_every_message_class_is_registered() -> None:
     names = {c.__name__ for c in MESSAGE_CLASSES}
     assert {"Call", "Reply", "Start", "Started", "Route", "HealthQuery", "Inject"} <= names
+    assert {"Spare", "Layer"} <= names  # (they travel inside calls and replies)
 
 
 @pytest.mark.parametrize("cls", MESSAGE_CLASSES, ids=lambda c: c.__name__)
@@ -82,3 +91,47 @@ def test_control_messages_are_frozen() -> None:
     msg = control.HealthQuery("q", 1.0)
     with pytest.raises(dataclasses.FrozenInstanceError):
         msg.query_id = "other"  # type: ignore[misc]
+
+
+SPARE = Spare(
+    "python",
+    4242,
+    "/tmp/k",
+    {"key": "k", "shell_port": 5},
+    "n1",
+    Layer("/l", "/l/py", "/b", "", True),
+)
+
+
+@given(strategy_for(Spare))
+@settings(max_examples=60, deadline=None)
+def test_a_spare_inside_an_execute_call_comes_back_as_the_same_op(spare: Spare) -> None:
+    op = Execute(code="1 + 1", spare=spare)
+    call = calls.Call("c1", "r", "kernel", "python", op_name(op), op_args(op), 5.0, False)
+    back = decode(encode(call))
+    assert isinstance(back.args["spare"], Spare)
+    assert KERNEL.parse(back) == op
+
+
+def test_a_spare_in_a_reply_payload_comes_back_as_a_spare() -> None:
+    reply = decode(encode(calls.Reply("c1", True, {"spare": SPARE})))
+    assert reply.payload["spare"] == SPARE
+    assert reply.payload["spare"].layer.toolchains()  # a Layer again, not a dict
+
+
+def test_a_spare_as_a_dict_is_refused_by_name() -> None:
+    call = calls.Call("c1", "r", "kernel", "python", "execute", {"code": "1", "spare": {"pid": 1}})
+    with pytest.raises(
+        calls.ResourceError,
+        match=re.escape("spare must be tether.messages.kernel_ops.Spare | None, got dict"),
+    ):
+        KERNEL.parse(call)
+
+
+def test_an_unregistered_dataclass_in_a_field_names_its_class() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Stranger:
+        x: int
+
+    with pytest.raises(CodecError, match="can not serialize 'Stranger' object"):
+        encode(calls.Reply("c1", True, {"s": Stranger(1)}))

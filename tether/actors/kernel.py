@@ -29,7 +29,7 @@ from tether.health_node import HealthNode
 from tether.kernels import bridge
 from tether.kernels.handle import KernelHandle, tree_rss_mb
 from tether.kernels.launch import KernelUnavailable, Launched, deno_binary, launch
-from tether.kernels.layer import Layer, LayerError, layer_from_wire, make_layer
+from tether.kernels.layer import Layer, LayerError, make_layer
 from tether.kernels.session import Budget, KernelSession, KillIfStill, RunWaiting, Settle
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import Call, ErrorCode
@@ -118,8 +118,8 @@ class KernelActor(ResourceActor):
             self._drop_kernel()
             cell.notes.append("reset: the previous kernel was shut down; this one starts clean")
         if self.handle is not None and op.spare:  # not needed after all: it must not linger
-            kill_tree(int(op.spare["pid"]), grace=0.0, wait=False)
-            shutil.rmtree(str(op.spare["directory"]), ignore_errors=True)
+            kill_tree(op.spare.pid, grace=0.0, wait=False)
+            shutil.rmtree(op.spare.directory, ignore_errors=True)
         if self.handle is None:
             try:
                 self._new_kernel(op)
@@ -134,13 +134,11 @@ class KernelActor(ResourceActor):
     def _new_kernel(self, op: Execute) -> None:
         spare = op.spare
         if spare and not op.launcher:
-            launched = Launched(
-                self.language, int(spare["pid"]), str(spare["directory"]), dict(spare["connection"])
-            )
-            self.handle = KernelHandle(launched, str(spare["nonce"]), prelude_done=True)
-            if spare.get("layer"):  # its layer is the conversation's from now on
+            launched = Launched(self.language, spare.pid, spare.directory, dict(spare.connection))
+            self.handle = KernelHandle(launched, spare.nonce, prelude_done=True)
+            if spare.layer is not None:  # its layer is the conversation's from now on
                 self._drop_layer()  # (a reset: the previous layer goes with its kernel)
-                self.layer = layer_from_wire(dict(spare["layer"]))
+                self.layer = spare.layer
                 self.layer_adopted = self.layer.directory
             if not self.handle.alive():
                 self.handle.close()

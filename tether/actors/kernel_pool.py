@@ -16,7 +16,7 @@ from tether.kernels.handle import KernelHandle, tree_rss_mb
 from tether.kernels.launch import KernelUnavailable, Launched, deno_binary, launch
 from tether.kernels.layer import Layer, make_layer
 from tether.messages.calls import Call
-from tether.messages.kernel_ops import POOL, PoolStatus, Take
+from tether.messages.kernel_ops import POOL, PoolStatus, Spare, Take
 from tether.scratch import ProcessScratch
 
 REFILL_DELAY = 0.2  # s after a spare is taken before its replacement starts
@@ -85,7 +85,7 @@ class KernelPoolActor(ResourceActor):
         if handle.layer is not None:
             shutil.rmtree(os.path.dirname(handle.layer.directory), ignore_errors=True)
 
-    def _take(self) -> dict[str, Any] | None:
+    def _take(self) -> Spare | None:
         for handle in self.spares:
             if handle.ready and handle.alive():
                 self.spares.remove(handle)

@@ -6,7 +6,6 @@ their loops (messages, timers, its pidfd)."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import select
 import time
@@ -18,6 +17,7 @@ from tether.kernels import bridge, magics
 from tether.kernels.launch import Launched, discard
 from tether.kernels.layer import Layer
 from tether.kernels.wire import KernelWire
+from tether.messages.kernel_ops import Spare
 from tether.processes import kill_tree
 
 
@@ -186,17 +186,17 @@ class KernelHandle:
             self.pidfd = None
         discard(self.launched)
 
-    def handover(self) -> dict[str, Any]:
+    def handover(self) -> Spare:
         """What a KernelActor needs to adopt this (started, ready) kernel."""
         launched = self.launched
-        return {
-            "language": launched.language,
-            "pid": launched.pid,
-            "directory": launched.directory,
-            "connection": launched.connection,
-            "nonce": self.nonce,
-            "layer": dataclasses.asdict(self.layer) if self.layer is not None else None,
-        }
+        return Spare(
+            launched.language,
+            launched.pid,
+            launched.directory,
+            launched.connection,
+            self.nonce,
+            self.layer,
+        )
 
     def detach(self) -> None:
         """Handed over: stop talking to it here, without killing it."""

@@ -27,30 +27,15 @@ from __future__ import annotations
 import os
 import sys
 import sysconfig
-from dataclasses import dataclass
 from pathlib import Path
+
+from tether.messages.kernel_ops import Layer  # (the wire's: it crosses with a spare)
 
 PROJECT_VENVS = (".venv", "venv")
 
 
 class LayerError(ValueError):
     """No layer can be made over this interpreter (the message says what to do)."""
-
-
-@dataclass(frozen=True)
-class Layer:
-    directory: str
-    python: str  # the layer's interpreter: run the kernel with it
-    base: str  # the interpreter it is over (a project's, or the runtime's base Python)
-    project_site: str  # "" when the project has no venv
-    lends: bool  # tether's site-packages is on its path (ipykernel lent)
-
-    def toolchains(self) -> list[str]:
-        """What a sandbox must bind read-only for it to run (beyond the runtime's own)."""
-        out = [str(Path(self.base).resolve().parent.parent)]
-        if self.project_site:
-            out.append(str(Path(self.project_site).parents[2]))  # <venv>/lib/pythonX.Y/site
-        return out
 
 
 def project_interpreter(workspace: str) -> str:
@@ -120,17 +105,6 @@ def make_layer(directory: str, workspace: str | None) -> Layer:
     if lends:
         (lib / "zz-tether-lends.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     return Layer(str(root), str(python), base, site, lends)
-
-
-def layer_from_wire(data: dict[str, object]) -> Layer:
-    """A Layer handed over with a spare kernel (`dataclasses.asdict` of one)."""
-    return Layer(
-        str(data["directory"]),
-        str(data["python"]),
-        str(data["base"]),
-        str(data.get("project_site") or ""),
-        bool(data.get("lends", True)),
-    )
 
 
 def _site_packages(venv: Path, version: str) -> str:

@@ -3,7 +3,9 @@
 A message is encoded as a msgpack array `[tag, field1, field2, ...]` where the tag names
 the class (its registry index is not used, so old and new peers agree on names) and the
 fields follow the dataclass field order. Field values must be msgpack-able; tuples come
-back as lists, so message fields use lists.
+back as lists, so message fields use lists. A registered dataclass may also sit inside a
+field (a spare kernel inside the args of the `Execute` that adopts it): it travels as a
+msgpack extension holding its own `[tag, fields...]`, and comes back as its class.
 
 What thespian carries between actors is then either `bytes` or `(bytes, address)`: the
 address of an actor (which we never put inside a message body) rides beside the payload.
@@ -19,7 +21,7 @@ from typing import Any
 
 import msgpack
 
-from tether.messages import calls, control
+from tether.messages import calls, control, kernel_ops
 
 _CLASSES: dict[str, type] = {}
 _FIELDS: dict[type, tuple[str, ...]] = {}
@@ -43,6 +45,11 @@ for _module in (calls, control):
             and _obj.__module__ == _module.__name__
         ):
             register(_obj)
+# the dataclasses that travel inside a message's fields (see _nested)
+register(kernel_ops.Layer)
+register(kernel_ops.Spare)
+
+NESTED = 1  # the msgpack extension type of a registered dataclass inside a field
 
 
 class CodecError(ValueError):
@@ -58,8 +65,25 @@ def _packer() -> msgpack.Packer:
     # sends). One reused Packer per thread avoids it.
     packer = getattr(_local, "packer", None)
     if packer is None:
-        packer = _local.packer = msgpack.Packer(autoreset=True)
+        packer = _local.packer = msgpack.Packer(autoreset=True, default=_nested)
     return packer
+
+
+def _nested(obj: object) -> msgpack.ExtType:
+    """msgpack's hook for a value it cannot pack: a registered dataclass, as an extension
+    (packed apart: the thread's Packer is busy with the message around it)."""
+    names = _FIELDS.get(type(obj))
+    if names is None:
+        raise TypeError(f"can not serialize {type(obj).__name__!r} object")
+    fields = [type(obj).__name__, *(getattr(obj, n) for n in names)]
+    return msgpack.ExtType(NESTED, msgpack.packb(fields, default=_nested))
+
+
+def _unnested(code: int, data: bytes) -> object:
+    if code != NESTED:
+        raise ValueError(f"unknown msgpack extension type {code}")
+    tag, *fields = msgpack.unpackb(data, strict_map_key=False, ext_hook=_unnested)
+    return _CLASSES[tag](*fields)
 
 
 def encode(msg: Any) -> bytes:
@@ -80,7 +104,7 @@ def encode(msg: Any) -> bytes:
 
 def decode(data: bytes) -> Any:
     try:
-        tag, *values = msgpack.unpackb(data, strict_map_key=False)
+        tag, *values = msgpack.unpackb(data, strict_map_key=False, ext_hook=_unnested)
         cls = _CLASSES[tag]
     except (KeyError, ValueError, TypeError, msgpack.UnpackException) as exc:
         raise CodecError(f"cannot decode a message of {len(data)} bytes: {exc!r}") from exc

@@ -10,14 +10,49 @@ it holds open is always the host's latest one.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from tether.json_types import JSONObject
 from tether.messages.ops import Vocabulary
 
 KERNEL = Vocabulary("kernel")
 
 DEFAULT_INACTIVITY = 300.0  # s without output (and without a pending bridged call)
 DEFAULT_WALL = 3600.0  # s a cell may run at most, whatever it does
+
+
+@dataclass(frozen=True)
+class Layer:
+    """A kernel's Python layer: a venv over a base interpreter (made by
+    `tether.kernels.layer.make_layer`). Defined here because it crosses processes inside a
+    `Spare`: the codec carries it, and the message layer imports no library."""
+
+    directory: str
+    python: str  # the layer's interpreter: run the kernel with it
+    base: str  # the interpreter it is over (a project's, or the runtime's base Python)
+    project_site: str  # "" when the project has no venv
+    lends: bool  # tether's site-packages is on its path (ipykernel lent)
+
+    def toolchains(self) -> list[str]:
+        """What a sandbox must bind read-only for it to run (beyond the runtime's own)."""
+        out = [str(Path(self.base).resolve().parent.parent)]
+        if self.project_site:
+            out.append(str(Path(self.project_site).parents[2]))  # <venv>/lib/pythonX.Y/site
+        return out
+
+
+@dataclass(frozen=True)
+class Spare:
+    """A started kernel the pool hands to a run's KernelActor (pool -> host -> kernel actor):
+    what the adopter needs to talk to it, kill it and clean up after it."""
+
+    language: str
+    pid: int
+    directory: str  # the kernel's scratch directory (connection file, log)
+    connection: JSONObject  # the connection file's content (transport, ports, key)
+    nonce: str  # the tool bridge's secret, set by the prelude the pool already ran
+    layer: Layer | None  # its Python layer (None for JavaScript): the run's from now on
 
 
 @KERNEL.op
@@ -30,7 +65,7 @@ class Execute:
     wall: float = DEFAULT_WALL
     launcher: list[str] = field(default_factory=list)  # command prefix (isolated env)
     cwd: str = ""  # where a new kernel starts (the run's working directory)
-    spare: dict[str, Any] | None = None  # a started kernel handed over by the spare pool
+    spare: Spare | None = None  # a started kernel handed over by the spare pool
     place: dict[str, Any] | None = None  # the run's place (tether.places wire form); None: host
 
 
@@ -53,7 +88,7 @@ POOL = Vocabulary("kernel_pool")
 @POOL.op
 @dataclass(frozen=True)
 class Take:
-    """A started spare kernel (its pid, connection, nonce), or {"spare": None}."""
+    """A started spare kernel: {"spare": Spare}, or {"spare": None} when none is ready."""
 
 
 @POOL.op

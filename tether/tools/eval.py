@@ -29,7 +29,13 @@ from typing import Any
 from tether.kernels.layer import project_interpreter
 from tether.kernels.magics import MagicError, rewrite
 from tether.messages.calls import ErrorCode, ResourceError
-from tether.messages.kernel_ops import DEFAULT_INACTIVITY, DEFAULT_WALL, Execute, ToolAnswer
+from tether.messages.kernel_ops import (
+    DEFAULT_INACTIVITY,
+    DEFAULT_WALL,
+    Execute,
+    Spare,
+    ToolAnswer,
+)
 from tether.messages.ops import op_args, op_name
 from tether.tools.results import Image, ToolResult
 from tether.tools.spec import Needs, Tier, ToolContext, ToolSpec
@@ -133,9 +139,7 @@ def _eval(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     return render(language, payload, list(rewritten.notes))
 
 
-def _take_spare(
-    ctx: ToolContext, language: str, create_actor: bool = False
-) -> dict[str, Any] | None:
+def _take_spare(ctx: ToolContext, language: str, create_actor: bool = False) -> Spare | None:
     """A started kernel from the pool, or None. create_actor (the run's first cell in this
     language): the run's kernel actor is created meanwhile (a process start), not after."""
     calls: list[tuple[str, str, str, dict[str, Any]]] = [(POOL_KIND, language, "take", {})]
@@ -145,7 +149,7 @@ def _take_spare(
     if isinstance(got, ResourceError):
         return None  # no pool (or it cannot start): the kernel actor starts its own
     spare = got.get("spare")
-    return dict(spare) if isinstance(spare, Mapping) else None
+    return spare if isinstance(spare, Spare) else None
 
 
 def run_bridged(ctx: ToolContext, calls: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
