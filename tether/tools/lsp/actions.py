@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import typing
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 from tether.lsp import render
@@ -22,7 +21,6 @@ from tether.messages.language_server_ops import (
     DiagnosticsReply,
     DocumentSymbols,
     HoverReply,
-    LanguageServerReply,
     LocationsReply,
     NavAction,
     Navigate,
@@ -33,6 +31,7 @@ from tether.messages.language_server_ops import (
 )
 from tether.tools.lsp.checker import project_check
 from tether.tools.lsp.hierarchy import DIRECTIONS, hierarchy
+from tether.tools.lsp.notes import noted
 from tether.tools.lsp.records import Lines, model_records, relative, severe
 from tether.tools.lsp.status import reload, status
 from tether.tools.lsp.targets import ask, file_server, locate
@@ -43,18 +42,6 @@ QUERY_TIMEOUT = 30.0
 NAV: tuple[NavAction, ...] = typing.get_args(NavAction)
 HIERARCHIES = tuple(DIRECTIONS)  # call_hierarchy, type_hierarchy
 ACTIONS = ("diagnostics", *NAV, *HIERARCHIES, "symbols", "status", "reload")
-
-
-def noted(result: ToolResult, *replies: LanguageServerReply) -> ToolResult:
-    """`result` with its replies' notes (a cold start after an eviction, a restart after the
-    server hit its memory ceiling) told to the model after the answer, as eval's are, and
-    in `data["notes"]`."""
-    notes = [n for reply in replies for n in reply.notes]
-    if not notes:
-        return result
-    text = "\n".join([result.text, *(f"[note] {n}" for n in notes)])
-    data = {**result.data, "notes": notes} if isinstance(result.data, dict) else result.data
-    return replace(result, text=text, data=data)
 
 
 def lsp(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:

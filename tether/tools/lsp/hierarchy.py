@@ -14,6 +14,7 @@ from typing import Any, cast
 
 from tether.lsp import render
 from tether.messages.language_server_ops import Hierarchy, HierarchyDirection, HierarchyReply
+from tether.tools.lsp.notes import noted
 from tether.tools.lsp.records import Lines, model_records
 from tether.tools.lsp.targets import ask, locate
 from tether.tools.results import ToolResult
@@ -82,17 +83,15 @@ def hierarchy(ctx: ToolContext, action: str, args: dict[str, Any]) -> ToolResult
             f"\n({target.row.name} knows only the files opened in it so far, by lsp calls "
             f"and writes: {what} in the others may be missing, as for references.)"
         )
-    return ToolResult.ok(
-        text,
-        data={
-            "direction": direction,
-            "items": items,
-            "total": total,
-            "capped": total > len(items),
-            "origin": origin,
-            "server_ms": found.server_ms,
-        },
-    )
+    data = {
+        "direction": direction,
+        "items": items,
+        "total": total,
+        "capped": total > len(items),
+        "origin": origin,
+        "server_ms": found.server_ms,
+    }
+    return noted(ToolResult.ok(text, data=data), found)
 
 
 def _with_sites(ctx: ToolContext, rec: dict[str, Any], lines: Lines, enc: str) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from tether.lsp.limits import size_text
 from tether.lsp.servers import Resolution, rows_for
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.messages.language_server_ops import Diagnostics, DiagnosticsReply, Sync
+from tether.tools.lsp.notes import noted
 from tether.tools.lsp.records import Lines, relative, severe
 from tether.tools.lsp.targets import ask, limits, resolve_cached
 from tether.tools.results import ToolResult
@@ -91,8 +92,10 @@ def _group(
     return groups
 
 
-def _baseline(ctx: ToolContext, rels: list[str]) -> None:
-    """Before a file's first wrapped write: record what it already had, reporting nothing."""
+def _baseline(ctx: ToolContext, rels: list[str], heard: list[DiagnosticsReply]) -> None:
+    """Before a file's first wrapped write: record what it already had, reporting nothing
+    (but its replies go to `heard`: a baseline can be a server's first answer, whose notes
+    the write's result must carry)."""
     st = _state(ctx)
     ledger: Ledger = st["ledger"]
     fresh = [r for r in rels if not ledger.known(r) and (ctx.workdir / r).is_file()]
@@ -103,6 +106,7 @@ def _baseline(ctx: ToolContext, rels: list[str]) -> None:
                 found = ask(ctx, key, op, DiagnosticsReply, WRITE_CAP + 20.0)
             except ResourceError:
                 continue
+            heard.append(found)
             if found.pending:
                 continue
             raw = next(iter(found.files.values()), None) or []  # None: never seen
@@ -111,9 +115,13 @@ def _baseline(ctx: ToolContext, rels: list[str]) -> None:
 
 
 def _diagnose_written(
-    ctx: ToolContext, written: list[str], created: Sequence[str] = ()
+    ctx: ToolContext,
+    written: list[str],
+    created: Sequence[str] = (),
+    heard: list[DiagnosticsReply] | None = None,
 ) -> tuple[list[dict[str, Any]], list[str], str]:
-    """Sync + save the written files through their servers; (new diagnostics, pending, note)."""
+    """Sync + save the written files through their servers; (new diagnostics, pending, note).
+    The servers' replies are added to `heard` (for their notes)."""
     st = _state(ctx)
     ledger: Ledger = st["ledger"]
     new: list[dict[str, Any]] = []
@@ -147,6 +155,8 @@ def _diagnose_written(
             else:
                 notes.append(f"diagnostics unavailable ({res.row.name}): {e.message}")
             continue
+        if heard is not None:
+            heard.append(synced)
         pending += [relative(ctx, p) for p in synced.pending]
         with st["lock"]:
             for p in synced.deleted:
@@ -177,28 +187,30 @@ def _wrapper(
 ) -> Callable[[ToolContext, dict[str, Any], Callable[[], ToolResult]], ToolResult]:
     def wrap(ctx: ToolContext, args: dict[str, Any], run: Callable[[], ToolResult]) -> ToolResult:
         cands = _candidates(tool, args) or (_staged_targets(ctx, args) if tool == "resolve" else [])
+        heard: list[DiagnosticsReply] = []  # every server reply: their notes end the result
         if cands:
-            _baseline(ctx, cands)
+            _baseline(ctx, cands, heard)
         res = run()
         if res.is_error or not isinstance(res.data, dict):
-            return res
+            return noted(res, *heard)
         written = [w for w in res.data.get("written") or [] if isinstance(w, str)]
         if not written:
-            return res
+            return noted(res, *heard)
         made = res.data.get("created")
         created = written if made is True else [c for c in made or [] if isinstance(c, str)]
-        new, pending, note = _diagnose_written(ctx, written, created)
+        new, pending, note = _diagnose_written(ctx, written, created, heard)
         if not new and not pending and not note:
-            return res
+            return noted(res, *heard)
         block = render.folded(new, pending)
         if note:
             block = (block + "\n" if block else "") + f"({note})"
         data = dict(res.data)
         data["diagnostics"] = {"new": new[: render.CAPS["folded"]], "total_new": len(new),
                                "pending": pending}  # fmt: skip
-        return ToolResult(
+        folded = ToolResult(
             text=f"{res.text}\n\n{block}", is_error=False, data=data, images=res.images
         )
+        return noted(folded, *heard)
 
     wrap.__name__ = f"lsp_diagnostics_on_{tool}"
     return wrap

@@ -10,6 +10,7 @@ from tether.messages.calls import ErrorCode, ResourceError
 from tether.messages.language_server_ops import Reload, Status, StatusReply
 from tether.places import Place
 from tether.places.registry import split_place
+from tether.tools.lsp.notes import noted
 from tether.tools.lsp.records import relative
 from tether.tools.lsp.targets import KIND, ask, file_path, file_server
 from tether.tools.results import ToolResult
@@ -49,6 +50,7 @@ STATE_OF_ERROR: dict[str, str] = {
 def status(ctx: ToolContext, file: str | None) -> ToolResult:
     lines: list[str] = []
     servers: list[dict[str, Any]] = []
+    heard: list[StatusReply] = []  # (their notes: a status can be a server's first answer)
     running = _running_keys(ctx)
     for key in running:
         name, root = split_key(key)
@@ -56,6 +58,7 @@ def status(ctx: ToolContext, file: str | None) -> ToolResult:
         rec: dict[str, Any] = {"server": name, "root": relative(ctx, root) or ".", "place": place}
         try:
             st = ask(ctx, key, Status(), StatusReply, STATUS_TIMEOUT, idem=False)
+            heard.append(st)
             rec.update(
                 state=st.state,
                 indexing=st.indexing,
@@ -121,9 +124,8 @@ def status(ctx: ToolContext, file: str | None) -> ToolResult:
     text = (
         f"{head}\n" + "\n".join(lines) + f"\nthis run's servers run in its place: {mine.describe()}"
     )
-    return ToolResult.ok(
-        text, data={"running": servers, "servers": avail, "place": mine.describe()}
-    )
+    data = {"running": servers, "servers": avail, "place": mine.describe()}
+    return noted(ToolResult.ok(text, data=data), *heard)
 
 
 def _run_place(ctx: ToolContext) -> Place:
@@ -155,16 +157,18 @@ def reload(ctx: ToolContext, file: str | None) -> ToolResult:
                 data={"reloaded": []},
             )
     out, data = [], []
+    heard: list[StatusReply] = []
     for key in keys:
         name, root = split_key(key)
         try:
             st = ask(ctx, key, Reload(), StatusReply, RELOAD_TIMEOUT, idem=False)
+            heard.append(st)
             out.append(f"restarted {name} for {relative(ctx, root) or '.'} (pid {st.pid})")
             data.append({"server": name, "root": relative(ctx, root), "pid": st.pid})
         except ResourceError as e:
             out.append(f"{name} for {relative(ctx, root) or '.'}: reload failed - {e.message}")
             data.append({"server": name, "root": relative(ctx, root), "error": e.message})
-    return ToolResult.ok("\n".join(out), data={"reloaded": data})
+    return noted(ToolResult.ok("\n".join(out), data={"reloaded": data}), *heard)
 
 
 def _first_use(row: ServerRow) -> str:

@@ -1,0 +1,83 @@
+"""The cold-start note of an evicted language server reaches the model whichever lsp-backed
+result is the server's first answer (issue 23): a write's folded diagnostics, `lsp status`.
+Real basedpyright on a copy of examples/sample_project, a real eviction (as in
+test_cold_start: the budget squeezed until a kernel's start needs the idle server's room)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from tests.capacity.test_cold_start import HOVER, SAMPLE, server_name
+from tests.capacity.test_governor import idle, squeeze
+from tests.conftest import health_node, wait_until
+from tether.actors.kernel import kinds
+from tether.actors.language_server import KINDS as LSP_KINDS
+from tether.call_scope import CallScope
+from tether.capacity.policy import Settings
+from tether.capacity.usage import EVICTED
+
+BAD_LINE = 'wrong_on_purpose: int = "not an int"\n'
+
+
+def evicted(runtime_factory: Any, tmp_path: Path) -> tuple[Any, Any, str]:
+    """(runtime, run, the server's health name) once its basedpyright was evicted (its
+    actor gone) and the budget has room again: the next call to it is a cold start."""
+    work = tmp_path / "project"
+    shutil.copytree(SAMPLE, work)
+    rt = runtime_factory(kinds=[*LSP_KINDS, *kinds(spares=0)])  # (no spare's reservation)
+    rt.governor.settings = Settings(min_idle=0.2)
+    run = rt.open_run("c1", workdir=work)
+    first = run.call("lsp", HOVER)
+    assert not first.is_error and "[note]" not in first.text, first.text
+    name = server_name(rt)
+    idle(rt, name, 0.3)
+    squeeze(rt, 1)  # a kernel can start only where the idle server was
+    cell = run.call("eval", {"code": "1 + 1", "description": "start a kernel to need room"})
+    assert cell.text.strip() == "2", cell.text
+    assert rt.capacity()["evictions"].get("language_server") == 1
+    wait_until(lambda: health_node(rt.health(), name) is None, timeout=10.0)
+    rt.inject("memory_pressure", budget=1.0)
+    return rt, run, name
+
+
+def the_note(result: Any, name: str) -> str:
+    """The one note of `result`, checked to be the cold start's and shown to the model."""
+    [note] = result.data["notes"]
+    assert note.startswith(f"{name} was {EVICTED}") and "a cold start" in note, note
+    assert f"[note] {note}" in result.text, result.text
+    return note
+
+
+def test_a_write_that_is_the_first_call_after_an_eviction_says_it_was_a_cold_start(
+    runtime_factory: Any, tmp_path: Path
+) -> None:
+    rt, run, name = evicted(runtime_factory, tmp_path)
+    path = tmp_path / "project" / "inventory" / "models.py"
+    wrote = run.call(
+        "write", {"path": "inventory/models.py", "content": path.read_text() + BAD_LINE}
+    )
+    assert not wrote.is_error, wrote.text
+    assert wrote.data["diagnostics"]["total_new"] == 1, wrote.text  # the folded diagnostics
+    the_note(wrote, name)
+    again = run.call("lsp", HOVER)  # said once: the server is warm now
+    assert "class Item" in again.text and "[note]" not in again.text, again.text
+
+
+def test_lsp_status_that_is_the_first_answer_after_an_eviction_says_it_was_a_cold_start(
+    runtime_factory: Any, tmp_path: Path
+) -> None:
+    rt, run, name = evicted(runtime_factory, tmp_path)
+    gone = run.call("lsp", {"action": "status"})  # nothing runs: nothing asked, nothing said
+    assert "[note]" not in gone.text and not gone.data["running"], gone.text
+    # a hover whose caller gives up before the cold start answers: the server starts, and
+    # its first answer (the hover's) is dropped unsent, so the note waits for the next one
+    late = run.call("lsp", HOVER, scope=CallScope.start(timeout=0.5))
+    assert late.is_error, late.text
+    wait_until(lambda: (health_node(rt.health(), name) or {}).get("state") == "ready", 60.0)
+    status = run.call("lsp", {"action": "status"})
+    assert [s["server"] for s in status.data["running"]] == ["basedpyright"], status.text
+    the_note(status, name)
+    again = run.call("lsp", HOVER)
+    assert "class Item" in again.text and "[note]" not in again.text, again.text
