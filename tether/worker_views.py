@@ -24,6 +24,9 @@ upper layer, which is exactly the change. So:
   view's directory, done by the worker's own process before it execs the worker, so a
   spawn does not wait for it; the worker works in the copy (another path).
 
+In a sandbox place (tether.places.sandbox) the view is what bwrap binds as the workspace,
+at its path: the root overlay (bwrap starts in the actor's namespace) or a copy (`fill`).
+
 The change is read after the run: the overlay's upper layer (whiteouts are deletions, an
 opaque directory hides what was below it), or the copy compared with the workspace. Files
 under `.git` and files git ignores (caches, build outputs) are left out and counted. A
