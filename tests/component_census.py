@@ -2,10 +2,13 @@
 ast-grep CLI), counted by watching this test process's descendants: a pytest plugin, on
 only when TETHER_CENSUS names a file (`TETHER_CENSUS=/tmp/census bash scripts/test.sh`).
 
-A poller thread lists the descendants every 0.1 s and charges each new component process
-to the test running when it appeared (a module's shared runtime is charged to the test
-whose setup started it, as it should be: the others reuse it). Each worker writes
-`<file>.<worker>.json`; `python -m tests.component_census <file>` sums them up.
+A poller thread lists the machine's processes every 0.2 s and charges each new component
+process of ours to the test running when it appeared (a module's shared runtime is charged
+to the test whose setup started it, as it should be: the others reuse it). "Ours" is read
+from the environment, not the parentage, because thespian's admin is a daemon (its parent is
+init): a marker this process puts in its environment is inherited by everything it starts,
+and a process whose environment was cleared (a sandbox) is ours when its parent is. Each
+worker writes `<file>.<worker>.json`; `python -m tests.component_census <file>` sums them.
 """
 
 from __future__ import annotations
@@ -34,35 +37,37 @@ COMPONENTS = {
     "deno-kernel": re.compile(r"deno.* jupyter"),
     "ast-grep-cli": re.compile(r"(^|/)(ast-grep|sg) "),
 }
-POLL_S = 0.1
+POLL_S = 0.2
+MARKER = "TETHER_CENSUS_OWNER"
 
 
 class Census:
     def __init__(self, path: str) -> None:
         self.path = path
         self.current = "(collection)"
-        self.seen: set[tuple[int, float]] = set()
+        self.marker = f"{os.getpid()}"
+        os.environ[MARKER] = self.marker  # inherited by every process started from here on
+        self.ours: set[tuple[int, float]] = set()
+        self.theirs: set[tuple[int, float]] = set()
         self.by_test: dict[str, set[str]] = {}
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._poll, daemon=True)
         self.thread.start()
 
     def _poll(self) -> None:
-        me = psutil.Process()
         while not self.stop.wait(POLL_S):
-            try:
-                procs = me.children(recursive=True)
-            except psutil.Error:
-                continue
-            for proc in procs:
+            for proc in psutil.process_iter():
                 self._note(proc)
 
     def _note(self, proc: psutil.Process) -> None:
         try:
             ident = (proc.pid, proc.create_time())
-            if ident in self.seen:
+            if ident in self.ours or ident in self.theirs:
                 return
-            self.seen.add(ident)
+            if not self._is_ours(proc):
+                self.theirs.add(ident)
+                return
+            self.ours.add(ident)
             cmdline = " ".join(proc.cmdline())
         except psutil.Error:
             return
@@ -70,6 +75,15 @@ class Census:
             if pattern.search(cmdline):
                 self.by_test.setdefault(self.current, set()).add(name)
                 return
+
+    def _is_ours(self, proc: psutil.Process) -> bool:
+        try:
+            if proc.environ().get(MARKER) == self.marker:
+                return True
+            parent = proc.parent()
+            return parent is not None and (parent.pid, parent.create_time()) in self.ours
+        except psutil.Error:
+            return False
 
     def write(self) -> None:
         self.stop.set()
@@ -85,7 +99,8 @@ _census: Census | None = None
 def pytest_configure(config: pytest.Config) -> None:
     global _census
     path = os.environ.get("TETHER_CENSUS")
-    if path and _census is None:
+    controller = not hasattr(config, "workerinput") and config.getoption("numprocesses", 0)
+    if path and _census is None and not controller:  # (xdist's controller runs no test)
         _census = Census(path)
 
 
