@@ -339,6 +339,8 @@ def test_stats_say_how_many_files_a_running_search_has_scanned(
     (tmp_path / "p.py").write_text("c = 1\nf(" + ", ".join(["a"] * 1000) + ")\n")
     slot = POOL_KEYS[0]
     runtime.open_run("conv-count", workdir=str(tmp_path))
+    runtime.call("conv-count", "parser", slot, Stats(), None, 30)  # the route to the slot
+    # learned first: later calls come on its channel, which a running search serves
     cancel = CancelHandle()
     search = Search(
         root=str(tmp_path), lang="python", pattern="f($$$A, a, $$$B, a, $$$C, c)",
