@@ -231,7 +231,7 @@ def test_server_request_with_our_id_is_answered_not_taken_for_a_response(project
     assert "h" not in io.results
     assert io.sent[-1]["result"][0]["typeCheckingMode"] == "standard"
     answer(s, hover, {"contents": {"kind": "markdown", "value": "x: int"}})
-    assert io.results["h"] == (True, {"hover": "x: int"})
+    assert io.results["h"] == (True, {"hover": "x: int", "notes": []})
 
 
 def test_unadvertised_request_is_never_sent(project):
