@@ -1,5 +1,6 @@
 """The cold-start note of an evicted language server reaches the model whichever lsp-backed
-result is the server's first answer (issue 23): a write's folded diagnostics, `lsp status`.
+result is the server's first answer (issue 23): a write's folded diagnostics, `lsp status`,
+or the next result after serve's progress probe heard it.
 Real basedpyright on a copy of examples/sample_project, a real eviction (as in
 test_cold_start: the budget squeezed until a kernel's start needs the idle server's room)."""
 
@@ -18,6 +19,7 @@ from tether.actors.language_server import KINDS as LSP_KINDS
 from tether.call_scope import CallScope
 from tether.capacity.policy import Settings
 from tether.capacity.usage import EVICTED
+from tether.serve.progress import indexing
 
 BAD_LINE = 'wrong_on_purpose: int = "not an int"\n'
 
@@ -41,6 +43,23 @@ def evicted(runtime_factory: Any, tmp_path: Path) -> tuple[Any, Any, str]:
     wait_until(lambda: health_node(rt.health(), name) is None, timeout=10.0)
     rt.inject("memory_pressure", budget=1.0)
     return rt, run, name
+
+
+def started_unanswered(rt: Any, run: Any, name: str) -> None:
+    """Start the evicted server with a hover cancelled while it starts: the call queued for
+    the start is dropped (nothing of it ran, nothing answered), so the cold-start note
+    waits for the server's next answer, whoever asks."""
+    scope = CallScope.start()
+    late: dict[str, Any] = {}
+    hover = threading.Thread(target=lambda: late.update(r=run.call("lsp", HOVER, scope=scope)))
+    hover.start()
+    try:
+        wait_until(lambda: (health_node(rt.health(), name) or {}).get("state") == "starting", 30)
+    finally:
+        scope.cancel("the test gives up on it")
+        hover.join(60)
+    assert late["r"].is_error and "the test gives up on it" in late["r"].text, late["r"].text
+    wait_until(lambda: (health_node(rt.health(), name) or {}).get("state") == "ready", 60.0)
 
 
 def the_note(result: Any, name: str) -> str:
@@ -72,21 +91,23 @@ def test_lsp_status_that_is_the_first_answer_after_an_eviction_says_it_was_a_col
     rt, run, name = evicted(runtime_factory, tmp_path)
     gone = run.call("lsp", {"action": "status"})  # nothing runs: nothing asked, nothing said
     assert "[note]" not in gone.text and not gone.data["running"], gone.text
-    # a hover cancelled while the server starts: the call queued for the start is dropped
-    # (nothing of it ran, nothing answered), so the note waits for the server's next answer
-    scope = CallScope.start()
-    late: dict[str, Any] = {}
-    hover = threading.Thread(target=lambda: late.update(r=run.call("lsp", HOVER, scope=scope)))
-    hover.start()
-    try:
-        wait_until(lambda: (health_node(rt.health(), name) or {}).get("state") == "starting", 30)
-    finally:
-        scope.cancel("the test gives up on it")
-        hover.join(60)
-    assert late["r"].is_error and "the test gives up on it" in late["r"].text, late["r"].text
-    wait_until(lambda: (health_node(rt.health(), name) or {}).get("state") == "ready", 60.0)
+    started_unanswered(rt, run, name)
     status = run.call("lsp", {"action": "status"})
     assert [s["server"] for s in status.data["running"]] == ["basedpyright"], status.text
     the_note(status, name)
     again = run.call("lsp", HOVER)
     assert "class Item" in again.text and "[note]" not in again.text, again.text
+
+
+def test_a_note_a_progress_probe_heard_is_told_in_the_next_lsp_result(
+    runtime_factory: Any, tmp_path: Path
+) -> None:
+    rt, run, name = evicted(runtime_factory, tmp_path)
+    started_unanswered(rt, run, name)
+    said = indexing(run)  # serve's progress probe asks the status: the server's first answer
+    assert "[note]" not in said and "evicted" not in said, said  # (told to no model)
+    again = run.call("lsp", HOVER)
+    assert "class Item" in again.text, again.text
+    the_note(again, name)
+    third = run.call("lsp", HOVER)
+    assert "[note]" not in third.text and "notes" not in third.data, third.text

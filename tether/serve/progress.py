@@ -9,7 +9,8 @@ Where that detail comes from, per tool:
 - lsp, lsp_rename and the writes (whose diagnostics come from the language servers): the
   language servers of this conversation's workdir that are indexing (their `$/progress`
   titles, from each server actor's status: `lsp status` asks the same), since a first
-  query waits on that;
+  query waits on that; a status can be a restarted server's first answer, so its notes
+  are carried to the run's next lsp result (`tether.tools.lsp.notes.carry`);
 - eval: the running cell's output so far, its last line (the kernel actor's status
   carries the end of it; a status is what `eval` itself sends to make the actor ahead of
   a first cell, so asking never starts a kernel);
@@ -34,6 +35,7 @@ from tether.lsp.servers import split_key
 from tether.messages.calls import ResourceError
 from tether.messages.language_server_ops import Status, StatusReply
 from tether.messages.parser_ops import Stats
+from tether.tools.lsp.notes import carry
 from tether.tools.lsp.targets import KIND as LSP_KIND
 from tether.tools.lsp.targets import ask
 
@@ -82,6 +84,7 @@ def indexing(run: Any) -> str:
                 continue
             with contextlib.suppress(Exception):  # one server's silence is not the others'
                 status = ask(ctx, key, Status(), StatusReply, PROBE_TIMEOUT, idem=False)
+                carry(ctx, status.notes)  # (a cold start's note: for the call's own result)
                 if status.indexing:
                     said.append(f"{name} indexing: {', '.join(status.indexing)}")
                 elif status.state not in ("ready", ""):

@@ -95,6 +95,7 @@ def _nav(ctx: ToolContext, action: NavAction, args: dict[str, Any]) -> ToolResul
     if action == "hover":
         hover = ask(ctx, target.key, op, HoverReply, QUERY_TIMEOUT)
         return noted(
+            ctx,
             ToolResult.ok(
                 render.hover(name, where, hover.hover),
                 data={
@@ -111,7 +112,7 @@ def _nav(ctx: ToolContext, action: NavAction, args: dict[str, Any]) -> ToolResul
         answer = ask(ctx, target.key, op, CodeActionsReply, QUERY_TIMEOUT)
         acts = answer.actions[: render.CAPS["code_actions"]]
         return noted(
-            ToolResult.ok(render.code_actions(acts, where), data={"actions": acts}), answer
+            ctx, ToolResult.ok(render.code_actions(acts, where), data={"actions": acts}), answer
         )
     found = ask(ctx, target.key, op, LocationsReply, QUERY_TIMEOUT)
     # the first CAPS[action], without repeats
@@ -126,7 +127,7 @@ def _nav(ctx: ToolContext, action: NavAction, args: dict[str, Any]) -> ToolResul
             "server_ms": found.server_ms,  # the language server's own share
         },
     )
-    return noted(result, found)
+    return noted(ctx, result, found)
 
 
 def _file_diagnostics(ctx: ToolContext, file: str) -> ToolResult:
@@ -141,7 +142,7 @@ def _file_diagnostics(ctx: ToolContext, file: str) -> ToolResult:
             "10 s (it may still be indexing - see lsp status). Try again shortly.",
             data={"pending": [file]},
         )
-        return noted(pending, diags)
+        return noted(ctx, pending, diags)
     first = next(iter(diags.files.values()), None)  # None: never seen
     raw = severe(first or [])
     recs = model_records(ctx, raw, Lines(ctx))
@@ -150,7 +151,7 @@ def _file_diagnostics(ctx: ToolContext, file: str) -> ToolResult:
         render.diagnostics(shown, len(recs), f"{file} ({target.row.name})"),
         data={"diagnostics": shown, "total": len(recs), "server": target.row.name},
     )
-    return noted(result, diags)
+    return noted(ctx, result, diags)
 
 
 def _symbols(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
@@ -177,7 +178,7 @@ def _symbols(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
             render.symbols(recs[:cap], len(recs), f"symbols in {file}"),
             data={"symbols": recs[:cap], "total": len(recs)},
         )
-        return noted(result, syms)
+        return noted(ctx, result, syms)
     if file:
         found = file_server(ctx, file)
         if isinstance(found, ToolResult):
@@ -212,7 +213,9 @@ def _symbols(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     text = render.symbols(recs[:cap], len(recs), f"symbols matching {query!r}")
     if errors:
         text += "\n(" + "; ".join(errors) + ")"
-    return noted(ToolResult.ok(text, data={"symbols": recs[:cap], "total": len(recs)}), *answers)
+    return noted(
+        ctx, ToolResult.ok(text, data={"symbols": recs[:cap], "total": len(recs)}), *answers
+    )
 
 
 def _relevant(rec: Mapping[str, Any], query: str) -> bool:
@@ -279,4 +282,4 @@ def lsp_rename(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     if server:  # the server's own workspace/applyEdit, accepted during this write-tier call
         text += f"\nThe language server itself also changed: {', '.join(server)}."
         data["server_edits"] = server
-    return noted(ToolResult.ok(text, data=data), done)
+    return noted(ctx, ToolResult.ok(text, data=data), done)

@@ -91,7 +91,7 @@ def hierarchy(ctx: ToolContext, action: str, args: dict[str, Any]) -> ToolResult
         "origin": origin,
         "server_ms": found.server_ms,
     }
-    return noted(ToolResult.ok(text, data=data), found)
+    return noted(ctx, ToolResult.ok(text, data=data), found)
 
 
 def _with_sites(ctx: ToolContext, rec: dict[str, Any], lines: Lines, enc: str) -> dict[str, Any]:

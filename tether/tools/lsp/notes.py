@@ -3,21 +3,40 @@ a restart after the server hit its memory ceiling) in an lsp-backed result.
 
 A note is said once, on the first reply after the event, whichever action that was: so
 every result built from replies (navigation, hierarchy, status, reload, a write's folded
-diagnostics) passes them through `noted`, or the note is consumed unseen.
+diagnostics) passes them through `noted`, or the note is consumed unseen. A reply that
+reaches no model (a progress probe's status, `tether.serve.progress`) hands its notes to
+`carry`: the run's next lsp-backed result tells them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 
 from tether.messages.language_server_ops import LanguageServerReply
 from tether.tools.results import ToolResult
+from tether.tools.spec import ToolContext
+
+FAMILY = "lsp"  # the run state's key of the lsp family (as tether.tools.lsp.on_write's)
 
 
-def noted(result: ToolResult, *replies: LanguageServerReply) -> ToolResult:
-    """`result` with its replies' notes told to the model after the answer, as eval's are
-    (`[note] ...` lines), and in `data["notes"]` (added to any there already)."""
+def carry(ctx: ToolContext, notes: Iterable[str]) -> None:
+    """Keep `notes`, heard where no model reads them, for the run's next lsp result."""
+    got = list(notes)
+    if got:
+        ctx.state.setdefault(FAMILY, {}).setdefault("carried", []).extend(got)
+
+
+def noted(ctx: ToolContext, result: ToolResult, *replies: LanguageServerReply) -> ToolResult:
+    """`result` with its replies' notes (and those carried for the run, when it heard a
+    server at all) told to the model after the answer, as eval's are (`[note] ...` lines),
+    and in `data["notes"]` (added to any there already)."""
     notes = [n for reply in replies for n in reply.notes]
+    carried = ctx.state.get(FAMILY, {}).get("carried") if replies else None
+    if carried:
+        held = carried[:]
+        del carried[: len(held)]  # (a probe may add more meanwhile: those stay for the next)
+        notes = [*held, *notes]
     if not notes:
         return result
     text = "\n".join([result.text, *(f"[note] {n}" for n in notes)])

@@ -192,15 +192,15 @@ def _wrapper(
             _baseline(ctx, cands, heard)
         res = run()
         if res.is_error or not isinstance(res.data, dict):
-            return noted(res, *heard)
+            return noted(ctx, res, *heard)
         written = [w for w in res.data.get("written") or [] if isinstance(w, str)]
         if not written:
-            return noted(res, *heard)
+            return noted(ctx, res, *heard)
         made = res.data.get("created")
         created = written if made is True else [c for c in made or [] if isinstance(c, str)]
         new, pending, note = _diagnose_written(ctx, written, created, heard)
         if not new and not pending and not note:
-            return noted(res, *heard)
+            return noted(ctx, res, *heard)
         block = render.folded(new, pending)
         if note:
             block = (block + "\n" if block else "") + f"({note})"
@@ -210,7 +210,7 @@ def _wrapper(
         folded = ToolResult(
             text=f"{res.text}\n\n{block}", is_error=False, data=data, images=res.images
         )
-        return noted(folded, *heard)
+        return noted(ctx, folded, *heard)
 
     wrap.__name__ = f"lsp_diagnostics_on_{tool}"
     return wrap

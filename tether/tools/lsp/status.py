@@ -125,7 +125,7 @@ def status(ctx: ToolContext, file: str | None) -> ToolResult:
         f"{head}\n" + "\n".join(lines) + f"\nthis run's servers run in its place: {mine.describe()}"
     )
     data = {"running": servers, "servers": avail, "place": mine.describe()}
-    return noted(ToolResult.ok(text, data=data), *heard)
+    return noted(ctx, ToolResult.ok(text, data=data), *heard)
 
 
 def _run_place(ctx: ToolContext) -> Place:
@@ -168,7 +168,7 @@ def reload(ctx: ToolContext, file: str | None) -> ToolResult:
         except ResourceError as e:
             out.append(f"{name} for {relative(ctx, root) or '.'}: reload failed - {e.message}")
             data.append({"server": name, "root": relative(ctx, root), "error": e.message})
-    return noted(ToolResult.ok("\n".join(out), data={"reloaded": data}), *heard)
+    return noted(ctx, ToolResult.ok("\n".join(out), data={"reloaded": data}), *heard)
 
 
 def _first_use(row: ServerRow) -> str:
