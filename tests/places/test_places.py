@@ -313,3 +313,24 @@ def test_a_disk_filler_fills_only_its_private_tmp(tmp_path: Path) -> None:
         place=Place.sandbox(limits=Limits(tmp_mb=16)),
     )
     assert "stopped No space left on device" in out, out
+
+
+@needs_sandbox
+@needs_cgroup
+def test_a_place_cgroup_outlives_one_process_while_another_is_joining(tmp_path: Path) -> None:
+    """Two processes of one run, wrapped back to back (two actors): the first one ending
+    must not remove the cgroup the second is about to join (it did: exit 125, "cgroup.procs:
+    Directory nonexistent"); the last one out removes it."""
+    place = Place.sandbox(limits=Limits(pids=64))
+    argv = [sys.executable, "-c", "print('joined')"]
+    first = wrap(place, argv, cwd=str(tmp_path), workspace=str(tmp_path), group="hold-test")
+    second = wrap(place, argv, cwd=str(tmp_path), workspace=str(tmp_path), group="hold-test")
+    assert first.cgroup is not None and first.cgroup.path == second.cgroup.path
+    done = subprocess.run(first.argv, env=first.env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "joined" in done.stdout, done.stderr
+    first.release()  # the second holds it: the cgroup stays
+    assert all(d.is_dir() for d in second.cgroup.dirs)
+    done = subprocess.run(second.argv, env=second.env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "joined" in done.stdout, done.stderr
+    second.release()  # the last one out
+    assert not any(d.exists() for d in second.cgroup.dirs)

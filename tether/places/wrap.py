@@ -27,13 +27,14 @@ that true.
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import hashlib
 import os
 import re
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tether import cgroups
@@ -43,6 +44,41 @@ from tether.places.place import Place, PlaceError
 from tether.private_dirs import default_state_dir
 
 PROBE_TIMEOUT = 20.0  # s for `true` through a prefix command at open_run (a container's exec)
+
+
+class GroupHold:
+    """A shared lock on a place instance's cgroup, taken by each of its processes before the
+    cgroup is made and kept until that process ended: the last one out removes the cgroup,
+    and nobody removes it between another process's make and its join (a run's workers
+    started back to back from two actors: "cgroup.procs: Directory nonexistent"). A flock
+    on a file of the state dir: it goes with the holder, killed or not."""
+
+    def __init__(self, name: str) -> None:
+        holds = default_state_dir() / "cgroup-holds"
+        holds.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.path = holds / f"{name}.lock"
+        self.fd = self._open()
+        fcntl.flock(self.fd, fcntl.LOCK_SH)  # (waits only while a last one out removes it)
+
+    def _open(self) -> int:
+        return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+
+    def leave(self, last: Callable[[], object]) -> None:
+        """Let go; if no other process of the instance holds it, call `last` (the removal)
+        under an exclusive lock, so that nobody joins the cgroup meanwhile."""
+        if self.fd < 0:
+            return
+        os.close(self.fd)
+        self.fd = self._open()
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pass  # another process of the instance runs, or is about to join: it removes
+        else:
+            last()
+        finally:
+            os.close(self.fd)
+            self.fd = -1
 
 
 @dataclass(frozen=True)
@@ -57,6 +93,7 @@ class Wrapped:
     # the cgroup's counts when this process started (a run's processes share one cgroup)
     baseline: tuple[int, int] = (0, 0)
     rlimits: bool = False  # no cgroup: the place's limits are rlimits (cgroups.rlimit_argv)
+    hold: GroupHold | None = field(default=None, compare=False)  # on the shared cgroup
 
     def exit_reason(self, code: int | None = None) -> str:
         """Why the place may have ended the process ("" if no limit of the place was hit);
@@ -83,9 +120,14 @@ class Wrapped:
         return code
 
     def release(self) -> None:
-        """The process ended: remove its place's cgroup if nothing else runs in it."""
-        if self.cgroup is not None:
+        """The process ended: remove its place's cgroup if nothing else of the place runs
+        in it or is about to join it."""
+        if self.cgroup is None:
+            return
+        if self.hold is None:
             self.cgroup.remove()
+        else:
+            self.hold.leave(self.cgroup.remove)
 
 
 def wrap(
@@ -114,29 +156,50 @@ def wrap(
     if place.kind == "prefix":
         return _prefix(place, argv, cwd, environ, group)
     program = _resolve(argv[0], environ)
-    cgroup = None
-    if group and not cgroups.rlimits_only():
-        cgroup = cgroups.make(cgroup_name(group), place.limits)
-    # no cgroup delegated: rlimits, set inside the sandbox (RLIMIT_NPROC counts per userns)
-    fallback = _rlimits(place) if group and cgroup is None else []
-    wrapped = sandbox.bwrap_argv(
-        place,
-        [*fallback, program, *argv[1:]],
-        cwd,
-        workspace,
-        rw=[*rw],
-        ro=[
-            *ro,
-            *_program_roots(argv[0]),
-            *(sandbox.toolchain_roots([program]) if fallback else []),
-        ],
-        workspace_from=workspace_from,
-    )
-    inner_env = sandbox.sandbox_env(environ, rw=[p for p in (workspace, *rw) if p])
+    cgroup, hold = _group_cgroup(place, group)
+    try:  # no cgroup delegated: rlimits, set inside the sandbox (RLIMIT_NPROC is per userns)
+        fallback = _rlimits(place) if group and cgroup is None else []
+        wrapped = sandbox.bwrap_argv(
+            place,
+            [*fallback, program, *argv[1:]],
+            cwd,
+            workspace,
+            rw=[*rw],
+            ro=[
+                *ro,
+                *_program_roots(argv[0]),
+                *(sandbox.toolchain_roots([program]) if fallback else []),
+            ],
+            workspace_from=workspace_from,
+        )
+        inner_env = sandbox.sandbox_env(environ, rw=[p for p in (workspace, *rw) if p])
+        if cgroup is None:
+            return Wrapped(wrapped, inner_env, cwd, place, rlimits=bool(fallback))
+        baseline = (cgroup.oom_kills(), cgroup.pids_refused())
+        joined = [*cgroup.join_argv(), *wrapped]
+        return Wrapped(joined, inner_env, cwd, place, cgroup, baseline, hold=hold)
+    except BaseException:
+        if hold is not None:
+            hold.leave(lambda: None)  # (nothing of ours started: the next one out removes)
+        raise
+
+
+def _group_cgroup(place: Place, group: str) -> tuple[Cgroup | None, GroupHold | None]:
+    """The cgroup of place instance `group` (made if missing) and this process's hold on
+    it; (None, None) where there is none (no group, or none delegated)."""
+    if not group or cgroups.rlimits_only():
+        return None, None
+    name = cgroup_name(group)
+    hold = GroupHold(name)  # (before the make: a last one out cannot remove it under us)
+    try:
+        cgroup = cgroups.make(name, place.limits)
+    except BaseException:
+        hold.leave(lambda: None)
+        raise
     if cgroup is None:
-        return Wrapped(wrapped, inner_env, cwd, place, rlimits=bool(fallback))
-    baseline = (cgroup.oom_kills(), cgroup.pids_refused())
-    return Wrapped([*cgroup.join_argv(), *wrapped], inner_env, cwd, place, cgroup, baseline)
+        hold.leave(lambda: None)
+        return None, None
+    return cgroup, hold
 
 
 def check(place: Place) -> Place:
@@ -216,14 +279,12 @@ def _prefix(
     assigns = [f"{k}={_map_value(place, v)}" for k, v in sorted(given.items())]
     inner = [_map_value(place, a) for a in argv]
     command = [*place.command, "env", "-C", place.inside(cwd), *assigns, *inner]
-    cgroup = None
-    if group and not cgroups.rlimits_only():
-        cgroup = cgroups.make(cgroup_name(group), place.limits)
+    cgroup, hold = _group_cgroup(place, group)
     if cgroup is None:
         return Wrapped(command, dict(os.environ), cwd, place)
     baseline = (cgroup.oom_kills(), cgroup.pids_refused())
     joined = [*cgroup.join_argv(), *command]
-    return Wrapped(joined, dict(os.environ), cwd, place, cgroup, baseline)
+    return Wrapped(joined, dict(os.environ), cwd, place, cgroup, baseline, hold=hold)
 
 
 def _map_value(place: Place, value: str) -> str:
