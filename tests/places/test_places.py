@@ -334,3 +334,25 @@ def test_a_place_cgroup_outlives_one_process_while_another_is_joining(tmp_path: 
     assert done.returncode == 0 and "joined" in done.stdout, done.stderr
     second.release()  # the last one out
     assert not any(d.exists() for d in second.cgroup.dirs)
+
+
+@needs_sandbox
+def test_a_program_reached_through_a_chain_of_links_elsewhere_runs_inside(tmp_path: Path) -> None:
+    """A venv's `python` may lead to its interpreter through a link in a directory the
+    sandbox does not otherwise show (a shadowed PATH entry, a shim): every hop is bound,
+    not only where the chain ends (it was: 'execvp .venv/bin/python: No such file')."""
+    shim, venv = tmp_path / "shim" / "bin", tmp_path / "venv" / "bin"
+    shim.mkdir(parents=True)
+    venv.mkdir(parents=True)
+    (shim / "python3").symlink_to(os.path.realpath(sys.executable))
+    (venv / "python").symlink_to(shim / "python3")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    wrapped = wrap(
+        Place.sandbox(),
+        [str(venv / "python"), "-c", "print('inside')"],
+        cwd=str(ws),
+        workspace=str(ws),
+    )
+    done = subprocess.run(wrapped.argv, env=wrapped.env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "inside" in done.stdout, done.stderr

@@ -109,15 +109,26 @@ def _namespaces() -> list[str]:
 def toolchain_roots(paths: Iterable[str]) -> list[str]:
     """The directories to bind read-only so each program in `paths` runs inside: for a
     program in a `bin` dir, that dir's parent (an interpreter finds its lib beside it),
-    for both the path as given and where its symlinks lead."""
+    for the path as given, each link its symlinks pass through (a venv's `python` may
+    lead to its interpreter through a link elsewhere: a shim, a shadowed PATH entry) and
+    where they end."""
     roots: list[str] = []
     for path in paths:
-        for candidate in (os.path.abspath(path), os.path.realpath(path)):
+        for candidate in [*_link_chain(path), os.path.realpath(path)]:
             parent = os.path.dirname(candidate)
             root = os.path.dirname(parent) if os.path.basename(parent) == "bin" else parent
             if root not in roots and not _under_system(root):
                 roots.append(root)
     return roots
+
+
+def _link_chain(path: str, hops: int = 40) -> list[str]:
+    """`path` (absolute) and every symlink it leads through, hop by hop."""
+    chain = [os.path.abspath(path)]
+    while len(chain) <= hops and os.path.islink(chain[-1]):
+        target = os.readlink(chain[-1])
+        chain.append(os.path.abspath(os.path.join(os.path.dirname(chain[-1]), target)))
+    return chain
 
 
 def _under_system(path: str) -> bool:
