@@ -112,19 +112,21 @@ with Runtime.start(kinds=kinds(memory_limit_mb=150, spares=0)) as rt:
 """
 
 
-def test_with_a_cgroup_of_its_own_a_runaway_kernel_is_killed_inside_its_child(
-    tmp_path, tether_state_dir
-):
+def in_a_box(script: str, state_dir: Path) -> tuple[dict[str, Any], Cgroup]:
+    """Run `script` in a fresh Python born inside a v1 memory cgroup of its own with a 3 GiB
+    limit (so the tree it starts has a limited cgroup, and ceilings are child cgroups of
+    it): the JSON of its last stdout line, and the box (the caller removes it with
+    `remove_tree`, after its assertions on it)."""
     if os.geteuid() != 0 or not (V1_ROOT / "memory.usage_in_bytes").exists():
         pytest.skip("needs root and a v1 memory controller at /sys/fs/cgroup/memory")
     box = Cgroup(1, V1_ROOT).child(f"tether-test-box-{os.getpid()}")
     box.set_limit(3 * 2**30)
     # the child joins the box before it runs a line (so the tree is born inside it)
     join = f'echo $$ > {box.path}/cgroup.procs && exec {sys.executable} -c "$0"'
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TETHER_STATE_DIR": str(tether_state_dir)}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TETHER_STATE_DIR": str(state_dir)}
     try:
         done = subprocess.run(
-            ["/bin/sh", "-c", join, CGROUP_SCRIPT],
+            ["/bin/sh", "-c", join, script],
             capture_output=True,
             text=True,
             timeout=180,
@@ -132,7 +134,17 @@ def test_with_a_cgroup_of_its_own_a_runaway_kernel_is_killed_inside_its_child(
             cwd=REPO,
         )
         assert done.returncode == 0, done.stderr[-2000:]
-        out = json.loads(done.stdout.strip().splitlines()[-1])
+        return json.loads(done.stdout.strip().splitlines()[-1]), box
+    except BaseException:
+        remove_tree(box)
+        raise
+
+
+def test_with_a_cgroup_of_its_own_a_runaway_kernel_is_killed_inside_its_child(
+    tmp_path, tether_state_dir
+):
+    out, box = in_a_box(CGROUP_SCRIPT, tether_state_dir)
+    try:
         assert "memory limit (a ceiling of 300 MiB)" in out["runaway"], out
         assert "OOM killer" in out["runaway"] and "state" not in out["other_after"]
         assert "fresh kernel" in out["after"] or "False" in out["after"], out

@@ -5,10 +5,7 @@ limit inside it; each case is a real process that allocates past its ceiling."""
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -203,27 +200,10 @@ with Runtime.start(kinds=kinds) as rt:
 def test_with_a_cgroup_of_its_own_a_runaway_worker_is_killed_inside_its_child(
     tmp_path, tether_state_dir
 ):
-    from tests.capacity.test_ceiling import REPO, remove_tree
-    from tests.capacity.test_cgroups import V1_ROOT
-    from tether.cgroups import Cgroup
+    from tests.capacity.test_ceiling import in_a_box, remove_tree
 
-    if os.geteuid() != 0 or not (V1_ROOT / "memory.usage_in_bytes").exists():
-        pytest.skip("needs root and a v1 memory controller at /sys/fs/cgroup/memory")
-    box = Cgroup(1, V1_ROOT).child(f"tether-test-box-{os.getpid()}")
-    box.set_limit(3 * 2**30)
-    join = f'echo $$ > {box.path}/cgroup.procs && exec {sys.executable} -c "$0"'
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TETHER_STATE_DIR": str(tether_state_dir)}
+    out, box = in_a_box(CGROUP_WORKER, tether_state_dir)
     try:
-        done = subprocess.run(
-            ["/bin/sh", "-c", join, CGROUP_WORKER],
-            capture_output=True,
-            text=True,
-            timeout=180,
-            env=env,
-            cwd=REPO,
-        )
-        assert done.returncode == 0, done.stderr[-2000:]
-        out = json.loads(done.stdout.strip().splitlines()[-1])
         hog = out["fast"]["text"]
         assert out["fast"]["status"] == "failed" and "killed by signal 9" in hog, hog
         assert f"{ceiling.OVER_WORDS} (a ceiling of 150 MiB)" in hog and "OOM killer" in hog, hog
