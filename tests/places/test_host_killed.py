@@ -37,32 +37,44 @@ HOST = textwrap.dedent(
 )
 
 
-def _ours(work: Path) -> list[psutil.Process]:
+def ours(mark: str, under: Path) -> list[psutil.Process]:
+    """The live processes a killed host left: its `sleep <mark>` and any bubblewrap of `under`."""
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         cmd = " ".join(proc.info["cmdline"] or [])
-        if "307.25" in cmd or (str(work) in cmd and "bwrap" in cmd):
+        if mark in cmd or (str(under) in cmd and "bwrap" in cmd):
             if proc.status() != psutil.STATUS_ZOMBIE:
                 found.append(proc)
     return found
 
 
-def test_kill_9_of_the_host_leaves_no_sandboxed_process(tmp_path: Path) -> None:
-    work = tmp_path / "work"
-    work.mkdir()
+def kill_9_leaves_nothing(
+    host_script: str, work: Path, mark: str, under: Path, running: int
+) -> None:
+    """Run `host_script` (a runtime whose cell starts `sleep <mark>` and prints 'up') as a
+    host process, wait for `running` of its processes, SIGKILL it, and assert that nothing
+    of it is left 20 s later (`ours`)."""
     state = Path(tempfile.mkdtemp(prefix="tk-"))  # (short: a kernel's ipc socket paths fit)
-    script = HOST.format(repo=str(Path(__file__).parents[2]), state=str(state), work=str(work))
+    repo = str(Path(__file__).parents[2])
+    script = host_script.format(repo=repo, state=str(state), work=str(work))
     host = subprocess.Popen(
         [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
     try:
         assert host.stdout is not None
         assert host.stdout.readline().strip() == "up"
-        assert wait_until(lambda: _ours(work), 10)  # the sleep and its sandbox, running
+        assert wait_until(lambda: len(ours(mark, under)) >= running, 10)
         os.kill(host.pid, signal.SIGKILL)
         host.wait(10)
-        assert wait_until(lambda: not _ours(work), 20), [p.cmdline() for p in _ours(work)]
+        left = lambda: ours(mark, under)  # noqa: E731
+        assert wait_until(lambda: not left(), 20), [p.cmdline() for p in left()]
     finally:
         if host.poll() is None:
             host.kill()
         shutil.rmtree(state, ignore_errors=True)
+
+
+def test_kill_9_of_the_host_leaves_no_sandboxed_process(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    kill_9_leaves_nothing(HOST, work, "307.25", under=work, running=1)  # the sleep, its box

@@ -5,20 +5,16 @@ over ipc sockets in the place's exchange directory."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import subprocess
-import sys
-import tempfile
 import textwrap
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 from tests.conftest import wait_until
+from tests.places.test_host_killed import kill_9_leaves_nothing
 from tests.places.test_places import needs_sandbox
 from tests.vibe.test_vibe import output, spawn
 from tether import cgroups
@@ -184,33 +180,8 @@ HOST = textwrap.dedent(
 )
 
 
-def _ours(root: Path) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        cmd = " ".join(proc.info["cmdline"] or [])
-        if "307.75" in cmd or (str(root) in cmd and "bwrap" in cmd):
-            if proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(proc)
-    return found
-
-
 def test_kill_9_of_the_host_leaves_no_process_in_the_prefix_environment(tmp_path: Path) -> None:
     assert ROOT is not None
     work = tmp_path / "work"
     work.mkdir()
-    state = Path(tempfile.mkdtemp(prefix="tk-"))  # (short: a kernel's ipc socket paths fit)
-    script = HOST.format(repo=str(Path(__file__).parents[2]), state=str(state), work=str(work))
-    host = subprocess.Popen(
-        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert host.stdout is not None
-        assert host.stdout.readline().strip() == "up"
-        assert wait_until(lambda: len(_ours(ROOT)) >= 2, 10)  # the sleep and its bwrap
-        os.kill(host.pid, signal.SIGKILL)
-        host.wait(10)
-        assert wait_until(lambda: not _ours(ROOT), 20), [p.cmdline() for p in _ours(ROOT)]
-    finally:
-        if host.poll() is None:
-            host.kill()
-        shutil.rmtree(state, ignore_errors=True)
+    kill_9_leaves_nothing(HOST, work, "307.75", under=ROOT, running=2)  # the sleep, its bwrap
