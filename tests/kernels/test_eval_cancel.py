@@ -63,9 +63,7 @@ def test_a_cancelled_acall_task_interrupts_the_cell(runtime_factory: Any, tmp_pa
     run = rt.open_run("cancel-2", workdir=tmp_path)
 
     async def scenario() -> tuple[float, Any]:
-        task = asyncio.ensure_future(
-            run.acall("eval", {"code": LOOP, "description": DESCRIPTION})
-        )
+        task = asyncio.ensure_future(run.acall("eval", {"code": LOOP, "description": DESCRIPTION}))
         deadline = time.monotonic() + 30
         while ticks(tmp_path) < 3:
             assert time.monotonic() < deadline, "the cell never started"
@@ -118,7 +116,9 @@ def test_a_cancel_withdraws_the_card_a_cell_is_waiting_on(
     scope.cancel("the client cancelled")
     worker.join(5)
     assert result and result[0].is_error and "cancelled" in result[0].text, result
-    assert port.pending() == [] and withdrawn == [(card.number, "the client cancelled")], result[0].text
+    assert port.pending() == [] and withdrawn == [(card.number, "the client cancelled")], result[
+        0
+    ].text
     after = ev(run, "1 + 1")
     assert after.text.strip() == "2", after.text
     assert time.monotonic() - cancelled_at < 2.0, "the next cell waited for the cancelled one"

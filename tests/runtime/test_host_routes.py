@@ -304,7 +304,9 @@ def test_a_first_call_survives_its_run_actor_dying_on_the_way(runtime_factory) -
     rt.engine.routes.clear()  # the next call goes through the RunActor, like a first call
     os.kill(run_actor, signal.SIGSTOP)
     t, out = call_in_thread(rt.call, "r", "slow", "k", "pid", {}, 10, idempotent=True)
-    wait_until(lambda: rt.engine.routes.get(("", "run", "r")) is not None and t.is_alive(), timeout=10.0)
+    wait_until(
+        lambda: rt.engine.routes.get(("", "run", "r")) is not None and t.is_alive(), timeout=10.0
+    )
     os.kill(run_actor, signal.SIGKILL)
     t.join(8)
     assert out and not isinstance(out[0], ResourceError), out
