@@ -12,9 +12,10 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+import pytest
 from mcp.shared.exceptions import MCPError
 
-from tests.serve.conftest import Served, start_server, text
+from tests.serve.conftest import VERSIONS, Served, start_server, text
 
 QUESTION = {
     "question": "Which database should the service use?",
@@ -22,15 +23,18 @@ QUESTION = {
 }
 
 
-def test_ask_user_is_answered_through_the_clients_elicitation(served: Served) -> None:
+@pytest.mark.parametrize("mode", VERSIONS)
+def test_ask_user_is_answered_through_the_clients_elicitation(served: Served, mode: str) -> None:
+    """2025-11-25: an elicitation request in the session; 2026-07-28: input_required, the
+    callback, and the SDK's retry with the sealed state."""
     asked: list[Any] = []
 
     async def human(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         asked.append(params)
-        return types.ElicitResult(action="accept", content={"choice": "SQLite"})
+        return await _human(context, params)
 
     async def scenario() -> Any:
-        async with served.client("legacy", elicitation_callback=human) as client:
+        async with served.client(mode, elicitation_callback=human) as client:
             assert "ask_user" in {tool.name for tool in (await client.list_tools()).tools}
             opened = await client.call_tool("open_conversation", {"workdir": "app"})
             handle = opened.structured_content["conversation"]
@@ -110,30 +114,6 @@ def test_a_permission_card_asks_the_clients_human_and_fails_closed_without_one(
 
 async def _human(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
     return types.ElicitResult(action="accept", content={"choice": "SQLite"})
-
-
-def test_ask_user_at_2026_07_28_is_answered_through_the_clients_elicitation(
-    served: Served,
-) -> None:
-    asked: list[Any] = []
-
-    async def human(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        asked.append(params)
-        return await _human(context, params)
-
-    async def scenario() -> Any:
-        async with served.client("2026-07-28", elicitation_callback=human) as client:
-            assert "ask_user" in {tool.name for tool in (await client.list_tools()).tools}
-            opened = await client.call_tool("open_conversation", {"workdir": "app"})
-            handle = opened.structured_content["conversation"]
-            # the SDK's driver: input_required, the callback, the retry with the state
-            return await client.call_tool("ask_user", {"conversation": handle, **QUESTION})
-
-    result = anyio.run(scenario)
-    assert not result.is_error, text(result)
-    assert "SQLite" in text(result)
-    assert len(asked) == 1 and "Which database" in asked[0].message
-    assert asked[0].requested_schema["properties"]["choice"]["enum"] == ["Postgres", "SQLite"]
 
 
 def test_a_parked_call_takes_only_its_own_sealed_state_and_each_round_once(
