@@ -5,6 +5,7 @@ limit inside it; each case is a real process that allocates past its ceiling."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 from dataclasses import replace
@@ -68,12 +69,15 @@ def test_a_language_server_over_its_ceiling_is_restarted_and_its_next_answer_say
     rlimit = (300 * MIB + ceiling.V8_SLACK) // MIB
     assert node["extra"]["memory_ceiling"] == f"RLIMIT_DATA {rlimit} MiB"
 
-    # checking it takes the heap past its limit: the server dies under the call (and again
-    # on the runtime's one retry), or after the call's 10 s cap answered "pending"
+    # checking it takes V8 past its limit: in the main thread (the process dies: "heap
+    # out of memory"), or the checker thread's (node ends the thread, basedpyright logs
+    # ERR_WORKER_OUT_OF_MEMORY and lives on, answering no more: CI saw it stall for 240 s
+    # before ServerRow.broken_log). Either way the server is restarted under the call (and
+    # again on the runtime's one retry), or after the call's 10 s cap answered "pending"
     blown = run.call("lsp", {"action": "diagnostics", "file": "inventory/big.py"})
     wait_until(lambda: (health_node(rt.health(), name) or {}).get("restarts", 0) >= 1, 240.0)
     said = health_node(rt.health(), name)["last_error"]
-    assert ceiling.OVER_WORDS in said and "heap out of memory" in said, said
+    assert ceiling.OVER_WORDS in said and _ran_out(said), said
 
     again = run.call("lsp", small)
     assert "class Item" in again.text, again.text
@@ -84,8 +88,15 @@ def test_a_language_server_over_its_ceiling_is_restarted_and_its_next_answer_say
     for note in notes:
         assert note.startswith(f"{name} was restarted: its server died at its memory ceiling")
         assert ceiling.OVER_WORDS in note
-        assert "a ceiling of 300 MiB" in note and "heap out of memory" in note, note
+        assert "a ceiling of 300 MiB" in note and _ran_out(note), note
         assert f"[note] {note}" in again.text + blown.text
+
+
+def _ran_out(said: str) -> bool:
+    """Does `said` quote V8 running out of memory: its heap or a zone in the main thread
+    ("JavaScript heap out of memory", "Zone Allocation failed - process out of memory"), or
+    the checker thread's heap (ERR_WORKER_OUT_OF_MEMORY)? All three were seen here."""
+    return re.search(r"out.of.memory", said, re.IGNORECASE) is not None
 
 
 def _names(node: dict) -> list[str]:

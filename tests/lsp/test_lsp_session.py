@@ -263,6 +263,41 @@ def test_exit_fails_everything_in_flight(project):
     assert io.results["h"][1][0] == "resource_died" and "exit code -9" in io.results["h"][1][1]
 
 
+WORKER_OOM = 'Error occurred on background thread: {"code":"ERR_WORKER_OUT_OF_MEMORY"}'
+
+
+def log(s: Session, message: str, kind: int = 1) -> None:
+    s.feed(encode({"jsonrpc": "2.0", "method": "window/logMessage", "params": {"type": kind, "message": message}}))  # fmt: skip
+
+
+def test_a_server_that_says_its_checker_died_fails_its_calls_at_once(project):
+    # basedpyright's checker thread out of heap: it lives on and would answer nobody, so the
+    # calls waiting go now (resource_died: an idempotent one is retried on the restart)
+    s, io = ready_pull(project)
+    s.handle(Diagnostics(str(project / "a.py")), "d", io.t + 10)
+    log(s, "Background thread exited with code: 1", kind=4)  # (not itself a sign: a reload's)
+    assert s.state == "ready" and "d" not in io.results
+    log(s, WORKER_OOM)
+    ok, (code, msg) = io.results["d"]
+    assert not ok and code == "resource_died" and "ERR_WORKER_OUT_OF_MEMORY" in msg, msg
+    assert s.state == "failed" and "it can answer no more" in s.error_text
+
+
+def test_a_server_that_breaks_while_starting_fails_its_start(project):
+    s, io = start(project, {"hoverProvider": True})
+    s.handle(Navigate("hover", str(project / "a.py"), 0, 0), "h", io.t + 10)
+    log(s, WORKER_OOM)
+    ok, (code, msg) = io.results["h"]
+    assert not ok and code == "failed" and "did not start" in msg and "ERR_WORKER" in msg, msg
+
+
+def test_a_server_without_the_quirk_ignores_those_words(tmp_path):
+    (tmp_path / "go.mod").write_text("module m\n")
+    s, io = start(tmp_path, {"hoverProvider": True}, server="gopls")
+    log(s, WORKER_OOM)
+    assert s.state == "ready"
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(
     shutil.which("basedpyright-langserver") is None, reason="not installed: basedpyright-langserver"

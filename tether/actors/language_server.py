@@ -206,7 +206,10 @@ class LanguageServerActor(ProcessActor):
             for call in self.reload_waiters:
                 self.fail(call, ErrorCode.FAILED, f"{self.row.name} did not restart: {why}")
             self.reload_waiters = []
-            self.stop("crash", f"{self.row.name} for {self.root}: {why}")
+            # a server that said it broke as it ran out of memory (its worker thread's heap)
+            # broke at its ceiling: the successor's first answer says so, as for a death
+            over = self.ceiling.note(why)
+            self.stop("crash", f"{self.row.name} for {self.root}: {over or why}")
 
     def on_stop(self) -> None:
         session = getattr(self, "session", None)

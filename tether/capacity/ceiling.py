@@ -63,13 +63,15 @@ MIN_MB = 16  # below it nothing starts at all (a ceiling of 1 is a typo for 1024
 HEAP_SHARE = 0.75  # of a node process's ceiling, its V8 old-space limit
 OVER_WORDS = "it went over its memory limit"  # the first words of every death note
 # what a process prints as an allocation fails at an rlimit or a V8 heap limit (Python,
-# node/V8, glibc's strerror, C++, Go)
+# node/V8, glibc's strerror, C++, Go; node's worker thread at its heap limit, which ends
+# the thread and not the process: ServerRow.broken_log)
 OOM_WORDS = (
     "MemoryError",
     "out of memory",
     "Cannot allocate memory",
     "bad_alloc",
     "Allocation failed",
+    "ERR_WORKER_OUT_OF_MEMORY",
 )
 
 

@@ -99,6 +99,13 @@ class ServerRow:
     # (basedpyright answers [] until it logs "Found N source files"): workspace/symbol waits
     # (under its deadline) for a window/logMessage matching this regex
     workspace_loaded_log: str = ""
+    # servers that go on living after the part of them that answers has died: a log or
+    # shown message matching this regex means the server can answer no more, and it is
+    # restarted at once instead of leaving every waiting call to the stall timeout.
+    # pyright's family checks files in a worker thread and, when that thread throws or
+    # runs out of its V8 heap (ERR_WORKER_OUT_OF_MEMORY: a process under a memory
+    # ceiling), only logs it and starts no other; requests waiting for it never answer
+    broken_log: str = ""
     # servers that poll a file to learn a request was cancelled (pyright's family reads
     # `$/cancelRequest` only between requests, too late to stop a slow one): the argument
     # naming the folder, "{folder}" in it (`tether.lsp.cancellation`)
@@ -137,10 +144,11 @@ class ServerRow:
             raise ValueError(f"{self.name}: root_markers must not be empty")
         if not self.binaries:
             raise ValueError(f"{self.name}: binaries must not be empty")
-        try:
-            re.compile(self.workspace_loaded_log)
-        except re.error as e:
-            raise ValueError(f"{self.name}: workspace_loaded_log is not a regex: {e}") from e
+        for field_name in ("workspace_loaded_log", "broken_log"):
+            try:
+                re.compile(getattr(self, field_name))
+            except re.error as e:
+                raise ValueError(f"{self.name}: {field_name} is not a regex: {e}") from e
         if self.file_cancellation and "{folder}" not in self.file_cancellation:
             raise ValueError(f"{self.name}: file_cancellation must contain {{folder}}")
         unknown = sorted(set(self.hierarchy) - set(DIRECTIONS))
@@ -201,6 +209,7 @@ SERVERS: tuple[ServerRow, ...] = (
         await_pull_registration=5.0,
         others_grace=1.0,
         workspace_loaded_log=r"^(Found \d+ source files?|No source files found)",
+        broken_log=r"^Error occurred on background thread",
         checker=Checker(("basedpyright", "--outputjson"), "pyright-json"),
         checker_name="basedpyright --outputjson",
         local_bin_dirs=(".venv/bin", "venv/bin"),

@@ -21,6 +21,7 @@ shared by every run on its root.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections import deque
 from collections.abc import Callable
@@ -79,6 +80,7 @@ class Session:
         self.limits = limits or LspLimits()
         self.started_at = now()
         self.messages: deque[str] = deque(maxlen=5)  # last showMessage/logMessage errors
+        self._broken_re = re.compile(row.broken_log) if row.broken_log else None
         self.caps = Capabilities()
         docs = Documents(self.caps, lambda p: row.language_of(p), self.limits.max_file_bytes)
         self.table = OpTable(io)
@@ -180,6 +182,14 @@ class Session:
         self.link.drain()
         self.freshness.clear()
 
+    def _broken(self, why: str) -> None:
+        """The server said it can answer no more (`ServerRow.broken_log`): as a stall,
+        or a failed start while it was starting."""
+        if self.state == "ready":
+            self._stalled(why)
+        elif self.state in ("starting", "registering"):
+            self._fail_start(why)
+
     # --- input ----------------------------------------------------------------------------
     def feed(self, data: bytes) -> None:
         try:
@@ -220,9 +230,13 @@ class Session:
         elif n.method == "$/progress":
             self._go_on(self.readiness.on_progress(p))
         elif n.method in ("window/showMessage", "window/logMessage"):
+            message = str(p.get("message", ""))
             if int(p.get("type") or 4) <= 1:
-                self.messages.append(str(p.get("message", ""))[:300])
-            self._go_on(self.readiness.on_log(str(p.get("message", ""))))
+                self.messages.append(message[:300])
+            if self._broken_re is not None and self._broken_re.search(message):
+                self._broken(f"it can answer no more, as it said: {message[:300]}")
+                return
+            self._go_on(self.readiness.on_log(message))
 
     def on_timer(self, tag: Any) -> None:
         match tag:
