@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import psutil
+from setproctitle import setproctitle
 
 
 def host_alive(pid: int, create_time: float) -> bool:
@@ -47,7 +48,8 @@ def process_info(pid: int) -> dict[str, Any]:
         with proc.oneshot():
             return {
                 "pid": pid,
-                "cmd": " ".join(proc.cmdline()[:3])[:120] or proc.name(),
+                # (a titled process's cmdline is its title padded with empty arguments)
+                "cmd": " ".join([a for a in proc.cmdline() if a][:3])[:120] or proc.name(),
                 "rss": proc.memory_info().rss,
                 "cpu": proc.cpu_percent(interval=None),
                 "alive": proc.status() != psutil.STATUS_ZOMBIE,
@@ -222,18 +224,47 @@ def tree_process_name(token: str) -> str:
 
 def _name_forked_tree_process() -> None:
     token = os.environ.get(TOKEN_ENV, "")
-    if TOKEN_RE.fullmatch(token) and sys.platform.startswith("linux"):
+    if TOKEN_RE.fullmatch(token):
+        _set_name(tree_process_name(token))
+
+
+def _set_name(name: str) -> None:
+    """This thread's name (the process's /proc/<pid>/comm when it is the main thread)."""
+    if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
-            name = tree_process_name(token).encode()
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NAME, ctypes.c_char_p(name), 0, 0, 0)
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_NAME, ctypes.c_char_p(name.encode()), 0, 0, 0)
+
+
+def tree_process_title(kind: str, key: str) -> str:
+    """What `ps ax` shows for a tree process: `tether: supervisor language_server`,
+    `tether: language_server basedpyright:/abs/root`, `tether: run conv-1`, `tether: root`
+    (the kind and key of its node in rt.health())."""
+    return f"tether: {kind} {key}" if key else f"tether: {kind}"
+
+
+def title_tree_process(title: str) -> None:
+    """Show `title` as this process's command line (/proc/<pid>/cmdline: `ps ax`, `tether
+    status`) and keep its name. setproctitle also renames the process (comm, 15 bytes),
+    and the name a forked tree process gave itself is the reaper's proof that it is the
+    runtime's (`carries_token`), so the name is put back."""
+    try:
+        with open("/proc/thread-self/comm", "rb") as f:
+            name = f.read().decode(errors="replace").rstrip("\n")
+    except OSError:
+        name = ""
+    setproctitle(title)
+    if name:
+        _set_name(name)
 
 
 def name_forked_tree_processes() -> None:
     """Idempotent. Every process forked from here on while the runtime's token is in
     os.environ (thespian's admin and, forked from it, every actor and the logger) names
-    itself `tree_process_name(token)`. Forked without exec, their /proc environ and
-    cmdline are the host's, so the name is what lets the next start's reaper prove such a
-    process belongs to the runtime it is cleaning up after (`carries_token`)."""
+    itself `tree_process_name(token)`. Forked without exec, their /proc environ is the
+    host's and their cmdline a title (`title_tree_process`), so the name is what lets the
+    next start's reaper prove such a process belongs to the runtime it is cleaning up
+    after (`carries_token`)."""
     global _naming
     if not _naming:
         os.register_at_fork(after_in_child=_name_forked_tree_process)

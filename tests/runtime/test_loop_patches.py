@@ -80,6 +80,8 @@ def _send_with_sendall(self, intent):  # type: ignore[no-untyped-def]
         ("thespian.system.transport.TCPTransport.TCPTransport", "_acceptNewIncoming", None, "TCPTransport._acceptNewIncoming is gone"),
         ("thespian.system.transport.TCPTransport.TCPTransport", "_next_XMIT_2", _send_with_sendall, "moves bytes with ['sendall']"),
         ("thespian.system.transport.TCPTransport", "ReceiveBuffer", object, "no longer parses `_size`"),
+        ("thespian.system.logdirector", "setProcName", None, "logdirector.setProcName is gone"),
+        ("thespian.system.multiprocCommon", "startChild", _send_with_sendall, "startChild no longer calls `setProcName`"),
     ],
 )  # fmt: skip
 def test_a_changed_internal_is_refused_not_an_attribute_error_later(

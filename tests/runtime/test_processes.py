@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,7 +20,14 @@ import pytest
 from tests.conftest import alive, runtime_processes, wait_until
 from tether.host.boot import admin_sessions_started
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
-from tether.processes import session_processes
+from tether.processes import (
+    carries_token,
+    processes_with_token,
+    session_processes,
+    title_tree_process,
+    tree_process_name,
+    tree_process_title,
+)
 from tether.runtime import KindLoadError, Runtime, RuntimeStartError, load_kinds
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -265,13 +273,15 @@ def test_reap_stale_kills_a_forked_tree_process_it_can_prove(tmp_path) -> None:
     try:
         pid = os.fork()
         if pid == 0:  # the child: a stand-in for an admin whose host died
+            title_tree_process("tether: admin")  # titled as thespian's admin is
             time.sleep(60)
             os._exit(0)
     finally:
         os.environ.pop("TETHER_RUNTIME_TOKEN")
     try:
         child = psutil.Process(pid)
-        wait_until(lambda: child.name() == f"tether-{token[:8]}", timeout=5.0)
+        wait_until(lambda: child.cmdline()[:1] == ["tether: admin"], timeout=5.0)
+        assert child.name() == f"tether-{token[:8]}"  # the title kept the name: the proof
         record = {
             "admin_port": 12345,
             "host_pid": 999999999,
@@ -512,3 +522,64 @@ def test_popen_dying_with_us_finds_programs_as_popen_does(tmp_path) -> None:
         ["hello.sh", "path"], env={"PATH": str(tmp_path)}, stdout=subprocess.PIPE
     )
     assert on_path.communicate(timeout=10)[0] == b"hello path\n"
+
+
+SAMPLE = ROOT / "examples" / "sample_project"
+
+
+def _title(pid: int) -> str:
+    """What `ps ax` shows for `pid`: its command line, a title padded with empty arguments."""
+    return Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").replace(b"\0", b" ").decode()
+
+
+@pytest.mark.parametrize(
+    ("kind", "key", "title"),
+    [
+        ("supervisor", "language_server", "tether: supervisor language_server"),
+        ("language_server", "basedpyright:/w", "tether: language_server basedpyright:/w"),
+        ("run", "conv-1", "tether: run conv-1"),
+        ("root", "", "tether: root"),
+    ],
+)
+def test_tree_process_title(kind: str, key: str, title: str) -> None:
+    assert tree_process_title(kind, key) == title
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not shutil.which("basedpyright-langserver"), reason="needs basedpyright")
+def test_each_tree_process_is_titled_by_what_it_is_and_keeps_its_proof(
+    runtime_factory, tmp_path
+) -> None:
+    work = tmp_path / "project"
+    shutil.copytree(SAMPLE, work)
+    rt = runtime_factory()
+    run = rt.open_run("titles", workdir=work)
+    hover = {"action": "hover", "file": "inventory/models.py", "line": 7, "symbol": "Item"}
+    assert not run.call("lsp", hover).is_error
+    assert rt.call("titles", "echo", "k1", "echo", {}, 10)
+    titles: dict[str, str] = {}
+
+    def walk(node: dict) -> None:
+        if node["kind"] == "root":  # [the admin, the root]
+            titles["admin"], titles["root"] = (_title(p["pid"]) for p in node["pids"][:2])
+        else:  # [the actor, what it owns]
+            titles[node["name"]] = _title(node["pids"][0]["pid"])
+            assert titles[node["name"]] == tree_process_title(node["kind"], node["key"])
+        for child in node["children"]:
+            walk(child)
+
+    walk(rt.health())
+    server = f"language_server:basedpyright:{work.resolve()}"
+    assert titles[server] == f"tether: language_server basedpyright:{work.resolve()}"
+    assert titles["supervisor:language_server"] == "tether: supervisor language_server"
+    assert titles["run:titles"] == "tether: run titles"
+    assert titles["echo:k1"] == "tether: echo k1"
+    assert (titles["admin"], titles["root"]) == ("tether: admin", "tether: root")
+    execed = {p.pid: " ".join(p.cmdline()) for p in processes_with_token(rt._token)}
+    assert any("basedpyright" in cmd for cmd in execed.values()), "a server keeps its argv"
+    forked = [p for p in rt.processes() if p.pid not in execed]
+    assert "tether: logger" in [_title(p.pid) for p in forked]
+    for proc in forked:  # the next start's reaper can still prove each one is ours
+        assert _title(proc.pid).startswith("tether: "), (proc.pid, proc.cmdline())
+        assert proc.name() == tree_process_name(rt._token), (proc.pid, _title(proc.pid))
+        assert carries_token(proc, rt._token)

@@ -34,7 +34,13 @@ from tether.health_node import HealthNode, health_node
 from tether.messages.calls import ErrorCode, Reply
 from tether.messages.codec import CodecError, decode, encode
 from tether.messages.control import Inject, Start
-from tether.processes import close_inherited_fds, die_with_parent, host_alive
+from tether.processes import (
+    close_inherited_fds,
+    die_with_parent,
+    host_alive,
+    title_tree_process,
+    tree_process_title,
+)
 
 WATCHDOG_PERIOD = 0.25  # seconds between checks that the host and our parent are alive
 
@@ -131,6 +137,7 @@ class TetherActor(Actor):
             self._got_start = True
             self._parent = sender
             self.kind, self.key, self.name = obj.kind, obj.key, obj.name
+            title_tree_process(tree_process_title(self.kind, self.key))  # what ps shows
             self.incarnation = obj.incarnation
             self.restarts = obj.restarts
             self.config = obj.config

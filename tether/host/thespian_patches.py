@@ -26,6 +26,11 @@ tests/runtime/test_loop_patches.py covers 2 and 3 by their effect in real actor 
    that never say hello, and `StrictReceiveBuffer` drops a connection whose length prefix
    is not a sane number (thespian 4.0.1 died on a negative one: `recv(-n)` raised out of
    its loop). tests/runtime/test_transport_auth.py sends pickles and fuzz to every port.
+5. Process titles (operators): thespian titles each process it forks with setproctitle
+   (`setProcName`: a class name and an address), which also renames the process and so
+   erased the name that proves a tree process is the runtime's. `title_tree_processes`
+   titles them `tether: admin`, `tether: logger` and (until its Start says what it is)
+   the actor's class, keeping the name (`tether.processes.title_tree_process`).
 Not a patch, but an internal relied on: `tether.host.contexts.post` queues a host's message with
 `systemBase._tx_to_actor` instead of `tell`, which waits on the receiver (checked below;
 tests/runtime/test_host_routes.py stops a supervisor mid-call).
@@ -52,6 +57,7 @@ import types
 from typing import Any
 
 from tether.host import transport_auth
+from tether.processes import title_tree_process
 
 LOOPBACK = "127.0.0.1"
 _applied = False
@@ -97,6 +103,7 @@ def shape_problems() -> list[str]:
     for name in (
         "thespian.system.actorManager",
         "thespian.system.multiprocCommon",
+        "thespian.system.logdirector",
         "thespian.system.transport.IPBase",
         "thespian.system.transport.TCPTransport",
         "thespian.system.systemBase",
@@ -158,6 +165,18 @@ def shape_problems() -> list[str]:
     elif external is None or "_systemBase" not in _names(external.__init__):
         problems.append("thespian.actors.ExternalContext no longer wraps `_systemBase`")
     problems.extend(_auth_shape_problems(TCPTransport))
+    # 5. titles: the admin, every actor and the logger are titled by `setProcName`, a
+    #    global of the module that starts them
+    logdirector = modules["thespian.system.logdirector"]
+    for module, starter in (
+        (multiprocCommon, "startAdmin"),
+        (multiprocCommon, "startChild"),
+        (logdirector, "startupASLogger"),
+    ):
+        if not callable(getattr(module, "setProcName", None)):
+            problems.append(f"{module.__name__}.setProcName is gone")
+        elif "setProcName" not in _names(getattr(module, starter, None)):
+            problems.append(f"{module.__name__}.{starter} no longer calls `setProcName`")
     return problems
 
 
@@ -322,6 +341,25 @@ def poll_instead_of_epoll() -> None:
     TCPTransport.selectors = patched
 
 
+THESPIAN_ROLES = {"MultiProcAdmin": "admin", "logger": "logger"}  # setProcName's names
+
+
+def _title(name: str, address: Any) -> None:
+    """thespian's `setProcName(name, address)`, titling the process by what it is."""
+    title_tree_process(f"tether: {THESPIAN_ROLES.get(name, name)}")
+
+
+def title_tree_processes() -> None:
+    """Idempotent. Make thespian title the processes it forks `tether: admin`, `tether:
+    logger`, or an actor's class until its Start (`TetherActor` titles it by kind and key
+    then), keeping the process's name (see patch 5 above)."""
+    from thespian.system import logdirector, multiprocCommon
+
+    for module in (multiprocCommon, logdirector):
+        if module.setProcName is not _title:
+            module.setProcName = _title
+
+
 MAX_FRAME = 1 << 30  # a length prefix claiming more is corrupt (from a peer with the secret)
 MAX_PREFIX_DIGITS = 10
 
@@ -415,3 +453,4 @@ def apply() -> None:
     run_actors_in_fresh_stack_chunk()
     poll_instead_of_epoll()
     authenticate_connections()
+    title_tree_processes()

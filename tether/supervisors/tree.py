@@ -37,7 +37,13 @@ from tether.messages.control import (
     Route,
     Start,
 )
-from tether.processes import TOKEN_ENV, close_inherited_fds, pid_running
+from tether.processes import (
+    TOKEN_ENV,
+    close_inherited_fds,
+    pid_running,
+    title_tree_process,
+    tree_process_title,
+)
 from tether.supervisors.core import ChildRecord, Supervisor
 
 SUPERVISOR_SPEC = ChildSpec(Restart.PERMANENT, shutdown_timeout=5.0, max_restarts=5, period=60.0)
@@ -172,6 +178,7 @@ class RootSupervisor(Supervisor):
 
     def _hello(self, hello: Hello, sender: ActorAddress) -> None:
         close_inherited_fds(self)
+        title_tree_process(tree_process_title(self.kind, self.key))  # what ps shows
         # thespian's admin also runs a logger process; neither has a watchdog of its own
         with contextlib.suppress(Exception):
             admin = psutil.Process(os.getppid())
