@@ -108,3 +108,18 @@ def in_background(fn: Any, *args: Any) -> tuple[threading.Thread, list]:
     t = threading.Thread(target=target, daemon=True)
     t.start()
     return t, box
+
+
+def slow_source(functions: int = 40, names: int = 200) -> str:
+    """A file whose last line's hover makes basedpyright infer every function's return type
+    through a loop of `names` interdependent variables: ~0.6 s a function here, all of it
+    in checks of the cancellation token."""
+    out = []
+    for j in range(functions):
+        init = "; ".join(f"v{i} = 0" for i in range(names))
+        body = "".join(
+            f"        v{i} = v{(i + 1) % names} + v{(i * 7) % names}\n" for i in range(names)
+        )
+        out.append(f"def g{j}():\n    {init}\n    while True:\n{body}        yield v0\n")
+    out.append("r = (" + ", ".join(f"g{j}()" for j in range(functions)) + ")\n")
+    return "".join(out)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from conftest import wait_until
-from lsp_support import health_nodes, in_background, kinds, need, timed
+from lsp_support import health_nodes, in_background, kinds, need, slow_source, timed
 
 from tether.lsp.limits import MB
 from tether.messages.calls import ResourceError
@@ -33,21 +33,6 @@ def project(tmp_path: Path) -> Path:
     (root / "pyproject.toml").write_text("[project]\nname = 'p'\n")
     (root / "a.py").write_text(SMALL)
     return root.resolve()
-
-
-def slow_source(functions: int = 40, names: int = 200) -> str:
-    """A file whose last line's hover makes basedpyright infer every function's return type
-    through a loop of `names` interdependent variables: ~0.6 s a function here, all of it
-    in checks of the cancellation token."""
-    out = []
-    for j in range(functions):
-        init = "; ".join(f"v{i} = 0" for i in range(names))
-        body = "".join(
-            f"        v{i} = v{(i + 1) % names} + v{(i * 7) % names}\n" for i in range(names)
-        )
-        out.append(f"def g{j}():\n    {init}\n    while True:\n{body}        yield v0\n")
-    out.append("r = (" + ", ".join(f"g{j}()" for j in range(functions)) + ")\n")
-    return "".join(out)
 
 
 def hover(run: Any, file: str = "a.py", line: int = 1, symbol: str = "hello") -> Any:

@@ -8,7 +8,13 @@ its work, whether `<tmpdir>/python-languageserver-cancellation/<folder>/cancella
 exists, and aborts the request when it does (the next hover answered 0.01 s after the
 file was made). <tmpdir> is the server's TMPDIR: its private scratch directory
 (`tether.scratch`, inside the runtime's 0700 one), so no other user can plant or
-remove a cancellation, and it is removed when the server ends.
+remove a cancellation, and it is removed when the server ends. In a sandbox place the
+server's TMPDIR is the place's private /tmp, which tether cannot see: the folder is made
+before the server starts, and the sandbox binds what its given TMPDIR holds into that /tmp
+at the same names (`tether.places.sandbox.tmp_entries`; without it no cancellation file
+was ever seen there). In a prefix place the scratch is passed as TMPDIR only where the
+runtime's state dir is mapped into the environment; elsewhere only `$/cancelRequest` is
+sent, heard between requests.
 """
 
 from __future__ import annotations

@@ -14,13 +14,17 @@ it needs no daemon and no image, and it starts in a few ms. What the wrapped pro
   (`tether.places.egress`);
 - the workspace read-write; /usr, /etc (its secrets masked), /opt and the toolchains
   read-only (the runtime's interpreter and its venv, and what the caller names);
-- a private /tmp (tmpfs, `Limits.tmp_mb`) holding its HOME; its own ipc and uts
+- a private /tmp (tmpfs, `Limits.tmp_mb`) holding its HOME, and TMPDIR pointed there;
+  what the owner had put in the TMPDIR it gave (the process's scratch `tmp`, bound for
+  it) before the start is seen in /tmp at the same names (basedpyright finds its
+  cancellation folder by TMPDIR: `tether.lsp.cancellation`); its own ipc and uts
   namespaces; and nothing of the runtime's state dir (port files, the transport secret,
   scratch dirs, caches) except the directories the caller binds for this one process
   (a kernel's socket dir, a conversation's pip layer).
 
-Paths are the same inside as outside: a sandbox maps nothing, so paths in messages,
-tracebacks and tool results need no translation.
+Paths are the same inside as outside: a sandbox maps nothing (but the owner's TMPDIR
+entries into /tmp, paths no message carries), so paths in messages, tracebacks and tool
+results need no translation.
 """
 
 from __future__ import annotations
@@ -175,17 +179,22 @@ def bwrap_argv(
     rw: Sequence[str] = (),
     ro: Sequence[str] = (),
     workspace_from: str | None = None,
+    given_tmp: str | None = None,
 ) -> list[str]:
     """`argv` wrapped in bubblewrap for `place` (a sandbox). rw: directories of this
     process bound read-write at the same path (a kernel's socket dir); ro: toolchains
     beyond the runtime's own; workspace_from: the directory bound read-write at the
-    workspace's path instead of the workspace (an isolated worker's copy of it)."""
+    workspace's path instead of the workspace (an isolated worker's copy of it);
+    given_tmp: the TMPDIR its owner gave it, whose entries are bound into /tmp
+    (`tmp_entries`)."""
     if place.kind != "sandbox":
         raise PlaceError(f"bwrap_argv wraps for a sandbox place, not {place.kind!r}")
     out = [check_available(), *_namespaces(), "--proc", "/proc", "--dev", "/dev"]
     out += _system_binds()  # (the machine's layout: read once per process)
     size = str(place.limits.tmp_mb * 2**20)
     out += ["--size", size, "--tmpfs", "/tmp", "--dir", HOME]
+    for entry, inside in tmp_entries(given_tmp, rw):
+        out += ["--bind", entry, inside]
     out += ["--size", size, "--tmpfs", "/dev/shm"]
     seen: set[str] = set()
     for path in [*runtime_toolchains(), *toolchain_roots(argv[:1]), *ro]:  # (the same for
@@ -199,6 +208,28 @@ def bwrap_argv(
         out += ["--bind", path, path]
     out += ["--chdir", cwd, "--", *argv]
     return egress.network_argv(out) if place.network else out
+
+
+def tmp_entries(given_tmp: str | None, rw: Sequence[str]) -> list[tuple[str, str]]:
+    """(host path, path in /tmp) of each entry of `given_tmp`, the TMPDIR the owner gave a
+    process, where that lies in a directory bound for it (`rw`: its scratch, so nothing
+    more is exposed). Inside, TMPDIR is the private /tmp, so what the owner made there for
+    the process before starting it must be seen there: a basedpyright's cancellation
+    folder, which the server looks for under its TMPDIR and tether writes in from the host
+    (without it a cancelled request ran to its end, past 30 s here, holding up every call)."""
+    if not given_tmp or not any(_beneath(given_tmp, p) for p in rw):
+        return []
+    try:
+        names = sorted(os.listdir(given_tmp))
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        entry = os.path.join(given_tmp, name)
+        inside = f"/tmp/{name}"
+        if inside != HOME and not os.path.islink(entry):
+            out.append((entry, inside))
+    return out
 
 
 @functools.cache

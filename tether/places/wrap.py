@@ -171,6 +171,7 @@ def wrap(
                 *(sandbox.toolchain_roots([program]) if fallback else []),
             ],
             workspace_from=workspace_from,
+            given_tmp=environ.get("TMPDIR"),
         )
         inner_env = sandbox.sandbox_env(environ, rw=[p for p in (workspace, *rw) if p])
         if cgroup is None:
