@@ -19,7 +19,8 @@ import pytest
 from tether.chaos import ChaosConfig, run_chaos
 from tether.chaos import invariants as inv
 from tether.chaos.command import main as chaos_main
-from tether.chaos.faults import Fault, nodes, recoveries
+from tether.chaos.faults import Fault, Recovery, nodes, recoveries
+from tether.chaos.report import Report, recovery_by_class
 from tether.chaos.scratch import TAG_LINE, Workspace, parse, render
 from tether.chaos.workload import CallRecord
 
@@ -95,6 +96,37 @@ def test_late_and_recoveries():
     assert recovery.after == pytest.approx(2.0) and recovery.tried == 2
     (own,) = recoveries([Fault(10.0, "run", "crash_actor", "run:c2", ("eval",), "c2")], calls)
     assert own.after is None and own.tried == 0
+
+
+def test_recovery_is_reported_per_fault_class_and_overall():
+    table = [  # fault class, s until what it took away answered again (None: never), calls after
+        ("language_server", 1.0, 3),
+        ("language_server", 13.0, 1),
+        ("language_server", 2.0, 2),
+        ("parser", 0.5, 1),
+        ("tree", None, 2),  # seen, never answered again
+        ("tree", 15.0, 4),
+        ("kernel", None, 0),  # nothing called what it took away
+    ]
+    recs = [
+        Recovery(Fault(float(i), name, "crash_actor", f"{name}:{i}", (), ""), after, tried)
+        for i, (name, after, tried) in enumerate(table)
+    ]
+    row = {"kills": 1, "observed": 1, "recovered": 1}
+    assert recovery_by_class(recs) == {
+        "kernel": {"kills": 1, "observed": 0, "recovered": 0, "p50_s": 0.0, "max_s": 0.0},
+        "language_server": {**row, "kills": 3, "observed": 3, "recovered": 3, "p50_s": 2.0, "max_s": 13.0},
+        "parser": {**row, "p50_s": 0.5, "max_s": 0.5},
+        "tree": {**row, "kills": 2, "observed": 2, "p50_s": 15.0, "max_s": 15.0},
+    }  # fmt: skip
+    assert recovery_by_class([]) == {}
+    report = Report(1, 1, 1.0, "here", [], {}, [], [r.fault for r in recs], [], recs, [])
+    data = report.to_json()
+    assert data["recovery_by_class"] == recovery_by_class(recs)
+    assert (data["recovery_p50_s"], data["recovery_max_s"]) == (2.0, 15.0)  # overall, kept
+    said = report.text().splitlines()
+    assert "  language_server: 3 of 3 seen (3 kills), p50 2.00 s, max 13.00 s" in said
+    assert "  tree: 1 of 2 seen (2 kills), p50 15.00 s, max 15.00 s" in said
 
 
 def test_nodes_name_the_conversation_of_run_scoped_actors():
@@ -219,6 +251,8 @@ def test_a_chaos_run_heals_with_no_violation(tether_state_dir):
     if "lsp" in report.exercised:
         assert "language_server" in hit, said
     assert data["recoveries"] >= 3, said
+    by_class = data["recovery_by_class"].values()
+    assert sum(row["recovered"] for row in by_class) == data["recoveries"], said
     called = {tool for tool, row in data["per_tool"].items() if row["ok"]}
     assert {"read", "write", "edit", "ast_grep", "ast_edit", "resolve"} <= called, said
     assert "ast_grep (whole workspace)" in called, said
