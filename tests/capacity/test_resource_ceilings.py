@@ -92,6 +92,22 @@ def test_a_language_server_over_its_ceiling_is_restarted_and_its_next_answer_say
         assert f"[note] {note}" in again.text + blown.text
 
 
+def test_a_project_check_over_its_ceiling_fails_alone_and_says_why(runtime_factory, tmp_path):
+    from tether.actors.checker import KINDS as CHECKER_KINDS
+
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "big"\n')
+    (tmp_path / "big.py").write_text(big_module(6000))
+    rt = runtime_factory(kinds=[*LSP_KINDS, *with_ceiling(CHECKER_KINDS, 160)])
+    run = rt.open_run("c1", workdir=tmp_path)
+    blown = run.call("lsp", {"action": "diagnostics", "file": "*"})
+    said = f"basedpyright --outputjson: {ceiling.OVER_WORDS} (a ceiling of 160 MiB, RLIMIT_DATA "
+    assert said in blown.text and _ran_out(blown.text), blown.text
+
+    (tmp_path / "big.py").write_text("x: int = 'no'\n")  # run afresh, under its ceiling
+    again = run.call("lsp", {"action": "diagnostics", "file": "*"})
+    assert "big.py:1" in again.text and ceiling.OVER_WORDS not in again.text, again.text
+
+
 def _ran_out(said: str) -> bool:
     """Does `said` quote V8 running out of memory: its heap or a zone in the main thread
     ("JavaScript heap out of memory", "Zone Allocation failed - process out of memory"), or

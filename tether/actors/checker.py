@@ -19,11 +19,13 @@ killed rather than left to burn a core.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from tether.actors.base import ResourceUnavailable
 from tether.actors.process import ProcessActor
+from tether.capacity.ceiling import ResourceCeiling
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.lsp.checkers import CHECKER_TIMEOUT, parse_checker_output
 from tether.lsp.servers import BY_NAME, CheckerUnavailable, checker_argv, split_key
@@ -57,6 +59,10 @@ class CheckerActor(ProcessActor):
             raise ResourceUnavailable(f"{name}: {exc}") from exc
         if self.row.checker is None:
             raise ResourceUnavailable(f"{name} has no project checker")
+        try:  # a hard memory ceiling (tether.capacity.ceiling): a runaway check ends alone
+            self.ceiling = ResourceCeiling(self.kind_name, config)
+        except ValueError as exc:
+            raise ResourceUnavailable(str(exc)) from exc
 
     def on_call(self, call: Call) -> None:
         match CHECKER.parse(call):
@@ -76,16 +82,20 @@ class CheckerActor(ProcessActor):
         self.failure = ""
         try:
             scratch = self.new_scratch(f"{self.row.name}-checker")
-            self.spawn(
+            # a node checker (basedpyright's, tsc) gets the V8 heap limit of its ceiling
+            heap = self.ceiling.node_options() if self.row.node_options else []
+            pid = self.spawn(
                 argv,
                 cwd=str(self.root),
-                env=scratch.env(go_offline=True),
+                env=scratch.env(go_offline=True, given=self.row.extra_env(os.environ, heap)),
                 place=self.place,
                 workspace=str(self.root),
             )
         except OSError as exc:
             self._settle_running(None, ErrorCode.UNAVAILABLE, f"could not run {argv[0]}: {exc}")
             return
+        host = self.place.kind == "host"
+        self.ceiling.put([pid], f"check-{pid}", v8=bool(self.row.node_options), on_host=host)
         self.after(CHECKER_TIMEOUT, RunDeadline(run_no))
         self.after(GAVE_UP_CHECK, CallersCheck(run_no))
 
@@ -122,9 +132,13 @@ class CheckerActor(ProcessActor):
         """The run ended (the checker's exit code says what it found, not whether it ran)."""
         checker = self.row.checker
         assert checker is not None
+        over = self.ceiling.note(b"".join(self.runs.err).decode("utf-8", "replace")[-4000:])
+        self.ceiling.release()
         if self.failure:
             code = ErrorCode.DEADLINE if "finish" in self.failure else ErrorCode.FAILED
             self._settle_running(None, code, f"{' '.join(checker.argv)} {self.failure}")
+        elif over:
+            self._settle_running(None, ErrorCode.FAILED, f"{' '.join(checker.argv)}: {over}")
         else:
             out, err = b"".join(self.runs.out), b"".join(self.runs.err)
             text = _stream_text(checker.stream, out, err)
@@ -149,10 +163,16 @@ class CheckerActor(ProcessActor):
             else:
                 self.fail(call, code, message)
 
+    def release(self) -> None:
+        super().release()
+        if hasattr(self, "ceiling"):
+            self.ceiling.release()
+
     def health_extra(self) -> dict[str, Any]:
         return {
             "root": str(getattr(self, "root", "")),
             "running": self._running(),
+            "memory_ceiling": self.ceiling.how() if hasattr(self, "ceiling") else "",
             **self.runs.health(),
         }
 

@@ -22,8 +22,8 @@ on its own gets a ceiling the Linux kernel keeps, of one of two kinds:
 
 A resource that also polls its own size (a kernel: `memory_limit_mb`) gets a ceiling of
 OVER_POLLED times that limit: growth the poll sees in time ends in its graceful restart,
-and only what outruns it meets the ceiling. The others (a language server, a vibe worker,
-a debug adapter and the program it debugs) poll nothing: their ceiling is their kind
+and only what outruns it meets the ceiling. The others (a language server, a project
+checker, a vibe worker, a debug adapter and the program it debugs) poll nothing: their ceiling is their kind
 config's `memory_ceiling_mb` (`configured`, DEFAULT_MB otherwise; 0: none). A node
 process under a ceiling also gets a V8 heap limit inside it (`node_heap_mb`): V8 then
 fails its own allocation ("JavaScript heap out of memory") before the kernel has to act.
@@ -58,7 +58,12 @@ V8_SLACK = 1024 * MIB  # RLIMIT_DATA V8 maps for itself (its code range) beyond 
 # memory_ceiling_mb overrides): generous, since they are a runaway's bound, not a budget
 # (a language server on a large project holds 1-2 GiB; tsserver's own default
 # maxTsServerMemory is 3072 MiB; a worker runs builds and test suites)
-DEFAULT_MB = {"language_server": 4096, "vibe_worker": 8192, "debug_session": 8192}
+DEFAULT_MB = {
+    "language_server": 4096,
+    "checker": 4096,
+    "vibe_worker": 8192,
+    "debug_session": 8192,
+}
 MIN_MB = 16  # below it nothing starts at all (a ceiling of 1 is a typo for 1024)
 HEAP_SHARE = 0.75  # of a node process's ceiling, its V8 old-space limit
 OVER_WORDS = "it went over its memory limit"  # the first words of every death note
@@ -174,13 +179,15 @@ def configured(kind: str, config: Mapping[str, Any]) -> int:
 def node_heap_mb(limit: int) -> int:
     """The V8 old-space limit (`--max-old-space-size`, MiB) for a node process under a
     ceiling of `limit` bytes: HEAP_SHARE of it, so V8's code, its young generation and the
-    buffers outside its heap still fit under the ceiling."""
+    buffers outside its heap still fit under the ceiling. The limit is per isolate: a
+    server with a worker thread (basedpyright's checker) has two such heaps, and what
+    bounds their sum is the ceiling itself (the rlimit, with V8_SLACK, or the cgroup)."""
     return max(int(limit * HEAP_SHARE) // MIB, 8)
 
 
 class ResourceCeiling:
-    """The ceiling of one resource that polls nothing itself (a language server, a vibe
-    worker, a debug adapter and its program), across the processes it starts in turn: the
+    """The ceiling of one resource that polls nothing itself (a language server, a project
+    checker, a vibe worker, a debug adapter and its program), across the processes it starts in turn: the
     kind config's limit (`configured`), put on each new process (`put`), released when that
     process is replaced or the resource ends. Off the host (a sandbox or prefix place)
     nothing is put: the place's own cgroup bounds the whole run."""
