@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import wait_until
-from lsp_support import health_nodes, in_background, kinds, need, timed
 
+from tests.conftest import wait_until
+from tests.lsp.lsp_support import health_nodes, in_background, kinds, need, timed
 from tether.call_scope import CallScope
 
 pytestmark = pytest.mark.slow
@@ -65,11 +65,12 @@ def _slow_one_cancelled_while_others_answer(rt: Any, root: Path, slow: Any, chea
     assert st["cancelled_requests"] >= 1, st
 
 
-@need("typescript-language-server", "tsc")
-def test_typescript_stops_a_cancelled_search_and_answers_the_next_call(
-    runtime_factory: Any, tmp_path: Path
-) -> None:
-    root = tmp_path / "ts"
+def references_project(root: Path) -> Path:
+    """A TypeScript project where `references` of `hello` (src/a.ts line 1) takes ~11 s:
+    12000 files that each call it REFERENCES_PER_FILE times. tsserver checks the cancel
+    between files, and the whole search takes far longer than the budget even on a quiet,
+    fast machine (with one reference per file it took 1.7 s there, inside the budget; with
+    50, 13 s here). Also tests/serve/test_cancel_and_drain.py's over MCP."""
     (root / "src").mkdir(parents=True)
     (root / "package.json").write_text('{"name": "p", "private": true}\n')
     (root / "tsconfig.json").write_text(
@@ -79,14 +80,19 @@ def test_typescript_stops_a_cancelled_search_and_answers_the_next_call(
     (root / "src" / "a.ts").write_text(
         "export function hello(x: number): number {\n  return x;\n}\n"
     )
-    # every file references it, many times: tsserver checks the cancel between files, and
-    # the whole search takes far longer than the budget even on a quiet, fast machine (with
-    # one reference per file it took 1.7 s there, inside the budget; with 50, 13 s here)
     calls = ", ".join(f"hello({j})" for j in range(REFERENCES_PER_FILE))
     for i in range(12000):
         (root / "src" / f"f{i}.ts").write_text(
             f"import {{ hello }} from './a';\nexport const v{i} = [{calls}];\n"
         )
+    return root.resolve()
+
+
+@need("typescript-language-server", "tsc")
+def test_typescript_stops_a_cancelled_search_and_answers_the_next_call(
+    runtime_factory: Any, tmp_path: Path
+) -> None:
+    root = references_project(tmp_path / "ts")
     rt = runtime_factory(kinds=kinds(request_budget=BUDGET))
     _slow_one_cancelled_while_others_answer(
         rt,

@@ -1,10 +1,14 @@
-"""Over HTTP: a cancelled call reaches the kernel (the next cell answers within 2 s), a long
+"""Over HTTP: a cancelled call reaches the kernel (the next cell answers within 2 s) and the
+language server (a long `references` stopped: the next hover answers within 2 s), a long
 call hears progress, and SIGTERM drains: two calls in flight both answered, 0 processes left."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +16,11 @@ import anyio
 import pytest
 
 from tests.conftest import wait_until
+from tests.lsp.test_lsp_cancel import references_project
 from tests.serve.conftest import VERSIONS, Served, start_server, text
+from tether.health_view import fetch_health
+
+VENV_BIN = Path(__file__).resolve().parents[2] / ".venv" / "bin"
 
 DESCRIPTION = "count slowly so the call can be cancelled"
 LOOP = (  # (the file is replaced whole: an interrupt never leaves it empty)
@@ -64,6 +72,85 @@ def test_a_cancelled_eval_loop_is_interrupted_and_the_next_cell_answers_within_2
     counted = int(after.strip())
     assert 3 <= counted < 80, after  # 80: the next cell waited for the loop's end
     assert counted - 1 <= ticks(app) <= counted  # (interrupted before or after its write)
+
+
+HELLO = {"file": "src/a.ts", "line": 1, "symbol": "hello"}
+
+
+def pending_requests(state_dir: Path) -> int:
+    """Requests the served runtime's language servers have open (its health, read from
+    another process as `tether status` does: the port file and the transport secret are in
+    the server's state dir)."""
+    (port,) = [int(p.stem) for p in state_dir.glob("*.json") if p.stem.isdigit()]
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("TETHER_STATE_DIR", str(state_dir))
+        health = fetch_health(port)
+    found = 0
+
+    def walk(node: Any) -> None:
+        nonlocal found
+        if node.get("kind") == "language_server":
+            found += int(node.get("extra", {}).get("pending_requests") or 0)
+        for child in node.get("children", []):
+            walk(child)
+
+    walk(health)
+    return found
+
+
+@pytest.fixture(scope="module")
+def ts_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """One server for both protocol versions, on a project whose `references` of hello
+    takes ~11 s (tests/lsp/test_lsp_cancel.py: 12000 files)."""
+    path = f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
+    if shutil.which("typescript-language-server", path=path) is None:
+        pytest.skip("typescript-language-server is not installed: run bash scripts/install.sh")
+    tmp = tmp_path_factory.mktemp("ts-references")
+    server = start_server(tmp, workdirs={"ts": references_project(tmp / "ts")})
+    yield server
+    server.stop()
+    if server.proc.poll() is None:
+        server.proc.kill()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", VERSIONS)
+def test_a_cancelled_reference_search_frees_the_server_for_the_next_hover_within_2s(
+    ts_served: Served, mode: str
+) -> None:
+    state = ts_served.state_dir
+
+    async def scenario() -> tuple[float, Any, Any, Any]:
+        async with ts_served.client(mode) as client:
+            opened = await client.call_tool("open_conversation", {"workdir": "ts"})
+            handle = opened.structured_content["conversation"]
+            hover = {"conversation": handle, "action": "hover", **HELLO}
+            status = {"conversation": handle, "action": "status"}
+            deadline = time.monotonic() + 180  # tsserver loads 12000 files first
+            while (ready := await client.call_tool("lsp", hover)).is_error:
+                assert time.monotonic() < deadline, text(ready)
+            before = await client.call_tool("lsp", status)
+            references = {"conversation": handle, "action": "references", **HELLO}
+            with anyio.CancelScope() as cancel:  # the client gives up on the call
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(client.call_tool, "lsp", references)
+                    deadline = time.monotonic() + 30
+                    while not await anyio.to_thread.run_sync(pending_requests, state):
+                        assert time.monotonic() < deadline, "references never reached the server"
+                        await anyio.sleep(0.05)
+                    cancelled_at = time.monotonic()
+                    cancel.cancel()
+            after = await client.call_tool("lsp", hover)
+            elapsed = time.monotonic() - cancelled_at
+            return elapsed, after, before, await client.call_tool("lsp", status)
+
+    elapsed, after, before, status = anyio.run(scenario)
+    assert not after.is_error and "hello(x: number): number" in text(after), text(after)
+    assert elapsed < 2.0, f"the next hover answered {elapsed:.2f} s after the cancel"
+    [was] = before.structured_content["running"]
+    [now] = status.structured_content["running"]
+    assert now["pid"] == was["pid"] and now["restarts"] == was["restarts"], (was, now)
+    assert now["cancelled_requests"] == was["cancelled_requests"] + 1, (was, now)
 
 
 def test_a_call_longer_than_a_second_reports_progress(served: Served) -> None:
