@@ -22,6 +22,11 @@ the server's listening socket made IPPROTO_TCP so asyncio sets it on each accept
 strace shows the setsockopt after accept4), and the per-call latencies spread with the
 load instead of clustering at the 40 ms of a delayed ACK.
 
+The anchor for the HTTP layers: the same calls, same client, on the `mcp` SDK's own server
+with a do-nothing tool answering as many characters (benchmarks/bare_mcp_server.py, row
+`bare_sdk`): `over SDK` is what tether serve adds to the SDK's own cost per call, and
+the bare server's CPU per call is the SDK's floor, which no server built on it goes under.
+
 Targets (issue #24): <= 2 ms added at p50; the server process's USS <= 60 MiB.
 
     python benchmarks/serve.py [--conversations 10] [--calls 30] [--mode legacy|2026-07-28]
@@ -33,6 +38,7 @@ import argparse
 import json
 import os
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -74,6 +80,26 @@ def server_cpu(pid: int) -> float:
 
 def cpus(pids: list[int]) -> list[float]:
     return [server_cpu(pid) for pid in pids]
+
+
+def start_bare_server(reply_chars: int) -> tuple[subprocess.Popen[str], str]:
+    """The anchor: the SDK's server with do-nothing tools (benchmarks/bare_mcp_server.py)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    bare = Path(__file__).with_name("bare_mcp_server.py")
+    proc = subprocess.Popen(
+        [sys.executable, str(bare), str(port), str(reply_chars)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while True:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return proc, f"http://127.0.0.1:{port}/mcp"
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit("the bare SDK server did not come up")
+        time.sleep(0.05)
 
 
 def start_server(workdir: Path, state: Path) -> tuple[subprocess.Popen[str], str, str]:
@@ -323,6 +349,19 @@ def main() -> int:
                 remote, remote_wall, client_ms, cpu_ms = http_in_child(
                     proc, url, token, args, name, call_args
                 )
+                # the anchor: the same calls on the SDK's server with a do-nothing tool that
+                # answers as many characters as this tool did
+                sizing = rt.open_run(f"size-{label}", workdir=str(workdir))
+                chars = len(sizing.call(name, call_args).text)
+                sizing.close()
+                bare, bare_url = start_bare_server(chars)
+                try:
+                    sdk, sdk_wall, _, sdk_cpu_ms = http_in_child(
+                        bare, bare_url, "none", args, name, call_args
+                    )
+                finally:
+                    bare.terminate()
+                    bare.wait(timeout=30)
                 rows.append({
                     "tool": label,
                     "in_process": {"calls_s": len(local) / local_wall, "p50_ms": pct(local, 0.5) * 1e3, "p99_ms": pct(local, 0.99) * 1e3},  # noqa: E501
@@ -330,6 +369,8 @@ def main() -> int:
                     "client_cpu_ms_per_call": client_ms,
                     "in_process_cpu_ms_per_call": here_ms,
                     "http": {"calls_s": len(remote) / remote_wall, "p50_ms": pct(remote, 0.5) * 1e3, "p99_ms": pct(remote, 0.99) * 1e3},  # noqa: E501
+                    "bare_sdk": {"calls_s": len(sdk) / sdk_wall, "p50_ms": pct(sdk, 0.5) * 1e3, "p99_ms": pct(sdk, 0.99) * 1e3},  # noqa: E501
+                    "bare_sdk_server_cpu_ms_per_call": sdk_cpu_ms,
                 })  # fmt: skip
         uss = psutil.Process(proc.pid).memory_full_info().uss
     finally:
@@ -344,7 +385,7 @@ def main() -> int:
     print(f"{n} conversations x {c} calls per tool, all at once; HTTP: {mode}")
     print(f"{'tool':<10} {'side':<10} {'calls/s':>8} {'p50 ms':>8} {'p99 ms':>8}")
     for row in rows:
-        for side in ("in_process", "http"):
+        for side in ("in_process", "http", "bare_sdk"):
             s = row[side]
             print(
                 f"{row['tool']:<10} {side:<10} {s['calls_s']:8.0f} {s['p50_ms']:8.2f} {s['p99_ms']:8.2f}"
@@ -352,8 +393,14 @@ def main() -> int:
         added50 = row["http"]["p50_ms"] - row["in_process"]["p50_ms"]
         added99 = row["http"]["p99_ms"] - row["in_process"]["p99_ms"]
         print(f"{'':<10} {'added':<10} {'':>8} {added50:8.2f} {added99:8.2f}")
+        over_sdk = row["http"]["p50_ms"] - row["bare_sdk"]["p50_ms"]
+        print(f"{'':<10} {'over SDK':<10} {'':>8} {over_sdk:8.2f}")
         cpu, here = row["server_cpu_ms_per_call"], row["in_process_cpu_ms_per_call"]
-        print(f"{'':<10} host-process CPU per call: server {cpu:.2f} ms, in process {here:.2f} ms")
+        sdk_cpu = row["bare_sdk_server_cpu_ms_per_call"]
+        print(
+            f"{'':<10} host-process CPU per call: server {cpu:.2f} ms (the bare SDK server's "
+            f"{sdk_cpu:.2f}), in process {here:.2f} ms"
+        )
         client = row["client_cpu_ms_per_call"]
         print(f"{'':<10} client-process CPU per call (HTTP side): {client:.2f} ms")
     print(f"server process USS: {uss / 2**20:.1f} MiB (target <= 60)")
