@@ -162,10 +162,10 @@ def test_commit_error_is_an_oserror_that_survives_pickling(tree):
 def test_a_restore_that_fails_is_named(tree, monkeypatch):
     real_replace = os.replace
 
-    def replace(src, dst):
+    def replace(src, dst, **dir_fds):
         if str(src).endswith(".orig"):
             raise OSError(errno.EIO, "Input/output error")
-        real_replace(src, dst)
+        real_replace(src, dst, **dir_fds)
 
     monkeypatch.setattr(atomic_files.os, "replace", replace)
     with pytest.raises(CommitError, match=r"1 file\(s\) could not be put back \(.*a\.txt: Input/output error") as got:  # fmt: skip
@@ -259,3 +259,84 @@ def test_two_threads_committing_one_file_never_collide(tmp_path):
     assert errors == []
     assert target.read_bytes() in contents and seen <= {b"start", *contents}  # never a torn file
     assert [o.read_bytes() for o in other] == [b"39", b"39"] and leftovers(tmp_path) == []
+
+
+# --- a directory swapped for a symlink after the check (tether.beneath) -------------------
+
+
+def swap_after_check(directory: Path, outside: Path, phase: str) -> atomic_files.Fault:
+    """A fault hook that, once the commit checked its paths, turns `directory` into a
+    symlink to `outside` (as a cell writing in the workspace could)."""
+
+    def fault(ph: str, i: int, path: Path) -> None:
+        if ph == phase and not directory.is_symlink():
+            directory.rename(directory.with_name(directory.name + ".real"))
+            directory.symlink_to(outside)
+
+    return fault
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "c.txt").write_text("SECRET\n")
+    return tmp_path / "out"
+
+
+def test_a_write_through_a_directory_swapped_after_the_check_writes_nothing_outside(
+    tree, tmp_path, outside
+):
+    fault = swap_after_check(tmp_path / "sub", outside, "temp")
+    with pytest.raises(CommitError, match=r"sub/c\.txt: .*/sub leads out of .*/sub through the symlink .*/sub \(-> .*/out\); symlinks out of the workspace are not followed"):  # fmt: skip
+        commit(writes(tree), within=[tmp_path / "sub", tmp_path], fault=fault)
+    assert (outside / "c.txt").read_text() == "SECRET\n" and os.listdir(outside) == ["c.txt"]
+    assert state(tree[:2]) == [(b"old 0\n", 0o640), (b"old 1\n", 0o755)]
+
+
+def test_a_delete_through_a_directory_swapped_after_the_check_deletes_nothing_outside(
+    tree, tmp_path, outside
+):
+    with pytest.raises(CommitError, match=r"sub/c\.txt: .*symlinks out of the workspace are not followed"):  # fmt: skip
+        commit([Delete(tree[2])], fault=swap_after_check(tmp_path / "sub", outside, "rename"))
+    assert (outside / "c.txt").read_text() == "SECRET\n"
+
+
+def test_new_parents_under_a_swapped_directory_are_not_made_outside(tmp_path, outside):
+    (tmp_path / "ws" / "d").mkdir(parents=True)
+    fault = swap_after_check(tmp_path / "ws" / "d", outside, "temp")
+    with pytest.raises(CommitError, match="not followed"):
+        commit([Write(tmp_path / "ws/d/x/y/new.txt", b"x")], within=[tmp_path / "ws"], fault=fault)
+    assert os.listdir(outside) == ["c.txt"]
+
+
+def test_writes_through_in_workspace_symlinks_land_as_before(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.txt").write_text("old\n")
+    (tmp_path / "lib").symlink_to("src")  # a linked directory
+    (tmp_path / "b.txt").symlink_to(tmp_path / "src" / "a.txt")  # an absolute file link
+    commit([Write(tmp_path / "lib" / "a.txt", b"one\n")], within=[tmp_path])
+    assert (tmp_path / "src" / "a.txt").read_text() == "one\n"
+    commit([Write(tmp_path / "b.txt", b"two\n"), Write(tmp_path / "lib/n.txt", b"n\n")])
+    assert (tmp_path / "src" / "a.txt").read_text() == "two\n" and (tmp_path / "b.txt").is_symlink()
+    assert (tmp_path / "src" / "n.txt").read_text() == "n\n"
+
+
+def test_open_regular_beneath_a_root_refuses_a_swapped_directory(tmp_path, outside):
+    (tmp_path / "ws" / "d").mkdir(parents=True)
+    (tmp_path / "ws" / "d" / "c.txt").write_text("inside\n")
+    ws = tmp_path / "ws"
+    with atomic_files.open_regular(ws / "d" / "c.txt", root=ws) as f:
+        assert f.read() == b"inside\n"
+    (ws / "d").rename(ws / "d.real")
+    (ws / "d").symlink_to(outside)
+    for follow in (False, True):  # follow resolves first: the link leads out, refused
+        with pytest.raises(OSError, match="symlinks out of the workspace are not followed"):
+            atomic_files.open_regular(ws / "d" / "c.txt", follow=follow, root=ws)
+
+
+def test_open_regular_follow_reads_through_an_in_workspace_link(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.txt").write_text("a\n")
+    (tmp_path / "lib").symlink_to(tmp_path / "src")
+    with atomic_files.open_regular(tmp_path / "lib" / "a.txt", follow=True, root=tmp_path) as f:
+        assert f.read() == b"a\n"

@@ -35,6 +35,7 @@ LAYERS: list[set[str]] = [
         "tether.health_node",  # the health tree's node type, built by actors, supervisors, runtime
         "tether.cgroups",  # places make theirs with it, capacity reads and divides its box
         "tether.atomic_files",
+        "tether.beneath",  # open beneath a root, no symlink followed (atomic_files, file tools)
         "tether.roots",
         "tether.private_dirs",
         "tether.scratch",

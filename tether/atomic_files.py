@@ -29,6 +29,11 @@ Symlinks: a write goes *through* a symlink to the file it points at, and the lin
 link (what an editor does; replacing the link with a regular copy would silently fork the
 file). A link that points nowhere is refused. A delete removes the link itself, as `rm`
 does. `within` is checked on the resolved path, so a link pointing out of it is refused.
+Links are resolved once, in the check; after it every step works beneath its root
+(`tether.beneath`): the target's directory is opened following no symlink at any
+component, and the temp file, the second name, the rename and the unlink are made in that
+directory's descriptor (openat, linkat, renameat, unlinkat). A directory swapped for a
+symlink after the check is refused (SymlinkRefused), never written through.
 
 Not a lock: two commits racing on one file each land whole (the last rename wins), but a
 commit that fails and rolls back restores what *it* saw, which may undo the other's write.
@@ -45,6 +50,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
+
+from tether import beneath
 
 __all__ = ["CommitError", "Delete", "Fault", "NotRegularFile", "Write", "commit", "open_regular"]
 
@@ -107,10 +114,12 @@ class _Target:
     index: int
     given: Path  # the path as the caller named it (made absolute): what errors name
     real: Path  # what is replaced: a write's target with symlinks resolved; a delete's entry
+    root: Path  # what `real` is opened beneath (`within`'s root holding it, else /)
     data: bytes | None  # None: delete
     mode: int | None  # None: a new file, kernel default
     existed: bool
-    temp: str | None = None
+    dir_fd: int | None = None  # real.parent, opened beneath root: every step is made in it
+    temp: str | None = None  # names in dir_fd
     aside: str | None = None  # second name of the original
     snapshot: tuple[bytes, int] | None = None  # the original, when no hard link could be made
     swapped: bool = False
@@ -119,7 +128,7 @@ class _Target:
 @dataclass
 class _Tx:
     targets: list[_Target]
-    made_dirs: list[Path] = field(default_factory=list)
+    made_dirs: list[tuple[Path, Path]] = field(default_factory=list)  # (root, directory)
     current: Path | None = None
 
 
@@ -136,6 +145,15 @@ def commit(
     """
     tx = _Tx(_check(list(changes), within))
     try:
+        _run(tx, fault)
+    finally:
+        for t in tx.targets:
+            if t.dir_fd is not None:
+                os.close(t.dir_fd)
+
+
+def _run(tx: _Tx, fault: Fault | None) -> None:
+    try:
         for t in tx.targets:
             tx.current = t.given
             if t.data is not None:
@@ -146,7 +164,7 @@ def commit(
             tx.current = t.given
             if fault:
                 fault("rename", t.index, t.given)
-            _swap(t)
+            _swap(tx, t)
     except BaseException as exc:
         unrestored = _rollback(tx)
         if not isinstance(exc, Exception):
@@ -156,7 +174,7 @@ def commit(
     _fsync_dirs(tx)
     for t in tx.targets:
         if t.aside is not None:
-            _quietly(os.unlink, t.aside)
+            _quietly(t, os.unlink, t.aside)
 
 
 def _why(exc: BaseException) -> str:
@@ -183,8 +201,14 @@ def _check(changes: list[Change], within: Sequence[Path | str] | None) -> list[_
                 )  # fmt: skip
         else:
             real = Path(os.path.realpath(path.parent)) / path.name
+        if roots is not None and not any(real == r or r in real.parents for r in roots):
+            shown = real if real == path else f"{path} -> {real}"
+            raise CommitError(
+                path, f"{shown} is outside {', '.join(map(str, roots))}; nothing is written there"
+            )
+        root = beneath.root_for(real, roots or ())
         try:
-            st: os.stat_result | None = os.lstat(real)
+            st: os.stat_result | None = beneath.lstat(root, real)
         except FileNotFoundError:
             st = None
         except OSError as e:
@@ -195,11 +219,6 @@ def _check(changes: list[Change], within: Sequence[Path | str] | None) -> list[_
             raise CommitError(path, "it is not a regular file (a pipe, socket or device)")
         if st is None and isinstance(ch, Delete):
             raise CommitError(path, "it does not exist, so it cannot be deleted")
-        if roots is not None and not any(real == r or r in real.parents for r in roots):
-            shown = real if real == path else f"{path} -> {real}"
-            raise CommitError(
-                path, f"{shown} is outside {', '.join(map(str, roots))}; nothing is written there"
-            )
         if real in seen:
             raise CommitError(
                 path, f"it is named twice in one commit (as {seen[real]} and {path}); merge the "
@@ -210,7 +229,7 @@ def _check(changes: list[Change], within: Sequence[Path | str] | None) -> list[_
         mode = ch.mode if isinstance(ch, Write) else None
         if mode is None and st is not None:
             mode = stat.S_IMODE(st.st_mode)
-        targets.append(_Target(i, path, real, data, mode, st is not None))
+        targets.append(_Target(i, path, real, root, data, mode, st is not None))
     return targets
 
 
@@ -230,7 +249,9 @@ class NotRegularFile(OSError):
         self.st_mode = st_mode
 
 
-def open_regular(path: Path | str, follow: bool = False) -> BinaryIO:
+def open_regular(
+    path: Path | str, follow: bool = False, root: Path | str | None = None
+) -> BinaryIO:
     """`path` opened for reading, if it is a regular file; else NotRegularFile (or the
     OSError of the open: FileNotFoundError, ELOOP for a final symlink when not `follow`).
 
@@ -238,9 +259,28 @@ def open_regular(path: Path | str, follow: bool = False) -> BinaryIO:
     between: a FIFO swapped in would block the open, and the read, for ever. So the open
     never blocks (O_NONBLOCK), and the check is made on what was opened (fstat). A device
     cannot be swapped in by whoever cannot make one (mknod needs privilege; a link to
-    /dev is refused by O_NOFOLLOW, or by the caller's resolved-path check when `follow`)."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
-    fd = os.open(path, flags)
+    /dev is refused by O_NOFOLLOW, or by the caller's resolved-path check when `follow`).
+
+    `root` (a workspace file): opened beneath it with no symlink followed at any component
+    (`tether.beneath`); `follow` then resolves links first and refuses a path whose links
+    lead out of `root` (beneath.SymlinkRefused, an ELOOP), so an in-tree link still reads."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+    if root is None:
+        fd = os.open(path, flags | (0 if follow else os.O_NOFOLLOW))
+    else:
+        real = os.path.realpath(path) if follow else os.path.abspath(path)
+        r = os.path.realpath(root)
+        if follow and real != r and not real.startswith(r.rstrip("/") + "/"):
+            raise beneath.SymlinkRefused(
+                path, root, f"{path} leads out of {root} through a symlink (to {real}); symlinks "
+                "out of the workspace are not followed, so it was not opened"
+            )  # fmt: skip
+        fd = beneath.open_file(r, real, flags)
+    return _regular(fd, path)
+
+
+def _regular(fd: int, path: Path | str) -> BinaryIO:
+    """The open `fd` as a file object if it is a regular file (else closed, NotRegularFile)."""
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -255,29 +295,39 @@ def open_regular(path: Path | str, follow: bool = False) -> BinaryIO:
 # --- 2. stage ---------------------------------------------------------------------------------
 
 
-def _beside(real: Path, tag: str, make: Callable[[str], object]) -> str:
-    """A fresh name beside `real` (".tether-<random>-<name>.<tag>") on which `make` succeeded."""
-    name = real.name if len(os.fsencode(real.name)) <= 200 else real.name[:48]
+def _beside(t: _Target, tag: str, make: Callable[[str], object]) -> str:
+    """A fresh name beside the target, in its directory (".tether-<random>-<name>.<tag>"),
+    on which `make` succeeded."""
+    name = t.real.name if len(os.fsencode(t.real.name)) <= 200 else t.real.name[:48]
     for _ in range(100):
-        candidate = str(real.with_name(f".tether-{secrets.token_hex(5)}-{name}.{tag}"))
+        candidate = f".tether-{secrets.token_hex(5)}-{name}.{tag}"
         try:
             make(candidate)
         except FileExistsError:
             continue
         return candidate
-    raise FileExistsError(errno.EEXIST, "no free temporary name", str(real.parent))
+    raise FileExistsError(errno.EEXIST, "no free temporary name", str(t.real.parent))
+
+
+def _open_parent(tx: _Tx, t: _Target, make: bool) -> int:
+    """The target's directory, opened beneath its root (made first when `make`): held for
+    the whole commit, so no step after this one looks the path up again."""
+    if t.dir_fd is None:
+        t.dir_fd, made = beneath.open_dir(t.root, t.real.parent, make=make)
+        tx.made_dirs += [(t.root, d) for d in made]
+    return t.dir_fd
 
 
 def _stage(tx: _Tx, t: _Target) -> None:
     assert t.data is not None
-    tx.made_dirs += _make_parents(t.real.parent)
+    dir_fd = _open_parent(tx, t, make=True)
     fds: list[int] = []
 
     def create(name: str) -> None:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
-        fds.append(os.open(name, flags, 0o666 if t.mode is None else 0o600))
+        fds.append(os.open(name, flags, 0o666 if t.mode is None else 0o600, dir_fd=dir_fd))
 
-    t.temp = _beside(t.real, "tmp", create)
+    t.temp = _beside(t, "tmp", create)
     with open(fds[0], "wb", closefd=True) as f:
         f.write(t.data)
         f.flush()
@@ -286,64 +336,66 @@ def _stage(tx: _Tx, t: _Target) -> None:
         os.fsync(f.fileno())
 
 
-def _make_parents(d: Path) -> list[Path]:
-    """Create the missing directories down to `d`; returns those made (outermost first)."""
-    missing: list[Path] = []
-    while not d.exists() and d != d.parent:
-        missing.append(d)
-        d = d.parent
-    made = []
-    for m in reversed(missing):
-        try:
-            m.mkdir()
-        except FileExistsError:
-            if m.is_dir():
-                continue  # a concurrent commit made it: not ours to remove
-            raise
-        made.append(m)
-    return made
-
-
 # --- 3. swap ----------------------------------------------------------------------------------
 
 
-def _swap(t: _Target) -> None:
+def _swap(tx: _Tx, t: _Target) -> None:
+    dir_fd = _open_parent(tx, t, make=False)
+    name = t.real.name
     if t.existed:
-        _keep_original(t)
+        _keep_original(t, dir_fd)
     if t.temp is not None:
-        os.replace(t.temp, t.real)
+        os.replace(t.temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         t.temp = None
     else:
-        os.unlink(t.real)
+        os.unlink(name, dir_fd=dir_fd)
     t.swapped = True
 
 
-def _keep_original(t: _Target) -> None:
+def _keep_original(t: _Target, dir_fd: int) -> None:
+    name = t.real.name
     try:
-        t.aside = _beside(t.real, "orig", lambda n: os.link(t.real, n, follow_symlinks=False))
+        t.aside = _beside(
+            t, "orig",
+            lambda n: os.link(name, n, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False),
+        )  # fmt: skip
     except OSError as e:
         if e.errno not in (errno.EPERM, errno.EXDEV, errno.EMLINK, errno.EOPNOTSUPP):
             raise
-        if t.real.is_symlink():
+        if stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode):
             raise  # no second name for a link and no bytes to keep: refuse
         # this filesystem refuses hard links: keep the bytes instead
-        with open_regular(t.real) as f:  # (never blocks on a FIFO swapped in since _check)
+        flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW
+        with _regular(os.open(name, flags, dir_fd=dir_fd), t.real) as f:  # never blocks
             t.snapshot = (f.read(), stat.S_IMODE(os.fstat(f.fileno()).st_mode))
 
 
 def _fsync_dirs(tx: _Tx) -> None:
-    dirs = {t.real.parent for t in tx.targets} | {d.parent for d in tx.made_dirs}
-    for d in sorted(dirs):
+    fds = {t.dir_fd for t in tx.targets if t.dir_fd is not None}
+    for fd in fds:
+        _fsync_dir(".", fd)
+    for root, d in tx.made_dirs:  # the entries of the directories this commit made
         try:
-            fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            parent, _ = beneath.open_dir(root, d.parent)
         except OSError:
             continue
         try:
-            os.fsync(fd)
-        except OSError:
-            pass  # some filesystems cannot fsync a directory (EINVAL); the renames are done
+            _fsync_dir(".", parent)
         finally:
-            os.close(fd)
+            os.close(parent)
+
+
+def _fsync_dir(name: str, dir_fd: int) -> None:
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems cannot fsync a directory (EINVAL); the renames are done
+    finally:
+        os.close(fd)
 
 
 # --- 4. roll back -----------------------------------------------------------------------------
@@ -353,37 +405,45 @@ def _rollback(tx: _Tx) -> list[tuple[Path, str]]:
     """Put every swapped file back, remove what this commit made; returns what failed."""
     lost: list[tuple[Path, str]] = []
     for t in reversed(tx.targets):
+        fd, name = t.dir_fd, t.real.name
+        if fd is None:
+            continue  # its directory was never opened: nothing was done to it
         try:
             if t.swapped and t.aside is not None:
-                os.replace(t.aside, t.real)
+                os.replace(t.aside, name, src_dir_fd=fd, dst_dir_fd=fd)
                 t.aside = None
             elif t.swapped and t.snapshot is not None:
-                back = _beside(t.real, "tmp", functools.partial(_write_new, snapshot=t.snapshot))
-                os.replace(back, t.real)
+                back = _beside(t, "tmp", functools.partial(_write_new, t))
+                os.replace(back, name, src_dir_fd=fd, dst_dir_fd=fd)
             elif t.swapped:
-                os.unlink(t.real)  # it did not exist before
+                os.unlink(name, dir_fd=fd)  # it did not exist before
         except OSError as e:
             lost.append((t.given, _why(e)))
         for leftover in (t.temp, t.aside):
             if leftover is not None:
-                _quietly(os.unlink, leftover)
-    for d in reversed(tx.made_dirs):
-        _quietly(os.rmdir, d)
+                _quietly(t, os.unlink, leftover)
+    for root, d in reversed(tx.made_dirs):
+        try:
+            beneath.remove_dir(root, d)
+        except OSError:
+            pass
     _fsync_dirs(tx)
     return lost
 
 
-def _write_new(name: str, snapshot: tuple[bytes, int]) -> None:
-    data, mode = snapshot
-    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-    with open(fd, "wb", closefd=True) as f:
+def _write_new(t: _Target, name: str) -> None:
+    assert t.snapshot is not None and t.dir_fd is not None
+    data, mode = t.snapshot
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
+    with open(os.open(name, flags, 0o600, dir_fd=t.dir_fd), "wb", closefd=True) as f:
         f.write(data)
         os.fchmod(f.fileno(), mode)
         os.fsync(f.fileno())
 
 
-def _quietly(fn: Callable[[str | Path], None], path: str | Path) -> None:
+def _quietly(t: _Target, fn: Callable[..., None], name: str) -> None:
+    """`fn(name, dir_fd=...)` in the target's directory, errors ignored (a cleanup)."""
     try:
-        fn(path)
+        fn(name, dir_fd=t.dir_fd)
     except OSError:
         pass

@@ -53,7 +53,7 @@ def edit(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     result = work.replace(old, new) if replace_all else work.replace(old, new, 1)
     if crlf:
         result = result.replace("\n", "\r\n")
-    atomic_write(path, result.encode("utf-8", errors="surrogatepass"), mode)
+    atomic_write(ctx, path, result.encode("utf-8", errors="surrogatepass"), mode)
     lines = ", ".join(str(_line_of(work, s)) for s in starts[:20])
     count = f"{len(starts)} occurrences" if len(starts) > 1 else "1 occurrence"
     written = ctx.relative(path)

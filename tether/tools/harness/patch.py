@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tether import atomic_files
+from tether import atomic_files, beneath
 from tether.tools.harness.edit import MAX_EDIT_BYTES
-from tether.tools.harness.files import decode, open_checked
+from tether.tools.harness.files import decode, lstat, open_checked, refused, root_of
 from tether.tools.results import ToolResult
 from tether.tools.spec import ToolContext
 from tether.tools.unidiff import FilePatch, PatchError, apply_hunks, parse_patch
@@ -29,8 +29,11 @@ class _Planned:
 
 def _current(ctx: ToolContext, path: Path, rel: str) -> bytes | None | ToolResult:
     """The bytes of the file the patch changes (None: there is none yet), or the error."""
-    if not path.exists():
-        return None
+    try:
+        if lstat(ctx, path) is None:
+            return None
+    except beneath.SymlinkRefused as e:
+        return _nothing_changed(refused(rel, e))
     opened = open_checked(ctx, path, rel)
     if isinstance(opened, ToolResult):
         return _nothing_changed(opened)
@@ -94,8 +97,11 @@ def apply_patch(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         )
     try:
         atomic_files.commit(
-            atomic_files.Delete(s.path) if s.new is None else atomic_files.Write(s.path, s.new)
-            for s in steps
+            [
+                atomic_files.Delete(s.path) if s.new is None else atomic_files.Write(s.path, s.new)
+                for s in steps
+            ],
+            within=sorted({root_of(ctx, s.path) for s in steps}),
         )
     except atomic_files.CommitError as e:
         return _not_written(ctx, e)

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import stat
 from typing import Any
 
-from tether.tools.harness.files import (
-    atomic_write,
-    make_parents,
-    regular_file,
-    suppress_os,
-)
+from tether import beneath
+from tether.tools.harness.files import atomic_write, lstat, refused, regular_file
 from tether.tools.results import ToolResult
 from tether.tools.spec import ToolContext
 
@@ -27,23 +23,19 @@ def write(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
             f"content is {len(data)} bytes; write takes at most {MAX_WRITE_BYTES} bytes."
         )
     mode = None
-    existed = path.exists() or path.is_symlink()
-    if existed:
-        if path.is_dir():
+    try:
+        st = lstat(ctx, path)
+    except beneath.SymlinkRefused as e:
+        return refused(rel, e, "written")
+    existed = st is not None
+    if st is not None:
+        if stat.S_ISDIR(st.st_mode):
             return ToolResult.error(f"'{rel}' is a directory; give a file path to write.")
         problem = regular_file(ctx, path, rel)
         if problem is not None:
             return problem
-        mode = path.stat().st_mode
-    root = Path(ctx.workdir).resolve()
-    created = make_parents(path, root)
-    try:
-        atomic_write(path, data, mode)
-    except BaseException:
-        for d in reversed(created):
-            with suppress_os():
-                d.rmdir()
-        raise
+        mode = st.st_mode
+    atomic_write(ctx, path, data, mode)  # (makes the missing directories, beneath the root)
     lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
     verb = "overwrote" if existed else "created"
     written = ctx.relative(path)

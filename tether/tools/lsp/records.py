@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tether import atomic_files
+from tether import atomic_files, beneath
 from tether.lsp.positions import from_character
 from tether.tools.spec import ToolContext
 
@@ -68,7 +68,9 @@ class Lines:
                 if cached is not None and cached[0] == stamp:
                     lines = cached[1]
                 else:
-                    with atomic_files.open_regular(p, follow=True) as f:  # never blocks
+                    real = os.path.realpath(p)  # links resolved here, then none followed:
+                    root = beneath.root_for(real, [self.ctx.workdir])  # a swap is refused
+                    with atomic_files.open_regular(real, root=root) as f:  # never blocks
                         lines = f.read().decode("utf-8", errors="replace").split("\n")
                     if len(_LINE_CACHE) > 512:
                         _LINE_CACHE.clear()

@@ -11,7 +11,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from tether import atomic_files
+from tether import atomic_files, beneath
 from tether.lsp.limits import LspLimits, too_large
 from tether.lsp.positions import PositionError, SymbolSpan, find_symbol
 from tether.lsp.servers import SERVERS, Resolution, ServerRow, resolve, rows_for
@@ -112,13 +112,15 @@ def read_file(ctx: ToolContext, rel: str) -> tuple[Path, str] | ToolResult:
     if isinstance(path, ToolResult):
         return path
     try:  # checked on the open file: a FIFO swapped in since is refused, not waited on
-        with atomic_files.open_regular(path) as f:
+        with atomic_files.open_regular(path, root=beneath.root_for(path, [ctx.workdir])) as f:
             size, limit = os.fstat(f.fileno()).st_size, limits(ctx).max_file_bytes
             if size > limit:
                 return ToolResult.error(too_large(rel, size, limit))
             return path, f.read().decode("utf-8", errors="replace")
     except FileNotFoundError:
         return ToolResult.error(f"'{rel}' does not exist; check the path (workspace-relative).")
+    except beneath.SymlinkRefused as e:
+        return ToolResult.error(f"'{rel}' was not read: {e.strerror}.")
     except OSError as e:  # NotRegularFile, a symlink swapped in (ELOOP), no permission
         return ToolResult.error(
             f"'{rel}' cannot be given to a language server: it is not a regular file now "
