@@ -16,27 +16,26 @@ keyed by our own ids, never by thespian addresses, which change on restart — a
   supervisor), telling the host who took each one (`RouteInfo`); while a child restarts,
   calls on their way through it wait for it, and calls for a resource get a clear error
   (idempotent ones wait for the restart instead);
-- aggregates health from its children with a deadline (a child that does not answer
-  in time is reported as such, the report is never late);
+- aggregates health from its children with a deadline (`gather.HealthGathers`: a child
+  that does not answer in time is reported as such, the report is never late);
 - forwards fault injections to the actor named by the target.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import os
 import signal
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, cast
 
 from thespian.actors import ActorAddress
 
 from tether.actors.base import TetherActor
-from tether.capacity.usage import UsageRecord, traits_of
-from tether.health_node import HealthNode, NodeState, health_node
+from tether.health_node import NodeState
 from tether.kinds import ChildSpec, KindSpec
 from tether.messages.calls import Call, ErrorCode
 from tether.messages.codec import encode
@@ -51,7 +50,8 @@ from tether.messages.control import (
     Started,
     Stopping,
 )
-from tether.processes import kill_tree, pid_running
+from tether.processes import kill_tree
+from tether.supervisors.gather import GatherDue, HealthGathers
 from tether.supervisors.policy import (
     Decision,
     ExitReason,
@@ -61,21 +61,16 @@ from tether.supervisors.policy import (
     within_intensity,
 )
 
-_CLASS_CACHE: dict[str, type] = {}
 
-
+@functools.cache
 def load_actor_class(path: str) -> type:
-    """ "module.path:ClassName" -> the class (cached)."""
-    cls = _CLASS_CACHE.get(path)
-    if cls is None:
-        module_name, _, class_name = path.partition(":")
-        module = importlib.import_module(module_name)
-        try:
-            cls = getattr(module, class_name)
-        except AttributeError:
-            raise ImportError(f"module {module_name!r} has no class {class_name!r}") from None
-        _CLASS_CACHE[path] = cls
-    return cls
+    """ "module.path:ClassName" -> the class."""
+    module_name, _, class_name = path.partition(":")
+    module = importlib.import_module(module_name)
+    try:
+        return cast(type, getattr(module, class_name))
+    except AttributeError:
+        raise ImportError(f"module {module_name!r} has no class {class_name!r}") from None
 
 
 @dataclass
@@ -118,22 +113,6 @@ class ChildTimer:
     incarnation: int
 
 
-@dataclass(frozen=True)
-class GatherDue:
-    """A health gather's deadline: answer with what arrived."""
-
-    gather_id: str
-
-
-@dataclass
-class _Gather:
-    reply_to: ActorAddress
-    reply_query_id: str
-    node: dict[str, Any]
-    waiting: dict[str, ChildRecord]  # sub-query id -> child
-    children: list[Mapping[str, Any]]  # HealthNodes: built here, or as the child sent them
-
-
 class Supervisor(TetherActor):
     """A thespian actor that supervises children described by (kind, key, ChildSpec)."""
 
@@ -152,8 +131,7 @@ class Supervisor(TetherActor):
         self._incarnations: dict[tuple[str, str], int] = {}
         # why a forgotten child ended (TTL, a stop of its own), for its successor's Start
         self._ended: dict[tuple[str, str], str] = {}
-        self._gathers: dict[str, _Gather] = {}
-        self._query_seq = 0
+        self.gathers = HealthGathers(self)
         self.state = NodeState.READY
 
     def after_start(self) -> None:
@@ -285,9 +263,9 @@ class Supervisor(TetherActor):
                 if rec.stop_reason is not ExitReason.SHUTDOWN or rec.state != NodeState.STOPPING:
                     rec.state = NodeState.STOPPING
         elif isinstance(obj, HealthQuery):
-            self._start_gather(obj, sender)
+            self.gathers.start(obj, sender)
         elif isinstance(obj, HealthReport):
-            self._gathered(obj)
+            self.gathers.gathered(obj)
         elif isinstance(obj, Inject):
             self.route_inject(obj, data, extra if extra is not None else sender)
         else:
@@ -382,7 +360,7 @@ class Supervisor(TetherActor):
                 ):
                     self._kill_child(rec)
             case GatherDue(gather_id=gather_id):
-                self._finish_gather(gather_id)
+                self.gathers.finish(gather_id)
 
     def _kill_child(self, rec: ChildRecord) -> None:
         """SIGKILL the child's actor process and what it owns (shutdown timeout, crash_actor)."""
@@ -501,103 +479,14 @@ class Supervisor(TetherActor):
         if not rec.pid:
             self.reply_inject(reply_to, inject, False, f"{rec.name} has not started yet; try again")
             return
-        pid = rec.pid
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-        self.reply_inject(
-            reply_to, inject, True, f"SIGKILLed the actor process of {rec.name} (pid {pid})"
-        )
+            os.kill(rec.pid, signal.SIGKILL)
+        said = f"SIGKILLed the actor process of {rec.name} (pid {rec.pid})"
+        self.reply_inject(reply_to, inject, True, said)
 
     # --- health ----------------------------------------------------------------------
     def supervisor_node(self) -> dict[str, Any]:
         return {**self.health_node(), "name": self.name or "root", "kind": self.kind or "root"}
-
-    def record_node(self, rec: ChildRecord) -> HealthNode:
-        """What the supervisor knows of a child that cannot (or did not) answer itself."""
-        pids = ([rec.pid] if rec.pid and rec.address else []) + rec.owned
-        # its usage as far as we know it: counted, but never stopped to make room blindly
-        traits = replace(traits_of(rec.kind), evictable=False)
-        usage = UsageRecord.build(rec.name, rec.kind, pids, rec.started_at, True, traits)
-        return health_node(
-            rec.name,
-            rec.kind,
-            rec.key,
-            rec.state,
-            uptime=time.monotonic() - rec.started_at if rec.address else 0.0,
-            restarts=rec.restarts,
-            last_error=rec.last_error,
-            pending=len(rec.waiting),
-            pids=pids,
-            usage=usage.to_wire(),
-        )
-
-    def dead_child_node(self, rec: ChildRecord) -> HealthNode:
-        node = self.record_node(rec)
-        coming = "it is stopping" if rec.state == NodeState.STOPPING else "it is being restarted"
-        node["state"] = (
-            NodeState.STOPPING if rec.state == NodeState.STOPPING else NodeState.RESTARTING
-        )
-        node["last_error"] = f"its actor process {rec.pid} is gone; {coming}"
-        return node
-
-    def _start_gather(self, query: HealthQuery, reply_to: ActorAddress) -> None:
-        self._query_seq += 1
-        gather_id = f"{os.getpid()}-{self._query_seq}"
-        now = time.monotonic()
-        # leave our parent some of the remaining time to assemble its own answer
-        sub_deadline = now + max((query.deadline - now) * 0.8, 0.01)
-        gather = _Gather(reply_to, query.query_id, self.supervisor_node(), {}, [])
-        for index, rec in enumerate(self.children.values()):
-            if rec.address is not None and rec.pid and not pid_running(rec.pid):
-                # dead, and thespian has not told us yet: not "ready", and not worth a wait
-                gather.children.append(self.dead_child_node(rec))
-            elif rec.address is not None and rec.state in (NodeState.READY, NodeState.STARTING):
-                sub_id = f"{gather_id}-{index}"
-                gather.waiting[sub_id] = rec
-                self.send_encoded(rec.address, HealthQuery(sub_id, sub_deadline))
-            else:
-                gather.children.append(self.record_node(rec))
-        self._gathers[gather_id] = gather
-        if not gather.waiting:
-            self._finish_gather(gather_id)
-        else:
-            self.wakeupAfter(max(sub_deadline - now, 0.005) * 1.05, GatherDue(gather_id))
-
-    def _gathered(self, report: HealthReport) -> None:
-        gather_id = report.query_id.rsplit("-", 1)[0]
-        gather = self._gathers.get(gather_id)
-        if gather is None:
-            return  # late: that report went out already
-        rec = gather.waiting.pop(report.query_id, None)
-        if rec is None:
-            return
-        node = dict(report.node)
-        node["restarts"] = rec.restarts
-        if rec.state != NodeState.READY:
-            node["state"] = (
-                rec.state
-                if node.get("state") in (NodeState.READY, NodeState.BUSY)
-                else node.get("state")
-            )
-        if not node.get("last_error"):
-            node["last_error"] = rec.last_error
-        node["pending"] = node.get("pending", 0) + len(rec.waiting)
-        gather.children.append(node)
-        if not gather.waiting:
-            self._finish_gather(gather_id)
-
-    def _finish_gather(self, gather_id: str) -> None:
-        gather = self._gathers.pop(gather_id, None)
-        if gather is None:
-            return
-        for rec in gather.waiting.values():
-            node = self.record_node(rec)
-            node["state"] = NodeState.UNRESPONSIVE if rec.state == NodeState.READY else rec.state
-            node["last_error"] = node["last_error"] or "did not answer the health query in time"
-            gather.children.append(node)
-        gather.node["children"] = sorted(gather.children, key=lambda n: n["name"])
-        gather.node.update(self.health_extra_node())
-        self.send_encoded(gather.reply_to, HealthReport(gather.reply_query_id, gather.node))
 
     def health_extra_node(self) -> dict[str, Any]:
         return {}
