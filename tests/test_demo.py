@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from tether import demo
@@ -32,6 +34,10 @@ def test_demo_runs_every_step_as_expected(capsys: pytest.CaptureFixture[str]) ->
     if SANDBOX:  # (eval, debug and the worker ran in a sandbox place, and it said so)
         assert "debug and the worker run in a sandbox place (bubblewrap" in out
         assert "run:demo-sandboxed/kernel:python [ready]" in out
+        if shutil.which("deno"):  # (its kernel too, reached through the relay)
+            assert "eval (Python and JavaScript), debug and the worker run in a sandbox" in out
+            assert "run:demo-sandboxed/kernel:javascript [ready]" in out
+            assert "run:demo-conversation/kernel" not in out  # nothing evaluated on the host
 
 
 def test_demo_refuses_a_missing_project(tmp_path) -> None:

@@ -8,9 +8,10 @@ fault injected into a live language server and the supervisor's restart, a quest
 on the terminal port (answered by the demo with --yes), a background vibe worker, then the
 health tree and a check that no process outlives the runtime. Every step prints the
 model-facing text, with a step counter and the time since the start. Where bubblewrap
-works, the steps that run the conversation's code (eval's Python cells, the debuggee, the
-worker) run in a twin conversation in a sandbox place, and the demo says so. A language server
-that is not installed skips its steps and is named at the end, with how to install it.
+works, the steps that run the conversation's code (eval's Python and JavaScript cells, the
+debuggee, the worker) run in a twin conversation in a sandbox place, and the demo says so.
+A language server that is not installed skips its steps and is named at the end, with how
+to install it.
 """
 
 from __future__ import annotations
@@ -163,9 +164,10 @@ def run_demo(project: Path, auto_answer: bool = True, saved_plot: Path | None = 
                 vibe_config=VibeConfig({"fast": CallableBackend(census)}),
             )
             configure_eval(run, inactivity=60.0, wall=120.0)  # (a demo never waits minutes)
-            # spare kernels start now, in the background: the eval steps find them started
-            warm_spares(rt, ["python", *(["javascript"] if shutil.which("deno") else [])])
-            boxed, ahead = _sandboxed_run(rt, workdir)  # eval, debug and the worker's steps
+            languages = ["python", *(["javascript"] if shutil.which("deno") else [])]
+            boxed, ahead = _sandboxed_run(rt, workdir, languages)  # eval, debug, the worker
+            if boxed is None:  # (the host run evaluates: spare kernels start now, in the
+                warm_spares(rt, languages)  # background, and its first cells find them)
             boxed = boxed or run
             print("\ntools on the DEFAULT surface:", ", ".join(t.name for t in run.tools()))
             plan = rt.open_run("demo-plan", workdir=str(workdir), surface="plan")
@@ -183,7 +185,7 @@ def run_demo(project: Path, auto_answer: bool = True, saved_plot: Path | None = 
                 surprises += _fault(rt, run)
             if ahead is not None:
                 ahead.join(120.0)  # (started at open, long done by now)
-            surprises += _eval(boxed, saved_plot, js_run=run)
+            surprises += _eval(boxed, saved_plot)
             surprises += _ask_user(run, auto_answer)
             surprises += _vibe(boxed)
             print(f"\n=== {PROGRESS.next()} the actor tree (Runtime.health())")
@@ -210,11 +212,14 @@ def run_demo(project: Path, auto_answer: bool = True, saved_plot: Path | None = 
     return 1 if surprises else 0
 
 
-def _sandboxed_run(rt: Runtime, workdir: Path) -> tuple[Any, threading.Thread | None]:
+def _sandboxed_run(
+    rt: Runtime, workdir: Path, languages: list[str]
+) -> tuple[Any, threading.Thread | None]:
     """The conversation's twin in a sandbox place (bubblewrap), for the steps that run the
-    conversation's code: eval, debug and the worker; None (the host run does them) where
-    the sandbox cannot start here, saying why. Its kernel starts now, in the background
-    (the place opened ahead: its first cell finds it started, as a spare on the host)."""
+    conversation's code: eval (Python and JavaScript), debug and the worker; None (the host
+    run does them) where the sandbox cannot start here, saying why. Its kernels start now,
+    in the background (the place opened ahead: its first cells find them started, as
+    spares on the host)."""
     try:
         check(Place.sandbox())
     except PlaceError as exc:
@@ -229,13 +234,18 @@ def _sandboxed_run(rt: Runtime, workdir: Path) -> tuple[Any, threading.Thread | 
     )
     configure_eval(boxed, inactivity=60.0, wall=120.0)
     ahead = threading.Thread(
-        target=prepare_eval, args=(boxed,), kwargs={"start_kernels": True}, daemon=True
+        target=prepare_eval,
+        args=(boxed, languages),
+        kwargs={"start_kernels": True},
+        daemon=True,
     )
     ahead.start()
+    js = "javascript" in languages
+    relayed = "; Deno's kernel, which listens on loopback TCP, through a relay" if js else ""
     print(
-        "\neval (Python), debug and the worker run in a sandbox place (bubblewrap: its own "
-        "user, pid and network namespaces, only the workspace writable); JavaScript's "
-        "kernel listens on loopback TCP, so it runs on the host"
+        f"\neval ({'Python and JavaScript' if js else 'Python'}), debug and the worker run in "
+        "a sandbox place (bubblewrap: its own user, pid and network namespaces, only the "
+        f"workspace writable{relayed})"
     )
     return boxed, ahead
 
@@ -339,10 +349,9 @@ const text = await tool("read", {path: "web/checkout.ts", end_line: 2});
 text.split("\\n").length"""
 
 
-def _eval(run: Any, saved: Path, js_run: Any) -> int:
+def _eval(run: Any, saved: Path) -> int:
     """Persistent interpreter cells: one calling the run's own read tool, one drawing a
-    table and a plot (the figure saved beside the demo's output), one in JavaScript (in
-    `js_run`: Deno's kernel is not in a sandbox)."""
+    table and a plot (the figure saved beside the demo's output), one in JavaScript."""
     read = _step(run, "eval: a Python cell calls the run's own read tool", "eval",
                  {"code": EVAL_READ, "description": "Read the inventory entry point through tools"})  # fmt: skip
     surprises = _expect(read, "Build a tiny stock")  # (the edit step renamed it)
@@ -357,7 +366,7 @@ def _eval(run: Any, saved: Path, js_run: Any) -> int:
         print("    !! no image came back")
     if shutil.which("deno") is not None:
         surprises += _expect(
-            _step(js_run, "eval: JavaScript on Deno calls a tool too", "eval",
+            _step(run, "eval: JavaScript on Deno calls a tool too", "eval",
                   {"code": EVAL_JS, "language": "javascript",
                    "description": "Count the checkout module's first lines"}),
             "2",
