@@ -149,6 +149,32 @@ def test_a_fifo_is_never_read(tmp_path: Path) -> None:
     assert docs.ensure_open(fifo) == (None, [])
 
 
+def test_a_document_is_read_beneath_the_session_root(tmp_path: Path) -> None:
+    """A directory swapped for a link out of the root after a file was opened: its next
+    read follows no link, so the outside file's text is never sent to the server (without
+    the root it was); an in-tree link and a file outside the root (a library) still read."""
+    root, outside = tmp_path / "proj", tmp_path / "other"
+    (root / "pkg").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "m.py").write_text("SECRET = 'B'\n")
+    (root / "pkg" / "m.py").write_text("x = 1\n")
+    (root / "alias.py").symlink_to(root / "pkg" / "m.py")
+    docs = Documents(Capabilities(), lambda p: "python", root=root)
+    doc, msgs = docs.ensure_open(root / "pkg" / "m.py")
+    assert doc is not None and doc.text == "x = 1\n" and msgs
+    (root / "pkg").rename(root / "was")
+    (root / "pkg").symlink_to(outside)  # (the stamp differs: the file is read again)
+    doc, msgs = docs.ensure_open(root / "pkg" / "m.py")
+    assert doc is not None and doc.text == "x = 1\n" and msgs == [], msgs
+    assert read_text(root / "pkg" / "m.py", root=root) is None
+    assert read_text(root / "pkg" / "m.py") == "SECRET = 'B'\n"  # (the difference)
+    assert docs.ensure_open(root / "alias.py")[0] is None  # (it led into pkg, now outside)
+    (root / "alias2.py").symlink_to(root / "was" / "m.py")
+    assert read_text(root / "alias2.py", root=root) == "x = 1\n"
+    assert read_text(outside / "m.py", root=root) == "SECRET = 'B'\n"  # not under the root
+    assert docs.line(root / "pkg" / "m.py", 0) == "x = 1"  # (the open text, as sent)
+
+
 def test_a_document_that_grows_past_the_limit_is_closed(tmp_path: Path) -> None:
     f = tmp_path / "a.py"
     f.write_text("x = 1\n")

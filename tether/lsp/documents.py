@@ -10,7 +10,10 @@ disk (gopls, tsserver project files) see it too.
 
 Only regular files within the size limit are read (`file_problem`): a FIFO would block the
 actor's message loop on open, and a file of many MB stalls the server for every run on its
-root. A refused file that was open is closed.
+root. A refused file that was open is closed. A file under the session's root is read
+beneath it (`tether.beneath`): its links are resolved, a path whose links lead out of the
+root is not read, and the open follows no symlink, so a link swapped in after the check
+cannot send an outside file's text (another run's, a secret) to the server (issue 22).
 
 Sans-io: every method returns the notifications to write, encoded.
 """
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from tether import beneath
 from tether.atomic_files import open_regular
 from tether.json_types import JSONObject
 from tether.lsp.jsonrpc import Capabilities, JsonRpcClient
@@ -89,12 +93,16 @@ def file_problem(path: Path, max_bytes: int | None = None) -> str | None:
     return None
 
 
-def read_text(path: Path, max_bytes: int | None = None) -> str | None:
+def read_text(path: Path, max_bytes: int | None = None, root: Path | None = None) -> str | None:
     """The file's text; None when it is missing, unreadable, not a regular file or larger
     than `max_bytes`. Opened without blocking and checked on the open file, so a path that
-    became a FIFO after any earlier check cannot hang the caller."""
+    became a FIFO after any earlier check cannot hang the caller. With `root`, a path
+    lexically under it is opened beneath it, no symlink followed (`open_regular`): None
+    when its links lead out of the root or one was swapped in; a path outside the root (a
+    library file a definition names) is opened following no link after it was resolved."""
+    where = None if root is None else beneath.root_for(path, (root,))
     try:
-        with open_regular(path, follow=True) as f:
+        with open_regular(path, follow=True, root=where) as f:
             if max_bytes is not None and os.fstat(f.fileno()).st_size > max_bytes:
                 return None
             return f.read().decode("utf-8", errors="replace")
@@ -108,10 +116,12 @@ class Documents:
         caps: Capabilities,
         language_of: Callable[[Path], str | None],
         max_bytes: int | None = None,
+        root: Path | None = None,
     ) -> None:
         self.caps = caps
         self.language_of = language_of
         self.max_bytes = max_bytes
+        self.root = root  # (files under it are read beneath it: `read_text`)
         self.open: OrderedDict[str, Document] = OrderedDict()  # by uri, LRU order
         self._disk_lines: dict[Path, tuple[tuple[int, int], list[str]]] = {}
 
@@ -133,14 +143,14 @@ class Documents:
             self.open.move_to_end(uri)
             if stamp is None or stamp == doc.stamp:
                 return doc, []
-            text = read_text(path, self.max_bytes)
+            text = read_text(path, self.max_bytes, self.root)
             if text is None:
                 return doc, []
             doc.stamp = stamp
             if text == doc.text:
                 return doc, []
             return doc, [self._change(doc, text)]
-        text = read_text(path, self.max_bytes) if stamp is not None else None
+        text = read_text(path, self.max_bytes, self.root) if stamp is not None else None
         if text is None:
             return None, []
         doc = Document(path, uri, self.language_of(path) or "plaintext", 1, text, stamp or (0, 0))
@@ -242,7 +252,7 @@ class Documents:
             stamp = _stamp(path)
             cached = self._disk_lines.get(path)
             if cached is None or cached[0] != stamp:
-                text = read_text(path, self.max_bytes) or ""
+                text = read_text(path, self.max_bytes, self.root) or ""
                 lines = text.split("\n")
                 if len(self._disk_lines) > 256:
                     self._disk_lines.clear()

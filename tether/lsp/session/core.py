@@ -82,7 +82,7 @@ class Session:
         self.messages: deque[str] = deque(maxlen=5)  # last showMessage/logMessage errors
         self._broken_re = re.compile(row.broken_log) if row.broken_log else None
         self.caps = Capabilities()
-        docs = Documents(self.caps, lambda p: row.language_of(p), self.limits.max_file_bytes)
+        docs = Documents(self.caps, lambda p: row.language_of(p), self.limits.max_file_bytes, root)
         self.table = OpTable(io)
         self.link = ServerLink(io, now, self.limits, self.table, canceller)
         self.texts = Texts(docs, io, now)
