@@ -22,7 +22,14 @@ from tether.kernels.session import (
     Settle,
 )
 from tether.messages.calls import Call, ErrorCode
-from tether.messages.kernel_ops import Execute, ToolAnswer
+from tether.messages.kernel_ops import (
+    CellReply,
+    Execute,
+    ToolAnswer,
+    cell_payload,
+    read_cell_reply,
+)
+from tether.messages.ops import OpError
 
 NONCE = "n0nce"
 
@@ -46,7 +53,9 @@ class FakeIO:
         self.executed.append(code)
         return f"exec-{len(self.executed)}"
 
-    def reply(self, call: Call, payload: dict[str, Any]) -> None:
+    def reply(self, call: Call, reply: CellReply) -> None:
+        payload = cell_payload(reply)  # as it crosses the wire, and as the host reads it back
+        assert read_cell_reply(payload) == reply
         self.replies.append((call.call_id, payload))
 
     def fail(self, call: Call, code: ErrorCode, message: str) -> None:
@@ -325,3 +334,20 @@ def test_the_kernels_limits_go_into_the_result_notes() -> None:
     s.take("shell", reply(msg), NONCE)
     s.take("iopub", idle(msg), NONCE)
     assert "the disk of this place is full" in io.replies[0][1]["notes"]
+
+
+@pytest.mark.parametrize(
+    ("payload", "said"),
+    [
+        (
+            {"status": "maybe"},
+            "a kernel reply's status must be one of ['done', 'tool'], got 'maybe'",
+        ),
+        ({"status": "tool", "cell": "c1"}, "kernel reply.tool_request needs 'calls'"),
+        ({"status": "tool", "cell": 3, "calls": []}, "kernel reply.tool_request: cell must be str"),
+    ],
+)
+def test_a_reply_that_is_not_what_its_status_says_is_refused_by_name(payload, said):
+    with pytest.raises(OpError) as bad:
+        read_cell_reply(payload)
+    assert said in str(bad.value), bad.value

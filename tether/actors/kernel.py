@@ -33,7 +33,14 @@ from tether.kernels.layer import Layer, LayerError, make_layer
 from tether.kernels.session import Budget, KernelSession, KillIfStill, RunWaiting, Settle
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import Call, ErrorCode
-from tether.messages.kernel_ops import KERNEL, Execute, Status, ToolAnswer
+from tether.messages.kernel_ops import (
+    KERNEL,
+    CellReply,
+    Execute,
+    Status,
+    ToolAnswer,
+    cell_payload,
+)
 from tether.places import Place
 from tether.processes import kill_tree
 from tether.scratch import ProcessScratch
@@ -373,8 +380,8 @@ class _CellIO:
     def execute(self, code: str) -> str:
         return self._handle().execute(code)
 
-    def reply(self, call: Call, payload: dict[str, Any]) -> None:
-        self.actor.reply(call, payload)
+    def reply(self, call: Call, reply: CellReply) -> None:
+        self.actor.reply(call, cell_payload(reply))
 
     def fail(self, call: Call, code: ErrorCode, message: str) -> None:
         self.actor.fail(call, code, message)

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from tether.kernels.outputs import CellOutput
 from tether.messages.calls import Call
-from tether.messages.kernel_ops import Execute
+from tether.messages.kernel_ops import CellDone, Execute
 
 
 @dataclass
@@ -27,7 +26,7 @@ class Cell:
     interrupted: str = ""
     cancelled: bool = False  # its call was cancelled: the next cell may queue behind it
     notes: list[str] = field(default_factory=list)
-    final: dict[str, Any] | None = None
+    final: CellDone | None = None  # its answer, once it ended
     flush_id: str = ""  # (late publishers) the kernel_info request that marks the end
     got_result: bool = False  # its execute_result (the echoed last expression) arrived
     execution_count: int | None = None

@@ -35,7 +35,7 @@ from tether.kernels import bridge
 from tether.kernels.cell import Cell
 from tether.kernels.outputs import CellOutput
 from tether.messages.calls import Call, ErrorCode
-from tether.messages.kernel_ops import Execute, ToolAnswer
+from tether.messages.kernel_ops import CellDone, CellReply, Execute, ToolAnswer, ToolRequest
 
 LATE_PUBLISHERS = ("javascript",)  # kernels that may publish a cell's output after its idle
 SETTLE_CAP = 0.05  # s to wait for their end marker (a kernel_info's iopub status) at most
@@ -73,7 +73,7 @@ class CellIO(Protocol):
     def execute(self, code: str) -> str:
         """An execute_request; its msg_id."""
 
-    def reply(self, call: Call, payload: dict[str, Any]) -> None: ...
+    def reply(self, call: Call, reply: CellReply) -> None: ...
 
     def fail(self, call: Call, code: ErrorCode, message: str) -> None: ...
 
@@ -103,7 +103,7 @@ class KernelSession:
         self.clock = clock
         self.cell: Cell | None = None  # the cell the kernel runs
         self.waiting: Cell | None = None  # a cell waiting for its kernel to be ready
-        self.done: dict[str, dict[str, Any]] = {}  # last finished cell (answered late)
+        self.done: dict[str, CellDone] = {}  # last finished cell (answered late)
         self.carry_notes: list[str] = []  # for the next cell: what happened to the state
         self.cells_run = 0
         self.settle_caps = 0  # how often a late publisher's end marker came too late
@@ -235,7 +235,7 @@ class KernelSession:
         call, cell.call = cell.call, None
         if call is not None:
             calls = [{"name": name, "args": args} for name, args in request.calls]
-            self.io.reply(call, {"status": "tool", "cell": cell.cell_id, "calls": calls})
+            self.io.reply(call, ToolRequest(cell.cell_id, calls))
 
     # --- a cell's end --------------------------------------------------------------------
     def finish(self, cell: Cell) -> None:
@@ -251,17 +251,16 @@ class KernelSession:
                 self.io.after(0, RunWaiting())  # (after this cell's answer has gone)
         self.cells_run += 1
         self.last_used = self.clock()
-        cell.final = {
-            "status": "done",
-            "text": rendered.text,
-            "images": [{"mime": i.mime, "data": i.data} for i in rendered.images],
-            "notes": [*cell.notes, *rendered.notes],
-            "error": rendered.error,
-            "execution_count": cell.execution_count,
-            "interrupted": cell.interrupted,
-            "kernel_pid": kernel[0] if kernel is not None else None,
-            "elapsed": round(self.clock() - cell.started_at, 4),
-        }
+        cell.final = CellDone(
+            text=rendered.text,
+            images=[{"mime": i.mime, "data": i.data} for i in rendered.images],
+            notes=[*cell.notes, *rendered.notes],
+            error=rendered.error,
+            execution_count=cell.execution_count,
+            interrupted=cell.interrupted,
+            kernel_pid=kernel[0] if kernel is not None else None,
+            elapsed=round(self.clock() - cell.started_at, 4),
+        )
         self._answer(cell)
         self.io.ended()
 

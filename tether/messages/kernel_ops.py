@@ -1,20 +1,25 @@
 """The ops of the "kernel" kind (one actor per run and language): run a cell, answer it.
 
-A cell that calls `tool()` makes the actor answer `Execute` early with
-`{"status": "tool", "cell": ..., "calls": [...]}`; the host runs the calls through the
-run's own pipeline and sends `ToolAnswer`, which the actor answers the same way again (the
-next tool request, or the cell's end). So the actor never imports the host, and the call
-it holds open is always the host's latest one.
+A cell that calls `tool()` makes the actor answer `Execute` early with a `ToolRequest`
+(the cell and its calls); the host runs the calls through the run's own pipeline and sends
+`ToolAnswer`, which the actor answers the same way again (the next tool request, or the
+cell's end: `CellDone`). So the actor never imports the host, and the call it holds open
+is always the host's latest one.
+
+Replies cross the wire as the `Reply` payload, their fields flat with `status` saying which
+(`cell_payload`); the host reads them back as the class that status names, every field
+checked (`read_cell_reply`), as the language server kind's replies are.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from tether.json_types import JSONObject
-from tether.messages.ops import Vocabulary
+from tether.messages.ops import OpError, Vocabulary, op_args
 
 KERNEL = Vocabulary("kernel")
 
@@ -69,6 +74,59 @@ class Execute:
     place: dict[str, Any] | None = None  # the run's place (tether.places wire form); None: host
 
 
+# --- replies ------------------------------------------------------------------------------
+REPLIES = Vocabulary("kernel reply")  # checks a reply as it comes off the wire
+
+
+@REPLIES.op
+@dataclass(frozen=True)
+class CellDone:
+    """A cell's end: what it showed (text, images as {"mime", "data" (base64)}), what the
+    model is told beside it (notes), its error, why it was interrupted ("" if it was not)."""
+
+    text: str
+    images: list[dict[str, str]]
+    notes: list[str]
+    error: str | None
+    execution_count: int | None
+    interrupted: str
+    kernel_pid: int | None
+    elapsed: float
+    status: Literal["done"] = "done"
+
+
+@REPLIES.op
+@dataclass(frozen=True)
+class ToolRequest:
+    """A running cell's `tool()` calls, each {"name", "args"}: answer them with ToolAnswer."""
+
+    cell: str
+    calls: list[dict[str, Any]]
+    status: Literal["tool"] = "tool"
+
+
+CellReply = CellDone | ToolRequest
+_BY_STATUS: dict[str, type[CellDone] | type[ToolRequest]] = {"done": CellDone, "tool": ToolRequest}
+
+
+def cell_payload(reply: CellReply) -> dict[str, Any]:
+    """A reply as the `Reply` payload: its fields, flat."""
+    return op_args(reply)
+
+
+def read_cell_reply(payload: Mapping[str, Any]) -> CellReply:
+    """The `Reply` payload back as the reply its status names (OpError if it names none, or
+    a field is missing or mistyped)."""
+    cls = _BY_STATUS.get(str(payload.get("status")))
+    if cls is None:
+        raise OpError(
+            f"a kernel reply's status must be one of {sorted(_BY_STATUS)}, got {payload.get('status')!r}"
+        )
+    reply: CellReply = REPLIES.build(cls, payload)
+    return reply
+
+
+# --- ops ----------------------------------------------------------------------------------
 @KERNEL.op
 @dataclass(frozen=True)
 class ToolAnswer:

@@ -32,9 +32,12 @@ from tether.messages.calls import ErrorCode, ResourceError
 from tether.messages.kernel_ops import (
     DEFAULT_INACTIVITY,
     DEFAULT_WALL,
+    CellDone,
     Execute,
     Spare,
     ToolAnswer,
+    ToolRequest,
+    read_cell_reply,
 )
 from tether.messages.ops import op_args, op_name
 from tether.tools.results import Image, ToolResult
@@ -127,16 +130,18 @@ def _eval(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         place=place.to_wire() if placed and place is not None else None,
     )
     timeout = settings.wall + REPLY_SLACK
-    payload = ctx.call_resource(KIND, language, op_name(op), op_args(op), timeout)
+    reply = read_cell_reply(ctx.call_resource(KIND, language, op_name(op), op_args(op), timeout))
     settings.kernels.add(language)
-    while payload.get("status") == "tool":
-        answer = ToolAnswer(str(payload["cell"]), run_bridged(ctx, payload["calls"]))
+    while isinstance(reply, ToolRequest):
+        answer = ToolAnswer(reply.cell, run_bridged(ctx, reply.calls))
         # (cancelled meanwhile - a withdrawn ask_user, say: the cell still gets its answers,
         # and the cancel that follows them interrupts it instead of leaving it waiting)
-        payload = ctx.call_resource(
-            KIND, language, op_name(answer), op_args(answer), timeout, deliver_cancelled=True
+        reply = read_cell_reply(
+            ctx.call_resource(
+                KIND, language, op_name(answer), op_args(answer), timeout, deliver_cancelled=True
+            )
         )
-    return render(language, payload, list(rewritten.notes))
+    return render(language, reply, list(rewritten.notes))
 
 
 def _take_spare(ctx: ToolContext, language: str, create_actor: bool = False) -> Spare | None:
@@ -152,7 +157,7 @@ def _take_spare(ctx: ToolContext, language: str, create_actor: bool = False) -> 
     return spare if isinstance(spare, Spare) else None
 
 
-def run_bridged(ctx: ToolContext, calls: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def run_bridged(ctx: ToolContext, calls: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Run a cell's tool() calls through the run's pipeline; one result per call."""
 
     def one(call: Mapping[str, Any]) -> dict[str, Any]:
@@ -165,28 +170,27 @@ def run_bridged(ctx: ToolContext, calls: list[Mapping[str, Any]]) -> list[dict[s
         return list(pool.map(one, calls))
 
 
-def render(language: str, payload: Mapping[str, Any], notes: list[str]) -> ToolResult:
+def render(language: str, done: CellDone, notes: list[str]) -> ToolResult:
     """The model-facing result of a finished cell."""
-    notes = [*notes, *payload.get("notes", [])]
-    parts = [payload.get("text") or ""]
-    error = payload.get("error")
+    notes = [*notes, *done.notes]
+    parts = [done.text]
+    error = done.error
     if error:
-        parts.append(str(error))
+        parts.append(error)
     parts.extend(f"[note] {note}" for note in notes)
     text = "\n".join(p.rstrip("\n") for p in parts if p).strip("\n")
     images = tuple(
-        Image(base64.b64decode(i["data"]), str(i.get("mime", "image/png")))
-        for i in payload.get("images", [])
+        Image(base64.b64decode(i["data"]), i.get("mime", "image/png")) for i in done.images
     )
     data = {
         "language": language,
-        "execution_count": payload.get("execution_count"),
+        "execution_count": done.execution_count,
         "error": error,
-        "interrupted": payload.get("interrupted") or "",
+        "interrupted": done.interrupted,
         "notes": notes,
-        "elapsed": payload.get("elapsed"),
+        "elapsed": done.elapsed,
     }
-    failed = bool(error) or bool(payload.get("interrupted"))
+    failed = bool(error) or bool(done.interrupted)
     if failed:
         return ToolResult(text=text or "(no output)", is_error=True, data=data, images=images)
     return ToolResult.ok(text, data=data, images=images)
