@@ -81,6 +81,7 @@ LIBRARY_MAY_IMPORT = {
     "tether.scratch",
     "tether.protocol",
     "tether.atomic_files",
+    "tether.beneath",  # (lsp documents read beneath the session root)
     "tether.roots",
     "tether.places",
     "tether.json_types",
