@@ -4,6 +4,7 @@ worker; tests/vibe/callables.py through tether.vibe_runner)."""
 from __future__ import annotations
 
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -376,3 +377,28 @@ def test_backend_config_is_checked() -> None:
         CallableBackend(lambda brief, worker: "")
     with pytest.raises(ValueError, match="unknown tier 'slow'"):
         config(backends={"slow": CommandBackend(["x"])})
+
+
+def _in_main(name: str) -> Any:
+    """A module-level function as a script's __main__ defines it."""
+
+    def f(brief: str, worker: Any) -> str:
+        return brief
+
+    f.__module__, f.__qualname__ = "__main__", name
+    return f
+
+
+def test_a_function_of_main_is_named_by_the_module_main_runs(monkeypatch) -> None:
+    import types
+
+    ran_as_module = types.ModuleType("__main__")
+    ran_as_module.__spec__ = types.SimpleNamespace(name="tether.demo")  # python -m tether.demo
+    monkeypatch.setitem(sys.modules, "__main__", ran_as_module)
+    argv, _, _ = CallableBackend(_in_main("census")).command()
+    assert argv[-1] == "tether.demo:census"
+    script = types.ModuleType("__main__")  # python some_script.py: nothing to import it by
+    script.__spec__ = None
+    monkeypatch.setitem(sys.modules, "__main__", script)
+    with pytest.raises(ValueError, match="run as __main__, which the worker's process cannot"):
+        CallableBackend(_in_main("census"))

@@ -86,6 +86,15 @@ def _import_name(target: str | Callable[..., Any]) -> str:
             f"CallableBackend needs a module-level function, got {target!r}; pass "
             "'module:function' for anything else"
         )
+    if module == "__main__":  # the worker's own process has another __main__
+        spec = getattr(sys.modules["__main__"], "__spec__", None)
+        if spec is None or not spec.name:
+            raise ValueError(
+                f"CallableBackend: {qualname} is defined in a script run as __main__, which "
+                "the worker's process cannot import; move it into a module (or run the "
+                "script with python -m) and pass it, or 'module:function'"
+            )
+        module = spec.name  # `python -m pkg.mod`: importable as pkg.mod
     return f"{module}:{qualname}"
 
 
