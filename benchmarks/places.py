@@ -267,22 +267,32 @@ def main() -> None:
     parser.add_argument("--starts", type=int, default=6)
     parser.add_argument("--cells", type=int, default=200)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--only", choices=("start", "eval"), help="measure this section alone (the others skipped)"
+    )
     args = parser.parse_args()
     report: dict[str, Any] = {}
+    skipped = {"skipped": f"--only {args.only}"}
     with tempfile.TemporaryDirectory(prefix="tether-places-bench-") as base:
         all_kinds = [*kinds(spares=0), *DEBUG_KINDS, *VIBE_KINDS, *LSP_KINDS]
         with Runtime.start(kinds=all_kinds) as rt:
             places = Places(rt, Path(base))
             report["prefix"] = "the Debian root" if places.root else f"skipped: {places.why}"
-            report["start"] = start_cost(args.starts * 4, places)
-            report["eval"] = kernels(places, args.starts, args.cells)
-            report["lsp"] = lsp_first_answer(places, max(args.starts // 2, 2))
-            report["debug"] = debug_launch(places, max(args.starts // 2, 2))
-            report["worker"] = worker_first_output(places, args.starts)
+            want = {args.only} if args.only else {"start", "eval", "lsp", "debug", "worker"}
+            report["start"] = start_cost(args.starts * 4, places) if "start" in want else skipped
+            report["eval"] = kernels(places, args.starts, args.cells) if "eval" in want else {}
+            n = max(args.starts // 2, 2)
+            report["lsp"] = lsp_first_answer(places, n) if "lsp" in want else skipped
+            report["debug"] = debug_launch(places, n) if "debug" in want else skipped
+            report["worker"] = (
+                worker_first_output(places, args.starts) if "worker" in want else skipped
+            )
     if args.json:
         print(json.dumps(report, indent=2))
         return
-    e = report["eval"]
+    e = report["eval"] or {
+        k: skipped for k in ("first_cell", "first_cell_opened_ahead", "round_trip")
+    }
     print(f"prefix place: {report['prefix']}")
     print(line("start /bin/true", report["start"], "<= 30 ms added"))
     print(line("kernel first cell, cold", e["first_cell"]))
