@@ -24,6 +24,7 @@ from types import MappingProxyType
 from typing import Any
 
 from tether import roots
+from tether.atomic_files import open_regular
 from tether.lsp.checkers import PARSERS
 from tether.messages.language_server_ops import HierarchyDirection
 from tether.places.registry import split_place
@@ -401,14 +402,30 @@ def checker_argv(row: ServerRow, root: Path) -> list[str]:
         )
     argv = [exe, *ck.argv[1:]]
     if ck.files:
-        flags = root / "compile_flags.txt"
-        if flags.exists():
-            argv += [ln.strip() for ln in flags.read_text().splitlines() if ln.strip()]
+        argv += _flag_lines(row, root)
         files = _project_files(root, ck.files)
         if not files:
             return []
         argv += files
     return argv
+
+
+def _flag_lines(row: ServerRow, root: Path) -> list[str]:
+    """The lines of the project's compile_flags.txt (none when it has none), read beneath
+    `root`: a file whose links lead out of the project (to another run's workspace, a
+    secret) is not read into the checker's argv on the host (issue 22)."""
+    flags = root / "compile_flags.txt"
+    try:
+        with open_regular(flags, follow=True, root=root) as f:
+            text = f.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise CheckerUnavailable(
+            f"the {row.name} project checker reads {flags}, which could not be read: {exc}. "
+            "Make it a regular file inside the project"
+        ) from exc
+    return [ln.strip() for ln in text.splitlines() if ln.strip()]
 
 
 def _local_or_path(row: ServerRow, root: Path, name: str) -> str | None:
