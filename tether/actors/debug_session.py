@@ -20,36 +20,39 @@ Session rules (SPEC.md "debug"):
 - `terminate` disconnects, kills everything the session started and ends this actor
   (the next call starts a fresh session, with a fresh TTL).
 
-Processes: the adapter leads its own session (start_new_session), and the debuggee and
-its children stay in it even where they lead their own process group (debugpy's launcher
-gives the program its own): a stop kills the adapter's tree and every process of that
-session. The pids are reported to the supervisor when the program starts (its `process`
-event) and after a launch, so a SIGKILLed actor's debuggee is reaped by the supervisor too.
+Its parts: what a launch or attach asks of the adapter (`debug.launch`), the adapter's
+socket when it speaks over TCP (`debug.adapter_socket`), and the processes of the adapter's
+session (`debug.session_processes`): a stop kills the adapter's tree and every process of
+that session. The pids are reported to the supervisor when the program starts (its
+`process` event) and after a launch, so a SIGKILLed actor's debuggee is reaped by the
+supervisor too.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import re
 import socket
-import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import psutil
 
 from tether.actors.base import ResourceUnavailable
 from tether.actors.process import ProcessActor
 from tether.capacity.ceiling import ResourceCeiling
 from tether.channels import OutBuffer
 from tether.debug import adapters
-from tether.debug.adapters import BY_NAME, AdapterRow
-from tether.debug.breakpoints import Breakpoint, FunctionBreakpoint
+from tether.debug.adapter_socket import AdapterSocket, ListenDeadline, no_listen_line
+from tether.debug.adapters import AdapterRow
 from tether.debug.driver import DebugError
+from tether.debug.launch import (
+    adapter_place,
+    adapter_request,
+    adapter_row,
+    restore_breakpoints,
+    successor,
+)
 from tether.debug.session import Session
+from tether.debug.session_processes import SessionProcesses
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import Call, ErrorCode, ResourceError
 from tether.messages.control import Start
@@ -76,21 +79,9 @@ from tether.messages.debug_ops import (
     Variables,
 )
 from tether.messages.ops import op_name
-from tether.places import Place
-from tether.places.sandbox import python_inside
-from tether.private_dirs import ensure_private_dir
-from tether.processes import kill_tree, session_processes
 from tether.protocol import FramingError
-from tether.scratch import ProcessScratch
 
 SESSION_TTL = 1800.0  # s: SPEC.md "debug", a hard TTL
-LISTEN_LINE = re.compile(rb"listening at:?\s*\[?([0-9.:a-fA-F]+?)\]?:(\d+)\s*$", re.M)
-SOCKET_CHUNK = 65536
-
-
-@dataclass(frozen=True)
-class ListenDeadline:
-    """Timer tag: the adapter had its startup time to say which port it listens on."""
 
 
 # the ops that let the program run until it stops (a cancelled one pauses it)
@@ -108,17 +99,11 @@ class DebugSessionActor(ProcessActor):
         self.session = Session(self)
         self.queue: list[Call] = []
         self.busy: Call | None = None
-        self.sock: socket.socket | None = None
+        self.link = AdapterSocket()  # delve's (or an attached DAP server's) socket
+        self.procs = SessionProcesses()  # what the session started and must end
         self.row: AdapterRow | None = None
-        self._listen_buf = b""
-        self._waiting_port: tuple[Any, Call] | None = None  # (op, call) until delve listens
-        self._relay_socket = ""  # delve in a sandbox: the relay's Unix socket to its port
-        self._place_cache: ProcessScratch | None = None  # a sandboxed run's build caches
-        self._adapter_created = 0.0
-        self._adapter_pid = 0
         self._ending = False  # we are ending the adapter ourselves (terminate, relaunch)
         self._program_reported = False  # the supervisor knows the program's pids
-        self._built = ""  # the binary delve builds for a launch: ours to remove at the end
 
     def handle_message(self, obj: Any, data: bytes, extra: Any, sender: Any) -> None:
         if isinstance(obj, Start):
@@ -229,7 +214,7 @@ class DebugSessionActor(ProcessActor):
             payload = self._at_ceiling(payload)
         if token.op == "terminate":
             self._end_everything()
-            payload = {**payload, "processes_left": self._processes_left()}
+            payload = {**payload, "processes_left": self.procs.left()}
             self.reply(token, payload)
             self.stop("normal", "terminated by the terminate op")
             return
@@ -269,71 +254,25 @@ class DebugSessionActor(ProcessActor):
 
     # --- starting a session -----------------------------------------------------------------
     def _start_session(self, op: Launch | Attach, call: Call) -> None:
-        s = self.session
-        if s.live:
-            raise DebugError(
-                ErrorCode.BAD_REQUEST,
-                f"a debug session is already running ({s.row.name if s.row else '?'} on "
-                f"{s.program or 'an attached process'}, {s.state}); call debug terminate to "
-                "end it, then launch again",
-            )
-        row = BY_NAME.get(op.adapter)
-        if row is None:
-            raise DebugError(
-                ErrorCode.BAD_REQUEST,
-                f"no debug adapter {op.adapter!r}; adapters: {', '.join(BY_NAME)}",
-            )
-        binary = adapters.find_binary(row)
-        if not binary:
-            raise DebugError(ErrorCode.UNAVAILABLE, f"{row.name}: adapter not found; {row.install}")
+        row, binary = adapter_row(op, self.session)
         self._end_adapter()  # an exited program's adapter, if still there
-        self._reap_adapter()
+        self.procs.reap(self.proc)
         # breakpoints set before a crash (or a retried launch) went with that incarnation:
         # the host keeps the run's and sends them along; those missing here are set again
-        restored = self._restore_breakpoints(op)
+        why = self.previous_end or "the run's actors were started anew"
+        restored = restore_breakpoints(self.session, op, why)
         self.previous_end = ""
         root = Path(op.root)
-        built_at = 0.0  # a prebuilt program's build time: its sources as they were then
-        if isinstance(op, Launch):
-            config = adapters.launch_config(row, Path(op.program), list(op.args), root)
-            if op.place and isinstance(config.get("python"), str):  # (one the place has)
-                config["python"] = python_inside(config["python"], str(root))
-            self._built = config.get("output", "")
-            request, program, wait = "launch", op.program, op.wait
-            if row.name == "lldb" or config.get("mode") == "exec":
-                with contextlib.suppress(OSError):  # a prebuilt program: when it was built
-                    built_at = os.stat(op.program).st_mtime
-        else:
-            try:
-                config = adapters.attach_config(row, op.port, op.pid)
-            except ValueError as e:
-                raise DebugError(ErrorCode.BAD_REQUEST, str(e)) from e
-            request, program, wait = (
-                "attach",
-                f"pid {op.pid}" if op.pid else f"port {op.port}",
-                op.wait,
-            )
-            if op.pid is not None:  # (lldb, delve: a binary, built from its sources then)
-                with contextlib.suppress(psutil.Error, OSError):
-                    built_at = os.stat(psutil.Process(op.pid).exe()).st_mtime
-        fresh = Session(self)
-        old = self.session
-        # what the agent set, and the files as the last launch read them (a breakpoint
-        # follows its text from there)
-        fresh.breakpoints, fresh.functions, fresh.exceptions = (
-            old.breakpoints,
-            old.functions,
-            old.exceptions,
-        )
-        fresh.loaded, fresh.built_at = old.loaded, old.built_at
-        fresh.restored = restored
+        req = adapter_request(op, row)
+        self.procs.built = req.built
+        fresh = successor(self.session, self, restored)
         self.session = fresh
         self.row = row
         self._ending = False
         self._program_reported = False
         if isinstance(op, Attach) and op.pid is None and row.port_attach == "connect":
             # the port is a DAP server already (debugpy --listen, dlv --headless): join it
-            self._adapter_pid = 0
+            self.procs.adapter_pid = 0
             try:
                 self._connect("127.0.0.1", int(op.port or 0))
             except OSError as e:
@@ -342,99 +281,38 @@ class DebugSessionActor(ProcessActor):
                     f"nothing accepts on 127.0.0.1:{op.port} ({e}); {row.name} attaches to a "
                     f"{row.attach_help}",
                 ) from e
-            fresh.run(
-                fresh.launch(row, program, config, request, wait, time.time(), built_at), call
-            )
+            fresh.run(req.start(fresh, row), call)
             return
         argv = adapters.adapter_argv(row, binary)
         # its own TMPDIR (and its program's), removed once it ended
         env = adapters.adapter_env(row, self.new_scratch(row.name))
-        place = Place.from_wire(op.place) if op.place else None
-        why_not = adapters.place_refusal(row, place.kind if place else "host")
-        if why_not:
-            raise DebugError(ErrorCode.UNAVAILABLE, why_not)
-        self._relay_socket = ""
+        place = adapter_place(op, row)
+        self.link.relay = ""
         if place is not None and place.kind == "sandbox" and row.transport == "tcp":
-            try:
-                argv, self._relay_socket = adapters.relayed_argv(row, binary, self._scratch_dir())
-            except ValueError as e:
-                raise DebugError(ErrorCode.UNAVAILABLE, str(e)) from e
+            argv = self.link.relayed_argv(row, binary, self._scratch)
         rw: list[str] = []
         if place is not None and place.kind == "sandbox" and row.cache_env:
-            env.update(self._place_caches(row))
-            rw.append(str(self._scratch_of_place().base))
+            env.update(self.procs.place_caches(row))
+            rw.append(str(self.procs.caches().base))
         # in the run's place: the adapter, and so the program it starts (tether.places)
-        self._adapter_pid = self.spawn(
-            argv, cwd=str(root), env=env, place=place, workspace=str(root), rw=rw
-        )
+        pid = self.spawn(argv, cwd=str(root), env=env, place=place, workspace=str(root), rw=rw)
         # at once: the program it starts inherits the rlimit, or is born in the cgroup
         on_host = place is None or place.kind == "host"
-        self.ceiling.put([self._adapter_pid], f"debug-{self._adapter_pid}", on_host=on_host)
-        with contextlib.suppress(psutil.Error):
-            self._adapter_created = psutil.Process(self._adapter_pid).create_time()
-        gen = fresh.launch(row, program, config, request, wait, time.time(), built_at)
+        self.ceiling.put([pid], f"debug-{pid}", on_host=on_host)
+        self.procs.adapter_started(pid)
+        gen = req.start(fresh, row)
         if row.transport == "tcp":
-            self._listen_buf = b""
-            self._waiting_port = (gen, call)
+            self.link.wait_for_port(gen, call)
             fresh.state = "starting"
             self.after(row.startup_timeout, ListenDeadline())
         else:
             fresh.run(gen, call)
 
-    def _restore_breakpoints(self, op: Launch | Attach) -> dict[str, Any]:
-        """Set the run's breakpoints this session does not have; what was set and why it
-        was missing ({} when nothing was)."""
-        s = self.session
-        missing = {
-            f: specs for f, specs in op.breakpoints.items() if specs and f not in s.breakpoints
-        }
-        for path, specs in missing.items():
-            s.remember_breakpoints(path, [Breakpoint.from_spec(x) for x in specs])
-        restored: dict[str, Any] = {}
-        if missing:
-            restored["files"] = {f: [int(x["line"]) for x in v] for f, v in missing.items()}
-        if op.functions and not s.functions:
-            s.functions = [FunctionBreakpoint.from_spec(x) for x in op.functions]
-            restored["functions"] = [f.name for f in s.functions]
-        if op.exceptions is not None and s.exceptions is None:
-            s.exceptions = list(op.exceptions)
-            restored["exceptions"] = s.exceptions
-        if restored:
-            restored["why"] = self.previous_end or "the run's actors were started anew"
-        return restored
-
-    def _scratch_of_place(self) -> ProcessScratch:
-        if self._place_cache is None:
-            self._place_cache = ProcessScratch("dbg-caches")
-        return self._place_cache
-
-    def _place_caches(self, row: AdapterRow) -> dict[str, str]:
-        """A sandboxed run's own toolchain caches (delve's go build), kept between its
-        launches and removed with this actor: the sandbox's /tmp starts empty at each
-        launch, and the shared caches beside the scratch dirs are the host's, which no
-        place may read or write (another conversation's compiled code is in them)."""
-        base = self._scratch_of_place().base
-        return {var: str(ensure_private_dir(base / sub)) for var, sub in row.cache_env.items()}
-
-    def _scratch_dir(self) -> Path:
-        scratch = self._scratch
-        assert scratch is not None  # (made for this adapter just above: adapter_env)
-        return Path(scratch.base)
-
     def _connect(self, host: str, port: int) -> None:
         """A DAP server listens (our delve, or the one an attach joins): connect (loopback
         only), and the socket becomes our write end; the adapter's stdin pipe is closed so
         that the program reads end-of-file."""
-        if host not in ("127.0.0.1", "::1", "localhost"):
-            raise DebugError(ErrorCode.FAILED, f"the adapter listens on {host}, not on loopback")
-        if self._relay_socket:  # (delve in a sandbox: its loopback is the sandbox's own)
-            sock = socket.socket(socket.AF_UNIX)
-            sock.settimeout(2.0)
-            sock.connect(self._relay_socket)
-        else:
-            sock = socket.create_connection((host, port), timeout=2.0)
-        sock.setblocking(False)
-        self.sock = sock
+        sock = self.link.connect(host, port)
         if self.proc is not None and self.proc.poll() is None and self.proc.stdin is not None:
             with contextlib.suppress(OSError):
                 self.proc.stdin.close()
@@ -444,12 +322,11 @@ class DebugSessionActor(ProcessActor):
     def on_stdout(self, data: bytes) -> None:
         row = self.row
         if row is not None and row.transport == "tcp":
-            if self._waiting_port is not None:
-                self._listen_buf += data
-                m = LISTEN_LINE.search(self._listen_buf)
-                if m:
-                    rest = self._listen_buf[m.end() :].lstrip(b"\r\n")
-                    self._listened(m.group(1).decode(), int(m.group(2)))
+            if self.link.waiting is not None:
+                heard = self.link.listen_line(data)
+                if heard:
+                    host, port, rest = heard
+                    self._listened(host, port)
                     if rest:
                         self.session.add_output(rest.decode("utf-8", "replace"))
                 return
@@ -458,9 +335,9 @@ class DebugSessionActor(ProcessActor):
         self._feed(data)
 
     def _listened(self, host: str, port: int) -> None:
-        assert self._waiting_port is not None
-        gen, call = self._waiting_port
-        self._waiting_port = None
+        waiting = self.link.take_waiting()
+        assert waiting is not None
+        gen, call = waiting
         try:
             self._connect(host, port)
         except (OSError, DebugError) as e:
@@ -480,29 +357,26 @@ class DebugSessionActor(ProcessActor):
 
     def watch_fds(self) -> list[int]:
         fds = super().watch_fds()
-        if self.sock is not None:
-            fds.append(self.sock.fileno())
+        if self.link.sock is not None:
+            fds.append(self.link.sock.fileno())
         return fds
 
     def handle_watch(self, ready: list[int]) -> None:
         # the program's output (delve's stdout) first: an exit read from the socket in the
         # same wake-up settles the call with the output tail
-        sock = self.sock
+        sock = self.link.sock
         sock_ready = sock is not None and sock.fileno() in ready
         super().handle_watch(ready)
-        if sock_ready and sock is self.sock and sock is not None:
+        if sock_ready and sock is self.link.sock and sock is not None:
             self._read_socket(sock)
 
     def _read_socket(self, sock: socket.socket) -> None:
-        while self.sock is sock:
-            try:
-                data = sock.recv(SOCKET_CHUNK)
-            except BlockingIOError:
+        while self.link.sock is sock:
+            data = self.link.recv(sock)
+            if data is None:
                 return
-            except OSError:
-                data = b""
             if not data:
-                self._close_socket()
+                self.link.close()
                 self._adapter_ended("the adapter closed its connection")
                 return
             # the program's output (delve's stdout) before the events that follow it: an
@@ -510,39 +384,25 @@ class DebugSessionActor(ProcessActor):
             self.drain_stdout()
             self._feed(data)
 
-    def _close_socket(self) -> None:
-        if self.sock is not None:
-            with contextlib.suppress(OSError):
-                self.sock.close()
-            self.sock = None
-
     def on_timer(self, tag: Any) -> None:
         if isinstance(tag, ListenDeadline):
-            if self._waiting_port is not None:
-                _, call = self._waiting_port
-                self._waiting_port = None
-                tail = self.stderr_tail().strip()[-300:]
-                self.error(
-                    call,
-                    ErrorCode.DEADLINE,
-                    f"{self.row.name if self.row else 'the adapter'} did not say which port it "
-                    f"listens on within {self.row.startup_timeout if self.row else 0:g} s"
-                    + (f" (stderr: {tail})" if tail else ""),
-                )
+            waiting = self.link.take_waiting()
+            if waiting is not None:
+                message = no_listen_line(self.row, self.stderr_tail())
+                self.error(waiting[1], ErrorCode.DEADLINE, message)
             return
         self.session.on_timer(tag)
 
     # --- the adapter's end ------------------------------------------------------------------
     def on_exit(self, returncode: int | None) -> None:
         why = self.exit_message(returncode)
-        self._kill_session_processes()
-        if self.sock is not None:
-            self._read_socket(self.sock)  # what it said last (delve: the exit code)
-        self._close_socket()
-        if self._waiting_port is not None:
-            _, call = self._waiting_port
-            self._waiting_port = None
-            self.error(call, ErrorCode.RESOURCE_DIED, why)
+        self.procs.kill()
+        if self.link.sock is not None:
+            self._read_socket(self.link.sock)  # what it said last (delve: the exit code)
+        self.link.close()
+        waiting = self.link.take_waiting()
+        if waiting is not None:
+            self.error(waiting[1], ErrorCode.RESOURCE_DIED, why)
             return
         self._adapter_ended(why)
 
@@ -568,41 +428,9 @@ class DebugSessionActor(ProcessActor):
     def _end_adapter(self) -> None:
         """Kill the adapter, the program and whatever they started (no waiting on them)."""
         self._ending = True
-        proc = self.proc
-        if proc is not None and proc.poll() is None:
-            kill_tree(proc.pid, grace=0.0, wait=False)
-        self._kill_session_processes()
-        self._close_socket()
-        self._remove_built_binary()
-
-    def _reap_adapter(self) -> None:
-        """The adapter of a program that exited was killed (SIGKILL) when it exited; spawn
-        refuses while it lives, and its death can still be in flight when a launch follows
-        at once (seen with lldb-dap): it is reaped first, bounded."""
-        proc = self.proc
-        if proc is not None and proc.poll() is None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=1.0)
-
-    def _remove_built_binary(self) -> None:
-        """delve removes the binary it built only when it ends cleanly; a killed delve
-        leaves it in the workspace, so the session removes it."""
-        if self._built:
-            with contextlib.suppress(OSError):
-                os.unlink(self._built)
-            self._built = ""
-
-    def _kill_session_processes(self) -> None:
-        for p in self._session_members():
-            with contextlib.suppress(Exception):
-                kill_tree(p.pid, grace=0.0, wait=False)
-
-    def _session_members(self) -> list[psutil.Process]:
-        """Every process of the adapter's session (the adapter started it with setsid): the
-        program and its children, even those that left the adapter's process tree."""
-        if not self._adapter_pid:
-            return []
-        return session_processes(self._adapter_pid, self._adapter_created)
+        self.procs.end(self.proc)
+        self.link.close()
+        self.procs.remove_built()
 
     def _end_everything(self) -> None:
         self._end_adapter()
@@ -610,28 +438,18 @@ class DebugSessionActor(ProcessActor):
             with contextlib.suppress(Exception):
                 self.proc.wait(timeout=0.2)
 
-    def _processes_left(self) -> list[int]:
-        deadline = time.monotonic() + 1.0
-        left = self._session_members()
-        while left and time.monotonic() < deadline:
-            psutil.wait_procs(left, timeout=0.05)
-            left = [p for p in self._session_members() if p.status() != psutil.STATUS_ZOMBIE]
-        return [p.pid for p in left]
-
     def owned_pids(self) -> list[int]:
         pids = dict.fromkeys(super().owned_pids())
-        for p in self._session_members():
+        for p in self.procs.members():
             pids[p.pid] = None
         return list(pids)
 
     def release(self) -> None:
-        self._kill_session_processes()
-        self._close_socket()
-        self._remove_built_binary()
+        self.procs.kill()
+        self.link.close()
+        self.procs.remove_built()
         super().release()
-        if self._place_cache is not None:
-            self._place_cache.close()
-            self._place_cache = None
+        self.procs.close_caches()
         if hasattr(self, "ceiling"):
             self.ceiling.release()
 
