@@ -1,0 +1,143 @@
+"""The hostile conversation against a runtime started by a plain user (issue 22 item 3,
+"as root and as a plain user"): the other hostile tests run the runtime as root, where
+bubblewrap's user namespace is made with every privilege at hand; here the runtime runs as
+`nobody` (setpriv), so the sandbox is made unprivileged (bwrap is not setuid here; user namespaces:
+user.max_user_namespaces is 96367, and this kernel has no unprivileged_userns_clone), and a sandboxed cell still reads nothing of another run,
+writes nothing outside its workspace, and sees no port file, state dir or tree process.
+
+The runtime's interpreter for `nobody`: the test venv's Python lives under /root (0700
+here), which nobody cannot run, so a venv over the system's Python of the same version
+gets tether's site-packages as hard links (the same files, read-only to nobody, one
+filesystem; no copy of 1 GB) - the shape of a plain user's own install."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.places.test_places import needs_sandbox
+
+SYSTEM_PYTHON = f"/usr/bin/python{sys.version_info[0]}.{sys.version_info[1]}"
+AS_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+pytestmark = [
+    pytest.mark.slow,
+    needs_sandbox,
+    pytest.mark.skipif(os.getuid() != 0, reason="run as a plain user already: the others do"),
+    pytest.mark.skipif(
+        not os.access(SYSTEM_PYTHON, os.X_OK) or shutil.which("setpriv") is None,
+        reason=f"needs {SYSTEM_PYTHON} (tether's site-packages are built for it) and setpriv",
+    ),
+]
+
+HOST = (
+    textwrap.dedent(
+        """
+    import os, sys, tempfile
+    from pathlib import Path
+    from tether.actors.kernel import kinds
+    from tether.runtime import Runtime
+    top = Path(sys.argv[1])
+    state = Path(tempfile.mkdtemp(prefix="tk-"))  # (short: a kernel's socket paths fit)
+    rt = Runtime.start(kinds=kinds(spares=0), state_dir=str(state))
+    try:
+        print("runtime uid", os.getuid(), flush=True)
+        rt.open_run("b", workdir=top / "b", place="sandbox")
+        probe = (
+            "import os\\n"
+            "def probe(what, f):\\n"
+            "    try: f(); print(what, 'OPEN')\\n"
+            "    except OSError as e: print(what, 'refused', type(e).__name__)\\n"
+            f"probe('secret', lambda: print(open({str(top / 'b' / 'secret.txt')!r}).read()))\\n"
+            f"probe('outside', lambda: open({str(top)!r} + '/planted-%d' % os.getuid(), 'w').write('x'))\\n"
+            f"probe('portfile', lambda: open({str(rt.port_file)!r}).read())\\n"
+            f"print('state', sorted(os.listdir({str(state)!r})))\\n"
+            f"probe('signal', lambda: os.kill({rt.admin_pid}, 0))\\n"
+            "print('cap', open('/proc/self/status').read().split('CapEff:')[1].split()[0])\\n"
+            "print('uid', os.getuid())\\n"
+            "open('mine.txt', 'w').write('written by A')\\n"
+        )
+        for place in ("host", "sandbox"):
+            run = rt.open_run(place, workdir=top / place, place=place)
+            res = run.call("eval", {{"code": probe, "description": "try to reach what the run must not"}})
+            print(f"--- {{place}} error={{res.is_error}}", res.text, sep="\\n", flush=True)
+    finally:
+        rt.shutdown()
+    """
+    )
+    .replace("{{", "{")
+    .replace("}}", "}")
+)
+
+
+@pytest.fixture(scope="module")
+def plain_python() -> Iterator[str]:
+    """A venv over the system's Python holding tether's site-packages as hard links."""
+    top = Path(tempfile.mkdtemp(prefix="tether-plain-"))
+    top.chmod(0o755)
+    venv = top / "venv"
+    subprocess.run([SYSTEM_PYTHON, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = venv / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    site.rmdir()
+    ours = next(p for p in sys.path if p.startswith(sys.prefix) and p.endswith("site-packages"))
+    done = subprocess.run(["cp", "-al", ours, str(site)], capture_output=True, text=True)
+    if done.returncode != 0:  # (another filesystem: no hard links)
+        shutil.rmtree(top, ignore_errors=True)
+        pytest.skip(f"could not link tether's site-packages for nobody: {done.stderr}")
+    yield str(venv / "bin" / "python")
+    shutil.rmtree(top, ignore_errors=True)
+
+
+@pytest.fixture
+def plain_top() -> Iterator[Path]:
+    """Workspaces nobody may use (root's pytest dirs are 0700): b (with a secret), host
+    and sandbox; the top dir is writable by nobody, so only the place stops a write there."""
+    top = Path(tempfile.mkdtemp(prefix="tether-plain-ws-"))
+    top.chmod(0o777)
+    for name in ("b", "host", "sandbox"):
+        (top / name).mkdir()
+        (top / name).chmod(0o777)
+    (top / "b" / "secret.txt").write_text("B's secret\n")
+    yield top
+    shutil.rmtree(top, ignore_errors=True)
+
+
+def test_a_sandboxed_cell_of_a_plain_users_runtime_is_kept_in_its_place(
+    plain_python: str, plain_top: Path
+) -> None:
+    repo = Path(__file__).parents[2]
+    env = {**os.environ, "HOME": str(plain_top), "PYTHONPATH": str(repo)}
+    env.pop("TETHER_STATE_DIR", None)
+    done = subprocess.run(
+        [*AS_NOBODY, plain_python, "-c", HOST, str(plain_top)],
+        env=env,
+        cwd=str(plain_top),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    out = done.stdout
+    assert done.returncode == 0 and "--- sandbox" in out, (out, done.stderr[-3000:])
+    assert "runtime uid 65534" in out, out
+    host, boxed = out.split("--- host")[1].split("--- sandbox")
+    # the differential: a host cell of the same runtime reaches what nobody may
+    assert "B's secret" in host and "portfile OPEN" in host and "signal OPEN" in host, host
+    assert "uid 65534" in host, host
+    assert (plain_top / "planted-65534").exists(), host
+    # in the sandbox: none of it
+    assert boxed.startswith(" error=False"), boxed
+    assert "B's secret" not in boxed and "secret refused FileNotFoundError" in boxed, boxed
+    assert not (plain_top / "planted-1000").exists(), boxed  # (it went to its private /tmp)
+    assert "portfile refused FileNotFoundError" in boxed, boxed
+    assert "state ['kernels', 'layers']" in boxed, boxed  # (the way to its own kernel only)
+    assert "signal refused ProcessLookupError" in boxed, boxed
+    assert "cap 0000000000000000" in boxed and "uid 1000" in boxed, boxed
+    assert (plain_top / "sandbox" / "mine.txt").read_text() == "written by A"
