@@ -112,11 +112,11 @@ with Runtime.start(kinds=kinds(memory_limit_mb=150, spares=0)) as rt:
 """
 
 
-def in_a_box(script: str, state_dir: Path) -> tuple[dict[str, Any], Cgroup]:
+def in_a_box(script: str, state_dir: Path, timeout: float = 180.0) -> tuple[dict[str, Any], Cgroup]:
     """Run `script` in a fresh Python born inside a v1 memory cgroup of its own with a 3 GiB
     limit (so the tree it starts has a limited cgroup, and ceilings are child cgroups of
     it): the JSON of its last stdout line, and the box (the caller removes it with
-    `remove_tree`, after its assertions on it)."""
+    `remove_tree`, after its assertions on it). `timeout`: s the script may take."""
     if os.geteuid() != 0 or not (V1_ROOT / "memory.usage_in_bytes").exists():
         pytest.skip("needs root and a v1 memory controller at /sys/fs/cgroup/memory")
     box = Cgroup(1, V1_ROOT).child(f"tether-test-box-{os.getpid()}")
@@ -129,7 +129,7 @@ def in_a_box(script: str, state_dir: Path) -> tuple[dict[str, Any], Cgroup]:
             ["/bin/sh", "-c", join, script],
             capture_output=True,
             text=True,
-            timeout=180,
+            timeout=timeout,
             env=env,
             cwd=REPO,
         )

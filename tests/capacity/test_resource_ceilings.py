@@ -1,7 +1,9 @@
 """Hard memory ceilings on the resources that poll nothing themselves (tether.capacity.ceiling,
 ResourceCeiling): a language server, a vibe worker, a debug adapter and its program. On this
 tree (no memory cgroup of its own) the ceiling is RLIMIT_DATA, and a node server's V8 heap
-limit inside it; each case is a real process that allocates past its ceiling."""
+limit inside it; each case is a real process that allocates past its ceiling. The last cases
+run a tree born inside a v1 memory cgroup of its own (tests.capacity.test_ceiling.in_a_box),
+where each ceiling is a child cgroup and the OOM killer acts inside it only."""
 
 from __future__ import annotations
 
@@ -236,5 +238,117 @@ def test_with_a_cgroup_of_its_own_a_runaway_worker_is_killed_inside_its_child(
         assert f"{ceiling.OVER_WORDS} (a ceiling of 150 MiB)" in hog and "OOM killer" in hog, hog
         assert out["good"]["status"] == "done", out["good"]  # the next worker runs as ever
         assert box.oom_kills() == 0  # the kill happened in the worker's own cgroup
+    finally:
+        remove_tree(box)
+
+
+# --- the same ceilings as child cgroups: a tree in a v1 memory cgroup of its own --------
+CGROUP_SERVER = r"""
+import json, shutil, tempfile
+from pathlib import Path
+from tests.capacity.test_resource_ceilings import SAMPLE, big_module, with_ceiling
+from tests.conftest import health_node, wait_until
+from tether.actors.language_server import KINDS
+from tether.runtime import Runtime
+base = Path(tempfile.mkdtemp())
+for name in ("big", "calm"):
+    shutil.copytree(SAMPLE, base / name)
+(base / "big" / "inventory" / "big.py").write_text(big_module(6000))
+small = {"action": "hover", "file": "inventory/models.py", "line": 7, "symbol": "Item"}
+kinds = with_ceiling(KINDS, 300, stall_timeout=240.0, request_budget=240.0)
+out = {}
+with Runtime.start(kinds=kinds) as rt:
+    run, calm = rt.open_run("big", workdir=base / "big"), rt.open_run("calm", workdir=base / "calm")
+    out["first"], out["calm_first"] = run.call("lsp", small).text, calm.call("lsp", small).text
+    name = "language_server:basedpyright:" + str(base / "big")
+    calm_name = "language_server:basedpyright:" + str(base / "calm")
+    out["how"] = health_node(rt.health(), name)["extra"]["memory_ceiling"]
+    pids = lambda: sorted(p["pid"] for p in health_node(rt.health(), calm_name)["pids"])
+    calm_pids = pids()
+    blown = run.call("lsp", {"action": "diagnostics", "file": "inventory/big.py"})
+    wait_until(lambda: (health_node(rt.health(), name) or {}).get("restarts", 0) >= 1, 240.0)
+    out["last_error"] = health_node(rt.health(), name)["last_error"]
+    again = run.call("lsp", small)
+    out["notes"] = [*(blown.data or {}).get("notes", []), *again.data.get("notes", [])]
+    out["again"], out["blown"] = again.text, blown.text
+    out["calm_again"] = calm.call("lsp", small).text
+    out["calm_restarts"] = health_node(rt.health(), calm_name).get("restarts", 0)
+    out["calm_same"] = pids() == calm_pids
+print(json.dumps(out))
+"""
+
+
+def test_with_a_cgroup_of_its_own_a_language_server_is_killed_inside_its_child(
+    tmp_path, tether_state_dir
+):
+    from tests.capacity.test_ceiling import in_a_box, remove_tree
+
+    out, box = in_a_box(CGROUP_SERVER, tether_state_dir, timeout=600)
+    try:
+        assert out["how"].startswith("cgroup v1 ") and "/tether/lsp-" in out["how"], out["how"]
+        assert "class Item" in out["first"] and "class Item" in out["calm_first"], out
+        # checking big.py took the server past 300 MiB: the OOM killer of its own cgroup
+        # killed it there (a V8 heap limit, 225 MiB per isolate, is not reached first:
+        # the main thread's heap and the checker's together fill the cgroup)
+        said = f"{ceiling.OVER_WORDS} (a ceiling of 300 MiB) and the kernel's OOM killer"
+        # (in a cgroup of its own, the box's: each server's, named by its pid, as the
+        # runtime's one retry may have met a second server that died the same way)
+        box_lsp = out["how"].rsplit("/lsp-", 1)[0] + "/lsp-"
+        assert said in out["last_error"] and box_lsp in out["last_error"], out["last_error"]
+        assert "class Item" in out["again"], out["again"]
+        assert out["notes"], out["again"]
+        for note in out["notes"]:  # the next answer of the restarted server says why
+            assert "was restarted: its server died at its memory ceiling" in note, note
+            assert said in note and f"[note] {note}" in out["again"] + out["blown"], note
+        # the other conversation's server lived through it, untouched
+        assert "class Item" in out["calm_again"] and "[note]" not in out["calm_again"], out
+        assert out["calm_restarts"] == 0 and out["calm_same"], out
+        assert box.oom_kills() == 0  # the kill happened in the server's own cgroup
+    finally:
+        remove_tree(box)
+
+
+CGROUP_DEBUGGEE = r"""
+import json, tempfile
+from pathlib import Path
+from tests.capacity.test_resource_ceilings import HOG, with_ceiling
+from tether.actors.debug_session import KINDS
+from tether.runtime import Runtime
+work = Path(tempfile.mkdtemp())
+(work / "hog.py").write_text(HOG + "\n")
+(work / "calm.py").write_text("x = 41\nprint('calm', x + 1)\n")
+(work / "pyproject.toml").write_text('[project]\nname = "hog"\n')
+out = {}
+with Runtime.start(kinds=with_ceiling(KINDS, 150)) as rt:
+    run, calm = rt.open_run("d", workdir=work), rt.open_run("e", workdir=work)
+    # the other conversation's session waits at a breakpoint meanwhile
+    calm.call("debug", {"op": "breakpoints", "file": "calm.py", "lines": [2]})
+    stop = calm.call("debug", {"op": "launch", "program": "calm.py"})
+    frames = (stop.data or {}).get("frames") or [{}]
+    out["calm_stop"] = [(stop.data or {}).get("outcome"), frames[0].get("line"), stop.text]
+    hog = run.call("debug", {"op": "launch", "program": "hog.py"})
+    out["hog"], out["memory"] = hog.text, (hog.data or {}).get("memory", "")
+    out["calm_end"] = calm.call("debug", {"op": "continue"}).text
+    again = run.call("debug", {"op": "launch", "program": "calm.py"})  # the session again
+    out["again"] = again.text
+print(json.dumps(out))
+"""
+
+
+def test_with_a_cgroup_of_its_own_a_runaway_debuggee_is_killed_inside_its_child(
+    tmp_path, tether_state_dir
+):
+    from tests.capacity.test_ceiling import in_a_box, remove_tree
+
+    out, box = in_a_box(CGROUP_DEBUGGEE, tether_state_dir)
+    try:
+        assert out["calm_stop"][:2] == ["stopped", 2], out["calm_stop"]
+        said = f"the debuggee {ceiling.OVER_WORDS} (a ceiling of 150 MiB) and the kernel's OOM "
+        assert out["memory"].startswith(said) and "/tether/debug-" in out["memory"], out
+        assert said in out["hog"] and "growing" in out["hog"], out["hog"]
+        # the other session (its adapter and program, in the same box) never noticed
+        assert "calm 42" in out["calm_end"] and "exited with code 0" in out["calm_end"], out
+        assert "exited with code 0" in out["again"] and said not in out["again"], out
+        assert box.oom_kills() == 0  # the kill happened in the session's own cgroup
     finally:
         remove_tree(box)
