@@ -160,6 +160,13 @@ HOST = textwrap.dedent(
 )
 
 
+def _runs(program: str, proc: psutil.Process) -> bool:
+    """Does `proc` run `program` (not a tree process titled with a key that names it, as
+    `tether: checker basedpyright:/root` is)?"""
+    argv = proc.cmdline()
+    return bool(argv) and not argv[0].startswith("tether:") and program in " ".join(argv[:3])
+
+
 def host_with_a_running_checker(
     tmp_path: Path,
 ) -> tuple[subprocess.Popen, psutil.Process, psutil.Process]:
@@ -176,7 +183,7 @@ def host_with_a_running_checker(
         """The checker the actor started (not the node process it runs in turn)."""
         try:
             tree = admin.children(recursive=True)
-            checkers = {p.pid for p in tree if "basedpyright" in " ".join(p.cmdline()[:3])}
+            checkers = {p.pid for p in tree if _runs("basedpyright", p)}
             for proc in tree:
                 if proc.pid in checkers and proc.ppid() not in checkers and not gone(proc):
                     return proc
