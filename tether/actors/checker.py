@@ -12,9 +12,9 @@ the runtime's shared cache, kept.
 Key: "<server>:<absolute root>" as for language servers (`servers.make_key`): the row names
 the checker, its argv and the parser of its output (`servers.checker_argv`,
 `checkers.parse_checker_output`). Its one op, `Check` (tether.messages.checker_ops), answers
-{"records": [...], "returncode": n}. One check runs at a time per key: calls that arrive meanwhile are served
-together by the next run (which sees their writes), and a run whose callers all gave up is
-killed rather than left to burn a core.
+a `CheckReply` (the records, the exit code). One check runs at a time per key: calls that
+arrive meanwhile are served together by the next run (which sees their writes), and a run
+whose callers all gave up is killed rather than left to burn a core.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.lsp.checkers import CHECKER_TIMEOUT, parse_checker_output
 from tether.lsp.servers import BY_NAME, CheckerUnavailable, checker_argv, split_key
 from tether.messages.calls import Call, ErrorCode
-from tether.messages.checker_ops import CHECKER, Check
+from tether.messages.checker_ops import CHECKER, Check, CheckReply
+from tether.messages.ops import op_args
 from tether.places import PlaceError
 from tether.places.registry import recall, split_place
 from tether.resources.serial import CallersCheck, RunDeadline, SerialRuns
@@ -76,7 +77,7 @@ class CheckerActor(ProcessActor):
             self._settle_running(None, ErrorCode.UNAVAILABLE, str(exc))
             return
         if not argv:  # nothing to check (no source files)
-            self._settle_running({"records": [], "returncode": 0})
+            self._settle_running(CheckReply([], 0))
             return
         run_no = self.runs.begin()
         self.failure = ""
@@ -151,15 +152,13 @@ class CheckerActor(ProcessActor):
                 for rec in records:
                     path = Path(rec["path"])
                     rec["path"] = str(path if path.is_absolute() else (self.root / path).resolve())
-                self._settle_running({"records": records, "returncode": returncode})
+                self._settle_running(CheckReply(records, returncode))
         self.runs.next()
 
-    def _settle_running(
-        self, payload: dict[str, Any] | None, code: str = "", message: str = ""
-    ) -> None:
+    def _settle_running(self, reply: CheckReply | None, code: str = "", message: str = "") -> None:
         for call in self.runs.finish():
-            if payload is not None:
-                self.reply(call, payload)
+            if reply is not None:
+                self.reply(call, op_args(reply))
             else:
                 self.fail(call, code, message)
 

@@ -1,17 +1,36 @@
 """The ops of the project checker (kind "checker", `tether.actors.checker`).
 
 The key names the row and the project root ("<server>:<root>"), so the one op needs no
-arguments: `Check` runs the row's checker there and answers {"records": [...],
-"returncode": n}.
+arguments: `Check` runs the row's checker there and answers `CheckReply` (flat on the wire,
+`op_args`; read back and checked by `read_check_reply`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from tether.messages.ops import Vocabulary
 
 CHECKER = Vocabulary("checker")
+REPLIES = Vocabulary("checker reply")  # checks a reply as it comes off the wire
+
+
+@REPLIES.op
+@dataclass(frozen=True)
+class CheckReply:
+    """What the checker found, as diagnostics records (JSON objects with an absolute
+    "path"), and its exit code (which says what it found, not whether it ran)."""
+
+    records: list[dict[str, Any]]
+    returncode: int | None
+
+
+def read_check_reply(payload: Mapping[str, Any]) -> CheckReply:
+    """The `Reply` payload back as a CheckReply (OpError if a field is missing or mistyped)."""
+    reply: CheckReply = REPLIES.build(CheckReply, payload)
+    return reply
 
 
 @CHECKER.op

@@ -12,7 +12,7 @@ from tether.lsp import render
 from tether.lsp.checkers import CHECKER_TIMEOUT
 from tether.lsp.servers import SERVERS, make_key, resolve
 from tether.messages.calls import ResourceError
-from tether.messages.checker_ops import Check
+from tether.messages.checker_ops import Check, read_check_reply
 from tether.places import Place
 from tether.places.registry import placed_key
 from tether.tools.lsp.records import Lines, model_records, severe
@@ -37,7 +37,7 @@ def project_check(ctx: ToolContext) -> ToolResult:
         if row.checker is None:
             continue
         try:
-            found = ctx.call_resource(
+            reply = ctx.call_resource(
                 "checker",
                 placed_key(
                     make_key(row.name, t.root or ctx.workdir),
@@ -46,7 +46,8 @@ def project_check(ctx: ToolContext) -> ToolResult:
                 Check(),
                 None,
                 timeout=CHECKER_TIMEOUT + CALL_SLACK,
-            )["records"]
+            )
+            found = read_check_reply(reply).records
         except ResourceError as e:
             parts.append(f"{row.checker_name}: not run - {e.message}")
             continue
