@@ -43,16 +43,20 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import signal
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-PROC = Path("/proc")
-V1_CONTROLLERS = ("memory", "pids", "cpu")
+from tether.cgroups.mounts import (
+    PROC,
+    V1_CONTROLLERS,
+    Mounts,
+    _own_paths,
+    parse_proc_cgroup,
+    read_mounts,
+)
+
 TETHER = "tether"
 REAP_AGE = 60.0  # s an empty cgroup of tether's is left before another start removes it
 CPU_SHARES_PER_WEIGHT = 1024 / 100  # v1 cpu.shares 1024 = v2 cpu.weight 100
@@ -76,69 +80,6 @@ class Wanted(Protocol):
     def pids(self) -> int | None: ...
     @property
     def cpu_weight(self) -> int | None: ...
-
-
-# --- where the hierarchies are ------------------------------------------------------------
-@dataclass(frozen=True)
-class Mounts:
-    """Where the hierarchies are mounted: the cgroup2 one (None: not mounted) and the v1
-    controllers tether uses (controller -> mount point; absent: not mounted)."""
-
-    v2: Path | None
-    v1: Mapping[str, Path] = field(default_factory=dict)
-
-    @property
-    def v1_memory(self) -> Path | None:
-        return self.v1.get("memory")
-
-
-def parse_mountinfo(text: str) -> Mounts:
-    """The cgroup2 mount and the v1 controllers' mounts, from /proc/self/mountinfo."""
-    v2: Path | None = None
-    v1: dict[str, Path] = {}
-    for line in text.splitlines():
-        left, sep, right = line.partition(" - ")
-        if not sep:
-            continue
-        fields, tail = left.split(), right.split()
-        if len(fields) < 5 or len(tail) < 3:
-            continue
-        mount_point, fstype, options = fields[4], tail[0], tail[2].split(",")
-        if fstype == "cgroup2" and v2 is None:
-            v2 = Path(mount_point)
-        elif fstype == "cgroup":
-            for controller in V1_CONTROLLERS:
-                if controller in options:
-                    v1.setdefault(controller, Path(mount_point))
-    return Mounts(v2, v1)
-
-
-def read_mounts(proc: Path = PROC) -> Mounts:
-    """This machine's mounts (none where /proc cannot be read)."""
-    try:
-        return parse_mountinfo((proc / "self" / "mountinfo").read_text())
-    except OSError:
-        return Mounts(None)
-
-
-def parse_proc_cgroup(text: str) -> tuple[str | None, str | None]:
-    """(v2 path, v1 memory path) of a process, from /proc/<pid>/cgroup."""
-    own = _own_paths(text)
-    return own.get(""), own.get("memory")
-
-
-def _own_paths(text: str) -> dict[str, str]:
-    """controller (or "" for v2) -> the cgroup path, from a /proc/<pid>/cgroup text."""
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        hierarchy, _, rest = line.partition(":")
-        controllers, _, path = rest.partition(":")
-        if hierarchy == "0" and controllers == "":
-            out[""] = path
-        else:
-            for controller in controllers.split(","):
-                out.setdefault(controller, path)
-    return out
 
 
 # --- one cgroup ---------------------------------------------------------------------------
@@ -480,58 +421,3 @@ def missing(limits: Wanted) -> list[str]:
     if _v1_parents().keys() >= {"memory", "pids"} or _v2_parent() is not None:
         return []
     return [n for n in ("memory_mb", "pids", "cpu_weight") if getattr(limits, n) is not None]
-
-
-# --- the fallback where no cgroup is delegated: rlimits ------------------------------------
-# "1": places use rlimits even where a cgroup is delegated (to test the fallback, or where an
-# operator wants no cgroups made); capacity's ceilings are not affected
-RLIMITS_ONLY_ENV = "TETHER_PLACE_RLIMITS_ONLY"
-
-
-def rlimits_only() -> bool:
-    return os.environ.get(RLIMITS_ONLY_ENV) == "1"
-
-
-def rlimit_argv(limits: Wanted, file_mb: int | None) -> list[str]:
-    """The `prlimit` prefix that holds `limits` per process where no cgroup can (what each
-    rlimit can and cannot do, measured on Linux 6.x):
-
-    - memory_mb -> RLIMIT_DATA (private writable memory: heap, anonymous maps, thread
-      stacks), per process, not per place: an allocation past it fails (Python's
-      MemoryError) instead of an OOM kill. Not RLIMIT_AS: V8 and Go reserve far more
-      address space than they use, and would not start under it.
-    - pids -> RLIMIT_NPROC, which the kernel counts per uid *per user namespace*: inside
-      a sandbox (its own userns, uid 1000) it counts that sandbox's processes only, so
-      the prefix must run inside it (its parent's count stays unlimited). It is not
-      enforced where the uid outside is root: the kernel exempts uid 0's user, and a
-      sandbox started by root maps its uid to root outside (measured: 60 of 60 forks
-      with a limit of 20). As a plain user it holds (refused after 18 of 20).
-    - file_mb -> RLIMIT_FSIZE: the largest file one process may write (SIGXFSZ past it),
-      anywhere it may write, not the total of its files (the tmpfs size bounds /tmp).
-    - cpu_weight -> nothing: RLIMIT_CPU is a budget of CPU seconds that ends the process
-      (SIGXCPU, then SIGKILL), not a share of the machine; a busy loop keeps its core.
-      (Each place's processes run in a session of their own, which the scheduler's
-      autogroup already weighs as one against the others, where it is enabled.)
-    """
-    prlimit = shutil.which("prlimit", path=os.defpath + ":/usr/bin:/bin")
-    if prlimit is None:
-        raise CgroupError(
-            "no cgroup is delegated here and the rlimit fallback needs prlimit (util-linux), "
-            "which is not on PATH: install util-linux, or delegate a cgroup to this user"
-        )
-    out = [prlimit]
-    if limits.memory_mb:
-        out.append(f"--data={limits.memory_mb * 2**20}")
-    if limits.pids:
-        out.append(f"--nproc={limits.pids}")
-    if file_mb:
-        out.append(f"--fsize={file_mb * 2**20}")
-    return [*out, "--"]
-
-
-def rlimit_reason(limits: Wanted, file_mb: int | None, code: int | None) -> str:
-    """Why a process under `rlimit_argv` may have ended, from its return code ("" if no
-    rlimit says so: a refused fork or allocation is the program's own error to report)."""
-    if code == -signal.SIGXFSZ and file_mb:
-        return f"it wrote a file past its place's file size limit ({file_mb} MiB, an rlimit)"
-    return ""
