@@ -38,8 +38,10 @@ def test_an_evicted_language_server_says_its_next_answer_was_a_cold_start(
 ):
     work = tmp_path / "project"
     shutil.copytree(SAMPLE, work)
-    # (no spare kernels: a spare starting holds a reservation of its own at the squeeze)
-    rt = runtime_factory(kinds=[*LSP_KINDS, *kinds(spares=0)])
+    # with a spare pool: its start comes first in the cell's own admission, and a spare
+    # starts only into free room (it once stopped the server for itself and left the
+    # kernel 'nothing may be stopped' where the server held < 189 MiB: cd8cf0b)
+    rt = runtime_factory(kinds=[*LSP_KINDS, *kinds(spares=1)])
     rt.governor.settings = Settings(min_idle=0.2)
     run = rt.open_run("c1", workdir=work)
     first = run.call("lsp", HOVER)

@@ -1,11 +1,15 @@
-"""The governor's decision table (tether.capacity.policy): one line per case."""
+"""The governor's decision table (tether.capacity.policy): one line per case; and its
+admission of spares, on a tree given as data."""
 
 from __future__ import annotations
 
 import pytest
 
+from tether.capacity.governor import Governor
+from tether.capacity.measure import Budget
 from tether.capacity.policy import Settings, candidates, decide
 from tether.capacity.usage import MIB, UsageRecord
+from tether.messages.calls import ErrorCode, ResourceError
 
 NOW = 10_000.0
 
@@ -64,3 +68,51 @@ def test_never_busy_never_unevictable_never_just_used_never_protected():
 def test_a_bad_opt_in_is_named(after):
     with pytest.raises(ValueError, match=f"evict_idle_kernels_after must be .* got {after!r}"):
         Settings(evict_idle_kernels_after=after)
+
+
+# --- a starting spare never costs a conversation's own call its room (the governor's
+# admission, on a tree given as data: what cd8cf0b's cold-start flake was) ------------
+def squeezed_governor(
+    server_mib: int, free_mib: int, busy: bool = False
+) -> tuple[Governor, list[str]]:
+    """A governor whose tree holds one language server of `server_mib` (idle, or inside a
+    call), with `free_mib` of the budget left; the list gets the names it asks to evict."""
+    server = UsageRecord(
+        "language_server:basedpyright:/p", "language_server", server_mib * MIB, 0.0, False, busy
+    ).to_wire()
+    tree = {"name": "root", "children": [{"name": server["name"], "usage": server}]}
+    evicted: list[str] = []
+
+    def evict(name: str, why: str) -> bool:
+        evicted.append(name)
+        return True
+
+    budget = Budget((server_mib + free_mib) * MIB, "test")
+    gov = Governor(budget, None, Settings(), lambda t: tree, list, evict)
+    gov.sample()
+    return gov, evicted
+
+
+@pytest.mark.parametrize("server_mib", [150, 188, 250])
+def test_a_spare_never_stops_anything_and_the_first_cell_gets_the_room(server_mib):
+    # the first cell asks the pool for a spare, then starts its kernel (tools/eval.py):
+    # the pool used to stop the idle server for its 90 MiB and keep the room, so a server
+    # under 189 MiB left the kernel 'nothing may be stopped'
+    gov, evicted = squeezed_governor(server_mib, free_mib=1)
+    with pytest.raises(ResourceError) as refused:
+        gov.admit_resource("kernel_pool:python", "kernel_pool")
+    assert refused.value.code == ErrorCode.CAPACITY and "starts only into free room" in str(
+        refused.value
+    )
+    assert evicted == [] and gov.refusals == 0
+    gov.admit_resource("run:c1/kernel:python", "kernel")
+    assert evicted == ["language_server:basedpyright:/p"]
+
+
+def test_a_conversation_takes_back_the_room_of_a_spare_still_starting():
+    gov, evicted = squeezed_governor(100, free_mib=100, busy=True)  # (nothing else may go)
+    gov.admit_resource("kernel_pool:python", "kernel_pool")  # 90 MiB of free room
+    gov.admit_resource("run:c1/kernel:python", "kernel")
+    assert evicted == ["kernel_pool:python"]
+    assert gov.evictions == {"kernel_pool": 1} and gov.refusals == 0
+    assert set(gov._reserved) == {"run:c1/kernel:python"}

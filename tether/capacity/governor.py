@@ -24,7 +24,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ from tether.capacity.usage import (
     EVICTED,
     MIB,
     TREE_TRAITS,
+    KindTraits,
     UsageRecord,
     by_kind,
     pss_bytes,
@@ -61,6 +62,7 @@ class _Reservation:
     kind: str
     bytes: int
     until: float
+    spare: bool = False  # a spare's: room a conversation's own call may take back
 
 
 def resource_name(call: Call) -> str:
@@ -215,10 +217,15 @@ class Governor:
     def _candidates(self) -> list[UsageRecord]:
         return [r for r in self.records if r.name not in self._stopping]
 
-    def _reserved_bytes(self) -> int:
-        """What starting resources will hold beyond what they hold already."""
+    def _reserved_bytes(self, names: Collection[str] | None = None) -> int:
+        """What starting resources (or those of `names`) will hold beyond what they hold
+        already; one being stopped holds nothing more."""
         seen = {r.name: r.bytes for r in self.records}
-        return sum(max(r.bytes - seen.get(n, 0), 0) for n, r in self._reserved.items())
+        return sum(
+            max(r.bytes - seen.get(n, 0), 0)
+            for n, r in self._reserved.items()
+            if n not in self._stopping and (names is None or n in names)
+        )
 
     # --- admission -------------------------------------------------------------------
     def admit(self, call: Call) -> None:
@@ -227,23 +234,57 @@ class Governor:
         self.admit_resource(resource_name(call), call.kind)
 
     def admit_resource(self, name: str, kind: str) -> None:
+        """A spare (the kernel pool) is speculative: it starts only into free room, never
+        by stopping anything, and a starting spare's reservation is room that a
+        conversation's own call takes back (the spare is stopped) before anything else."""
         now = time.monotonic()
+        spare = self._traits(kind).spare
+        spares: list[str] = []  # starting spares whose room this call takes back
         with self._lock:
             if name in self._reserved or any(r.name == name for r in self.records):
                 if name not in self._stopping:
                     return  # it runs (or is starting): nothing new to hold
             need = self._expected(kind)
             free = self.effective_budget(now) - self._live_used() - self._reserved_bytes()
-            plan = decide(self._candidates(), need - free, now, self.settings, protect={name})
-            if not plan.enough:
-                self.refusals += 1
-                raise ResourceError(ErrorCode.CAPACITY, self._refusal(name, kind, need, free))
+            if spare:
+                if need > free:
+                    raise ResourceError(
+                        ErrorCode.CAPACITY,
+                        f"no spare {name} now: the tree's memory budget has {mib(max(free, 0))} "
+                        f"free and a spare needs ~{mib(need)} (a spare starts only into free "
+                        f"room; the first cell starts its own kernel instead)",
+                    )
+                plan = decide((), 0, now, self.settings)
+            else:
+                plan = decide(self._candidates(), need - free, now, self.settings, protect={name})
+                if not plan.enough:  # then the room held for starting spares, first
+                    spares = [n for n, r in self._reserved.items() if r.spare and n != name]
+                    room = free + self._reserved_bytes(spares)
+                    plan = decide(
+                        self._candidates(), need - room, now, self.settings, protect={name}
+                    )
+                if not plan.enough:
+                    self.refusals += 1
+                    raise ResourceError(ErrorCode.CAPACITY, self._refusal(name, kind, need, free))
+                for gone in spares:
+                    self._reserved.pop(gone)
+                spares = [n for n in spares if n not in {r.name for r in plan.stop}]
             for rec in plan.stop:
                 self._stopping[rec.name] = rec.bytes
-            self._reserved[name] = _Reservation(kind, need, now + RESERVE_TTL)
+            self._reserved[name] = _Reservation(kind, need, now + RESERVE_TTL, spare)
         why = f"{EVICTED} (to start {name}, ~{mib(need)})"
         for rec in plan.stop:
             self._stop_one(rec, why)
+        for gone in spares:  # (one still starting may not stop yet: the next sample's turn)
+            if self._evict(gone, f"{why}: its spares were starting"):
+                kind_of = gone.split(":", 1)[0]
+                self.evictions[kind_of] = self.evictions.get(kind_of, 0) + 1
+
+    def _traits(self, kind: str) -> KindTraits:
+        try:
+            return traits_of(kind, self._configs.get(kind))
+        except ValueError:
+            return traits_of(kind)
 
     def _expected(self, kind: str) -> int:
         """What a new resource of `kind` will hold: its table size, or what the ones of
@@ -251,10 +292,7 @@ class Governor:
         on one machine; the tree's own resources are the better one)."""
         if kind == "run":
             return TREE_TRAITS.expected_bytes
-        try:
-            table = traits_of(kind, self._configs.get(kind)).expected_bytes
-        except ValueError:
-            table = traits_of(kind).expected_bytes
+        table = self._traits(kind).expected_bytes
         seen = [r.bytes for r in self.records if r.kind == kind]
         return max(table, sum(seen) // len(seen)) if seen else table
 
