@@ -489,10 +489,15 @@ class Run:
         return result
 
     async def acall(
-        self, name: str, args: Mapping[str, Any] | None = None, scope: CallScope | None = None
+        self,
+        name: str,
+        args: Mapping[str, Any] | None = None,
+        scope: CallScope | None = None,
+        cancelled_because: str = "the caller's task was cancelled",
     ) -> ToolResult:
         """`call` for asyncio hosts: runs in its own worker thread, safe from many tasks. A
-        cancelled task cancels the call (its scope): the resource stops its work too."""
+        cancelled task cancels the call (its scope, for `cancelled_because`): the resource
+        stops its work too."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[ToolResult] = loop.create_future()
         scope = scope if scope is not None else CallScope.start()
@@ -509,7 +514,7 @@ class Run:
         try:
             return await asyncio.shield(future)
         except asyncio.CancelledError:
-            scope.cancel("the caller's task was cancelled")
+            scope.cancel(cancelled_because)
             raise
 
     # ---- lifetime ----------------------------------------------------------------------
