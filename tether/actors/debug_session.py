@@ -229,7 +229,7 @@ class DebugSessionActor(ProcessActor):
         """The payload, saying so if the program ended (or stopped on a MemoryError) at
         the session's memory ceiling: killed in its cgroup, or an allocation failed."""
         exc = payload.get("exception") or {}
-        said = f"{self.session.output_text()}\n{exc.get('type', '')}: {exc.get('message', '')}"
+        said = f"{self.session.output.text()}\n{exc.get('type', '')}: {exc.get('message', '')}"
         over = self.ceiling.note(said) if payload["outcome"] == "exited" or exc else ""
         return {**payload, "memory": f"the debuggee {over}"} if over else payload
 
@@ -328,9 +328,9 @@ class DebugSessionActor(ProcessActor):
                     host, port, rest = heard
                     self._listened(host, port)
                     if rest:
-                        self.session.add_output(rest.decode("utf-8", "replace"))
+                        self.session.output.add(rest.decode("utf-8", "replace"))
                 return
-            self.session.add_output(data.decode("utf-8", "replace"))  # the program's output
+            self.session.output.add(data.decode("utf-8", "replace"))  # the program's output
             return
         self._feed(data)
 
@@ -472,7 +472,7 @@ class DebugSessionActor(ProcessActor):
 
     def _output(self) -> dict[str, Any]:
         s = self.session
-        return {"output": s.output_text(), "dropped": s.output_dropped, "state": s.state}
+        return {"output": s.output.text(), "dropped": s.output.dropped, "state": s.state}
 
     def health_extra(self) -> dict[str, Any]:
         s = getattr(self, "session", None)

@@ -436,3 +436,19 @@ def adapter_env(row: AdapterRow, scratch: ProcessScratch) -> dict[str, str]:
     for var, sub in row.cache_env.items():
         env[var] = str(ensure_private_dir(scratch.cache / sub))
     return env
+
+
+def initialize_arguments(row: AdapterRow) -> dict[str, Any]:
+    """What we tell an adapter about ourselves: paths as paths, 1-based lines and
+    columns, no terminal to run the program in."""
+    return {
+        "clientID": "tether",
+        "clientName": "tether",
+        "adapterID": row.adapter_id or row.name,
+        "pathFormat": "path",
+        "linesStartAt1": True,
+        "columnsStartAt1": True,
+        "supportsVariableType": True,
+        "supportsRunInTerminalRequest": False,
+        "locale": "en",
+    }

@@ -18,22 +18,21 @@ any other with an error that says to ask `stack` again.
 
 from __future__ import annotations
 
-import collections
 import re
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tether.debug.adapters import AdapterRow
+from tether.debug.adapters import AdapterRow, initialize_arguments
 from tether.debug.dap import AdapterRequest, Event, Response
 from tether.debug.driver import Answer, Ask, DebugError, Fire, Op, Until, Wait
+from tether.debug.output import OutputTail
 from tether.debug.session_breakpoints import SessionBreakpoints
 from tether.messages.calls import ErrorCode
 
 MAX_FRAMES = 30  # stack: frames shown
 MAX_CHILDREN = 50  # variables: children shown
 MAX_VALUE = 400  # characters of one value shown
-OUTPUT_CAP = 64 * 1024  # characters of debuggee output kept (the tail)
 OUTPUT_TAIL = 2000  # characters of output in an exit outcome
 TOP_FRAMES = 5  # frames in a stop outcome
 STOP_EVENTS = ("stopped", "exited", "terminated")
@@ -43,9 +42,7 @@ EXIT_GRACE = 0.5  # s to wait for an exit code after `terminated` (delve prints 
 @dataclass
 class Session(SessionBreakpoints):
     program: str = ""
-    output: collections.deque[str] = field(default_factory=collections.deque)
-    output_len: int = 0
-    output_dropped: int = 0
+    output: OutputTail = field(default_factory=OutputTail)  # the debuggee's, its tail
     exit_code: int | None = None
     end_reason: str = ""
     last_stop: dict[str, Any] = field(default_factory=dict)
@@ -134,7 +131,7 @@ class Session(SessionBreakpoints):
                 self.log.append(Event("exited", {"exitCode": self.exit_code}))
             return
         if category in ("stdout", "stderr") or (category == "console" and self._console_kept()):
-            self.add_output(text)
+            self.output.add(text)
 
     def _console_kept(self) -> bool:
         """Console output is the adapter's own talk, except where logpoints write there
@@ -144,23 +141,6 @@ class Session(SessionBreakpoints):
         return self.row.log_category == "console" and any(
             b.log_message and b.active for bps in self.breakpoints.values() for b in bps
         )
-
-    def add_output(self, text: str) -> None:
-        """The debuggee's output (adapter events, or delve's own stdout): the tail is kept."""
-        self.output.append(text)
-        self.output_len += len(text)
-        while self.output_len > OUTPUT_CAP and len(self.output) > 1:
-            gone = self.output.popleft()
-            self.output_len -= len(gone)
-            self.output_dropped += len(gone)
-        if self.output_len > OUTPUT_CAP:
-            only = self.output.pop()
-            self.output_dropped += len(only) - OUTPUT_CAP
-            self.output.append(only[-OUTPUT_CAP:])
-            self.output_len = OUTPUT_CAP
-
-    def output_text(self, limit: int = OUTPUT_CAP) -> str:
-        return "".join(self.output)[-limit:]
 
     def _on_breakpoint_event(self, body: dict[str, Any]) -> None:
         bp = body.get("breakpoint") or {}
@@ -259,7 +239,7 @@ class Session(SessionBreakpoints):
             return {
                 "outcome": "running",
                 "waited": wait,
-                "output_tail": self.output_text(OUTPUT_TAIL),
+                "output_tail": self.output.text(OUTPUT_TAIL),
             }
         if ev.event == "terminated" and self.exit_code is None:
             since = len(self.log)
@@ -278,7 +258,7 @@ class Session(SessionBreakpoints):
         return {
             "outcome": "exited",
             "exit_code": self.exit_code,
-            "output_tail": self.output_text(OUTPUT_TAIL),
+            "output_tail": self.output.text(OUTPUT_TAIL),
         }
 
     def _stopped(self, ev: Event) -> Generator[Wait, Any, dict[str, Any]]:
@@ -452,7 +432,7 @@ class Session(SessionBreakpoints):
         return {
             "terminated": True,
             "detached": detach,
-            "output_tail": self.output_text(OUTPUT_TAIL),
+            "output_tail": self.output.text(OUTPUT_TAIL),
         }
 
     def _release_program(self) -> Generator[Wait, Any, None]:
@@ -507,22 +487,6 @@ class Session(SessionBreakpoints):
             "end_reason": self.end_reason,
             **self.all_breakpoints(),
         }
-
-
-def initialize_arguments(row: AdapterRow) -> dict[str, Any]:
-    """What we tell an adapter about ourselves: paths as paths, 1-based lines and
-    columns, no terminal to run the program in."""
-    return {
-        "clientID": "tether",
-        "clientName": "tether",
-        "adapterID": row.adapter_id or row.name,
-        "pathFormat": "path",
-        "linesStartAt1": True,
-        "columnsStartAt1": True,
-        "supportsVariableType": True,
-        "supportsRunInTerminalRequest": False,
-        "locale": "en",
-    }
 
 
 def _cap(text: str, limit: int = MAX_VALUE) -> str:
