@@ -13,33 +13,32 @@ that staged it. `resolve accept` writes all files or none (see `staging.py`) and
 
 from __future__ import annotations
 
-import contextlib
 import difflib
-import functools
-import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from tether.messages.calls import ErrorCode, ResourceError
-from tether.messages.git_ops import ListFiles
-from tether.messages.parser_ops import Edit, Index, Search, Sharded, Unindex
+from tether.messages.parser_ops import Edit, Search
 from tether.structural import ops
 from tether.structural.cache import ParseCache
 from tether.structural.languages import LanguageError, infer
 from tether.structural.pattern import PatternError, compile_pattern, shown
 from tether.structural.rewrite import RewriteError, check_template
-from tether.structural.scan import GIT_TIMEOUT, walk_files
 from tether.structural.staging import ResolveError, StagedFile, Staging, commit, digest
 from tether.tools.results import ToolResult
 from tether.tools.spec import Needs, Tier, ToolContext, ToolSpec
+from tether.tools.structural_index import (
+    FAMILY,
+    KIND,
+    stop_warming,
+    warm_after_first_search,
+    warm_index,
+    workspace_files,
+)
 
-FAMILY = "structural"
-KIND = "parser"
 SEARCH_TIMEOUT = 120.0
-GIT_KIND = "git"
-LIST_TIMEOUT = GIT_TIMEOUT + 5.0  # the git actor answers "walk instead" at GIT_TIMEOUT
 DEFAULT_MAX_RESULTS = 50
 MAX_MAX_RESULTS = 1000
 DIFF_PREVIEW_LINES = 120
@@ -77,7 +76,9 @@ def _fan_out(ctx: ToolContext, op: Search | Edit) -> list[Mapping[str, Any]]:
             if isinstance(op, Search):
                 return [ops.op_search(_LOCAL_CACHE, op)]
             return [ops.op_edit(_LOCAL_CACHE, op)]
-    shares = ops.split_work(op, len(keys), _listed(ctx.gather, op))  # one listing, not one per slot
+    shares = ops.split_work(
+        op, len(keys), workspace_files(ctx.gather, op)
+    )  # one listing, not one per slot
     fam = ctx.state.setdefault(FAMILY, {})
     if isinstance(op, Search) and op.root == str(ctx.workdir):
         if op.lang not in fam.get("warmed", ()):
@@ -97,21 +98,6 @@ def _fan_out(ctx: ToolContext, op: Search | Edit) -> list[Mapping[str, Any]]:
             )
         out.append(reply)
     return out
-
-
-def _listed(gather: Callable[..., list[Any]], op: Sharded) -> list[str] | None:
-    """The files under `op.root` for `split_work` (absolute paths): git's listing, made by
-    the runtime's git actor (so git runs under the tree, never here), or a walk when the
-    root is not in a work tree or there is no git actor. None when the root is a file."""
-    if not os.path.isdir(op.root):
-        return None
-    exts = ops.op_extensions(op)
-    ask = ListFiles(extensions=sorted(exts), exclude=list(op.exclude))
-    reply = gather([(GIT_KIND, op.root, ask, None)], LIST_TIMEOUT)[0]
-    names = None if isinstance(reply, ResourceError) else reply.get("files")
-    if names is None:
-        return walk_files(op.root, exts, frozenset(op.exclude))
-    return [os.path.join(op.root, name) for name in names]
 
 
 def _code_line(text: str) -> str:
@@ -204,7 +190,7 @@ def _read_as(contexts: list[str]) -> str:
 def _ast_grep(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     result = _search(ctx, args)
     if not result.is_error:
-        _warm_after_first_search(ctx, str(args.get("language") or ""), args.get("path"))
+        warm_after_first_search(ctx, str(args.get("language") or ""), args.get("path"))
     return result
 
 
@@ -330,69 +316,6 @@ def _resolve(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         f"{len(written)} file{'s' if len(written) != 1 else ''}: {', '.join(written)}",
         data={"edit_id": edit_id, "written": written},
     )
-
-
-# --- background indexing -----------------------------------------------------------------
-
-
-def _warm_after_first_search(ctx: ToolContext, language: str, path: Any) -> None:
-    """After a run's first search in a language, have the pool parse the rest of the
-    workspace's files of that language in the background (a chunk per timer tick, after
-    any search; up to the cache's bound), so the model's next pattern, seconds later, finds
-    parsed trees. Once per run and language; the listing is made off the caller's thread;
-    `stop_warming` drops what is left when the run closes."""
-    try:
-        lang = infer(language or None, path if isinstance(path, str) else None)
-        keys = list(ctx.kind_keys(KIND))
-    except (LanguageError, ResourceError):
-        return
-    fam = ctx.state.setdefault(FAMILY, {})
-    warmed: set[str] = fam.setdefault("warmed", set())
-    if not keys or lang in warmed or fam.get("closed") or ctx.workdir is None:
-        return
-    warmed.add(lang)
-    root = str(ctx.workdir)
-    listed_lang, listed = fam.pop("listed", ("", None))
-
-    def work() -> None:
-        with contextlib.suppress(Exception):  # best effort: the run or runtime may be gone
-            if listed_lang == lang and listed is not None and len(listed) == len(keys):
-                shares = [
-                    Index(root=root, files=files, languages=[lang]) for files in listed
-                ]  # the search's own listing of the workspace: no second `git ls-files`
-            else:
-                index = Index(root=root, languages=[lang])
-                shares = ops.split_work(index, len(keys), _listed(ctx.gather, index))
-            calls = [(KIND, key, s, None) for key, s in zip(keys, shares, strict=True)]
-            ctx.gather(calls, 30.0)
-
-    threading.Thread(target=work, name=f"tether-warm-{lang}", daemon=True).start()
-
-
-def stop_warming(runtime: Any, run_id: str, state: dict[str, Any]) -> None:
-    """The run is closing: every slot drops the files still queued for it."""
-    fam = state.get(FAMILY) or {}
-    fam["closed"] = True
-    if not fam.get("warmed"):
-        return
-    keys = list(runtime.kind_keys(KIND))
-    calls = [(KIND, key, Unindex(run=run_id), None) for key in keys]
-    runtime.gather(run_id, calls, 5.0)
-
-
-def warm_index(
-    runtime: Any, run_id: str, workdir: str | Path, languages: list[str] | None = None
-) -> int:
-    """Ask every parser slot to parse its shard of `workdir` in the background (returns
-    the number of files queued). Call it when a run opens: the run's first ast_grep then
-    finds warm trees. Returns at once; the slots keep serving searches meanwhile."""
-    keys = list(runtime.kind_keys(KIND))
-    op = Index(root=str(workdir), languages=list(languages or []))
-    gather = functools.partial(runtime.gather, run_id)
-    shares = ops.split_work(op, len(keys), _listed(gather, op)) if keys else []  # one listing
-    calls = [(KIND, key, share, None) for key, share in zip(keys, shares, strict=True)]
-    replies = runtime.gather(run_id, calls, 30.0)
-    return sum(int(r.get("queued", 0)) for r in replies if isinstance(r, dict))
 
 
 # --- specs -------------------------------------------------------------------------------

@@ -1,0 +1,108 @@
+"""The parser pool's view of a workspace: its file listing, and warming it in the background.
+
+A part of the structural tool family (`tether.tools.structural`): a search or an index is
+split across the pool's slots by the workspace's files, listed by the runtime's git actor
+(so git runs under the tree, never on the host) or walked; after a run's first search in a
+language, or when a run opens with `prewarm`, the slots parse the rest in the background,
+and stop when the run closes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tether.messages.calls import ResourceError
+from tether.messages.git_ops import ListFiles
+from tether.messages.parser_ops import Index, Sharded, Unindex
+from tether.structural import ops
+from tether.structural.languages import LanguageError, infer
+from tether.structural.scan import GIT_TIMEOUT, walk_files
+from tether.tools.spec import ToolContext
+
+FAMILY = "structural"
+KIND = "parser"
+GIT_KIND = "git"
+LIST_TIMEOUT = GIT_TIMEOUT + 5.0  # the git actor answers "walk instead" at GIT_TIMEOUT
+
+
+def workspace_files(gather: Callable[..., list[Any]], op: Sharded) -> list[str] | None:
+    """The files under `op.root` for `split_work` (absolute paths): git's listing, made by
+    the runtime's git actor (so git runs under the tree, never here), or a walk when the
+    root is not in a work tree or there is no git actor. None when the root is a file."""
+    if not os.path.isdir(op.root):
+        return None
+    exts = ops.op_extensions(op)
+    ask = ListFiles(extensions=sorted(exts), exclude=list(op.exclude))
+    reply = gather([(GIT_KIND, op.root, ask, None)], LIST_TIMEOUT)[0]
+    names = None if isinstance(reply, ResourceError) else reply.get("files")
+    if names is None:
+        return walk_files(op.root, exts, frozenset(op.exclude))
+    return [os.path.join(op.root, name) for name in names]
+
+
+def warm_after_first_search(ctx: ToolContext, language: str, path: Any) -> None:
+    """After a run's first search in a language, have the pool parse the rest of the
+    workspace's files of that language in the background (a chunk per timer tick, after
+    any search; up to the cache's bound), so the model's next pattern, seconds later, finds
+    parsed trees. Once per run and language; the listing is made off the caller's thread;
+    `stop_warming` drops what is left when the run closes."""
+    try:
+        lang = infer(language or None, path if isinstance(path, str) else None)
+        keys = list(ctx.kind_keys(KIND))
+    except (LanguageError, ResourceError):
+        return
+    fam = ctx.state.setdefault(FAMILY, {})
+    warmed: set[str] = fam.setdefault("warmed", set())
+    if not keys or lang in warmed or fam.get("closed") or ctx.workdir is None:
+        return
+    warmed.add(lang)
+    root = str(ctx.workdir)
+    listed_lang, listed = fam.pop("listed", ("", None))
+
+    def work() -> None:
+        with contextlib.suppress(Exception):  # best effort: the run or runtime may be gone
+            if listed_lang == lang and listed is not None and len(listed) == len(keys):
+                shares = [
+                    Index(root=root, files=files, languages=[lang]) for files in listed
+                ]  # the search's own listing of the workspace: no second `git ls-files`
+            else:
+                index = Index(root=root, languages=[lang])
+                shares = ops.split_work(index, len(keys), workspace_files(ctx.gather, index))
+            calls = [(KIND, key, s, None) for key, s in zip(keys, shares, strict=True)]
+            ctx.gather(calls, 30.0)
+
+    threading.Thread(target=work, name=f"tether-warm-{lang}", daemon=True).start()
+
+
+def stop_warming(runtime: Any, run_id: str, state: dict[str, Any]) -> None:
+    """The run is closing: every slot drops the files still queued for it."""
+    fam = state.get(FAMILY) or {}
+    fam["closed"] = True
+    if not fam.get("warmed"):
+        return
+    keys = list(runtime.kind_keys(KIND))
+    calls = [(KIND, key, Unindex(run=run_id), None) for key in keys]
+    runtime.gather(run_id, calls, 5.0)
+
+
+def warm_index(
+    runtime: Any, run_id: str, workdir: str | Path, languages: list[str] | None = None
+) -> int:
+    """Ask every parser slot to parse its shard of `workdir` in the background (returns
+    the number of files queued). Call it when a run opens: the run's first ast_grep then
+    finds warm trees. Returns at once; the slots keep serving searches meanwhile."""
+    keys = list(runtime.kind_keys(KIND))
+    op = Index(root=str(workdir), languages=list(languages or []))
+    gather = functools.partial(runtime.gather, run_id)
+    shares = (
+        ops.split_work(op, len(keys), workspace_files(gather, op)) if keys else []
+    )  # one listing
+    calls = [(KIND, key, share, None) for key, share in zip(keys, shares, strict=True)]
+    replies = runtime.gather(run_id, calls, 30.0)
+    return sum(int(r.get("queued", 0)) for r in replies if isinstance(r, dict))
