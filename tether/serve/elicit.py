@@ -46,6 +46,8 @@ class Parked(Protocol):
     def withdraw(self, number: int, reason: str) -> None: ...
 
 
+# what a client declares to be asked (checked on every call: built once)
+ELICITATION = types.ClientCapabilities(elicitation=types.ElicitationCapability())
 MODERN = "2026-07-28"  # the first protocol version without server-to-client requests
 
 
@@ -56,9 +58,7 @@ def can_park(ctx: Any) -> bool:
     return (
         str(ctx.protocol_version) >= MODERN
         and not session.can_send_request
-        and session.check_client_capability(
-            types.ClientCapabilities(elicitation=types.ElicitationCapability())
-        )
+        and session.check_client_capability(ELICITATION)
     )
 
 
@@ -66,13 +66,13 @@ def can_be_asked(ctx: Any) -> bool:
     """Whether a card raised in this client's calls reaches a human: a session that can send
     `elicitation/create` to a client that declared it, or a call that may park. SPEC lists
     `ask_user` only where a port can answer, so a client that can do neither is not shown it."""
-    session = ctx.session
-    return can_park(ctx) or (
-        session.can_send_request
-        and session.check_client_capability(
-            types.ClientCapabilities(elicitation=types.ElicitationCapability())
-        )
-    )
+    return can_park(ctx) or can_elicit(ctx.session)
+
+
+def can_elicit(session: Any) -> bool:
+    """Whether this request's session can send `elicitation/create` to a client that
+    declared it (2025-11-25)."""
+    return bool(session.can_send_request and session.check_client_capability(ELICITATION))
 
 
 class ElicitPort:
@@ -84,10 +84,7 @@ class ElicitPort:
     def serving(self, ctx: Any) -> Iterator[None]:
         """While a call is served: its session is where this conversation's cards go."""
         session = ctx.session
-        capable = session.can_send_request and session.check_client_capability(
-            types.ClientCapabilities(elicitation=types.ElicitationCapability())
-        )
-        if not capable:
+        if not can_elicit(session):
             yield
             return
         channel = _Channel(session, ctx.request_id, asyncio.get_running_loop())
