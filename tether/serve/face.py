@@ -167,7 +167,7 @@ class ServeFace:
         if can_park(ctx):
             return await self._park(ctx, conversation, name, args, scope)
         self.conversations.begin(conversation, scope)
-        progress = _progress_task(ctx, name, probe_for(conversation.run, name, args))
+        progress = _progress_task(ctx, name, conversation.run, args)
         try:
             with conversation.port.serving(ctx):
                 result = await self._call(conversation.run, name, args, scope)
@@ -234,7 +234,7 @@ class ServeFace:
     ) -> types.CallToolResult | types.InputRequiredResult:
         """Wait for the parked call's result or its next card. A client that goes away
         while waiting cancels the call, as it does an unparked one."""
-        progress = _progress_task(ctx, park.tool, probe_for(conversation.run, park.tool, park.args))
+        progress = _progress_task(ctx, park.tool, conversation.run, park.args)
         try:
             step = await park.next()
         except asyncio.CancelledError:
@@ -321,26 +321,43 @@ def with_conversation(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def _progress_task(
-    ctx: ServerRequestContext[Any], name: str, probe: Probe | None = None
-) -> asyncio.Task[None] | None:
+    ctx: ServerRequestContext[Any], name: str, run: Any, args: dict[str, Any]
+) -> Ticks | None:
     """With a progress token: a notification each second once the call took 1 s, saying
-    what `probe` says the call waits on (serve.progress)."""
+    what the tool's probe says the call waits on (serve.progress)."""
     meta: Any = ctx.meta or {}  # a TypedDict: the wire key, or its Python name
     if meta.get("progressToken", meta.get("progress_token")) is None:
         return None
-    started = time.monotonic()
+    return Ticks(ctx, name, probe_for(run, name, args))
 
-    async def tick() -> None:
+
+class Ticks:
+    """One call's progress notifications. Until `PROGRESS_AFTER` only a timer: most calls
+    end sooner, and a timer costs less than a task sleeping (made and cancelled per call)."""
+
+    def __init__(self, ctx: ServerRequestContext[Any], name: str, probe: Probe | None):
+        self.ctx, self.name, self.probe = ctx, name, probe
+        self.started = time.monotonic()
+        loop = asyncio.get_running_loop()
+        self._task: asyncio.Task[None] | None = None
+        self._timer = loop.call_later(PROGRESS_AFTER, self._start, loop)
+
+    def _start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._task = loop.create_task(self._tick())
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+        if self._task is not None:
+            self._task.cancel()
+
+    async def _tick(self) -> None:
         with contextlib.suppress(Exception):  # a closed stream ends the ticks, not the call
-            await asyncio.sleep(PROGRESS_AFTER)
             while True:
                 detail = ""
-                if probe is not None:
+                if self.probe is not None:
                     with contextlib.suppress(Exception):  # (a probe never fails the call)
-                        detail = await anyio.to_thread.run_sync(probe, abandon_on_cancel=True)
-                elapsed = time.monotonic() - started
-                message = f"{name}: {elapsed:.0f}s" + (f", {detail}" if detail else "")
-                await ctx.session.report_progress(elapsed, None, message)
+                        detail = await anyio.to_thread.run_sync(self.probe, abandon_on_cancel=True)
+                elapsed = time.monotonic() - self.started
+                message = f"{self.name}: {elapsed:.0f}s" + (f", {detail}" if detail else "")
+                await self.ctx.session.report_progress(elapsed, None, message)
                 await asyncio.sleep(1.0)
-
-    return asyncio.get_running_loop().create_task(tick())
