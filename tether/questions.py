@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -188,3 +189,30 @@ def ask_bounded(
     if box:
         return Answer(AnswerStatus.TIMED_OUT, text=f"the question port returned {box[0]!r}")
     return Answer.timed_out()
+
+
+class OneCardAtATime:
+    """One question card outstanding per run: a second waits its turn (bounded by its own
+    timeout) rather than being refused, so a worker's permission prompt that arrives while
+    the model's question is open is asked next, not silently denied."""
+
+    def __init__(self) -> None:
+        self._asking = threading.Lock()
+
+    def ask(
+        self, port: QuestionPort | None, card: Card, timeout: float, cancel: CancelHandle
+    ) -> Answer:
+        """Show `card` through `port` and wait, at most `timeout` seconds in all (waiting
+        for an earlier card included), for the human's typed answer."""
+        if port is None:
+            return Answer.timed_out("this run has no question port")
+        started = time.monotonic()
+        if not self._asking.acquire(timeout=timeout):
+            return Answer.timed_out(
+                f"another question of this run stayed open for all of the {timeout:g} s"
+            )
+        try:
+            remaining = max(timeout - (time.monotonic() - started), 0.01)
+            return ask_bounded(port, card, remaining, cancel)
+        finally:
+            self._asking.release()

@@ -22,53 +22,36 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
 from tether.call_scope import CallScope
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.places import Place, check
 from tether.places.registry import remember
-from tether.questions import Answer, Card, CardKind, QuestionPort, ask_bounded
+from tether.questions import Answer, Card, CardKind, OneCardAtATime, QuestionPort
 from tether.tools.export import SCHEMA_FORMATS, export_schema
 from tether.tools.guardrails import (
     DEFAULT_PROTECTED,
     Approval,
     Confinement,
     GuardrailError,
+    SerialLocks,
     make_policy,
 )
 from tether.tools.registry import MAX_NESTING, Registry, ToolStatus
 from tether.tools.results import ToolResult
-from tether.tools.spec import Needs, Surface, Tier
+from tether.tools.spec import KIND_NEEDS, Needs, Surface, Tier, parse_surface
 
 if TYPE_CHECKING:
     from tether.runtime_port import GatherCall, Op, RuntimePort
     from tether.tools.vibe_workers import VibeConfig
 
-# Runtime resource kind -> the Needs it satisfies.
-KIND_NEEDS: dict[str, Needs] = {
-    "language_server": Needs.LANGUAGE_SERVERS,
-    "parser": Needs.PARSER,
-    "debug_session": Needs.DEBUG_SESSIONS,
-    "kernel": Needs.KERNELS,
-}
-
 DEFAULT_QUESTION_TIMEOUT = 600.0  # seconds a question card waits for the human
 DEFAULT_APPROVAL_TIMEOUT = 300.0  # seconds a permission card waits
 DEFAULT_SERIAL_TIMEOUT = 600.0  # seconds a call waits for the previous call of a serial tool
 CANCELLED_DELIVERY = 2.0  # s a call delivered after its cancel may take to be sent
-
-
-def _surface(value: Surface | str) -> Surface:
-    if isinstance(value, Surface):
-        return value
-    try:
-        return Surface(str(value).lower())
-    except ValueError:
-        valid = ", ".join(s.value for s in Surface)
-        raise ValueError(f"unknown surface {value!r}: use one of {valid}") from None
 
 
 class _CallThreads:
@@ -105,10 +88,6 @@ class _CallThreads:
 
 
 CALL_THREADS = _CallThreads()
-
-
-class Busy(GuardrailError):
-    """A serial tool is still busy with an earlier call of the same run."""
 
 
 class RunContext:
@@ -231,22 +210,6 @@ class RunContext:
         return self._run
 
 
-class RunOptions(TypedDict, total=False):
-    """What `Runtime.open_run(...)` passes on to `Run` beyond its own arguments (each is
-    described in Run.__init__)."""
-
-    approval: Mapping[Tier | str, Approval | str] | None
-    extra_roots: Iterable[str | os.PathLike[str]]
-    protected: Iterable[str]
-    registry: Registry | None
-    question_timeout: float
-    approval_timeout: float
-    serial_timeout: float
-    prewarm: bool
-    vibe_config: VibeConfig | None
-    place: Place | str | None
-
-
 class Run:
     """One conversation's tools: visibility, schemas, and the call entry points."""
 
@@ -284,7 +247,7 @@ class Run:
         if runtime is not None and self.place.kind != "host":  # (for the shared resources
             remember(self.place, Path(runtime.state_dir))  # keyed by place: tether.places)
         self.run_id = str(run_id or "")
-        self.surface = _surface(surface)
+        self.surface = parse_surface(surface)
         if workdir is not None:
             wd = Path(workdir).resolve()
             if not wd.is_dir():
@@ -298,10 +261,7 @@ class Run:
         self.vibe = bool(vibe)
         self.vibe_config = vibe_config
         self._on_close: list[Callable[[], object]] = []
-        # one question card outstanding per run: a second waits its turn (bounded by its own
-        # timeout) rather than being refused, so a worker's permission prompt that arrives
-        # while the model's question is open is asked next, not silently denied
-        self._asking = threading.Lock()
+        self._asking = OneCardAtATime()
         self._policy = make_policy(approval)
         self.registry = registry if registry is not None else Registry.default()
         self.question_timeout = float(question_timeout)
@@ -311,8 +271,7 @@ class Run:
         self._cards = itertools.count(1)
         self._card_lock = threading.Lock()
         self.serial_timeout = float(serial_timeout)
-        self._serial: dict[str, threading.RLock] = {}
-        self._serial_guard = threading.Lock()
+        self._serial = SerialLocks(self.serial_timeout)
         self._depth = threading.local()
         self._scope = threading.local()  # the top-level call this thread serves
         self._context = RunContext(self)
@@ -346,19 +305,8 @@ class Run:
     def ask_card(self, card: Card, timeout: float) -> Answer:
         """Show `card` through the question port and wait, at most `timeout` seconds in all
         (waiting for an earlier card included), for the human's typed answer."""
-        port = self.question_port
-        if port is None:
-            return Answer.timed_out("this run has no question port")
-        started = time.monotonic()
-        if not self._asking.acquire(timeout=timeout):
-            return Answer.timed_out(
-                f"another question of this run stayed open for all of the {timeout:g} s"
-            )
-        try:
-            remaining = max(timeout - (time.monotonic() - started), 0.01)
-            return ask_bounded(port, card, remaining, self.current_scope().cancel_handle)
-        finally:
-            self._asking.release()
+        cancel = self.current_scope().cancel_handle
+        return self._asking.ask(self.question_port, card, timeout, cancel)
 
     def set_vibe(self, on: bool) -> str:
         """Turn vibe mode on or off. Off hides the vibe tools and kills nothing: running
@@ -380,23 +328,10 @@ class Run:
         """Call `callback()` when the run closes (before its actors are stopped)."""
         self._on_close.append(callback)
 
-    @contextlib.contextmanager
-    def serial_lock(self, name: str) -> Iterator[None]:
-        """One call at a time of a tool that is not parallel-safe (debug, eval). Re-entrant,
-        so the eval bridge may call back into the tool from the handler's own thread; a
-        call that waits longer than `serial_timeout` for the previous one gets an error."""
-        with self._serial_guard:
-            lock = self._serial.setdefault(name, threading.RLock())
-        if not lock.acquire(timeout=self.serial_timeout):
-            raise Busy(
-                f"{name}: another {name} call on this run has been running for more than "
-                f"{self.serial_timeout:g} s; wait for it to finish (calls of {name} run one "
-                "at a time) and try again."
-            )
-        try:
-            yield
-        finally:
-            lock.release()
+    def serial_lock(self, name: str) -> contextlib.AbstractContextManager[None]:
+        """One call at a time of a tool that is not parallel-safe (debug, eval): the run's
+        SerialLocks (tools.guardrails), waiting at most `serial_timeout`."""
+        return self._serial.hold(name)
 
     def human_connected(self) -> bool:
         port = self.question_port

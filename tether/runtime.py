@@ -76,7 +76,8 @@ from tether.tools.spec import Surface
 
 if TYPE_CHECKING:
     from tether.questions import QuestionPort
-    from tether.run import Run, RunOptions
+    from tether.run import Run
+    from tether.runtime_port import RunOptions
 
 __all__ = [
     "RESOURCE_KIND_MODULES",

@@ -4,20 +4,28 @@
 runtime, so a tool sees only these calls (and a test or another host may hand a Run its
 own implementation): resource calls one at a time (`call`) and fanned out (`gather`),
 what is connected, the run's end, and the few facts a run reads (where state lives, the
-default place, the metrics it counts calls in).
+default place, the metrics it counts calls in). The other way, `RunOptions`: what
+`Runtime.open_run(...)` passes on to the Run it opens.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias, TypedDict
 
 from tether.call_scope import CancelHandle
 from tether.health_node import HealthNode
 from tether.messages.calls import ResourceError
 from tether.metrics import Metrics
 from tether.places import Place
+
+if TYPE_CHECKING:
+    from tether.tools.guardrails import Approval
+    from tether.tools.registry import Registry
+    from tether.tools.spec import Tier
+    from tether.tools.vibe_workers import VibeConfig
 
 
 class OpInstance(Protocol):
@@ -76,3 +84,19 @@ class RuntimePort(Protocol):
     def close_run(self, run_id: str, timeout: float = 5.0) -> None: ...
 
     def health(self, timeout: float = 5.0) -> HealthNode: ...
+
+
+class RunOptions(TypedDict, total=False):
+    """What `Runtime.open_run(...)` passes on to `Run` beyond its own arguments (each is
+    described in Run.__init__)."""
+
+    approval: Mapping[Tier | str, Approval | str] | None
+    extra_roots: Iterable[str | os.PathLike[str]]
+    protected: Iterable[str]
+    registry: Registry | None
+    question_timeout: float
+    approval_timeout: float
+    serial_timeout: float
+    prewarm: bool
+    vibe_config: VibeConfig | None
+    place: Place | str | None

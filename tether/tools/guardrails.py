@@ -17,10 +17,12 @@ port, no human connected, a skip or a timeout all mean "no".
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import os
 import stat
-from collections.abc import Iterable, Mapping
+import threading
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -205,3 +207,33 @@ def decide(policy: ApprovalPolicy | None, tier: Tier) -> Approval:
     if policy is None:
         return Approval.ALLOW
     return policy.get(tier, Approval.ALLOW)
+
+
+class Busy(GuardrailError):
+    """A serial tool is still busy with an earlier call of the same run."""
+
+
+class SerialLocks:
+    """One call at a time of a tool that is not parallel-safe (debug, eval), per run.
+    Re-entrant, so the eval bridge may call back into the tool from the handler's own
+    thread; a call that waits longer than `timeout` for the previous one gets an error."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self._locks: dict[str, threading.RLock] = {}
+        self._guard = threading.Lock()
+
+    @contextlib.contextmanager
+    def hold(self, name: str) -> Iterator[None]:
+        with self._guard:
+            lock = self._locks.setdefault(name, threading.RLock())
+        if not lock.acquire(timeout=self.timeout):
+            raise Busy(
+                f"{name}: another {name} call on this run has been running for more than "
+                f"{self.timeout:g} s; wait for it to finish (calls of {name} run one "
+                "at a time) and try again."
+            )
+        try:
+            yield
+        finally:
+            lock.release()

@@ -49,6 +49,26 @@ class Needs(enum.Enum):
     VIBE = "vibe"
 
 
+# Runtime resource kind -> the Needs it satisfies.
+KIND_NEEDS: dict[str, Needs] = {
+    "language_server": Needs.LANGUAGE_SERVERS,
+    "parser": Needs.PARSER,
+    "debug_session": Needs.DEBUG_SESSIONS,
+    "kernel": Needs.KERNELS,
+}
+
+
+def parse_surface(value: Surface | str) -> Surface:
+    """A surface given by value or name; a ValueError naming the valid ones."""
+    if isinstance(value, Surface):
+        return value
+    try:
+        return Surface(str(value).lower())
+    except ValueError:
+        valid = ", ".join(s.value for s in Surface)
+        raise ValueError(f"unknown surface {value!r}: use one of {valid}") from None
+
+
 class ToolContext(Protocol):
     """What a handler receives besides its (already validated) arguments.
 
