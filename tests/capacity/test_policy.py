@@ -3,9 +3,11 @@ admission of spares, on a tree given as data."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from tether.capacity.governor import Governor
+from tether.capacity.governor import Governor, _Reservation
 from tether.capacity.measure import Budget
 from tether.capacity.policy import Settings, candidates, decide
 from tether.capacity.usage import MIB, UsageRecord
@@ -116,3 +118,19 @@ def test_a_conversation_takes_back_the_room_of_a_spare_still_starting():
     assert evicted == ["kernel_pool:python"]
     assert gov.evictions == {"kernel_pool": 1} and gov.refusals == 0
     assert set(gov._reserved) == {"run:c1/kernel:python"}
+
+
+def test_what_was_reserved_for_a_resource_goes_with_it_when_it_is_evicted():
+    # the server started < RESERVE_TTL ago: its reservation (200 MiB expected, 150 seen)
+    # still holds 50; once it is stopped to make room, nothing is held for it any more
+    gov, evicted = squeezed_governor(150, free_mib=51)
+    gov._reserved["language_server:basedpyright:/p"] = _Reservation(
+        "language_server", 200 * MIB, time.monotonic() + 30
+    )
+    assert gov.summary()["reserved"] == 50 * MIB
+    gov.admit_resource("run:c1/kernel:python", "kernel")  # 1 MiB free: the server goes
+    assert evicted == ["language_server:basedpyright:/p"]
+    assert gov.summary()["reserved"] == 100 * MIB  # the kernel's only
+    gov._health(1.0)["children"].clear()  # the next sample: the server is gone
+    gov.sample()
+    assert gov.summary()["reserved"] == 100 * MIB  # (not its 200 MiB again, till its TTL)

@@ -200,8 +200,7 @@ class Governor:
                 return
             need = held - int(self.effective_budget(now) * LOW_WATER)
             plan = decide(self._candidates(), need, now, self.settings, partial=True)
-            for rec in plan.stop:
-                self._stopping[rec.name] = rec.bytes
+            self._stopping_now(plan.stop)
         why = f"{EVICTED} (it was {mib(self.used)} of {mib(self.effective_budget(now))})"
         for rec in plan.stop:
             self._stop_one(rec, why)
@@ -219,13 +218,20 @@ class Governor:
 
     def _reserved_bytes(self, names: Collection[str] | None = None) -> int:
         """What starting resources (or those of `names`) will hold beyond what they hold
-        already; one being stopped holds nothing more."""
+        already."""
         seen = {r.name: r.bytes for r in self.records}
         return sum(
             max(r.bytes - seen.get(n, 0), 0)
             for n, r in self._reserved.items()
-            if n not in self._stopping and (names is None or n in names)
+            if names is None or n in names
         )
+
+    def _stopping_now(self, stop: tuple[UsageRecord, ...]) -> None:
+        """`stop` is being stopped: its bytes are on their way out, and what was reserved
+        for its start is no longer held for it (under the lock)."""
+        for rec in stop:
+            self._stopping[rec.name] = rec.bytes
+            self._reserved.pop(rec.name, None)
 
     # --- admission -------------------------------------------------------------------
     def admit(self, call: Call) -> None:
@@ -244,6 +250,9 @@ class Governor:
             if name in self._reserved or any(r.name == name for r in self.records):
                 if name not in self._stopping:
                     return  # it runs (or is starting): nothing new to hold
+                # started again while the one stopped is still in the last sample: what
+                # that one holds counts again until it is gone (its successor has its name)
+                self._stopping[name] = 0
             need = self._expected(kind)
             free = self.effective_budget(now) - self._live_used() - self._reserved_bytes()
             if spare:
@@ -269,8 +278,7 @@ class Governor:
                 for gone in spares:
                     self._reserved.pop(gone)
                 spares = [n for n in spares if n not in {r.name for r in plan.stop}]
-            for rec in plan.stop:
-                self._stopping[rec.name] = rec.bytes
+            self._stopping_now(plan.stop)
             self._reserved[name] = _Reservation(kind, need, now + RESERVE_TTL, spare)
         why = f"{EVICTED} (to start {name}, ~{mib(need)})"
         for rec in plan.stop:
