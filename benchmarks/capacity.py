@@ -31,14 +31,15 @@ one conversation +472..480 MiB (two language servers 380, kernel 111; tree 97, p
 Before 4514c48/1811c2a (4 runs): 2 of 12 conversations served in full in 3 runs (1.18 per
 GiB), 3 in one (1.77), against the same runs' anchor of 1.45-1.48 per GiB; 0 samples over
 the budget, 0 OOM kills outside the runaway's kernel, every second hover right. After
-(a spare starts only into free room; a stopped resource's reservation goes with it; 10
-runs): 2-7 served (1.18-4.14 per GiB; 6 served, 3.55, in 5 runs, 7 in one), 0 OOM kills
+(a spare starts only into free room; a stopped resource's reservation goes with it; 13
+runs): 2-7 served (1.18-4.14 per GiB; 6 served, 3.55, in 7 runs, 7 in two), 0 OOM kills
 outside the runaway's kernel; samples over the budget outside the runaway cell (told
-apart in 8 runs) 0 in 6, 3 (phase 'at once') in one, 30 in one; a second hover refused
-`capacity` more often (0 right in three runs, none wrong: the kernels kept fill the
-budget and the evicted servers cannot start again); one run had a hover past its
-deadline (tsserver, 30 s). The charge reported over the budget during the runaway cell is the ceiling's to stop (a
-2 GiB cell against a 400 MiB ceiling), not the budget's, and is counted apart.
+apart in 11 runs) 0 in 9, 3 (phase 'at once') in one, 30 in one; a second hover refused
+`capacity` more often (0 right in four runs, all 12 in two, none wrong: the
+kernels kept fill the budget and the evicted servers cannot start again); one run had a
+hover past its deadline (tsserver, 30 s). The charge over the budget during the runaway
+cell is the ceiling's to stop (a 2 GiB cell against a 400 MiB ceiling), not the
+budget's: counted apart.
 """
 
 from __future__ import annotations
