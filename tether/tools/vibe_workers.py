@@ -79,6 +79,7 @@ PREPARER_IDLE_CHECK = 1.0  # s between the idle preparer's checks that its runti
 # the worker tables of each runtime, for the per-runtime cap
 _TABLES: weakref.WeakKeyDictionary[Any, weakref.WeakSet[VibeWorkers]] = weakref.WeakKeyDictionary()
 _TABLES_LOCK = threading.Lock()
+_MAKING = threading.Lock()  # one run's table is made once, whoever asks first
 
 
 @dataclass
@@ -477,7 +478,7 @@ def workers_of(ctx: Any) -> VibeWorkers:
             "vibe mode is on but no worker backend is configured; the host opens the run with "
             "vibe_config=VibeConfig(backends={'fast': CommandBackend([...])})"
         )
-    with run._serial_guard:
+    with _MAKING:
         table = run.state.get("vibe")
         if table is None:
             table = run.state["vibe"] = VibeWorkers(run, config)
