@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import textwrap
+from pathlib import Path
 from typing import Any
 
 SOURCE = """
@@ -125,3 +126,31 @@ def actor_pid(health: dict[str, Any], not_pids: tuple[int, ...] = ()) -> tuple[s
         except LookupError:
             continue
     raise LookupError(f"no actor in a process of its own under {health.get('name')!r}")
+
+
+# what each attempt gets in a sandbox, for every kind of process, root's runtime or not
+REFUSED_IN_A_SANDBOX = {
+    "secret": "refused FileNotFoundError",
+    "portfile": "refused FileNotFoundError",
+    "loopback": "refused ConnectionRefusedError",
+    "signal": "refused ProcessLookupError",
+    "ptrace": "refused ProcessLookupError",  # ESRCH: no such pid in its namespace
+    "maps": "refused FileNotFoundError",
+    "mem": "refused FileNotFoundError",
+    "environ": "refused FileNotFoundError",
+}
+
+
+def kept_in_its_place(kind: str, text: str, port_file_name: str, outside: Path) -> None:
+    """Assert that the program's output `text` (run by a `kind` of process in a sandbox)
+    shows every attempt refused, and that its write outside did not reach `outside`."""
+    seen = attempts(text)
+    assert "probe done" in text, (kind, text)
+    for what, refused in REFUSED_IN_A_SANDBOX.items():
+        assert seen.get(what) == refused, (kind, what, text)
+    assert not outside.exists(), (kind, text)  # (written, into its private /tmp)
+    # the pid 1 it sees is its own bubblewrap (whose environment and memory it may read:
+    # they hold the sandbox's own environment), never the machine's init
+    assert "pid1 is bwrap" in text, (kind, text)
+    assert port_file_name not in text, (kind, text)
+    assert "cap 0000000000000000" in text and "uid 1000" in text, (kind, text)

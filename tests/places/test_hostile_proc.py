@@ -23,7 +23,7 @@ from typing import Any
 
 from tests.conftest import wait_until
 from tests.debug.support import ok
-from tests.places.hostile_probe import actor_pid, attempts, probe_source
+from tests.places.hostile_probe import actor_pid, attempts, kept_in_its_place, probe_source
 from tests.places.test_places import needs_sandbox
 from tests.vibe.test_vibe import output, spawn
 from tether.tools.vibe_workers import CommandBackend, VibeConfig
@@ -31,29 +31,6 @@ from tether.tools.vibe_workers import CommandBackend, VibeConfig
 pytestmark = needs_sandbox
 WORKER = Path(__file__).parent.parent / "vibe" / "worker.py"
 DESCRIPTION = "try to reach a tree process"
-REFUSED_IN_A_SANDBOX = {
-    "secret": "refused FileNotFoundError",
-    "portfile": "refused FileNotFoundError",
-    "loopback": "refused ConnectionRefusedError",
-    "signal": "refused ProcessLookupError",
-    "ptrace": "refused ProcessLookupError",  # ESRCH: no such pid in its namespace
-    "maps": "refused FileNotFoundError",
-    "mem": "refused FileNotFoundError",
-    "environ": "refused FileNotFoundError",
-}
-
-
-def _kept_in_its_place(kind: str, text: str, rt: Any, outside: Path) -> None:
-    seen = attempts(text)
-    assert "probe done" in text, (kind, text)
-    for what, refused in REFUSED_IN_A_SANDBOX.items():
-        assert seen.get(what) == refused, (kind, what, text)
-    assert not outside.exists(), (kind, text)  # (written, into its private /tmp)
-    # the pid 1 it sees is its own bubblewrap (whose environment and memory it may read:
-    # they hold the sandbox's own environment), never the machine's init
-    assert "pid1 is bwrap" in text, (kind, text)
-    assert rt.port_file.name not in text, (kind, text)
-    assert "cap 0000000000000000" in text and "uid 1000" in text, (kind, text)
 
 
 def test_a_tree_process_is_out_of_reach_of_a_sandboxed_cell_debuggee_and_worker(
@@ -99,7 +76,7 @@ def test_a_tree_process_is_out_of_reach_of_a_sandboxed_cell_debuggee_and_worker(
         # a sandboxed cell
         res = boxed.call("eval", {"code": program("cell"), "description": DESCRIPTION})
         assert not res.is_error, res.text
-        _kept_in_its_place("cell", res.text, runtime, tmp_path / "planted-cell")
+        kept_in_its_place("cell", res.text, runtime.port_file.name, tmp_path / "planted-cell")
 
         # a sandboxed debuggee (debugpy's adapter and the program in the run's sandbox)
         (a / "probe_debuggee.py").write_text(program("debuggee"))
@@ -112,11 +89,11 @@ def test_a_tree_process_is_out_of_reach_of_a_sandboxed_cell_debuggee_and_worker(
                 ),
                 30,
             )
-        _kept_in_its_place("debuggee", text, runtime, tmp_path / "planted-debuggee")
+        kept_in_its_place("debuggee", text, runtime.port_file.name, tmp_path / "planted-debuggee")
 
         # a sandboxed vibe worker running the program as its shell command
         (a / "probe_worker.py").write_text(program("worker"))
         wid = spawn(boxed, f"sh {sys.executable} probe_worker.py")
         text = wait_until(lambda: (lambda o: o if "exit 0" in o else None)(output(boxed, wid)), 60)
-        _kept_in_its_place("worker", text, runtime, tmp_path / "planted-worker")
+        kept_in_its_place("worker", text, runtime.port_file.name, tmp_path / "planted-worker")
     assert (b / "secret.txt").read_text() == "B's secret\n"

@@ -3,7 +3,11 @@
 bubblewrap's user namespace is made with every privilege at hand; here the runtime runs as
 `nobody` (setpriv), so the sandbox is made unprivileged (bwrap is not setuid here; user namespaces:
 user.max_user_namespaces is 96367, and this kernel has no unprivileged_userns_clone), and a sandboxed cell still reads nothing of another run,
-writes nothing outside its workspace, and sees no port file, state dir or tree process.
+writes nothing outside its workspace, and sees no port file, state dir or tree process; and
+a debuggee (debugpy) and a scripted vibe worker (tests/vibe/worker.py) of a sandboxed run of
+the same runtime run the hostile program (tests/places/hostile_probe.py: another run's file,
+a write outside, the port file, the host's loopback, a signal, ptrace and /proc of an actor)
+and see every attempt fail. One runtime for all of it: the venv below is the expensive part.
 
 The runtime's interpreter for `nobody`: the test venv's Python lives under /root (0700
 here), which nobody cannot run, so a venv over the system's Python of the same version
@@ -23,8 +27,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.places.hostile_probe import kept_in_its_place
 from tests.places.test_places import needs_sandbox
 
+WORKER = Path(__file__).parent.parent / "vibe" / "worker.py"
 SYSTEM_PYTHON = f"/usr/bin/python{sys.version_info[0]}.{sys.version_info[1]}"
 AS_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
@@ -41,15 +47,20 @@ pytestmark = [
 HOST = (
     textwrap.dedent(
         """
-    import os, sys, tempfile
+    import os, shutil, socket, sys, tempfile
     from pathlib import Path
+    from tests.conftest import wait_until
+    from tests.places.hostile_probe import actor_pid, probe_source
+    from tether.actors import debug_session, vibe
     from tether.actors.kernel import kinds
+    from tether.tools.vibe_workers import CommandBackend, VibeConfig
     from tether.runtime import Runtime
     top = Path(sys.argv[1])
     state = Path(tempfile.mkdtemp(prefix="tk-"))  # (short: a kernel's socket paths fit)
-    rt = Runtime.start(kinds=kinds(spares=0), state_dir=str(state))
+    every = [*kinds(spares=0), *debug_session.KINDS, *vibe.KINDS]
+    rt = Runtime.start(kinds=every, state_dir=str(state))
     try:
-        print("runtime uid", os.getuid(), flush=True)
+        print("runtime uid", os.getuid(), "portfile-name", rt.port_file.name, flush=True)
         rt.open_run("b", workdir=top / "b", place="sandbox")
         probe = (
             "import os\\n"
@@ -69,6 +80,48 @@ HOST = (
             run = rt.open_run(place, workdir=top / place, place=place)
             res = run.call("eval", {{"code": probe, "description": "try to reach what the run must not"}})
             print(f"--- {{place}} error={{res.is_error}}", res.text, sep="\\n", flush=True)
+        # a debuggee and a worker of a sandboxed run: the hostile program, ptrace and /proc too
+        work = top / "boxed"
+        shutil.copy(sys.argv[2], work / "worker.py")
+        worker = CommandBackend([sys.executable, str(work / "worker.py")])
+        config = VibeConfig(backends={"fast": worker})
+        boxed = rt.open_run("boxed", workdir=work, place="sandbox", vibe=True, vibe_config=config)
+        name, pid = actor_pid(rt.health())
+        print("tree pid", name, pid, flush=True)
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        for who in ("debuggee", "worker"):
+            (work / f"probe_{{who}}.py").write_text(
+                probe_source(
+                    secret=str(top / "b" / "secret.txt"),
+                    outside=str(top / f"planted-{{who}}"),
+                    port_file=str(rt.port_file),
+                    state=str(state),
+                    tree_pid=pid,
+                    port=listener.getsockname()[1],
+                )
+            )
+        res = boxed.call("debug", {"op": "launch", "program": "probe_debuggee.py"})
+        done = res.is_error or "probe done" in res.text
+        text = res.text if done else wait_until(
+            lambda: (lambda t: t if "probe done" in t else None)(
+                boxed.call("debug", {"op": "output"}).text
+            ),
+            60,
+        )
+        print(f"--- debuggee error={{res.is_error}}", text, sep="\\n", flush=True)
+        brief = f"sh {{sys.executable}} probe_worker.py"
+        spawned = boxed.call("vibe_spawn", {"brief": brief, "label": "probe"})
+        assert not spawned.is_error, spawned.text
+        wid = spawned.data["worker_id"]
+
+        def worker_output():
+            boxed.call("vibe_list", {})
+            out = str(boxed.state["vibe"].get(wid).snapshot["output"])
+            return out if "exit 0" in out else None
+
+        print("--- worker", wait_until(worker_output, 60), sep="\\n", flush=True)
     finally:
         rt.shutdown()
     """
@@ -99,25 +152,26 @@ def plain_python() -> Iterator[str]:
 @pytest.fixture
 def plain_top() -> Iterator[Path]:
     """Workspaces nobody may use (root's pytest dirs are 0700): b (with a secret), host
-    and sandbox; the top dir is writable by nobody, so only the place stops a write there."""
+    sandbox and boxed (the debuggee's and worker's run); the top dir is writable by nobody, so only the place stops a write there."""
     top = Path(tempfile.mkdtemp(prefix="tether-plain-ws-"))
     top.chmod(0o777)
-    for name in ("b", "host", "sandbox"):
+    for name in ("b", "host", "sandbox", "boxed"):
         (top / name).mkdir()
         (top / name).chmod(0o777)
     (top / "b" / "secret.txt").write_text("B's secret\n")
+    (top / "boxed" / "pyproject.toml").write_text('[project]\nname = "app"\n')  # (debugpy's root)
     yield top
     shutil.rmtree(top, ignore_errors=True)
 
 
-def test_a_sandboxed_cell_of_a_plain_users_runtime_is_kept_in_its_place(
+def test_a_plain_users_sandboxed_cell_debuggee_and_worker_are_kept_in_their_place(
     plain_python: str, plain_top: Path
 ) -> None:
     repo = Path(__file__).parents[2]
     env = {**os.environ, "HOME": str(plain_top), "PYTHONPATH": str(repo)}
     env.pop("TETHER_STATE_DIR", None)
     done = subprocess.run(
-        [*AS_NOBODY, plain_python, "-c", HOST, str(plain_top)],
+        [*AS_NOBODY, plain_python, "-c", HOST, str(plain_top), str(WORKER)],
         env=env,
         cwd=str(plain_top),
         capture_output=True,
@@ -125,9 +179,11 @@ def test_a_sandboxed_cell_of_a_plain_users_runtime_is_kept_in_its_place(
         timeout=300,
     )
     out = done.stdout
-    assert done.returncode == 0 and "--- sandbox" in out, (out, done.stderr[-3000:])
+    assert done.returncode == 0 and "--- worker" in out, (out, done.stderr[-3000:])
     assert "runtime uid 65534" in out, out
     host, boxed = out.split("--- host")[1].split("--- sandbox")
+    boxed, debuggee = boxed.split("--- debuggee")
+    debuggee, worker = debuggee.split("--- worker")
     # the differential: a host cell of the same runtime reaches what nobody may
     assert "B's secret" in host and "portfile OPEN" in host and "signal OPEN" in host, host
     assert "uid 65534" in host, host
@@ -141,3 +197,10 @@ def test_a_sandboxed_cell_of_a_plain_users_runtime_is_kept_in_its_place(
     assert "signal refused ProcessLookupError" in boxed, boxed
     assert "cap 0000000000000000" in boxed and "uid 1000" in boxed, boxed
     assert (plain_top / "sandbox" / "mine.txt").read_text() == "written by A"
+    # the debuggee (debugpy) and the worker (tests/vibe/worker.py) of a sandboxed run: the
+    # same reads, write and port file, and the tree process by signal, ptrace and /proc
+    assert debuggee.startswith(" error=False"), debuggee
+    port_file = out.split("portfile-name ")[1].split()[0]
+    for kind, text in (("debuggee", debuggee), ("worker", worker)):
+        kept_in_its_place(kind, text, port_file, plain_top / f"planted-{kind}")
+        assert "B's secret" not in text, (kind, text)
