@@ -12,7 +12,7 @@ if [ -x .venv/bin/python ]; then
 fi
 # two workers, a test module each at a time (a module's shared runtime stays in one
 # worker): most of a test's time is a server, kernel or adapter starting, so two at once
-# pay on 2 cores (2111 tests in 9.5 min here; 1666 took 12-13 min one at a time). The
+# pay on 2 cores (2444 tests in 11.5 min here; 1666 took 12-13 min one at a time). The
 # modules go longest first (tests/module_order.py, from tests/module_seconds.json), not
 # xdist's most-tests-first, which left the one-test demo module for last on one core.
 "$PY" -m pytest -ra -q -p no:cacheprovider -n "${TETHER_TEST_WORKERS:-2}" --dist loadfile \
