@@ -355,6 +355,11 @@ def test_a_trivial_search_is_not_queued_behind_one_endless_candidate(
         except Exception as exc:  # cancelled: what we expect
             outcome["error"] = str(exc)
 
+    # this thread's first call to the slot learns its route: a later one goes on its call
+    # channel, which the slot reads at its budget checks, and not through thespian, which
+    # waits out the endless candidate (a full run saw a Stats wait 30 s: the trivial search
+    # above may have gone to another slot)
+    assert _slot_jobs(runtime, slot).get("conv-slow") is None
     slow = threading.Thread(target=endless)
     slow.start()
     try:
