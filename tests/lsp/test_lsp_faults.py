@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import signal
 import textwrap
 import threading
@@ -128,7 +129,10 @@ def test_server_that_never_answers_gets_a_deadline_error(lsp_rt, tmp_path, monke
     t0 = time.monotonic()
     r = hover(run)
     took = time.monotonic() - t0
-    assert r.is_error and "did not answer textDocument/hover in time" in r.text, r.text
+    # the session's deadline, or under load the host's, which ends at the same moment: either
+    # names what did not answer
+    assert r.is_error and r.data["code"] == "deadline", r.text
+    assert re.search(r"did not answer (textDocument/hover in time|'hover' within 2 s)", r.text)
     assert took < 4.0, took
     assert "basedpyright for .: ready" in status(run).text  # still up; nothing hangs
     run.close()
