@@ -41,6 +41,18 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 5.0, interval: flo
         time.sleep(interval)
 
 
+def gone(pids: list[int]) -> bool:
+    """Every pid has exited (or is a zombie awaiting its parent). A pid may exit between
+    any two psutil calls, so each lookup is guarded: a vanished process counts as gone."""
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                return False
+        except psutil.NoSuchProcess:
+            continue
+    return True
+
+
 def health_node(health: dict, name: str) -> dict | None:
     """The node named `name` (as rt.health() names actors) in a health tree, or None."""
     if health.get("name") == name:

@@ -28,16 +28,6 @@ def session_pids(rt: Any, run_id: str) -> list[int]:
     return [p["pid"] for p in node.get("pids", [])[1:] if p.get("alive")]
 
 
-def gone(pids: list[int]) -> bool:
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                return False
-        except psutil.NoSuchProcess:
-            continue
-    return True
-
-
 def lldb_server() -> str:
     """lldb's gdb-remote server (`lldb-server`, or `lldb-server-NN` beside lldb-dap-NN)."""
     import shutil

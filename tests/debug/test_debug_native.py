@@ -10,12 +10,11 @@ from pathlib import Path
 
 import psutil
 
-from tests.conftest import wait_until
+from tests.conftest import gone, wait_until
 from tests.debug.conftest import need
 from tests.debug.support import (
     err,
     go_build,
-    gone,
     keeps_running,
     lldb_server,
     ok,

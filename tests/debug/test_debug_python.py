@@ -7,8 +7,8 @@ import signal
 
 import psutil
 
-from tests.conftest import wait_until
-from tests.debug.support import err, gone, keeps_running, ok, session_pids
+from tests.conftest import gone, wait_until
+from tests.debug.support import err, keeps_running, ok, session_pids
 
 
 def test_breakpoints_launch_inspect_step_and_exit(runtime, py_project) -> None:

@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
+from tests.conftest import gone
 from tether.kernels import CellOutput, OutputCaps, prelude, rewrite
 
 QUIET_AFTER_IDLE = {"python": 0.0, "javascript": 0.4}
@@ -143,8 +143,7 @@ class DirectKernel:
         """Shut the kernel down: killed (`now`), or asked to exit so its atexit hooks run."""
         self.client.stop_channels()
         self.manager.shutdown_kernel(now=now)
-        gone = not psutil.pid_exists(self.pid) or psutil.Process(self.pid).status() == "zombie"
-        assert gone, f"kernel process {self.pid} outlived its shutdown"
+        assert gone([self.pid]), f"kernel process {self.pid} outlived its shutdown"
 
 
 def started_kernel(

@@ -16,7 +16,7 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.conftest import alive, health_node, wait_until
+from tests.conftest import alive, gone, health_node, wait_until
 from tether.actors.kernel import kinds
 from tether.kernels.launch import KernelUnavailable, deno_binary
 from tether.processes import processes_with_token
@@ -280,7 +280,7 @@ def test_a_kernel_ignoring_interrupts_is_killed_and_the_next_cell_says_state_los
     assert result.is_error
     assert "stuck" in result.text and "ignored the interrupt" in result.text
     assert "lost" in result.text
-    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert gone([pid])
     after = ev(run, "'x' in globals()")
     assert after.text.splitlines()[0] == "False"
     assert "fresh kernel" in after.text
@@ -295,7 +295,7 @@ def test_a_sigkilled_kernel_is_replaced_and_the_next_cell_says_so(
     pid = kernel_node(rt, "r1")["extra"]["kernel_pid"]
     rt.inject("kill_process", target="run:r1/kernel:python")
     wait_until(lambda: kernel_node(rt, "r1")["extra"]["kernel_pid"] is None, timeout=10)
-    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert gone([pid])
     after = ev(run, "'x' in globals()")
     assert after.text.splitlines()[0] == "False"
     assert "killed by signal 9" in after.text and "lost" in after.text
@@ -328,7 +328,7 @@ def test_the_kernel_actor_crashing_takes_its_kernel_along(
     pid, actor_pid = node["extra"]["kernel_pid"], node["pids"][0]["pid"]
     rt.inject("crash_actor", target="run:r1/kernel:python")
     wait_until(
-        lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE,
+        lambda: gone([pid]),
         timeout=10,
     )
 
@@ -363,7 +363,7 @@ def test_reset_starts_a_clean_kernel(runtime_factory: Any, workdir: Path) -> Non
     result = ev(run, "'x' in globals()", reset=True)
     assert result.text.splitlines()[0] == "False"
     assert "reset" in result.text
-    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert gone([pid])
 
 
 def test_an_idle_kernel_is_reaped_and_the_next_cell_says_so(
@@ -374,7 +374,7 @@ def test_an_idle_kernel_is_reaped_and_the_next_cell_says_so(
     ev(run, "x = 1")
     pid = kernel_node(rt, "r1")["extra"]["kernel_pid"]
     wait_until(lambda: kernel_node(rt, "r1")["extra"]["kernel_pid"] is None, timeout=10)
-    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert gone([pid])
     after = ev(run, "'x' in globals()")
     assert after.text.splitlines()[0] == "False"
     assert "idle" in after.text and "lost" in after.text
@@ -411,7 +411,7 @@ def test_closing_a_run_kills_its_kernel(runtime_factory: Any, workdir: Path) -> 
     pid = kernel_node(rt, "r1")["extra"]["kernel_pid"]
     run.close()
     wait_until(
-        lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE,
+        lambda: gone([pid]),
         timeout=10,
     )
 

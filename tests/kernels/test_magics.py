@@ -19,6 +19,7 @@ from tests.kernels.kernel_cells import DirectKernel, missing, render
 from tether.kernels import MagicError, prelude, rewrite
 from tether.kernels.cell_lines import JsScanner, javascript_code_end
 from tether.kernels.magics_javascript import looks_like_shell
+from tether.processes import still_running
 
 # ---- the rewrite, as a table -----------------------------------------------------------------
 
@@ -436,7 +437,7 @@ def test_a_command_left_in_the_background_does_not_hold_the_cell(tmp_path: Path)
 def _background_sleep() -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter(["cmdline"]):
-        if proc.info["cmdline"] == ["sleep", "297.5"] and proc.status() != psutil.STATUS_ZOMBIE:
+        if proc.info["cmdline"] == ["sleep", "297.5"] and still_running(proc):
             found.append(proc)
     return found
 

@@ -26,6 +26,7 @@ from tests.conftest import wait_until
 from tether.lsp.servers import make_key
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.messages.checker_ops import Check
+from tether.processes import still_running
 
 pytestmark = [pytest.mark.slow, need("basedpyright-langserver", "basedpyright")]
 
@@ -81,10 +82,7 @@ def _nodes(node: dict) -> list[dict]:
 
 
 def gone(proc: psutil.Process) -> bool:
-    try:
-        return proc.status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
+    return not still_running(proc)
 
 
 def test_the_checker_is_a_process_of_the_tree_and_dies_with_shutdown(runtime_factory, tmp_path):

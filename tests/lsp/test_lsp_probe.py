@@ -11,9 +11,8 @@ import threading
 import time
 from pathlib import Path
 
-import psutil
 import pytest
-from conftest import health_node, wait_until
+from conftest import gone, health_node, wait_until
 from lsp_support import need
 
 import tether.actors.language_server as ls_actor
@@ -112,7 +111,7 @@ def test_a_probe_that_never_answers_is_killed_at_its_deadline(
     assert info.value.code == ErrorCode.UNAVAILABLE
     assert info.value.message.endswith("(rust-analyzer --version: no answer within 0.5 s)")
     probe = int(pidfile.read_text())
-    wait_until(lambda: not psutil.pid_exists(probe) or psutil.Process(probe).status() == "zombie")
+    wait_until(lambda: gone([probe]))
 
 
 @need("basedpyright-langserver")

@@ -17,6 +17,7 @@ import psutil
 
 from tests.conftest import wait_until
 from tests.places.test_places import needs_sandbox
+from tether.processes import still_running
 
 pytestmark = needs_sandbox
 
@@ -43,7 +44,7 @@ def ours(mark: str, under: Path) -> list[psutil.Process]:
     for proc in psutil.process_iter(["cmdline"]):
         cmd = " ".join(proc.info["cmdline"] or [])
         if mark in cmd or (str(under) in cmd and "bwrap" in cmd):
-            if proc.status() != psutil.STATUS_ZOMBIE:
+            if still_running(proc):
                 found.append(proc)
     return found
 

@@ -25,7 +25,7 @@ from tests.places.test_places import needs_sandbox
 from tether.actors.kernel import kinds
 from tether.places import Place, PlaceError, egress, wrap
 from tether.places.egress import NEEDED
-from tether.processes import kill_tree, popen_dying_with_us
+from tether.processes import kill_tree, popen_dying_with_us, still_running
 
 pytestmark = needs_sandbox
 ROOT = Path(__file__).resolve().parents[2]
@@ -271,20 +271,13 @@ def test_a_killed_network_on_sandbox_leaves_no_process(tmp_path: Path, victim: s
         os.kill(proc.pid if victim == "bwrap" else slirp.pid, signal.SIGKILL)
         if victim == "bwrap":
             proc.wait(10)
-            assert wait_until(lambda: not [p for p in tree if _alive(p)], 10), tree
+            assert wait_until(lambda: not [p for p in tree if still_running(p)], 10), tree
         else:
-            assert wait_until(lambda: not _alive(slirp), 10)
+            assert wait_until(lambda: not still_running(slirp), 10)
             assert proc.poll() is None  # (the program runs on without a network)
     finally:
         kill_tree(proc.pid, grace=0.0)
         proc.wait(10)
-
-
-def _alive(p: psutil.Process) -> bool:
-    try:
-        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 @needs_egress

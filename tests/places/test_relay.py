@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import health_node, wait_until
+from tests.conftest import gone, health_node, wait_until
 from tests.debug.conftest import GO_PROGRAM, need
-from tests.debug.support import gone, ok, session_pids
+from tests.debug.support import ok, session_pids
 from tests.places.test_places import needs_sandbox
 from tether.actors.kernel import kinds
 from tether.debug import adapters

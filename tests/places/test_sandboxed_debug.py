@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import health_node, wait_until
-from tests.debug.support import gone, ok, session_pids
+from tests.conftest import gone, health_node, wait_until
+from tests.debug.support import ok, session_pids
 from tests.places.test_places import needs_sandbox
 from tether.places import Place
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import health_node, wait_until
+from tests.conftest import gone, health_node, wait_until
 from tests.debug.conftest import c_project  # noqa: F401 - a fixture
-from tests.debug.support import gone, ok, session_pids
+from tests.debug.support import ok, session_pids
 from tests.lsp.lsp_support import copy_project, health_nodes, need
 from tests.places.test_places import needs_sandbox
 

@@ -28,6 +28,7 @@ from tether.actors.parser import KINDS as PARSER_KINDS
 from tether.actors.vibe import KINDS
 from tether.places import Place
 from tether.places.wrap import wrap
+from tether.processes import still_running
 from tether.tools.vibe_workers import CommandBackend, VibeConfig
 
 pytestmark = needs_sandbox
@@ -205,7 +206,7 @@ def _ours(work: Path) -> list[psutil.Process]:
     for proc in psutil.process_iter(["cmdline"]):
         cmd = " ".join(proc.info["cmdline"] or [])
         if "307.75" in cmd or (str(work) in cmd and "bwrap" in cmd):
-            if proc.status() != psutil.STATUS_ZOMBIE:
+            if still_running(proc):
                 found.append(proc)
     return found
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import psutil
 import pytest
 
-from tests.conftest import health_node, wait_until
+from tests.conftest import gone, health_node, wait_until
 from tether.messages.calls import ErrorCode, ResourceError
 
 ECHO_KINDS = ["tether.actors.echo"]
@@ -191,7 +191,7 @@ def test_health_never_says_ready_for_a_dead_supervisor(runtime_factory) -> None:
     os.kill(parent, signal.SIGSTOP)
     try:
         kill(victim)
-        wait_until(lambda: psutil.Process(victim).status() == psutil.STATUS_ZOMBIE, timeout=10.0)
+        wait_until(lambda: gone([victim]), timeout=10.0)
     finally:
         os.kill(parent, signal.SIGCONT)
     node = health_node(rt.health(), "run:c0")

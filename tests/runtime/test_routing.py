@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.conftest import health_node, wait_until
+from tests.conftest import gone, health_node, wait_until
 from tether.messages.calls import ErrorCode, ResourceError
 
 
@@ -184,10 +184,9 @@ def test_connected_kinds(runtime) -> None:
 def test_close_run_stops_its_actors(runtime) -> None:
     pid = call(runtime, "echo_run", op="pid", run="gone")["pid"]
     runtime.close_run("gone")
-    import psutil
 
     wait_until(
-        lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE,
+        lambda: gone([pid]),
         5,
     )
 

@@ -270,10 +270,8 @@ def test_a_git_that_never_answers_is_killed_and_the_search_walks(
     import shutil
     import subprocess
 
-    import psutil
-
     import tether.actors.git as git_actor
-    from tests.conftest import wait_until
+    from tests.conftest import gone, wait_until
 
     git = shutil.which("git")
     if git is None:
@@ -292,7 +290,7 @@ def test_a_git_that_never_answers_is_killed_and_the_search_walks(
     res = run.call("ast_grep", {"pattern": "foo($A, $B)", "language": "python"})
     assert not res.is_error and res.data["total"] == 13, res.text  # walked: ignored.py too
     hung = int(pidfile.read_text())
-    wait_until(lambda: not psutil.pid_exists(hung) or psutil.Process(hung).status() == "zombie")
+    wait_until(lambda: gone([hung]))
 
 
 def test_a_listing_under_way_dies_with_shutdown(
@@ -303,7 +301,7 @@ def test_a_listing_under_way_dies_with_shutdown(
 
     import psutil
 
-    from tests.conftest import shutdown_without_orphans, wait_until
+    from tests.conftest import gone, shutdown_without_orphans, wait_until
 
     wrapper = tmp_path_factory.mktemp("bin")
     pidfile = wrapper / "git.pid"
@@ -317,7 +315,7 @@ def test_a_listing_under_way_dies_with_shutdown(
     git = psutil.Process(int(wait_until(lambda: pidfile.exists() and pidfile.read_text())))
     assert git.ppid() != os.getpid()  # a child of the tree, not of the host
     shutdown_without_orphans(rt)  # (the fixture's check: git is among the runtime's processes)
-    wait_until(lambda: not git.is_running() or git.status() == psutil.STATUS_ZOMBIE)
+    wait_until(lambda: gone([git.pid]))
 
 
 def test_stats_say_how_many_files_a_running_search_has_scanned(

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import wait_until
+from tests.conftest import gone, wait_until
 from tether.tools.vibe_workers import CallableBackend, Caps, VibeConfig
 
 from .conftest import config
-from .test_vibe import gone, pids_of, spawn
+from .test_vibe import pids_of, spawn
 
 
 def wait(run: Any, worker_id: str) -> Any:

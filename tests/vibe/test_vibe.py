@@ -13,7 +13,7 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.conftest import health_node, wait_until
+from tests.conftest import gone, health_node, wait_until
 from tests.tools.conftest import ScriptedPort
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.questions import ALLOW, DENY, Answer, CardKind
@@ -41,16 +41,6 @@ def pids_of(run: Any, worker_id: str) -> list[int]:
     text = wait_until(lambda: re.search(r"child (\d+)", output(run, worker_id)), timeout=10)
     worker = run.state["vibe"].get(worker_id)
     return [int(worker.snapshot["pid"]), int(text.group(1))]
-
-
-def gone(pids: list[int]) -> bool:
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                return False
-        except psutil.NoSuchProcess:
-            pass
-    return True
 
 
 def test_tools_only_in_vibe_mode(open_run: Callable[..., Any], vibe_rt: Any, tmp_path) -> None:
