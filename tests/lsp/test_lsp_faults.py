@@ -16,7 +16,7 @@ import pytest
 from conftest import wait_until as wait_for
 from lsp_support import copy_project, health_nodes, lsp_rt, need  # noqa: F401 - fixtures
 
-import tether.tools.lsp.actions as lsp_actions
+import tether.tools.lsp_tool.actions as lsp_actions
 
 pytestmark = [pytest.mark.slow, need("basedpyright-langserver")]
 _ids = itertools.count()

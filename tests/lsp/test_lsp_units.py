@@ -21,7 +21,6 @@ from tether.lsp.jsonrpc import (
     ServerRequest,
     answer_server_request,
 )
-from tether.lsp.ledger import Ledger
 from tether.lsp.positions import (
     PositionError,
     find_symbol,
@@ -30,6 +29,7 @@ from tether.lsp.positions import (
     to_character,
 )
 from tether.protocol import FrameDecoder, FramingError, encode
+from tether.tools.lsp_tool.ledger import Ledger
 
 # --- protocol ---------------------------------------------------------------------------------
 
@@ -449,7 +449,7 @@ def test_only_lsp_rename_marks_its_call_write_tier(tmp_path):
     write_tier is served: lsp_rename (tier write) sends one, no action of lsp (tier read) does."""
     from tether.messages.calls import ResourceError
     from tether.messages.language_server_ops import Rename
-    from tether.tools.lsp.actions import NAV, lsp, lsp_rename
+    from tether.tools.lsp_tool.actions import NAV, lsp, lsp_rename
 
     (tmp_path / "pyproject.toml").write_text("")
     (tmp_path / "a.py").write_text("value = 1\n")
@@ -483,7 +483,7 @@ def test_only_lsp_rename_marks_its_call_write_tier(tmp_path):
 
 # --- rendering --------------------------------------------------------------------------------
 
-from tether.lsp import render  # noqa: E402
+from tether.tools.lsp_tool import render  # noqa: E402
 
 
 def _loc(path, line, text="x = 1"):
@@ -575,7 +575,7 @@ def test_hierarchy_with_nothing_there_says_what_to_point_at():
 
 
 def test_workspace_symbols_rank_exact_then_prefix_then_fuzzy_inside_first():
-    from tether.tools.lsp.actions import _symbol_rank
+    from tether.tools.lsp_tool.actions import _symbol_rank
 
     recs = [
         {"name": "IFA_F_TEMPORARY", "path": "/usr/lib/go/x.go"},
@@ -592,7 +592,7 @@ def test_workspace_symbols_rank_exact_then_prefix_then_fuzzy_inside_first():
 
 
 def test_workspace_symbols_drop_fuzzy_matches_outside_the_workspace():
-    from tether.tools.lsp.actions import _relevant
+    from tether.tools.lsp_tool.actions import _relevant
 
     assert _relevant({"name": "SYS_GETSOCKOPT", "path": "/usr/lib/go/z.go"}, "Stock") is False
     assert _relevant({"name": "NewStockReader", "path": "/usr/lib/go/z.go"}, "stock") is True

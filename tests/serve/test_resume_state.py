@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from tether.lsp.ledger import Ledger
 from tether.questions import ALLOW, DENY, Answer, CardKind
 from tether.run import Run
 from tether.serve import run_state, run_store
 from tether.serve.run_state import CardLog, RunStateError
 from tether.structural.staging import StagedFile, commit, digest
+from tether.tools.lsp_tool.ledger import Ledger
 from tether.tools.registry import Registry
 from tether.tools.results import ToolResult
 from tether.tools.structural import run_staging

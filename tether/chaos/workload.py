@@ -29,8 +29,8 @@ from tether.lsp.servers import SERVERS
 from tether.tools.debug import DEFAULT_WAIT as DEBUG_WAIT
 from tether.tools.debug import INSPECT_TIMEOUT
 from tether.tools.eval import REPLY_SLACK, TAKE_TIMEOUT
-from tether.tools.lsp.actions import QUERY_TIMEOUT
-from tether.tools.lsp.on_write import WRITE_CAP
+from tether.tools.lsp_tool.actions import QUERY_TIMEOUT
+from tether.tools.lsp_tool.on_write import WRITE_CAP
 from tether.tools.results import ToolResult
 from tether.tools.structural import SEARCH_TIMEOUT
 from tether.tools.vibe_workers import CALL_SLACK, CALL_TIMEOUT, PREPARE_TIMEOUT

@@ -35,9 +35,9 @@ from tether.lsp.servers import split_key
 from tether.messages.calls import ResourceError
 from tether.messages.language_server_ops import Status, StatusReply
 from tether.messages.parser_ops import Stats
-from tether.tools.lsp.notes import carry
-from tether.tools.lsp.targets import KIND as LSP_KIND
-from tether.tools.lsp.targets import ask
+from tether.tools.lsp_tool.notes import carry
+from tether.tools.lsp_tool.targets import KIND as LSP_KIND
+from tether.tools.lsp_tool.targets import ask
 
 PROBE_TIMEOUT = 1.0  # s: a status that takes longer is left out of this tick
 MAX_LINE = 200  # chars of a cell's last output line in a progress message

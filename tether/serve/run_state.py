@@ -44,9 +44,9 @@ from pathlib import Path
 from typing import Any
 
 from tether.debug import breakpoints as bp
-from tether.lsp.ledger import Key, Ledger
 from tether.questions import ALLOW, Answer, AnswerStatus, Card, CardKind
 from tether.structural.staging import ABSENT, StagedEdit, StagedFile
+from tether.tools.lsp_tool.ledger import Key, Ledger
 from tether.tools.structural import run_staging
 from tether.tools.vibe_changes import CONFLICT
 

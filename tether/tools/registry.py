@@ -42,7 +42,7 @@ FAMILY_MODULES: tuple[str, ...] = (
     "tether.tools.harness",
     "tether.tools.ask_user",
     "tether.tools.structural",
-    "tether.tools.lsp",
+    "tether.tools.lsp_tool",
     "tether.tools.debug",
     "tether.tools.vibe",
     "tether.tools.eval",

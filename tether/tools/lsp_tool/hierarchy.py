@@ -12,11 +12,11 @@ from __future__ import annotations
 import os
 from typing import Any, cast
 
-from tether.lsp import render
 from tether.messages.language_server_ops import Hierarchy, HierarchyDirection, HierarchyReply
-from tether.tools.lsp.notes import noted
-from tether.tools.lsp.records import Lines, model_records
-from tether.tools.lsp.targets import ask, locate
+from tether.tools.lsp_tool import render
+from tether.tools.lsp_tool.model_records import Lines, model_records
+from tether.tools.lsp_tool.notes import noted
+from tether.tools.lsp_tool.targets import ask, locate
 from tether.tools.results import ToolResult
 from tether.tools.spec import ToolContext
 

@@ -21,7 +21,7 @@ answers for a file; one call to its actor), `records` (actor records -> model re
 `specs` (the declarations). The registry needs only `specs()` and `wrappers()`.
 """
 
-from tether.tools.lsp.on_write import FAMILY, wrappers
-from tether.tools.lsp.specs import specs
+from tether.tools.lsp_tool.on_write import FAMILY, wrappers
+from tether.tools.lsp_tool.specs import specs
 
 __all__ = ["FAMILY", "specs", "wrappers"]

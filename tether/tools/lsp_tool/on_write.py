@@ -15,15 +15,15 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tether.lsp import render
-from tether.lsp.ledger import Ledger
 from tether.lsp.limits import size_text
 from tether.lsp.servers import Resolution, rows_for
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.messages.language_server_ops import Diagnostics, DiagnosticsReply, Sync
-from tether.tools.lsp.notes import noted
-from tether.tools.lsp.records import Lines, relative, severe
-from tether.tools.lsp.targets import ask, limits, resolve_cached
+from tether.tools.lsp_tool import render
+from tether.tools.lsp_tool.ledger import Ledger
+from tether.tools.lsp_tool.model_records import Lines, relative, severe
+from tether.tools.lsp_tool.notes import noted
+from tether.tools.lsp_tool.targets import ask, limits, resolve_cached
 from tether.tools.results import ToolResult
 from tether.tools.spec import ToolContext
 

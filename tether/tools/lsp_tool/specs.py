@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tether.tools.lsp.actions import ACTIONS, lsp, lsp_rename
+from tether.tools.lsp_tool.actions import ACTIONS, lsp, lsp_rename
 from tether.tools.schema import MAX_LINE
 from tether.tools.spec import Needs, Tier, ToolSpec
 

@@ -8,14 +8,14 @@ the actor answers with the same records as a language server's diagnostics.
 
 from __future__ import annotations
 
-from tether.lsp import render
 from tether.lsp.checkers import CHECKER_TIMEOUT
 from tether.lsp.servers import SERVERS, make_key, resolve
 from tether.messages.calls import ResourceError
 from tether.messages.checker_ops import Check, read_check_reply
 from tether.places import Place
 from tether.places.registry import placed_key
-from tether.tools.lsp.records import Lines, model_records, severe
+from tether.tools.lsp_tool import render
+from tether.tools.lsp_tool.model_records import Lines, model_records, severe
 from tether.tools.results import ToolResult
 from tether.tools.spec import ToolContext
 

@@ -12,7 +12,6 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
-from tether.lsp import render
 from tether.lsp.servers import SERVERS, resolve
 from tether.messages.calls import ResourceError
 from tether.messages.language_server_ops import (
@@ -29,12 +28,13 @@ from tether.messages.language_server_ops import (
     SymbolsReply,
     WorkspaceSymbols,
 )
-from tether.tools.lsp.checker import project_check
-from tether.tools.lsp.hierarchy import DIRECTIONS, hierarchy
-from tether.tools.lsp.notes import noted
-from tether.tools.lsp.records import Lines, model_records, relative, severe
-from tether.tools.lsp.status import reload, status
-from tether.tools.lsp.targets import ask, file_server, locate
+from tether.tools.lsp_tool import render
+from tether.tools.lsp_tool.checker import project_check
+from tether.tools.lsp_tool.hierarchy import DIRECTIONS, hierarchy
+from tether.tools.lsp_tool.model_records import Lines, model_records, relative, severe
+from tether.tools.lsp_tool.notes import noted
+from tether.tools.lsp_tool.status import reload, status
+from tether.tools.lsp_tool.targets import ask, file_server, locate
 from tether.tools.results import ToolResult
 from tether.tools.spec import ToolContext
 

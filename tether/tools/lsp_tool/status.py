@@ -10,9 +10,9 @@ from tether.messages.calls import ErrorCode, ResourceError
 from tether.messages.language_server_ops import Reload, Status, StatusReply
 from tether.places import Place
 from tether.places.registry import split_place
-from tether.tools.lsp.notes import noted
-from tether.tools.lsp.records import relative
-from tether.tools.lsp.targets import KIND, ask, file_path, file_server
+from tether.tools.lsp_tool.model_records import relative
+from tether.tools.lsp_tool.notes import noted
+from tether.tools.lsp_tool.targets import KIND, ask, file_path, file_server
 from tether.tools.results import ToolResult
 from tether.tools.spec import ToolContext
 
