@@ -234,6 +234,16 @@ def test_actors_hold_only_actors():
     assert in_actors and [m for m in in_actors if not defines_an_actor(m)] == []
 
 
+def test_no_two_packages_share_a_name():
+    # `tether.lsp` (the library) and `tether.tools.lsp` (the tool) once did: a reader
+    # could not tell from `lsp/` which one a path or an import meant
+    names: dict[str, list[str]] = {}
+    for init in PACKAGE.rglob("__init__.py"):
+        package = init.parent.relative_to(PACKAGE.parent)
+        names.setdefault(package.name, []).append(str(package))
+    assert {name: where for name, where in names.items() if len(where) > 1} == {}
+
+
 def test_pending_moves_are_still_pending():
     known = modules()
     done = [m for m in PENDING_MOVES if m not in known]

@@ -10,7 +10,7 @@ Where that detail comes from, per tool:
   language servers of this conversation's workdir that are indexing (their `$/progress`
   titles, from each server actor's status: `lsp status` asks the same), since a first
   query waits on that; a status can be a restarted server's first answer, so its notes
-  are carried to the run's next lsp result (`tether.tools.lsp.notes.carry`);
+  are carried to the run's next lsp result (`tether.tools.lsp_tool.notes.carry`);
 - eval: the running cell's output so far, its last line (the kernel actor's status
   carries the end of it; a status is what `eval` itself sends to make the actor ahead of
   a first cell, so asking never starts a kernel);

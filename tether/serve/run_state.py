@@ -10,7 +10,7 @@ carried over (written by `run_store`: `<state dir>/serve-runs/<handle>.state`):
 - staged edits not yet resolved (`ast_edit`'s, and an isolated vibe worker's change), with
   the hash of each file as it was staged: `resolve accept` after the restart writes them,
   or refuses, naming the files that changed meanwhile (`structural.staging.commit`);
-- the diagnostics ledger (`tether.lsp.ledger`): what the agent was told is not new again;
+- the diagnostics ledger (`tether.tools.lsp_tool.ledger`): what the agent was told is not new again;
 - the breakpoints the run set (`ctx.state["debug"]`): sent with the next launch;
 - the card numbering, and which permission cards the human approved. An approval is for
   one call ("run it this time": `tools.registry.permission` keeps none), so there is no

@@ -17,8 +17,10 @@ position excluded, counted per file, forgotten when gone.
 
 Modules: `actions` (the actions on a file or query, and lsp_rename), `status` (status,
 reload), `checker` (diagnostics "*"), `on_write` (the wrappers), `targets` (which server
-answers for a file; one call to its actor), `records` (actor records -> model records),
-`specs` (the declarations). The registry needs only `specs()` and `wrappers()`.
+answers for a file; one call to its actor), `model_records` (actor records -> model
+records), `render` (model-facing text), `ledger` (the run's "already reported"
+diagnostics), `specs` (the declarations). The registry needs only `specs()` and
+`wrappers()`.
 """
 
 from tether.tools.lsp_tool.on_write import FAMILY, wrappers

@@ -17,7 +17,7 @@ from tether.messages.language_server_ops import LanguageServerReply
 from tether.tools.results import ToolResult
 from tether.tools.spec import ToolContext
 
-FAMILY = "lsp"  # the run state's key of the lsp family (as tether.tools.lsp.on_write's)
+FAMILY = "lsp"  # the run state's key of the lsp family (as tether.tools.lsp_tool.on_write's)
 
 
 def carry(ctx: ToolContext, notes: Iterable[str]) -> None:
