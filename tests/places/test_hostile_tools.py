@@ -183,3 +183,32 @@ def test_compile_flags_leading_out_of_the_project_are_not_read(tmp_path: Path) -
     (ws / "flags").write_text("-DMINE\n")
     (ws / "compile_flags.txt").symlink_to(ws / "flags")  # (a link within the project reads)
     assert "-DMINE" in checker_argv(BY_NAME["clangd"], ws)
+
+
+@needs_sandbox
+@need("typescript-language-server")
+def test_a_tool_linked_out_to_another_workspace_is_refused_not_bound(
+    runtime: Any, tmp_path: Path
+) -> None:
+    """A sandbox binds each hop of a program's links read-only, so a project's
+    `node_modules/.bin/tsc` (or its language server) planted as a link into another run's
+    workspace would bind that workspace into this run's sandbox. It is refused instead,
+    saying where the link leads, and nothing of the other run is run or shown."""
+    other, ws = tmp_path / "b", tmp_path / "a"
+    (other / "bin").mkdir(parents=True)
+    ran = other / "ran"
+    tool = other / "bin" / "tool"
+    tool.write_text(f"#!/bin/sh\ntouch {ran}\n")
+    tool.chmod(0o755)
+    runtime.open_run("b", workdir=other, place="sandbox")
+    ws.mkdir()
+    tsc_bin(ws, tool)
+    (ws / "node_modules" / ".bin" / "typescript-language-server").symlink_to(tool)
+    run = runtime.open_run("a", workdir=ws, place="sandbox")
+    res = run.call("lsp", {"action": "diagnostics", "file": "*"})
+    leads_out = "leads out of the workspace {} through a symlink (to {}); a sandbox does not show"
+    assert leads_out.format(ws, tool) in res.text, res.text
+    res = run.call("lsp", {"action": "hover", "file": "a.ts", "line": 1, "symbol": "a"})
+    assert res.is_error and leads_out.format(ws, tool) in res.text, res.text
+    assert "put the program on the runtime's PATH" in res.text
+    assert not ran.exists()

@@ -356,3 +356,48 @@ def test_a_program_reached_through_a_chain_of_links_elsewhere_runs_inside(tmp_pa
     )
     done = subprocess.run(wrapped.argv, env=wrapped.env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "inside" in done.stdout, done.stderr
+
+
+@needs_sandbox
+def test_a_program_the_workspace_links_out_to_another_workspace_is_refused(
+    tmp_path: Path,
+) -> None:
+    """Every hop of a program's links is bound read-only in its sandbox: a link planted in
+    the workspace must not bind another run's directory there. The error says where the
+    link leads and what to do; a link within the workspace, or into the system, runs."""
+    other, ws = tmp_path / "b", tmp_path / "a"
+    (other / "bin").mkdir(parents=True)
+    (other / "secret.txt").write_text("B's secret\n")
+    tool = other / "bin" / "tool"
+    tool.write_text("#!/bin/sh\ncat ../secret.txt\n")
+    tool.chmod(0o755)
+    (ws / "node_modules" / ".bin").mkdir(parents=True)
+    planted = ws / "node_modules" / ".bin" / "tool"
+    planted.symlink_to(tool)
+    with pytest.raises(PlaceError) as got:
+        wrap(Place.sandbox(), [str(planted)], cwd=str(ws), workspace=str(ws))
+    assert str(got.value) == (
+        f"{planted} leads out of the workspace {ws} through a symlink (to {tool}); a sandbox "
+        "does not show what the project's own links name outside it. Make the link point "
+        "inside the workspace, or put the program on the runtime's PATH"
+    )
+    # through a hop inside the workspace first: refused the same
+    (ws / "hop").symlink_to(planted)
+    with pytest.raises(PlaceError, match="leads out of the workspace"):
+        wrap(Place.sandbox(), [str(ws / "hop")], cwd=str(ws), workspace=str(ws))
+    # a link within the workspace, and one into the system, run inside
+    mine = ws / "bin" / "mine"
+    mine.parent.mkdir()
+    mine.write_text("#!/bin/sh\necho mine\n")
+    mine.chmod(0o755)
+    (ws / "to-mine").symlink_to(mine)
+    (ws / "to-sh").symlink_to("/bin/sh")
+    for argv, want in (
+        ([str(ws / "to-mine")], "mine"),
+        ([str(ws / "to-sh"), "-c", "echo sh"], "sh"),
+    ):
+        wrapped = wrap(Place.sandbox(), argv, cwd=str(ws), workspace=str(ws))
+        done = subprocess.run(
+            wrapped.argv, env=wrapped.env, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0 and done.stdout == want + "\n", done.stderr

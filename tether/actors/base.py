@@ -53,6 +53,7 @@ from tether.messages.control import (
     Started,
     Stopping,
 )
+from tether.places.place import PlaceError
 from tether.resources.call_channel import CallChannel
 from tether.resources.faults import Faults
 from tether.resources.lifecycle import Admission, Lifecycle
@@ -306,7 +307,7 @@ class ResourceActor(TetherActor):
             self.last_error = self._channel.open(self._host_pid) or self.last_error
         try:
             self.on_start(start.key, start.config)
-        except ResourceUnavailable as exc:
+        except (ResourceUnavailable, PlaceError) as exc:  # (a place's refusal lasts)
             self._start_failed(str(exc), unavailable=True)
             return
         except Exception as exc:

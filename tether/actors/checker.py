@@ -92,7 +92,7 @@ class CheckerActor(ProcessActor):
                 place=self.place,
                 workspace=str(self.root),
             )
-        except OSError as exc:
+        except (OSError, PlaceError) as exc:  # (a place refuses what it cannot show)
             self._settle_running(None, ErrorCode.UNAVAILABLE, f"could not run {argv[0]}: {exc}")
             return
         host = self.place.kind == "host"

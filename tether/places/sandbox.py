@@ -126,6 +126,29 @@ def toolchain_roots(paths: Iterable[str]) -> list[str]:
     return roots
 
 
+def refuse_links_out(program: str, workspace: str | None) -> None:
+    """Refuse a program whose chain of links passes through the workspace and then leaves
+    it for a directory a sandbox would not show anyway. Every hop's directory is bound
+    read-only (`toolchain_roots`), so a link the conversation planted in its workspace
+    would choose what its sandbox sees: another run's workspace, the state dir. Links
+    outside the workspace are the host's own (a venv's shim) and are followed."""
+    if not workspace:
+        return
+    homes = {os.path.abspath(workspace), os.path.realpath(workspace)}
+    shown = [*SYSTEM_RO, *ROOT_LINKS, *runtime_toolchains(), *homes]
+    entered = False
+    for hop in [*_link_chain(program), os.path.realpath(program)]:
+        if any(_beneath(hop, home) for home in homes):
+            entered = True
+        elif entered and not any(_beneath(hop, root) for root in shown):
+            raise PlaceError(
+                f"{program} leads out of the workspace {workspace} through a symlink (to "
+                f"{hop}); a sandbox does not show what the project's own links name outside "
+                "it. Make the link point inside the workspace, or put the program on the "
+                "runtime's PATH"
+            )
+
+
 def _link_chain(path: str, hops: int = 40) -> list[str]:
     """`path` (absolute) and every symlink it leads through, hop by hop."""
     chain = [os.path.abspath(path)]

@@ -156,6 +156,7 @@ def wrap(
     if place.kind == "prefix":
         return _prefix(place, argv, cwd, environ, group)
     program = _resolve(argv[0], environ)
+    sandbox.refuse_links_out(program, workspace)
     cgroup, hold = _group_cgroup(place, group)
     try:  # no cgroup delegated: rlimits, set inside the sandbox (RLIMIT_NPROC is per userns)
         fallback = _rlimits(place) if group and cgroup is None else []
