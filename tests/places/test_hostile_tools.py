@@ -1,6 +1,7 @@
 """The hostile conversation through the tools that read its configuration (issue 22 item
 3): a project checker run and a language-server plugin, each made to run a program the
-conversation planted in its workspace.
+conversation planted in its workspace (what it reads and writes, the port file and state
+dir, and the runtime's admin process: a signal, its /proc entry).
 
 - the checker: `lsp diagnostics "*"` runs the project's own `node_modules/.bin/tsc` when
   there is one (as `npx tsc` would: a package can ship a bin of that name), and gives cc
@@ -44,6 +45,9 @@ PROBE = textwrap.dedent(
     echo x > "{other_dir}/planted-by-$(id -u)" && echo "other-write: written" || echo "other-write: refused"
     echo x > "{outside}" && echo "outside: written" || echo "outside: refused"
     cat "{port}" > /dev/null && echo "portfile: read" || echo "portfile: refused"
+    kill -0 {admin} && echo "signal: sent" || echo "signal: refused"
+    cat /proc/{admin}/environ > /dev/null && echo "proc: read" || echo "proc: refused"
+    echo "pids: $(ls /proc | grep -c '^[0-9]')"
     echo "state: $(ls -A "{state}" | tr '\\n' ' ')"
     echo "scratch: $(ls -A "{state}"/* | tr '\\n' ' ')"
     """
@@ -61,6 +65,7 @@ def plant(ws: Path, other: Path, rt: Any, outside: Path) -> Path:
             outside=outside,
             port=rt.port_file,
             state=rt.state_dir,
+            admin=rt.admin_pid,
         )
     )
     probe.chmod(0o755)
@@ -153,6 +158,7 @@ def test_a_planted_program_run_by_a_tool_is_kept_in_its_place(
     assert "outside: written" in host and findings["host-outside"] == "True", findings
     port = runtime.port_file.name
     assert "portfile: read" in host and f"{port} " in host, host
+    assert "signal: sent" in host and "proc: read" in host, host  # (the runtime's admin)
     # in a sandbox it runs too, and reaches nothing outside its workspace
     boxed = findings["sandbox"]
     assert "ran as 1000" in boxed, boxed
@@ -161,6 +167,9 @@ def test_a_planted_program_run_by_a_tool_is_kept_in_its_place(
     assert [p.name for p in other.glob("planted-*")] == ["planted-by-0"], boxed
     assert findings["sandbox-outside"] == "False", boxed  # (it wrote in its private /tmp)
     assert "portfile: refused" in boxed and port not in boxed, boxed
+    # its own pid namespace: the runtime's processes are neither signalled nor read
+    assert "signal: refused" in boxed and "proc: refused" in boxed, boxed
+    assert int(boxed.split("pids: ")[1].split()[0]) < 20 < int(host.split("pids: ")[1].split()[0])
     # of the state dir only the way down to its own scratch (no port file, no other's)
     assert "state: scratch \n" in boxed, boxed
     assert len(boxed.split("scratch: ")[1].split()) == 1, boxed
