@@ -114,8 +114,8 @@ def test_a_search_keeps_only_the_matches_it_shows_and_counts_them_all(tmp_path: 
     got = ops.op_search(
         ParseCache(), Search(root=str(tmp_path), lang="python", pattern="h($X)", limit=7)
     )
-    assert got["total"] == len(every) == 6100
-    shown = [(m["start_line"], m["start_col"], m["text"]) for m in got["matches"]]
+    assert got.total == len(every) == 6100
+    shown = [(m.start_line, m.start_col, m.text) for m in got.matches]
     assert shown == [(m["start_line"], m["start_col"], m["text"]) for m in every[:7]]
 
 
@@ -199,8 +199,8 @@ def test_a_binary_file_named_py_is_skipped_and_counted(tmp_path: Path) -> None:
     (tmp_path / "blob.py").write_bytes(b"foo(1)\n\0\x01\x02binary")
     (tmp_path / "real.py").write_text("foo(2)\n")
     got = ops.op_search(ParseCache(), Search(root=str(tmp_path), lang="python", pattern="foo($X)"))
-    assert got["total"] == 1 and got["matches"][0]["path"].endswith("real.py")
-    assert got["stats"]["binary"] == 1
+    assert got.total == 1 and got.matches[0].path.endswith("real.py")
+    assert got.stats["binary"] == 1
 
 
 # --- the pool: a pathological search of one run does not hold up another run -----------

@@ -9,7 +9,7 @@ and dies with `shutdown()` and with the host. Reading the index instead would me
 re-implementing git (index versions, split and sparse indexes, every ignore source).
 
 Key: the root directory's absolute path. Its one op, `ListFiles` (tether.messages.git_ops),
-answers {"files": [relative paths]} or {"files": None} when the root is not in a work tree
+answers `FilesReply`: the relative paths, or None when the root is not in a work tree
 (git missing, failed, or over GIT_TIMEOUT: the caller walks instead). One git runs at a
 time per root: calls that arrive meanwhile are served together by the next run, which sees
 any file written since they were sent.
@@ -30,7 +30,8 @@ from tether.actors.base import ResourceUnavailable
 from tether.actors.process import ProcessActor
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import Call
-from tether.messages.git_ops import GIT, ListFiles, hardened_argv, hardened_env
+from tether.messages.git_ops import GIT, FilesReply, ListFiles, hardened_argv, hardened_env
+from tether.messages.nested import plain
 from tether.resources.serial import RunDeadline, SerialRuns
 from tether.structural.scan import (
     GIT_IGNORED,
@@ -111,7 +112,7 @@ class GitActor(ProcessActor):
         prefix = os.path.join(self.root, "")
         for call in self.runs.finish():
             if names is None:
-                self.reply(call, {"files": None})
+                self.reply(call, plain(FilesReply(None)))
                 continue
             op = GIT.parse(call)
             assert isinstance(op, ListFiles)
@@ -121,7 +122,7 @@ class GitActor(ProcessActor):
                 frozenset(op.extensions),
                 frozenset(op.exclude),
             )
-            self.reply(call, {"files": [path[len(prefix) :] for path in listed]})
+            self.reply(call, plain(FilesReply([path[len(prefix) :] for path in listed])))
         self.runs.next()
 
     def health_extra(self) -> dict[str, Any]:

@@ -41,7 +41,23 @@ from typing import Any
 from tether.actors.base import ResourceActor
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import Call, ErrorCode
-from tether.messages.parser_ops import PARSER, Clear, Edit, Index, Search, Stats, Unindex
+from tether.messages.nested import plain
+from tether.messages.parser_ops import (
+    PARSER,
+    Clear,
+    DroppedReply,
+    Edit,
+    EditReply,
+    Index,
+    IndexReply,
+    JobProgress,
+    ParserReply,
+    Search,
+    SearchReply,
+    Stats,
+    StatsReply,
+    Unindex,
+)
 from tether.structural.budget import Budget, BudgetExceeded
 from tether.structural.cache import DEFAULT_MAX_BYTES, ParseCache
 from tether.structural.languages import LanguageError
@@ -92,11 +108,10 @@ class _Running:
     def run(self) -> str:
         return self.call.run_id
 
-    def searched(self) -> dict[str, Any]:
+    def searched(self) -> JobProgress:
         """How far it got: files scanned of how many (None: the slot lists them itself);
         `started` is time.monotonic(), one clock for every process of the machine."""
-        files = self.stats.get("files", 0)
-        return {"files": files, "of": self.planned, "started": self.started, "done": self.done}
+        return JobProgress(self.stats.get("files", 0), self.planned, self.started, self.done)
 
 
 class ParserActor(ResourceActor):
@@ -128,11 +143,11 @@ class ParserActor(ResourceActor):
                 else:
                     self.index_owner.clear()
 
-    def _index(self, run_id: str, op: Index) -> dict[str, Any]:
+    def _index(self, run_id: str, op: Index) -> IndexReply:
         """Parse this shard of a workspace in the background, a chunk per timer tick, so
         the first search of a run finds warm trees; searches are served in between."""
         if run_id and run_id in self.closed_runs:
-            return {"queued": 0}  # the run closed before its index call came
+            return IndexReply(0)  # the run closed before its index call came
         planned = plan_index(op)
         for path, _ in planned:
             self.index_owner[path] = run_id
@@ -140,15 +155,15 @@ class ParserActor(ResourceActor):
         self.index_queue = planned[::-1] + self.index_queue
         if idle and self.index_queue:
             self.after(0.001, IndexTick())
-        return {"queued": len(planned)}
+        return IndexReply(len(planned))
 
-    def _unindex(self, run_id: str) -> dict[str, Any]:
+    def _unindex(self, run_id: str) -> DroppedReply:
         """A run closed: drop what is still queued for it (and refuse its late index calls)."""
         self.closed_runs.append(run_id)
         before = len(self.index_queue)
         self.index_queue = [q for q in self.index_queue if self.index_owner.get(q[0]) != run_id]
         self.index_owner = {p: r for p, r in self.index_owner.items() if r != run_id}
-        return {"dropped": before - len(self.index_queue)}
+        return DroppedReply(before - len(self.index_queue))
 
     def _arm_work(self) -> None:
         if self.jobs and not self.work_armed:
@@ -158,6 +173,7 @@ class ParserActor(ResourceActor):
     def _start_job(self, call: Call, op: Search | Edit) -> None:
         budget = budget_of(op)
         stats: dict[str, int] = {}
+        steps: Job
         if isinstance(op, Search):
             steps = search_job(self.cache, op, budget, stats)
         else:
@@ -209,7 +225,8 @@ class ParserActor(ResourceActor):
             while time.monotonic() < job.slice_ends:
                 next(job.steps)
         except StopIteration as done:
-            self.reply(call, done.value)
+            reply: SearchReply | EditReply = done.value
+            self.reply(call, plain(reply))
             return True
         except (PatternError, LanguageError, RewriteError, BudgetExceeded) as exc:
             self.fail(call, ErrorCode.BAD_REQUEST, str(exc))
@@ -249,23 +266,34 @@ class ParserActor(ResourceActor):
     def on_call(self, call: Call) -> None:
         op = PARSER.parse(call)
         self.calls += 1
+        reply: ParserReply
         match op:
             case Search() | Edit():
                 self._start_job(call, op)
                 return
             case Index():
-                payload = self._index(call.run_id, op)
+                reply = self._index(call.run_id, op)
             case Unindex(run=run):
-                payload = self._unindex(run or call.run_id)
+                reply = self._unindex(run or call.run_id)
             case Stats():
-                payload = {
-                    **self.cache.stats(),
-                    "jobs": self._jobs_by_run(),
-                    "searched": self._searched_by_run(),
-                }
+                reply = self._stats()
             case Clear():
-                payload = op_clear(self.cache)
-        self.reply(call, payload)
+                reply = op_clear(self.cache)
+        self.reply(call, plain(reply))
+
+    def _stats(self) -> StatsReply:
+        cache = self.cache.stats()
+        return StatsReply(
+            files=cache["files"],
+            trees=cache["trees"],
+            bytes=cache["bytes"],
+            max_bytes=cache["max_bytes"],
+            hits=cache["hits"],
+            misses=cache["misses"],
+            parses=cache["parses"],
+            jobs=self._jobs_by_run(),
+            searched=self._searched_by_run(),
+        )
 
     def _jobs_by_run(self) -> dict[str, int]:
         """Searches and edits in flight here, per run (queued and running)."""
@@ -274,10 +302,10 @@ class ParserActor(ResourceActor):
             out[job.run] = out.get(job.run, 0) + 1
         return out
 
-    def _searched_by_run(self) -> dict[str, list[dict[str, Any]]]:
+    def _searched_by_run(self) -> dict[str, list[JobProgress]]:
         """Per run, each of its jobs here (queued, running, or among the last settled):
         files scanned so far, of how many, when it started, whether it is done."""
-        out: dict[str, list[dict[str, Any]]] = {}
+        out: dict[str, list[JobProgress]] = {}
         queued = [job for line in self.jobs.values() for job in line]
         for job in [*self.finished, *self.active, *queued]:
             out.setdefault(job.run, []).append(job.searched())

@@ -1,20 +1,23 @@
 """The ops of the git actor (kind "git", `tether.actors.git`): git, run under the tree.
 
 Key: the absolute path of a directory (a workspace root). One op, `ListFiles`, answers
-{"files": [...]} (paths relative to the root, as `git ls-files` shows the work tree:
-tracked files and untracked ones not ignored, with one of `extensions`, outside hidden and
-`exclude`d directories) or {"files": None} when the root is not in a git work tree (or git
-is missing, or did not answer in time): the caller walks the directory instead.
+`FilesReply`: the paths relative to the root, as `git ls-files` shows the work tree
+(tracked files and untracked ones not ignored, with one of `extensions`, outside hidden and
+`exclude`d directories), or None when the root is not in a git work tree (or git is
+missing, or did not answer in time): the caller walks the directory instead. On the wire
+the reply is flat (`{"files": ...}`); the host reads it back checked (`read_files_reply`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from tether.messages.ops import Vocabulary
 
 GIT = Vocabulary("git")
+REPLIES = Vocabulary("git reply")  # checks a reply as it comes off the wire
 
 # How git runs against a workspace from the host: a conversation can write its repository's
 # .git/config, and git reads it. What in there would run a command for `ls-files
@@ -75,6 +78,20 @@ def hardened_env(env: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
+@REPLIES.op
+@dataclass(frozen=True)
+class FilesReply:
+    """The work tree's files (relative to the root), or None: walk the directory."""
+
+    files: list[str] | None
+
+
+def read_files_reply(payload: Mapping[str, object]) -> FilesReply:
+    """The `Reply` payload back as a FilesReply (OpError if `files` is missing or mistyped)."""
+    reply: FilesReply = REPLIES.build(FilesReply, payload)
+    return reply
+
+
 @GIT.op
 @dataclass(frozen=True)
 class ListFiles:
@@ -82,3 +99,4 @@ class ListFiles:
 
     extensions: list[str]
     exclude: list[str] = field(default_factory=list)
+    reply: ClassVar[type[FilesReply]] = FilesReply

@@ -2,7 +2,7 @@
 
 `ParserActor` calls these with its own parse cache and the op it was sent
 (`tether.messages.parser_ops`); tests, the benchmark and the tool's in-process fallback
-call them directly. Results are msgpack-able dicts.
+call them directly. Results are the ops' declared replies (`tether.messages.parser_ops`).
 """
 
 from __future__ import annotations
@@ -11,9 +11,21 @@ import dataclasses
 import os
 import time
 from collections.abc import Generator
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from tether.messages.parser_ops import Edit, Index, Search, Sharded
+from tree_sitter import Node, Tree
+
+from tether.messages.parser_ops import (
+    DroppedReply,
+    Edit,
+    EditReply,
+    Index,
+    Match,
+    ProposedFile,
+    Search,
+    SearchReply,
+    Sharded,
+)
 from tether.structural.budget import DEFAULT_NODE_STEPS, DEFAULT_SECONDS, DEFAULT_STEPS, Budget
 from tether.structural.cache import SLICED_PARSE_BYTES, ParseCache
 from tether.structural.languages import EXTENSIONS, extensions_of, get_parser, normalize
@@ -28,7 +40,7 @@ from tether.structural.search import (
     finish,
     is_binary,
     iter_search,
-    match_record,
+    match_at,
 )
 from tether.structural.staging import digest
 
@@ -93,16 +105,7 @@ def _files(op: Sharded) -> list[str] | None:
     return [os.path.join(op.root, f) for f in op.files]
 
 
-def _common(op: Sharded) -> dict[str, Any]:
-    return {
-        "shard": op.shard,
-        "nshards": op.nshards,
-        "exclude": frozenset(op.exclude),
-        "files": _files(op),
-    }
-
-
-Job = Generator[None, None, dict[str, Any]]
+Job = Generator[None, None, SearchReply | EditReply]
 
 
 def budget_of(op: Search | Edit) -> Budget:
@@ -116,7 +119,9 @@ def budget_of(op: Search | Edit) -> Budget:
     )
 
 
-def search_job(cache: ParseCache, op: Search, budget: Budget, stats: dict[str, int]) -> Job:
+def search_job(
+    cache: ParseCache, op: Search, budget: Budget, stats: dict[str, int]
+) -> Generator[None, None, SearchReply]:
     """A generator (it yields between candidates; see `iter_search`) returning the first
     `limit` match records of this shard in path order, the total and the file counts.
     `stats` is filled as the search goes (`stats["files"]`: files scanned so far), so the
@@ -125,25 +130,26 @@ def search_job(cache: ParseCache, op: Search, budget: Budget, stats: dict[str, i
     results: list[FileResult] = []
     limit = op.limit
     yield from iter_search(
-        pattern, op.root, cache, results, stats, budget, keep=limit, **_common(op)
-    )
+        pattern, op.root, cache, results, stats, budget, keep=limit,
+        shard=op.shard, nshards=op.nshards, exclude=frozenset(op.exclude), files=_files(op),
+    )  # fmt: skip
     results.sort(key=lambda r: r.path)
     total = sum(r.total for r in results)
-    records: list[dict[str, Any]] = []
+    records: list[Match] = []
     for r in results:
         pos = Positions(r.source)
         for m in r.matches[: limit - len(records)]:
-            records.append(match_record(r.path, r.source, m, pos))
+            records.append(match_at(r.path, r.source, m, pos))
         if len(records) >= limit:
             break
-    return {"matches": records, "total": total, "files": len(results), "stats": stats}
+    return SearchReply(matches=records, total=total, files=len(results), stats=stats)
 
 
-def op_search(cache: ParseCache, op: Search) -> dict[str, Any]:
+def op_search(cache: ParseCache, op: Search) -> SearchReply:
     return finish(search_job(cache, op, budget_of(op), {}))
 
 
-def _error_count(node: Any) -> int:
+def _error_count(node: Node) -> int:
     n = 0
     stack = [node]
     while stack:
@@ -156,7 +162,7 @@ def _error_count(node: Any) -> int:
     return n
 
 
-def _first_error_line(node: Any) -> int:
+def _first_error_line(node: Node) -> int:
     stack = [node]
     while stack:
         n = stack.pop()
@@ -167,7 +173,7 @@ def _first_error_line(node: Any) -> int:
     return 0
 
 
-def syntax_flag(lang: str, old_tree: Any, new: bytes) -> str:
+def syntax_flag(lang: str, old_tree: Tree, new: bytes) -> str:
     """'' when the rewrite parses as well as the original did, else where it broke."""
     new_tree = get_parser(lang).parse(new)
     if not new_tree.root_node.has_error:
@@ -178,15 +184,20 @@ def syntax_flag(lang: str, old_tree: Any, new: bytes) -> str:
     return f"the rewritten file does not parse as {lang} (first error at line {line})"
 
 
-def edit_job(cache: ParseCache, op: Edit, budget: Budget, stats: dict[str, int]) -> Job:
+def edit_job(
+    cache: ParseCache, op: Edit, budget: Budget, stats: dict[str, int]
+) -> Generator[None, None, EditReply]:
     """A generator returning, per file of this shard with matches: path, old_hash, new
     content, replacements, syntax (what broke, if the rewrite does not parse); `stats`
     counts as in `search_job`."""
     lang = op.lang
     pattern = compile_pattern(op.pattern, lang)
     results: list[FileResult] = []
-    yield from iter_search(pattern, op.root, cache, results, stats, budget, **_common(op))
-    files: list[dict[str, Any]] = []
+    yield from iter_search(
+        pattern, op.root, cache, results, stats, budget,
+        shard=op.shard, nshards=op.nshards, exclude=frozenset(op.exclude), files=_files(op),
+    )  # fmt: skip
+    files: list[ProposedFile] = []
     for r in sorted(results, key=lambda r: r.path):
         source = r.source
         with open(r.path, "rb") as fh:
@@ -203,19 +214,19 @@ def edit_job(cache: ParseCache, op: Edit, budget: Budget, stats: dict[str, int])
         if new == source:
             continue
         files.append(
-            {
-                "path": r.path,
-                "old_hash": digest(source),
-                "new": new,
-                "replacements": count,
-                "syntax": syntax_flag(lang, tree, new),
-            }
+            ProposedFile(
+                path=r.path,
+                old_hash=digest(source),
+                new=new,
+                replacements=count,
+                syntax=syntax_flag(lang, tree, new),
+            )
         )
         yield
-    return {"files": files, "total": sum(f["replacements"] for f in files)}
+    return EditReply(files=files, total=sum(f.replacements for f in files))
 
 
-def op_edit(cache: ParseCache, op: Edit) -> dict[str, Any]:
+def op_edit(cache: ParseCache, op: Edit) -> EditReply:
     return finish(edit_job(cache, op, budget_of(op), {}))
 
 
@@ -276,8 +287,8 @@ def index_some(
     return done
 
 
-def op_clear(cache: ParseCache) -> dict[str, Any]:
+def op_clear(cache: ParseCache) -> DroppedReply:
     """Drop every cached file and tree (benchmarks measure cold searches with it)."""
     dropped = len(cache)
     cache.clear()
-    return {"dropped": dropped}
+    return DroppedReply(dropped)

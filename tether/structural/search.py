@@ -10,10 +10,13 @@ import bisect
 import os
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from tree_sitter import Node
 
+from tether.json_types import JSONObject
+from tether.messages.nested import plain
+from tether.messages.parser_ops import Match
 from tether.structural.budget import Budget
 from tether.structural.cache import ParseCache
 from tether.structural.languages import extensions_of
@@ -214,28 +217,33 @@ def capture_text(src: bytes, span: Span | list[Span]) -> str:
     return src[span[0] : span[1]].decode("utf-8", "replace")
 
 
-def match_record(
-    path: str, src: bytes, m: RawMatch, positions: Positions | None = None
-) -> dict[str, Any]:
+def match_at(path: str, src: bytes, m: RawMatch, positions: Positions | None = None) -> Match:
     """The public record of a match (ToolResult.data["matches"] items); pass one
     `positions` for all the records of a file."""
     pos = positions if positions is not None else Positions(src)
     sl, sc = pos(m.start)
     el, ec = pos(m.end)
-    return {
-        "path": path,
-        "start_line": sl,
-        "start_col": sc,
-        "end_line": el,
-        "end_col": ec,
-        "text": src[m.start : m.end].decode("utf-8", "replace"),
-        "captures": {k: capture_text(src, v) for k, v in m.captures.items()},
-    }
+    return Match(
+        path=path,
+        start_line=sl,
+        start_col=sc,
+        end_line=el,
+        end_col=ec,
+        text=src[m.start : m.end].decode("utf-8", "replace"),
+        captures={k: capture_text(src, v) for k, v in m.captures.items()},
+    )
+
+
+def match_record(
+    path: str, src: bytes, m: RawMatch, positions: Positions | None = None
+) -> JSONObject:
+    """`match_at` as a JSON object (its fields, by name)."""
+    return plain(match_at(path, src, m, positions))
 
 
 def search_source(
     pattern: Pattern | str, src: bytes | str, lang: str | None = None
-) -> list[dict[str, Any]]:
+) -> list[JSONObject]:
     """Search a string of code (tests, tools that already hold the text)."""
     if isinstance(pattern, str):
         assert lang is not None, "pass lang with a pattern source"
@@ -338,18 +346,16 @@ def search_paths(
 
 
 def search_dir(
-    pattern: str, lang: str, root: str, cache: ParseCache | None = None, **kw: Any
-) -> list[dict[str, Any]]:
+    pattern: str, lang: str, root: str, cache: ParseCache | None = None
+) -> list[JSONObject]:
     """Convenience: all match records under `root`, sorted by path and position."""
     p = compile_pattern(pattern, lang)
-    results, _ = search_paths(
-        p, os.fspath(root), cache if cache is not None else ParseCache(), **kw
-    )
+    results, _ = search_paths(p, os.fspath(root), cache if cache is not None else ParseCache())
     out = [
-        match_record(r.path, r.source, m, pos)
+        match_at(r.path, r.source, m, pos)
         for r in results
         for pos in [Positions(r.source)]
         for m in r.matches
     ]
-    out.sort(key=lambda d: (d["path"], d["start_line"], d["start_col"]))
-    return out
+    out.sort(key=lambda d: (d.path, d.start_line, d.start_col))
+    return [plain(m) for m in out]

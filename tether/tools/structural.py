@@ -13,14 +13,23 @@ that staged it. `resolve accept` writes all files or none (see `staging.py`) and
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from tether.messages.calls import ErrorCode, ResourceError
-from tether.messages.parser_ops import Edit, Search
+from tether.messages.nested import plain
+from tether.messages.parser_ops import (
+    Edit,
+    EditReply,
+    R,
+    Search,
+    SearchReply,
+    read_reply,
+)
 from tether.structural import ops
 from tether.structural.cache import ParseCache
 from tether.structural.languages import LanguageError, infer
@@ -64,18 +73,26 @@ def _target(ctx: ToolContext, args: dict[str, Any]) -> tuple[Path, str | None]:
     return path, rel if path.is_file() else None
 
 
-def _fan_out(ctx: ToolContext, op: Search | Edit) -> list[Mapping[str, Any]]:
-    """Run `op` on every pool slot with a share of the files (one shard each); in-process
-    when there is no pool."""
+def _search_shards(ctx: ToolContext, op: Search) -> list[SearchReply]:
+    return _fan_out(ctx, op, SearchReply, lambda: ops.op_search(_LOCAL_CACHE, op))
+
+
+def _edit_shards(ctx: ToolContext, op: Edit) -> list[EditReply]:
+    return _fan_out(ctx, op, EditReply, lambda: ops.op_edit(_LOCAL_CACHE, op))
+
+
+def _fan_out(
+    ctx: ToolContext, op: Search | Edit, expect: type[R], local: Callable[[], R]
+) -> list[R]:
+    """Run `op` on every pool slot with a share of the files (one shard each), each
+    slot's reply read back as `expect`; in-process (`local`) when there is no pool."""
     try:
         keys = list(ctx.kind_keys(KIND))
     except ResourceError:
         keys = []
     if not keys:
         with _LOCAL_LOCK:
-            if isinstance(op, Search):
-                return [ops.op_search(_LOCAL_CACHE, op)]
-            return [ops.op_edit(_LOCAL_CACHE, op)]
+            return [local()]
     shares = ops.split_work(
         op, len(keys), workspace_files(ctx.gather, op)
     )  # one listing, not one per slot
@@ -87,7 +104,7 @@ def _fan_out(ctx: ToolContext, op: Search | Edit) -> list[Mapping[str, Any]]:
     work = [(key, s) for key, s in zip(keys, shares, strict=True) if ops.has_work(s)]
     calls = [(KIND, key, share, None) for key, share in work]
     replies = ctx.gather(calls, SEARCH_TIMEOUT, idempotent=True) if calls else []
-    out: list[Mapping[str, Any]] = []
+    out: list[R] = []
     for (key, _), reply in zip(work, replies, strict=True):
         if isinstance(reply, ResourceError):
             if reply.code == ErrorCode.BAD_REQUEST:
@@ -96,7 +113,7 @@ def _fan_out(ctx: ToolContext, op: Search | Edit) -> list[Mapping[str, Any]]:
                 f"parser pool slot {key} failed ({reply.code}): {reply.message}. The search "
                 f"was not completed; call again (the pool restarts failed slots)."
             )
-        out.append(reply)
+        out.append(read_reply(expect, reply))
     return out
 
 
@@ -135,22 +152,22 @@ def _search(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         path, lang, pattern = _prepare(ctx, args)
         limit = int(args.get("max_results") or DEFAULT_MAX_RESULTS)
         limit = max(1, min(limit, MAX_MAX_RESULTS))
-        replies = _fan_out(
+        replies = _search_shards(
             ctx, Search(root=str(path), lang=lang, pattern=pattern.source, limit=limit)
         )
     except (PatternError, LanguageError, ValueError) as exc:
         return _error(exc)
     except (RuntimeError, ResourceError) as exc:
         return _error(exc)
-    total = sum(int(r["total"]) for r in replies)
-    nfiles = sum(int(r["files"]) for r in replies)
-    matches = [dict(m) for r in replies for m in r["matches"]]
-    for m in matches:
-        m["path"] = ctx.relative(Path(m["path"]))
-    matches.sort(key=lambda m: (m["path"], m["start_line"], m["start_col"]))
+    total = sum(r.total for r in replies)
+    nfiles = sum(r.files for r in replies)
+    matches = [
+        dataclasses.replace(m, path=ctx.relative(Path(m.path))) for r in replies for m in r.matches
+    ]
+    matches.sort(key=lambda m: (m.path, m.start_line, m.start_col))
     listed = matches[:limit]
     where = ctx.relative(path) if path != Path(ctx.workdir) else "the workspace"
-    binary = sum(int(r.get("stats", {}).get("binary", 0)) for r in replies)
+    binary = sum(r.stats.get("binary", 0) for r in replies)
     skipped = (
         f"\n{binary} binary file{'s' if binary != 1 else ''} named like {lang} source "
         f"{'were' if binary != 1 else 'was'} skipped."
@@ -174,10 +191,15 @@ def _search(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         head += f" (showing the first {len(listed)}; raise max_results or narrow `path` for more)"
     lines = [head + ":"]
     for m in listed:
-        lines.append(f"{m['path']}:{m['start_line']}: {_code_line(m['text'])}")
-        if m["captures"]:
-            lines.append(f"    {_captures_text(m['captures'])}")
-    data = {"matches": listed, "total": total, "binary": binary, "contexts": contexts}
+        lines.append(f"{m.path}:{m.start_line}: {_code_line(m.text)}")
+        if m.captures:
+            lines.append(f"    {_captures_text(m.captures)}")
+    data = {
+        "matches": [plain(m) for m in listed],
+        "total": total,
+        "binary": binary,
+        "contexts": contexts,
+    }
     return ToolResult.ok("\n".join(lines) + skipped, data=data)
 
 
@@ -221,14 +243,14 @@ def _ast_edit(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         path, lang, pattern = _prepare(ctx, args)
         rewrite = str(args["rewrite"])
         check_template(rewrite, pattern.metavars)
-        replies = _fan_out(
+        replies = _edit_shards(
             ctx, Edit(root=str(path), lang=lang, pattern=pattern.source, rewrite=rewrite)
         )
     except (PatternError, LanguageError, RewriteError, ValueError) as exc:
         return _error(exc)
     except (RuntimeError, ResourceError) as exc:
         return _error(exc)
-    proposed = sorted((f for r in replies for f in r["files"]), key=lambda f: f["path"])
+    proposed = sorted((f for r in replies for f in r.files), key=lambda f: f.path)
     if not proposed:
         return ToolResult.ok(
             f"No matches for `{shown(pattern.source)}` ({lang}); nothing was staged.",
@@ -238,18 +260,17 @@ def _ast_edit(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     diff: list[str] = []
     moved: list[str] = []
     for f in proposed:
-        rel = ctx.relative(Path(f["path"]))
+        rel = ctx.relative(Path(f.path))
         try:
-            old = Path(f["path"]).read_bytes()
+            old = Path(f.path).read_bytes()
         except OSError:
             moved.append(rel)
             continue
-        if digest(old) != f["old_hash"]:
+        if digest(old) != f.old_hash:
             moved.append(rel)
             continue
-        new = bytes(f["new"])
-        staged.append(StagedFile(rel, f["path"], f["old_hash"], new, int(f["replacements"])))
-        diff.extend(_diff(rel, old, new))
+        staged.append(StagedFile(rel, f.path, f.old_hash, f.new, f.replacements))
+        diff.extend(_diff(rel, old, f.new))
     if moved:
         return ToolResult.error(
             f"{len(moved)} file(s) changed while the edit was being computed: "
@@ -259,14 +280,14 @@ def _ast_edit(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     with lock:
         edit = staging.stage(pattern.source, rewrite, staged)
     count = sum(f.replacements for f in staged)
-    flags = [(f, p["syntax"]) for f, p in zip(staged, proposed, strict=True) if p["syntax"]]
+    flags = [(s, p.syntax) for s, p in zip(staged, proposed, strict=True) if p.syntax]
     lines = [
         f"(proposed) {count} replacement{'s' if count != 1 else ''} in {len(staged)} "
         f'file{"s" if len(staged) != 1 else ""} … call resolve with edit_id "{edit.edit_id}" '
         f'(action "accept" writes them all, "discard" drops the change). Nothing is written yet.'
     ]
-    for f, flag in flags:
-        lines.append(f"⚠ syntax: {f.rel}: {flag}")
+    for s, flag in flags:
+        lines.append(f"⚠ syntax: {s.rel}: {flag}")
     preview = diff[:DIFF_PREVIEW_LINES]
     lines.append("")
     lines.extend(preview)
@@ -279,8 +300,8 @@ def _ast_edit(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         "edit_id": edit.edit_id,
         "replacements": count,
         "files": [
-            {"path": f.rel, "replacements": f.replacements, "syntax_error": p["syntax"]}
-            for f, p in zip(staged, proposed, strict=True)
+            {"path": s.rel, "replacements": s.replacements, "syntax_error": p.syntax}
+            for s, p in zip(staged, proposed, strict=True)
         ],
     }
     return ToolResult.ok("\n".join(lines), data=data)

@@ -13,13 +13,13 @@ import contextlib
 import functools
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from tether.messages.calls import ResourceError
-from tether.messages.git_ops import ListFiles
-from tether.messages.parser_ops import Index, Sharded, Unindex
+from tether.messages.git_ops import ListFiles, read_files_reply
+from tether.messages.parser_ops import Index, IndexReply, Sharded, Unindex, read_reply
 from tether.structural import ops
 from tether.structural.languages import LanguageError, infer
 from tether.structural.scan import GIT_TIMEOUT, walk_files
@@ -31,7 +31,23 @@ GIT_KIND = "git"
 LIST_TIMEOUT = GIT_TIMEOUT + 5.0  # the git actor answers "walk instead" at GIT_TIMEOUT
 
 
-def workspace_files(gather: Callable[..., list[Any]], op: Sharded) -> list[str] | None:
+# one call of a gather: (kind, key, op, args)
+PoolCall = tuple[str, str, Sharded | ListFiles | Unindex, None]
+Answers = Sequence[Mapping[str, Any] | ResourceError]
+# a tool context's gather, or a runtime's bound to a run: (calls, timeout) -> answers in order
+Gather = Callable[[Sequence[PoolCall], float], Answers]
+
+
+class PoolHost(Protocol):
+    """What warming needs of a runtime (tether.runtime_port.RuntimePort has it; the tools
+    may not import that module: it names them)."""
+
+    def kind_keys(self, kind: str) -> list[str]: ...
+
+    def gather(self, run_id: str, calls: Sequence[PoolCall], timeout: float) -> Answers: ...
+
+
+def workspace_files(gather: Gather, op: Sharded) -> list[str] | None:
     """The files under `op.root` for `split_work` (absolute paths): git's listing, made by
     the runtime's git actor (so git runs under the tree, never here), or a walk when the
     root is not in a work tree or there is no git actor. None when the root is a file."""
@@ -40,13 +56,13 @@ def workspace_files(gather: Callable[..., list[Any]], op: Sharded) -> list[str] 
     exts = ops.op_extensions(op)
     ask = ListFiles(extensions=sorted(exts), exclude=list(op.exclude))
     reply = gather([(GIT_KIND, op.root, ask, None)], LIST_TIMEOUT)[0]
-    names = None if isinstance(reply, ResourceError) else reply.get("files")
+    names = None if isinstance(reply, ResourceError) else read_files_reply(reply).files
     if names is None:
         return walk_files(op.root, exts, frozenset(op.exclude))
     return [os.path.join(op.root, name) for name in names]
 
 
-def warm_after_first_search(ctx: ToolContext, language: str, path: Any) -> None:
+def warm_after_first_search(ctx: ToolContext, language: str, path: object) -> None:
     """After a run's first search in a language, have the pool parse the rest of the
     workspace's files of that language in the background (a chunk per timer tick, after
     any search; up to the cache's bound), so the model's next pattern, seconds later, finds
@@ -80,7 +96,7 @@ def warm_after_first_search(ctx: ToolContext, language: str, path: Any) -> None:
     threading.Thread(target=work, name=f"tether-warm-{lang}", daemon=True).start()
 
 
-def stop_warming(runtime: Any, run_id: str, state: dict[str, Any]) -> None:
+def stop_warming(runtime: PoolHost, run_id: str, state: dict[str, Any]) -> None:
     """The run is closing: every slot drops the files still queued for it."""
     fam = state.get(FAMILY) or {}
     fam["closed"] = True
@@ -92,11 +108,16 @@ def stop_warming(runtime: Any, run_id: str, state: dict[str, Any]) -> None:
 
 
 def warm_index(
-    runtime: Any, run_id: str, workdir: str | Path, languages: list[str] | None = None
+    runtime: PoolHost | None,
+    run_id: str,
+    workdir: str | Path,
+    languages: list[str] | None = None,
 ) -> int:
     """Ask every parser slot to parse its shard of `workdir` in the background (returns
     the number of files queued). Call it when a run opens: the run's first ast_grep then
     finds warm trees. Returns at once; the slots keep serving searches meanwhile."""
+    if runtime is None:  # (a bare run: no pool to warm)
+        return 0
     keys = list(runtime.kind_keys(KIND))
     op = Index(root=str(workdir), languages=list(languages or []))
     gather = functools.partial(runtime.gather, run_id)
@@ -105,4 +126,6 @@ def warm_index(
     )  # one listing
     calls = [(KIND, key, share, None) for key, share in zip(keys, shares, strict=True)]
     replies = runtime.gather(run_id, calls, 30.0)
-    return sum(int(r.get("queued", 0)) for r in replies if isinstance(r, dict))
+    return sum(
+        read_reply(IndexReply, r).queued for r in replies if not isinstance(r, ResourceError)
+    )
