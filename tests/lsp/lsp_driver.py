@@ -18,6 +18,7 @@ from typing import Any
 
 from tether.lsp.servers import BY_NAME, find_binary
 from tether.lsp.session import Session
+from tether.lsp.session.link import Sent
 from tether.messages.calls import ResourceError
 from tether.messages.language_server_ops import (
     LanguageServerOp,
@@ -122,7 +123,7 @@ class Driver:
             method,
             params,
             deadline=time.monotonic() + timeout,
-            context=(None, lambda op, resp: box.append(resp), time.monotonic()),
+            context=Sent(None, box.append, time.monotonic()),
         )
         self.write(data)
         return box

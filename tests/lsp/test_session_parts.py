@@ -103,7 +103,7 @@ def test_a_request_arms_the_deadline_at_its_budget_and_expires_past_it():
     clock = [100.0]
     link, table, io = link_at(clock)
     op = table.add(Status(), "t", 200.0)
-    rid = link.request("textDocument/hover", {}, op.deadline, op, lambda o, r: None)
+    rid = link.request("textDocument/hover", {}, op.deadline, op, lambda r: None)
     assert io.sent[-1]["id"] == rid and [t for _, t in io.timers if isinstance(t, Deadline)]
     assert link.expire(104.0) == []
     clock[0] = 105.5
@@ -117,8 +117,8 @@ def test_an_answer_runs_its_continuation_only_while_its_call_is_live():
     link, table, _io = link_at(clock)
     seen: list[Any] = []
     live, gone = table.add(Status(), "a", 200.0), table.add(Status(), "b", 200.0)
-    r1 = link.request("m", {}, 200.0, live, lambda o, r: seen.append((o.token, r.result)))
-    r2 = link.request("m", {}, 200.0, gone, lambda o, r: seen.append((o.token, r.result)))
+    r1 = link.request("m", {}, 200.0, live, lambda r: seen.append((live.token, r.result)))
+    r2 = link.request("m", {}, 200.0, gone, lambda r: seen.append((gone.token, r.result)))
     table.fail(gone, "cancelled", "gone")
     clock[0] = 100.25
     for rid in (r1, r2):

@@ -6,6 +6,7 @@ It imports nothing of actors, supervisors, the runtime or the tools (tests/test_
 
 Modules, one concept each: `servers` (the table + the intersection rule), `checkers` (the
 project checkers' output parsers), `jsonrpc` (client state, server->client requests),
+`narrow` (a server's JSON read as the shape the code expects),
 `positions` (line + symbol -> position), `documents` (open/version/sync), `diagnostics`
 (normalising + freshness), `workspace_edit` (all-or-nothing WorkspaceEdit), `session`
 (the sans-io state machine: a subpackage). The model-facing text and the per-run ledger

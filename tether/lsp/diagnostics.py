@@ -18,24 +18,28 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from tether.json_types import JSONObject
+from tether.lsp.narrow import obj, text, whole
 from tether.lsp.positions import from_character
+from tether.messages.calls import Call
+from tether.messages.language_server_ops import Record
 
 DEFAULT_CAP = 2.5
 SEVERITY_NAMES = {1: "error", 2: "warning", 3: "info", 4: "hint"}
 
 
 def normalize(
-    path: Path, items: list[dict[str, Any]], line_of: Callable[[Path, int], str], encoding: str
-) -> list[dict[str, Any]]:
+    path: Path, items: list[JSONObject], line_of: Callable[[Path, int], str], encoding: str
+) -> list[Record]:
     """LSP Diagnostic[] -> records {path, line, column, end_line, end_column (1-based,
     code points), severity (1..4), code, message, source}."""
-    out = []
+    out: list[Record] = []
     for d in items or []:
-        r = d.get("range") or {}
-        s, e = r.get("start") or {}, r.get("end") or {}
-        sl, el = int(s.get("line", 0)), int(e.get("line", s.get("line", 0)))
+        r = obj(d.get("range"))
+        s, e = obj(r.get("start")), obj(r.get("end"))
+        sl = whole(s.get("line"))
+        el = whole(e.get("line"), sl)
         code = d.get("code")
         if isinstance(code, dict):  # never in 3.17, but some servers send {value, target}
             code = code.get("value")
@@ -43,17 +47,15 @@ def normalize(
             {
                 "path": str(path),
                 "line": sl + 1,
-                "column": from_character(line_of(path, sl), int(s.get("character", 0)), encoding)
+                "column": from_character(line_of(path, sl), whole(s.get("character")), encoding)
                 + 1,
                 "end_line": el + 1,
-                "end_column": from_character(
-                    line_of(path, el), int(e.get("character", 0)), encoding
-                )
+                "end_column": from_character(line_of(path, el), whole(e.get("character")), encoding)
                 + 1,
-                "severity": int(d.get("severity") or 1),
+                "severity": whole(d.get("severity")) or 1,
                 "code": "" if code is None else str(code),
                 "message": str(d.get("message", "")),
-                "source": str(d.get("source") or ""),
+                "source": text(d.get("source")),
             }
         )
     out.sort(key=lambda x: (x["line"], x["column"]))
@@ -63,7 +65,7 @@ def normalize(
 @dataclass
 class Published:
     version: int | None
-    items: list[dict[str, Any]]
+    items: list[JSONObject]
     at: float
 
 
@@ -72,17 +74,17 @@ class FreshWait:
     """One call waiting for fresh diagnostics of `targets` (uri -> version we sent)."""
 
     wid: int
-    token: Any
+    token: Call  # the call that waits
     targets: dict[str, int]
     started: float
     cap_at: float
     pull: bool
-    fresh: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # uri -> raw items
-    others: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # other files
+    fresh: dict[str, list[JSONObject]] = field(default_factory=dict)  # uri -> raw items
+    others: dict[str, list[JSONObject]] = field(default_factory=dict)  # other files
     candidate_at: dict[str, float] = field(default_factory=dict)  # unversioned publish seen
-    before: dict[str, list[dict[str, Any]] | None] = field(default_factory=dict)  # others
+    before: dict[str, list[JSONObject] | None] = field(default_factory=dict)  # others
     before_known: bool = False  # push: `before` snapshots every published document
-    latest: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # last unversioned
+    latest: dict[str, list[JSONObject]] = field(default_factory=dict)  # last unversioned
     outstanding_pulls: int = 0
     grace_armed: bool = False
 
@@ -99,7 +101,7 @@ class FreshWait:
         return [u for u in self.targets if u not in self.fresh]
 
     def on_publish(
-        self, uri: str, version: int | None, items: list[dict[str, Any]], now: float
+        self, uri: str, version: int | None, items: list[JSONObject], now: float
     ) -> bool:
         """Returns True when a quiet-window timer should be armed for `uri`."""
         if uri not in self.targets:

@@ -239,7 +239,7 @@ class Documents:
             docs.append(doc)
         if changes:
             out.append(
-                JsonRpcClient.notify("workspace/didChangeWatchedFiles", {"changes": changes})
+                JsonRpcClient.notify("workspace/didChangeWatchedFiles", {"changes": [*changes]})
             )
         return docs, out
 

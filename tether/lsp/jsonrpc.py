@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Generic, TypeVar
 
+from tether.json_types import JSONObject, JSONValue
 from tether.protocol import encode
 
 # JSON-RPC / LSP error codes we send or recognise.
@@ -30,65 +31,65 @@ REQUEST_CANCELLED = -32800
 CONTENT_MODIFIED = -32801
 
 
+C = TypeVar("C")  # the caller's context of a request: opaque to this module
+
+
 @dataclass
-class Pending:
+class Pending(Generic[C]):
     id: int
     method: str
     deadline: float
-    context: Any = None  # opaque to this module: the caller's continuation
+    context: C | None = None  # opaque to this module: the caller's continuation
 
 
 @dataclass(frozen=True)
-class Response:
+class Response(Generic[C]):
     id: int
     method: str
-    result: Any
-    error: Mapping[str, Any] | None
-    context: Any
+    result: JSONValue
+    error: JSONObject | None
+    context: C | None
 
 
 @dataclass(frozen=True)
 class Notification:
     method: str
-    params: Any
+    params: JSONValue
 
 
 @dataclass(frozen=True)
 class ServerRequest:
     id: int | str
     method: str
-    params: Any
-
-
-Event = Response | Notification | ServerRequest
+    params: JSONValue
 
 
 @dataclass
-class JsonRpcClient:
+class JsonRpcClient(Generic[C]):
     next_id: int = 1
-    pending: dict[int, Pending] = field(default_factory=dict)
+    pending: dict[int, Pending[C]] = field(default_factory=dict)
     late_responses: int = 0  # answers that arrived after their caller gave up
 
     def request(
-        self, method: str, params: Any, *, deadline: float, context: Any = None
+        self, method: str, params: JSONValue, *, deadline: float, context: C | None = None
     ) -> tuple[int, bytes]:
         rid = self.next_id
         self.next_id += 1
         self.pending[rid] = Pending(rid, method, deadline, context)
-        msg: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
+        msg: JSONObject = {"jsonrpc": "2.0", "id": rid, "method": method}
         if params is not None:
             msg["params"] = params
         return rid, encode(msg)
 
     @staticmethod
-    def notify(method: str, params: Any) -> bytes:
-        msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    def notify(method: str, params: JSONValue) -> bytes:
+        msg: JSONObject = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             msg["params"] = params
         return encode(msg)
 
     @staticmethod
-    def respond(rid: int | str, result: Any) -> bytes:
+    def respond(rid: int | str, result: JSONValue) -> bytes:
         return encode({"jsonrpc": "2.0", "id": rid, "result": result})
 
     @staticmethod
@@ -100,22 +101,26 @@ class JsonRpcClient:
         self.pending.pop(rid, None)
         return self.notify("$/cancelRequest", {"id": rid})
 
-    def receive(self, msg: Any) -> Event | None:
+    def receive(self, msg: JSONValue) -> Response[C] | Notification | ServerRequest | None:
         if not isinstance(msg, dict):
             return None
         method = msg.get("method")
         if isinstance(method, str):  # route on method BEFORE id
-            if "id" in msg and msg["id"] is not None:
-                return ServerRequest(msg["id"], method, msg.get("params"))
+            sid = msg.get("id")
+            if isinstance(sid, int | str):
+                return ServerRequest(sid, method, msg.get("params"))
             return Notification(method, msg.get("params"))
         rid = msg.get("id")
         p = self.pending.pop(rid, None) if isinstance(rid, int) else None
         if p is None:
             self.late_responses += 1
             return None
-        return Response(p.id, p.method, msg.get("result"), msg.get("error"), p.context)
+        error = msg.get("error")
+        if error is not None and not isinstance(error, dict):
+            error = {"message": str(error)}  # a malformed error is still an error
+        return Response(p.id, p.method, msg.get("result"), error, p.context)
 
-    def expired(self, now: float) -> list[Pending]:
+    def expired(self, now: float) -> list[Pending[C]]:
         """Pop every pending request whose deadline has passed."""
         gone = [p for p in self.pending.values() if p.deadline <= now]
         for p in gone:
@@ -125,7 +130,7 @@ class JsonRpcClient:
     def next_deadline(self) -> float | None:
         return min((p.deadline for p in self.pending.values()), default=None)
 
-    def drain(self) -> list[Pending]:
+    def drain(self) -> list[Pending[C]]:
         """Pop every pending request (the server died)."""
         gone = list(self.pending.values())
         self.pending.clear()
@@ -170,8 +175,8 @@ REGISTERED_AS: dict[str, str] = {
 class Capabilities:
     """The server's static capabilities plus what it registered dynamically."""
 
-    static: dict[str, Any] = field(default_factory=dict)
-    dynamic: dict[str, tuple[str, Any]] = field(default_factory=dict)  # reg id -> (method, opts)
+    static: JSONObject = field(default_factory=dict)
+    dynamic: dict[str, tuple[str, JSONValue]] = field(default_factory=dict)  # id -> (method, opts)
 
     def supports(self, method: str) -> bool:
         if method == "textDocument/prepareRename":
@@ -195,15 +200,17 @@ class Capabilities:
         registered = REGISTERED_AS.get(method, method)
         return any(m == registered for m, _ in self.dynamic.values())
 
-    def register(self, params: Any) -> None:
-        for r in (params or {}).get("registrations", []):
-            self.dynamic[str(r.get("id"))] = (r.get("method", ""), r.get("registerOptions"))
+    def register(self, params: JSONValue) -> None:
+        for r in _objects(params, "registrations"):
+            method = r.get("method", "")
+            self.dynamic[str(r.get("id"))] = (
+                method if isinstance(method, str) else "",
+                r.get("registerOptions"),
+            )
 
-    def unregister(self, params: Any) -> None:
+    def unregister(self, params: JSONValue) -> None:
         # the spec's field name really is misspelled "unregisterations" (LSP 3.17)
-        for r in (params or {}).get("unregisterations", []) or (params or {}).get(
-            "unregistrations", []
-        ):
+        for r in _objects(params, "unregisterations") or _objects(params, "unregistrations"):
             self.dynamic.pop(str(r.get("id")), None)
 
     @property
@@ -212,39 +219,44 @@ class Capabilities:
 
     def save_includes_text(self) -> bool:
         ts = self.static.get("textDocumentSync")
-        return (
-            isinstance(ts, dict)
-            and isinstance(ts.get("save"), dict)
-            and bool(ts["save"].get("includeText"))
-        )
+        save = ts.get("save") if isinstance(ts, dict) else None
+        return isinstance(save, dict) and bool(save.get("includeText"))
 
 
-def settings_section(settings: Mapping[str, Any], section: str | None) -> Any:
+def _objects(params: JSONValue, name: str) -> list[JSONObject]:
+    """The objects of the list `params[name]` (none when params or the list is not one)."""
+    items = params.get(name) if isinstance(params, dict) else None
+    return [r for r in items if isinstance(r, dict)] if isinstance(items, list) else []
+
+
+def settings_section(settings: Mapping[str, JSONValue], section: str | None) -> JSONValue:
     """`workspace/configuration` answer for one item: a dotted section of our settings."""
     if not section:
         return dict(settings)
-    node: Any = settings
+    node: Mapping[str, JSONValue] | JSONValue = settings
     for part in section.split("."):
         if not isinstance(node, Mapping) or part not in node:
             return None
         node = node[part]
-    return node
+    return dict(node) if isinstance(node, Mapping) else node
 
 
 def answer_server_request(
     req: ServerRequest,
     *,
     caps: Capabilities,
-    settings: Mapping[str, Any],
-    workspace_folders: list[dict[str, str]],
-    apply_edit: Callable[[Any], tuple[bool, str]],
-    on_progress_create: Callable[[Any], None] = lambda token: None,
+    settings: Mapping[str, JSONValue],
+    workspace_folders: list[JSONValue],
+    apply_edit: Callable[[JSONValue], tuple[bool, str]],
+    on_progress_create: Callable[[JSONValue], None] = lambda token: None,
 ) -> bytes:
     """The one reply to a server->client request (every request gets exactly one)."""
-    m, p = req.method, req.params or {}
+    m, p = req.method, req.params if isinstance(req.params, dict) else {}
     if m == "workspace/configuration":
+        sections = [it.get("section") for it in _objects(p, "items")]
         return JsonRpcClient.respond(
-            req.id, [settings_section(settings, it.get("section")) for it in p.get("items", [])]
+            req.id,
+            [settings_section(settings, s if isinstance(s, str) else None) for s in sections],
         )
     if m == "window/workDoneProgress/create":
         on_progress_create(p.get("token"))
@@ -257,7 +269,7 @@ def answer_server_request(
         return JsonRpcClient.respond(req.id, None)
     if m == "workspace/applyEdit":
         ok, why = apply_edit(p.get("edit") or {})
-        res: dict[str, Any] = {"applied": ok}
+        res: JSONObject = {"applied": ok}
         if not ok:
             res["failureReason"] = why
         return JsonRpcClient.respond(req.id, res)

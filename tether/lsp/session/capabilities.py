@@ -6,10 +6,10 @@ configuration; workspace edits may create, rename and delete files (applied all 
 
 from __future__ import annotations
 
-from typing import Any
+from tether.json_types import JSONObject
 
 
-def client_capabilities() -> dict[str, Any]:
+def client_capabilities() -> JSONObject:
     return {
         "general": {"positionEncodings": ["utf-8", "utf-16"]},
         "window": {"workDoneProgress": True, "showMessage": {}},

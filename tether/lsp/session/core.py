@@ -28,23 +28,24 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tether.json_types import JSONObject, JSONValue
 from tether.lsp import workspace_edit
 from tether.lsp.documents import Documents, uri_of
 from tether.lsp.jsonrpc import (
     Capabilities,
     Notification,
-    Response,
     ServerRequest,
     answer_server_request,
 )
 from tether.lsp.limits import LspLimits
+from tether.lsp.narrow import obj, whole
 from tether.lsp.servers import ServerRow
 from tether.lsp.session.budgets import Canceller
 from tether.lsp.session.capabilities import client_capabilities
 from tether.lsp.session.edits import Edits
 from tether.lsp.session.freshness import Cap, Freshness, Grace, Quiet
 from tether.lsp.session.hierarchy import Hierarchies
-from tether.lsp.session.link import Deadline, ServerLink, Stall
+from tether.lsp.session.link import Answer, Deadline, ServerLink, Stall
 from tether.lsp.session.queries import Queries
 from tether.lsp.session.readiness import LoadCap, Readiness, Registration, WarmCap, WarmWindow
 from tether.lsp.session.serving import Serving
@@ -115,7 +116,7 @@ class Session:
 
     # --- lifecycle ------------------------------------------------------------------------
     def start(self, pid: int | None = None) -> None:
-        params = {
+        params: JSONObject = {
             "processId": pid if pid is not None else os.getpid(),
             "clientInfo": {"name": "tether", "version": "0.1.0"},
             "rootUri": uri_of(self.root),
@@ -127,14 +128,14 @@ class Session:
         deadline = self.now() + self.row.startup_timeout
         self.link.request("initialize", params, deadline, None, self._on_initialized)
 
-    def _folders(self) -> list[dict[str, str]]:
+    def _folders(self) -> list[JSONValue]:
         return [{"uri": uri_of(self.root), "name": self.root.name or str(self.root)}]
 
-    def _on_initialized(self, _op: Op | None, resp: Response) -> None:
+    def _on_initialized(self, resp: Answer) -> None:
         if resp.error:
             self._fail_start(f"initialize failed: {resp.error.get('message', resp.error)}")
             return
-        self.caps.static = dict((resp.result or {}).get("capabilities") or {})
+        self.caps.static = dict(obj(obj(resp.result).get("capabilities")))
         self.link.notify("initialized", {})
         if self.row.settings:
             self.link.notify(
@@ -224,14 +225,14 @@ class Session:
         )
 
     def _on_notification(self, n: Notification) -> None:
-        p = n.params or {}
+        p = obj(n.params)
         if n.method == "textDocument/publishDiagnostics":
             self.freshness.on_publish(p)
         elif n.method == "$/progress":
             self._go_on(self.readiness.on_progress(p))
         elif n.method in ("window/showMessage", "window/logMessage"):
             message = str(p.get("message", ""))
-            if int(p.get("type") or 4) <= 1:
+            if (whole(p.get("type")) or 4) <= 1:
                 self.messages.append(message[:300])
             if self._broken_re is not None and self._broken_re.search(message):
                 self._broken(f"it can answer no more, as it said: {message[:300]}")

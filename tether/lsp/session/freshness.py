@@ -18,17 +18,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tether.json_types import JSONObject
 from tether.lsp.diagnostics import DEFAULT_CAP, FreshWait, Published, normalize
 from tether.lsp.documents import Document, path_of, uri_of
 from tether.lsp.jsonrpc import (
     CONTENT_MODIFIED,
     REQUEST_CANCELLED,
-    Response,
 )
+from tether.lsp.narrow import obj, objs, text, whole
 from tether.lsp.servers import ServerRow
+from tether.lsp.session.link import Answer
 from tether.lsp.session.serving import Serving
 from tether.lsp.session.table import Op
-from tether.messages.language_server_ops import Diagnostics, DiagnosticsReply, Sync
+from tether.messages.language_server_ops import Diagnostics, DiagnosticsReply, Record, Sync
 
 MAX_OTHER_PULLS = 4  # open importers pulled with a write (the files it may have broken)
 
@@ -92,9 +94,9 @@ class Freshness:
         self.waits: dict[int, tuple[Op, FreshWait]] = {}  # calls waiting for diagnostics
         self.published: dict[str, Published] = {}
         # uri -> (resultId, items, document version the pull was sent for)
-        self.pull_cache: dict[str, tuple[str | None, list[dict[str, Any]], int]] = {}
+        self.pull_cache: dict[str, tuple[str | None, list[JSONObject], int]] = {}
         # other files changed since a reply: uri -> (items before, items after)
-        self.carry: dict[str, tuple[list[dict[str, Any]] | None, list[dict[str, Any]]]] = {}
+        self.carry: dict[str, tuple[list[JSONObject] | None, list[JSONObject]]] = {}
         self.other_pulls: set[int] = set()  # request ids of pulls for not-written files
         self.unchecked_writes: list[Path] = []  # written; their importers' pulls not all answered
 
@@ -105,9 +107,11 @@ class Freshness:
             if w.pull and not w.complete:
                 self._pull(op, w, list(w.pending))
 
-    def on_publish(self, p: dict[str, Any]) -> None:
+    def on_publish(self, p: JSONObject) -> None:
         """`textDocument/publishDiagnostics`."""
-        uri, version, items = p.get("uri", ""), p.get("version"), p.get("diagnostics") or []
+        uri, items = text(p.get("uri")), objs(p.get("diagnostics"))
+        sent_version = p.get("version")
+        version = sent_version if isinstance(sent_version, int) else None
         now = self.now()
         prev = self.published.get(uri)
         self.published[uri] = Published(version, items, now)
@@ -215,14 +219,14 @@ class Freshness:
         dp = self.s.caps.static.get("diagnosticProvider")
         if isinstance(dp, dict) and dp.get("identifier"):
             ident = dp["identifier"]
-        return ident
+        return str(ident) if ident is not None else None
 
     def _pull_params(
         self, uri: str, ident: str | None
-    ) -> tuple[dict[str, Any], list[dict[str, Any]] | None, int]:
+    ) -> tuple[JSONObject, list[JSONObject] | None, int]:
         """A diagnostic pull for `uri`: its params (with the result id we hold, so the server
         may answer "unchanged"), the items that id stands for, and the document's version."""
-        params: dict[str, Any] = {"textDocument": {"uri": uri}}
+        params: JSONObject = {"textDocument": {"uri": uri}}
         if ident:
             params["identifier"] = ident
         prev, prev_items, _v = self.pull_cache.get(uri, (None, None, 0))
@@ -241,11 +245,10 @@ class Freshness:
             w.outstanding_pulls += 1
 
             def cont(
-                _op: Any,
-                resp: Response,
+                resp: Answer,
                 uri: str = uri,
                 target: bool = target,
-                sent: Any = prev_items,
+                sent: list[JSONObject] | None = prev_items,
                 v: int = version,
             ) -> None:
                 w.outstanding_pulls -= 1
@@ -261,7 +264,7 @@ class Freshness:
                     if target:
                         w.fresh[uri] = []  # the server refused; report none rather than hang
                 else:
-                    r = resp.result or {}
+                    r = obj(resp.result)
                     items = self._report_items(uri, r, sent, v)
                     if target:
                         w.fresh[uri] = items
@@ -269,9 +272,9 @@ class Freshness:
                         w.others[uri] = items
                     else:  # arrived after the call was answered: tell the next write
                         self._carry(uri, w.before.get(uri), items)
-                    for rel_uri, rel in (r.get("relatedDocuments") or {}).items():
+                    for rel_uri, rel in obj(r.get("relatedDocuments")).items():
                         if rel_uri not in w.targets:
-                            rel_items = self._report_items(rel_uri, rel, None, -1)
+                            rel_items = self._report_items(rel_uri, obj(rel), None, -1)
                             if live:
                                 w.others[rel_uri] = rel_items
                 if live:
@@ -286,9 +289,7 @@ class Freshness:
             if not target:
                 self.other_pulls.add(rid)
 
-    def _carry(
-        self, uri: str, before: list[dict[str, Any]] | None, after: list[dict[str, Any]]
-    ) -> None:
+    def _carry(self, uri: str, before: list[JSONObject] | None, after: list[JSONObject]) -> None:
         """Diagnostics of another file that changed after a write was answered."""
         if uri in self.carry:
             before = self.carry[uri][0]
@@ -298,17 +299,18 @@ class Freshness:
             self.carry.pop(uri, None)
 
     def _report_items(
-        self, uri: str, r: dict[str, Any], sent: list[dict[str, Any]] | None, version: int
-    ) -> list[dict[str, Any]]:
+        self, uri: str, r: JSONObject, sent: list[JSONObject] | None, version: int
+    ) -> list[JSONObject]:
         """Items of a pull answer. "unchanged" means: the same as the result whose id we SENT
         (not whatever the cache holds now: a late answer for an older version may have
         landed in between). The cache keeps the newest version's result only."""
         if r.get("kind") == "unchanged":
             return list(sent or [])
-        items = r.get("items") or []
+        items = objs(r.get("items"))
         cached = self.pull_cache.get(uri)
         if cached is None or version >= cached[2]:
-            self.pull_cache[uri] = (r.get("resultId"), items, version)
+            result_id = r.get("resultId")
+            self.pull_cache[uri] = (None if result_id is None else str(result_id), items, version)
         return items
 
     def _maybe_finish(self, op: Op, w: FreshWait) -> bool:
@@ -328,11 +330,11 @@ class Freshness:
         enc = self.s.caps.position_encoding
         line = self.s.texts.docs.line
 
-        def norm(u: str, items: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+        def norm(u: str, items: list[JSONObject] | None) -> list[Record] | None:
             return None if items is None else normalize(path_of(u), items, line, enc)
 
         files = {str(path_of(u)): norm(u, items) for u, items in w.fresh.items()}
-        changed: dict[str, tuple[list[dict[str, Any]] | None, list[dict[str, Any]]]] = {}
+        changed: dict[str, tuple[list[JSONObject] | None, list[JSONObject]]] = {}
         if isinstance(op.request, Sync):
             changed.update(self.carry)
             self.carry.clear()
@@ -356,14 +358,15 @@ class Freshness:
         )
         self.s.table.done(op, reply)
 
-    def raw_diagnostics_on(self, uri: str, line0: int) -> list[dict[str, Any]]:
+    def raw_diagnostics_on(self, uri: str, line0: int) -> list[JSONObject]:
         """The server's diagnostics on a line (the context of a code_actions request)."""
         items = self.pull_cache.get(uri, (None, [], 0))[1] or (
             self.published[uri].items if uri in self.published else []
         )
         out = []
         for d in items:
-            r = d.get("range") or {}
-            if r.get("start", {}).get("line", -1) <= line0 <= r.get("end", {}).get("line", -1):
+            r = obj(d.get("range"))
+            start, end = obj(r.get("start")), obj(r.get("end"))
+            if whole(start.get("line"), -1) <= line0 <= whole(end.get("line"), -1):
                 out.append(d)
         return out

@@ -13,15 +13,16 @@ instead.
 
 from __future__ import annotations
 
-from typing import Any
-
-from tether.lsp.jsonrpc import METHOD_NOT_FOUND, Response
+from tether.json_types import JSONObject
+from tether.lsp.jsonrpc import METHOD_NOT_FOUND
+from tether.lsp.narrow import objs
 from tether.lsp.servers import having
 from tether.lsp.session import records
+from tether.lsp.session.link import Answer
 from tether.lsp.session.serving import Serving
 from tether.lsp.session.table import Op
 from tether.messages.calls import ErrorCode
-from tether.messages.language_server_ops import Hierarchy, HierarchyReply
+from tether.messages.language_server_ops import Hierarchy, HierarchyReply, Record
 
 # direction -> (prepare method, follow-up method, the key of the item in a follow-up's
 # answer: CallHierarchyIncomingCall.from, OutgoingCall.to; a type answer is the items)
@@ -60,40 +61,38 @@ class Hierarchies:
         doc = self.s.open(op, h.path)
         if doc is None:
             return
-        params = {
+        params: JSONObject = {
             "textDocument": {"uri": doc.uri},
             "position": self.s.position(doc, h.line0, h.char),
         }
-        self.s.link.request(
-            prepare, params, op.deadline, op, lambda op, r: self._prepared(op, h, r)
-        )
+        self.s.link.request(prepare, params, op.deadline, op, lambda r: self._prepared(op, h, r))
 
-    def _prepared(self, op: Op, h: Hierarchy, resp: Response) -> None:
+    def _prepared(self, op: Op, h: Hierarchy, resp: Answer) -> None:
         if self._not_found(op, h, resp) or self.s.response_error(
             op, resp, lambda: self.serve(op, h)
         ):
             return
-        items = [i for i in resp.result or [] if isinstance(i, dict)][:PREPARED_CAP]
+        items = objs(resp.result)[:PREPARED_CAP]
         if not items:
             self._hierarchy_done(op, h, [], [])
             return
         self._follow(op, h, items, [])
 
     def _follow(
-        self, op: Op, h: Hierarchy, items: list[dict[str, Any]], found: list[list[dict[str, Any]]]
+        self, op: Op, h: Hierarchy, items: list[JSONObject], found: list[list[Record]]
     ) -> None:
         """Ask the follow-up about the next item (`found`: the answers about the ones before),
         one at a time and in order, so the merged answer lists the first item's first."""
         _prepare, follow, key = METHODS[h.direction]
         item = items[len(found)]
 
-        def answered(op: Op, resp: Response) -> None:
+        def answered(resp: Answer) -> None:
             if self._not_found(op, h, resp) or self.s.response_error(
                 op, resp, lambda: self._follow(op, h, items, found)
             ):
                 return
             if key is None:
-                recs = [records.hierarchy_item(t) for t in resp.result or [] if isinstance(t, dict)]
+                recs = [records.hierarchy_item(t) for t in objs(resp.result)]
             else:
                 recs = records.hierarchy_calls(resp.result, key)
                 here = records.hierarchy_item(item)["path"]  # outgoing calls sit in `item`
@@ -108,7 +107,7 @@ class Hierarchies:
         self.s.link.request(follow, {"item": item}, op.deadline, op, answered)
 
     def _hierarchy_done(
-        self, op: Op, h: Hierarchy, items: list[dict[str, Any]], recs: list[dict[str, Any]]
+        self, op: Op, h: Hierarchy, items: list[JSONObject], recs: list[Record]
     ) -> None:
         unique, seen = [], set()
         for r in recs:
@@ -126,7 +125,7 @@ class Hierarchies:
         enc = self.s.caps.position_encoding
         self.s.table.done(op, HierarchyReply(unique[:limit], len(unique), origin, enc))
 
-    def _not_found(self, op: Op, h: Hierarchy, resp: Response) -> bool:
+    def _not_found(self, op: Op, h: Hierarchy, resp: Answer) -> bool:
         """The server answered "method not found" to a method it advertised: remember it,
         and fail the call saying so (True)."""
         if not resp.error or resp.error.get("code") != METHOD_NOT_FOUND:

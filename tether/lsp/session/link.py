@@ -13,15 +13,27 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import NamedTuple
 
+from tether.json_types import JSONValue
 from tether.lsp.jsonrpc import JsonRpcClient, Notification, Pending, Response, ServerRequest
 from tether.lsp.limits import LspLimits
 from tether.lsp.session.budgets import Canceller, RequestWatch
 from tether.lsp.session.table import Op, OpTable, SessionIO
 from tether.protocol import FrameDecoder
 
-Continuation = Callable[[Any, Response], None]
+
+class Sent(NamedTuple):
+    """A request's context: the call it serves (None: the session's own), what runs on its
+    answer, and when it was sent."""
+
+    op: Op | None
+    cont: Callable[[Response[Sent]], None]
+    at: float
+
+
+Answer = Response[Sent]  # a server's answer to one of our requests
+Continuation = Callable[[Answer], None]  # what runs on it (the call it serves: its closure's)
 
 
 @dataclass(frozen=True)
@@ -44,7 +56,7 @@ class ServerLink:
         canceller: Canceller | None = None,
     ) -> None:
         self.io, self.now, self.limits, self.table = io, now, limits, table
-        self.rpc = JsonRpcClient()
+        self.rpc: JsonRpcClient[Sent] = JsonRpcClient()
         self.decoder = FrameDecoder()
         self.watch = RequestWatch(limits, now(), canceller)  # budgets, stalls
         self._armed: float | None = None
@@ -52,30 +64,32 @@ class ServerLink:
 
     # --- out ------------------------------------------------------------------------------
     def request(
-        self, method: str, params: Any, deadline: float, op: Op | None, cont: Continuation
+        self, method: str, params: JSONValue, deadline: float, op: Op | None, cont: Continuation
     ) -> int:
         sent = self.now()
         deadline = self.watch.deadline(method, sent, deadline)
-        rid, data = self.rpc.request(method, params, deadline=deadline, context=(op, cont, sent))
+        rid, data = self.rpc.request(
+            method, params, deadline=deadline, context=Sent(op, cont, sent)
+        )
         self.io.write(data)
         self.arm_before(deadline)
         self.arm_stall(sent + self.limits.stall_timeout)
         return rid
 
-    def notify(self, method: str, params: Any) -> None:
+    def notify(self, method: str, params: JSONValue) -> None:
         self.io.write(self.rpc.notify(method, params))
 
     def cancel(self, rid: int) -> None:
         """Abandon one of our requests (it is no longer wanted) and tell the server."""
         p = self.rpc.pending.pop(rid, None)
         if p is not None:
-            sent = p.context[2] if p.context else self.now()
+            sent = p.context.at if p.context else self.now()
             self.io.write(self.watch.abandon(rid, p.method, sent))
 
     def cancel_op(self, op: Op) -> None:
         """Abandon every request of `op`."""
         for rid, p in list(self.rpc.pending.items()):
-            if p.context and p.context[0] is op:
+            if p.context and p.context.op is op:
                 self.cancel(rid)
 
     def drain(self) -> None:
@@ -96,7 +110,7 @@ class ServerLink:
                     if op is not None:
                         op.server_s += self.now() - sent
                     if op is None or self.table.live(op):
-                        cont(op, ev)
+                        cont(ev)
             elif isinstance(ev, ServerRequest | Notification):
                 out.append(ev)
         return out
@@ -120,7 +134,7 @@ class ServerLink:
     def fired(self) -> None:
         self._armed = None
 
-    def expire(self, now: float) -> list[tuple[Pending, Op | None]]:
+    def expire(self, now: float) -> list[tuple[Pending[Sent], Op | None]]:
         """Abandon the requests past their deadline (telling the server); the others'
         budgets are renewed. Returns the abandoned ones, with their calls."""
         expired = self.rpc.expired(now)
@@ -129,7 +143,7 @@ class ServerLink:
         out = []
         for p in expired:
             ctx = p.context
-            op, sent = (ctx[0], ctx[2]) if ctx else (None, now)
+            op, sent = (ctx.op, ctx.at) if ctx else (None, now)
             self.io.write(self.watch.abandon(p.id, p.method, sent))
             out.append((p, op))
         return out
@@ -139,14 +153,14 @@ class ServerLink:
         server that answers in order, so their budgets count from now (never past their
         call's deadline) - one slow request must not use up everyone's budget."""
         for p in self.rpc.pending.values():
-            op = p.context[0] if p.context else None
+            op = p.context.op if p.context else None
             cap = op.deadline if op is not None else p.deadline
             p.deadline = max(p.deadline, self.watch.deadline(p.method, now, cap))
 
     # --- stalls ---------------------------------------------------------------------------
     def stalled(self) -> tuple[str, float | None]:
         """(why the server is stuck, or ""; when to look again, or None: nothing waits)."""
-        waiting = [(p.context[2], p.method) for p in self.rpc.pending.values() if p.context]
+        waiting = [(p.context.at, p.method) for p in self.rpc.pending.values() if p.context]
         return self.watch.check(waiting, self.now())
 
     def on_stall_timer(self) -> None:

@@ -11,15 +11,16 @@ of its files after the request was sent, since an unversioned edit would not fit
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
+from tether.json_types import JSONObject
 from tether.lsp import workspace_edit
 from tether.lsp.documents import uri_of
-from tether.lsp.jsonrpc import Response
+from tether.lsp.narrow import objs
 from tether.lsp.servers import sample_file
 from tether.lsp.session import records
 from tether.lsp.session.edits import Edits
 from tether.lsp.session.freshness import Freshness
+from tether.lsp.session.link import Answer
 from tether.lsp.session.readiness import Readiness
 from tether.lsp.session.serving import Serving
 from tether.lsp.session.table import Op
@@ -67,7 +68,7 @@ class Queries:
         if doc is None:
             return
         pos = self.s.position(doc, nav.line0, nav.char)
-        params: dict[str, Any] = {"textDocument": {"uri": doc.uri}, "position": pos}
+        params: JSONObject = {"textDocument": {"uri": doc.uri}, "position": pos}
         if nav.action == "references":
             params["context"] = {"includeDeclaration": True}
         if nav.action == "code_actions":
@@ -75,20 +76,22 @@ class Queries:
             params = {
                 "textDocument": {"uri": doc.uri},
                 "range": {"start": pos, "end": end},
-                "context": {"diagnostics": self.freshness.raw_diagnostics_on(doc.uri, nav.line0)},
+                "context": {
+                    "diagnostics": [*self.freshness.raw_diagnostics_on(doc.uri, nav.line0)]
+                },
             }
         self.s.link.request(
-            method, params, op.deadline, op, lambda op, resp: self._on_nav(op, nav, resp)
+            method, params, op.deadline, op, lambda resp: self._on_nav(op, nav, resp)
         )
 
-    def _on_nav(self, op: Op, nav: Navigate, resp: Response) -> None:
+    def _on_nav(self, op: Op, nav: Navigate, resp: Answer) -> None:
         if self.s.response_error(op, resp, lambda: self.nav(op, nav)):
             return
         r = resp.result
         if nav.action == "hover":
             self.s.table.done(op, HoverReply(records.hover_text(r)))
         elif nav.action == "code_actions":
-            self.s.table.done(op, CodeActionsReply([records.code_action(a) for a in r or []]))
+            self.s.table.done(op, CodeActionsReply([records.code_action(a) for a in objs(r)]))
         else:  # only what the host will show crosses (a references answer can be huge)
             locs = records.locations(r)
             limit = nav.limit or len(locs)
@@ -101,7 +104,7 @@ class Queries:
         if doc is None:
             return
 
-        def on_symbols(op: Op, resp: Response) -> None:
+        def on_symbols(resp: Answer) -> None:
             if not self.s.response_error(op, resp, lambda: self.document_symbols(op, ds)):
                 self._symbols_done(op, resp, uri_of(ds.path))
 
@@ -121,13 +124,13 @@ class Queries:
             if sample is not None:
                 self.s.texts.ensure_open(sample)
 
-        def on_symbols(op: Op, resp: Response) -> None:
+        def on_symbols(resp: Answer) -> None:
             if not self.s.response_error(op, resp, lambda: self.workspace_symbols(op, ws)):
                 self._symbols_done(op, resp, None)
 
         self.s.link.request("workspace/symbol", {"query": ws.query}, op.deadline, op, on_symbols)
 
-    def _symbols_done(self, op: Op, resp: Response, doc_uri: str | None) -> None:
+    def _symbols_done(self, op: Op, resp: Answer, doc_uri: str | None) -> None:
         syms = records.symbols(resp.result or [], doc_uri)
         self.s.table.done(op, SymbolsReply(syms, self.s.caps.position_encoding))
 
@@ -137,17 +140,17 @@ class Queries:
         if doc is None:
             return
         pos = self.s.position(doc, rename.line0, rename.char)
-        td = {"uri": doc.uri}
+        td: JSONObject = {"uri": doc.uri}
         if self.s.caps.supports("textDocument/prepareRename") and not op.prepared:
 
-            def on_prepare(op: Op, resp: Response) -> None:
+            def on_prepare(resp: Answer) -> None:
                 if self.s.response_error(op, resp, lambda: self.rename(op, rename)):
                     return
                 if resp.result is None:
                     self.s.table.fail(
                         op,
                         ErrorCode.BAD_REQUEST,
-                        f"{self.s.row.name} says the symbol at line {pos['line'] + 1} cannot be "
+                        f"{self.s.row.name} says the symbol at line {rename.line0 + 1} cannot be "
                         "renamed (prepareRename returned nothing): point at a name you own",
                     )
                     return
@@ -168,10 +171,10 @@ class Queries:
             {"textDocument": td, "position": pos, "newName": rename.new_name},
             op.deadline,
             op,
-            lambda op, resp: self._on_rename(op, rename, resp),
+            lambda resp: self._on_rename(op, rename, resp),
         )
 
-    def _on_rename(self, op: Op, rename: Rename, resp: Response) -> None:
+    def _on_rename(self, op: Op, rename: Rename, resp: Answer) -> None:
         if self.s.response_error(op, resp, lambda: self.rename(op, rename)):
             return
         if not resp.result:
@@ -187,9 +190,11 @@ class Queries:
         # An unversioned edit computed before a server edit landed in one of its files would
         # be applied to text it was not computed for (seen with clangd: an applyTweak during
         # a rename turned `placeholder` into `placeassist`).
-        since = op.epoch
+        since, edit = op.epoch, resp.result
         try:
-            stale = self.edits.stale(workspace_edit.named_paths(resp.result), since)
+            if not isinstance(edit, dict):
+                raise TypeError(f"a WorkspaceEdit is an object, not {type(edit).__name__}")
+            stale = self.edits.stale(workspace_edit.named_paths(edit), since)
         except (AttributeError, TypeError) as e:
             self.s.table.fail(
                 op, ErrorCode.FAILED, f"{self.s.row.name} returned a malformed edit: {e}"
@@ -204,7 +209,7 @@ class Queries:
             )
             return
         try:
-            plan = self.edits.apply(resp.result, rename.confine or None)
+            plan = self.edits.apply(edit, rename.confine or None)
         except workspace_edit.EditError as e:
             self.s.table.fail(
                 op, ErrorCode.FAILED, f"rename not applied, nothing was written: {e}{also}"

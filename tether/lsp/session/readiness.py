@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tether.json_types import JSONObject
+from tether.lsp.narrow import obj
 from tether.lsp.servers import ServerRow, sample_file
 from tether.lsp.session.table import Op
 from tether.lsp.session.texts import Texts
@@ -68,11 +70,11 @@ class Readiness:
         self.arm = arm  # make sure the deadline timer fires by then (a waiting call's)
         self.state = "starting"  # starting | registering | ready | failed | exited
         self.error_text = ""
-        self.progress: dict[Any, str] = {}  # active $/progress token -> title
+        self.progress: dict[int | str, str] = {}  # active $/progress token -> title
         self.queued: list[Op] = []
         self.warm = not row.warmup_progress  # see ServerRow.warmup_progress
         self._warming = False
-        self._warm_token: Any = None
+        self._warm_token: int | str | None = None
         self.held: list[Op] = []
         self._loaded_re = re.compile(row.workspace_loaded_log) if row.workspace_loaded_log else None
         self.workspace_loaded = self._loaded_re is None
@@ -145,11 +147,13 @@ class Readiness:
         held, self.held = self.held, []
         return held
 
-    def on_progress(self, params: dict[str, Any]) -> list[Op]:
+    def on_progress(self, params: JSONObject) -> list[Op]:
         """A `$/progress`: the calls it releases (the warm-up's progress ended)."""
-        v = params.get("value") or {}
+        v = obj(params.get("value"))
         kind = v.get("kind")
         token = params.get("token")
+        if not isinstance(token, int | str):  # a ProgressToken is one of these (LSP 3.17)
+            return []
         if kind == "begin":
             title = str(v.get("title") or "working")
             self.progress[token] = title

@@ -7,9 +7,10 @@ anyway for the record's `text`.
 
 from __future__ import annotations
 
-from typing import Any
-
+from tether.json_types import JSONObject, JSONValue
 from tether.lsp.documents import path_of
+from tether.lsp.narrow import obj, objs, text, whole
+from tether.messages.language_server_ops import Record
 
 SYMBOL_KINDS = {
     1: "file", 2: "module", 3: "namespace", 4: "package", 5: "class", 6: "method",
@@ -20,7 +21,7 @@ SYMBOL_KINDS = {
 }  # fmt: skip
 
 
-def location(uri: str, rng: dict[str, Any]) -> dict[str, Any]:
+def location(uri: str, rng: JSONValue) -> Record:
     """A location as (path, 1-based lines, characters in the negotiated encoding).
 
     Characters stay in the server's units: converting them to code points needs the
@@ -29,31 +30,28 @@ def location(uri: str, rng: dict[str, Any]) -> dict[str, Any]:
     return {"path": str(path_of(uri)), **span(rng)}
 
 
-def span(rng: dict[str, Any]) -> dict[str, int]:
+def span(rng: JSONValue) -> dict[str, int]:
     """A range as 1-based lines and characters in the negotiated encoding."""
-    s, e = rng.get("start") or {}, rng.get("end") or {}
-    sl = int(s.get("line", 0))
+    s, e = obj(obj(rng).get("start")), obj(obj(rng).get("end"))
+    sl = whole(s.get("line"))
     return {
         "line": sl + 1,
-        "character": int(s.get("character", 0)),
-        "end_line": int(e.get("line", sl)) + 1,
-        "end_character": int(e.get("character", 0)),
+        "character": whole(s.get("character")),
+        "end_line": whole(e.get("line"), sl) + 1,
+        "end_character": whole(e.get("character")),
     }
 
 
-def locations(r: Any) -> list[dict[str, Any]]:
+def locations(r: JSONValue) -> list[Record]:
     """Location | Location[] | LocationLink[] | null -> location records, without repeats
     (servers now and then list a declaration that is also a use twice)."""
-    if r is None:
-        return []
-    items = r if isinstance(r, list) else [r]
     out, seen = [], set()
-    for loc in items:
+    for loc in objs(r if isinstance(r, list) else [r]):
         if "targetUri" in loc:  # LocationLink
-            uri = loc["targetUri"]
-            rng = loc.get("targetSelectionRange") or loc.get("targetRange") or {}
+            uri = text(loc["targetUri"])
+            rng = loc.get("targetSelectionRange") or loc.get("targetRange")
         else:
-            uri, rng = loc.get("uri", ""), loc.get("range") or {}
+            uri, rng = text(loc.get("uri")), loc.get("range")
         rec = location(uri, rng)
         key = (rec["path"], rec["line"], rec["character"])
         if key not in seen:
@@ -62,55 +60,59 @@ def locations(r: Any) -> list[dict[str, Any]]:
     return out
 
 
-def code_action(a: dict[str, Any]) -> dict[str, Any]:
-    edit = a.get("edit") or {}
-    files = len(edit.get("changes") or {}) + len(edit.get("documentChanges") or [])
+def code_action(a: JSONObject) -> Record:
+    edit = obj(a.get("edit"))
+    changes, document_changes = edit.get("changes"), edit.get("documentChanges")
+    files = (len(changes) if isinstance(changes, dict) else 0) + (
+        len(document_changes) if isinstance(document_changes, list) else 0
+    )
     cmd = a.get("command")
     return {
-        "title": a.get("title", ""),
-        "kind": a.get("kind", ""),
+        "title": text(a.get("title")),
+        "kind": text(a.get("kind")),
         "preferred": bool(a.get("isPreferred")),
         "files": files,
-        "command": (cmd.get("command") if isinstance(cmd, dict) else cmd) or "",
-        "diagnostics": [d.get("message", "") for d in a.get("diagnostics") or []],
+        "command": text(obj(cmd).get("command") if isinstance(cmd, dict) else cmd),
+        "diagnostics": [text(d.get("message")) for d in objs(a.get("diagnostics"))],
     }
 
 
-def symbols(items: list[dict[str, Any]], doc_uri: str | None) -> list[dict[str, Any]]:
+def symbols(items: JSONValue, doc_uri: str | None) -> list[Record]:
     """DocumentSymbol[] (hierarchical, in `doc_uri`) or SymbolInformation[] /
     WorkspaceSymbol[] -> flat symbol records, each with its container's dotted name."""
-    out: list[dict[str, Any]] = []
+    out: list[Record] = []
 
-    def walk(items: list[dict[str, Any]], container: str, uri: str | None) -> None:
-        for s in items or []:
+    def walk(items: JSONValue, container: str, uri: str | None) -> None:
+        for s in objs(items):
             if "location" in s:  # SymbolInformation / WorkspaceSymbol
-                loc = s["location"]
-                rec = location(loc.get("uri", ""), loc.get("range") or {})
-                cont = s.get("containerName") or ""
+                loc = obj(s["location"])
+                rec = location(text(loc.get("uri")), loc.get("range"))
+                cont = text(s.get("containerName"))
             else:  # DocumentSymbol (hierarchical)
-                rec = location(uri or "", s.get("selectionRange") or s.get("range") or {})
+                rec = location(uri or "", s.get("selectionRange") or s.get("range"))
                 cont = container
+            name = text(s.get("name"))
             rec.update(
-                name=s.get("name", ""),
-                kind=SYMBOL_KINDS.get(int(s.get("kind") or 0), "symbol"),
+                name=name,
+                kind=SYMBOL_KINDS.get(whole(s.get("kind")), "symbol"),
                 container=cont,
-                detail=s.get("detail") or "",
+                detail=text(s.get("detail")),
             )
             out.append(rec)
             if s.get("children"):
-                walk(s["children"], f"{container}.{s['name']}" if container else s["name"], uri)
+                walk(s["children"], f"{container}.{name}" if container else name, uri)
 
     walk(items, "", doc_uri)
     return out
 
 
-def hover_text(r: Any) -> str:
+def hover_text(r: JSONValue) -> str:
     """Hover contents (MarkupContent | MarkedString | MarkedString[]) -> markdown text."""
     if not r:
         return ""
     c = r.get("contents") if isinstance(r, dict) else r
 
-    def one(x: Any) -> str:
+    def one(x: JSONValue) -> str:
         if isinstance(x, str):
             return x
         if isinstance(x, dict):
@@ -129,28 +131,28 @@ def hover_text(r: Any) -> str:
 SITES_CAP = 20  # call sites kept per caller or callee (a generated function may have thousands)
 
 
-def hierarchy_item(item: dict[str, Any]) -> dict[str, Any]:
+def hierarchy_item(item: JSONObject) -> Record:
     """A CallHierarchyItem / TypeHierarchyItem -> a location record at its name (its
     selectionRange), with its name, kind and detail."""
-    rec = location(item.get("uri", ""), item.get("selectionRange") or item.get("range") or {})
+    rec = location(text(item.get("uri")), item.get("selectionRange") or item.get("range"))
     rec.update(
-        name=item.get("name", ""),
-        kind=SYMBOL_KINDS.get(int(item.get("kind") or 0), "symbol"),
-        detail=item.get("detail") or "",
+        name=text(item.get("name")),
+        kind=SYMBOL_KINDS.get(whole(item.get("kind")), "symbol"),
+        detail=text(item.get("detail")),
     )
     return rec
 
 
-def hierarchy_calls(calls: Any, key: str) -> list[dict[str, Any]]:
+def hierarchy_calls(calls: JSONValue, key: str) -> list[Record]:
     """CallHierarchyIncomingCall[] (`key` "from") / OutgoingCall[] ("to") -> item records,
     each with the call sites (`fromRanges`: in the caller's file for incoming calls, in the
     asked-about item's file for outgoing ones), without repeats (tsserver lists a site
     twice)."""
     out = []
-    for call in calls or []:
-        rec = hierarchy_item(call.get(key) or {})
+    for call in objs(calls):
+        rec = hierarchy_item(obj(call.get(key)))
         sites, seen = [], set()
-        for rng in call.get("fromRanges") or []:
+        for rng in objs(call.get("fromRanges")):
             site = span(rng)
             mark = (site["line"], site["character"])
             if mark not in seen:

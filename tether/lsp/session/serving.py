@@ -12,10 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tether.json_types import JSONObject
 from tether.lsp.documents import Document
-from tether.lsp.jsonrpc import CONTENT_MODIFIED, REQUEST_CANCELLED, Capabilities, Response
+from tether.lsp.jsonrpc import CONTENT_MODIFIED, REQUEST_CANCELLED, Capabilities
 from tether.lsp.servers import ServerRow
-from tether.lsp.session.link import ServerLink
+from tether.lsp.session.link import Answer, ServerLink
 from tether.lsp.session.table import Op, OpTable
 from tether.lsp.session.texts import Texts, position
 from tether.messages.calls import ErrorCode
@@ -44,7 +45,7 @@ class Serving:
             return None
         return self.open(op, path)
 
-    def position(self, doc: Document, line0: int, char: int) -> dict[str, int]:
+    def position(self, doc: Document, line0: int, char: int) -> JSONObject:
         return position(doc, line0, char, self.caps.position_encoding)
 
     def supports(self, op: Op, method: str) -> bool:
@@ -57,7 +58,7 @@ class Serving:
         )
         return False
 
-    def response_error(self, op: Op, resp: Response, retry: Callable[[], None]) -> bool:
+    def response_error(self, op: Op, resp: Answer, retry: Callable[[], None]) -> bool:
         """Whether `resp` is an error (then the op is retried once or has failed)."""
         if not resp.error:
             return False

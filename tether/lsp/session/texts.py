@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from tether.json_types import JSONObject
 from tether.lsp.documents import Document, Documents, uri_of
 from tether.lsp.positions import to_character
 from tether.lsp.session.table import SessionIO
@@ -67,7 +68,7 @@ class Texts:
             self.io.write(m)
 
 
-def position(doc: Document, line0: int, char: int, encoding: str) -> dict[str, int]:
+def position(doc: Document, line0: int, char: int, encoding: str) -> JSONObject:
     """A 0-based line and code-point index as an LSP position in `encoding`."""
     lines = doc.lines
     text = lines[line0] if 0 <= line0 < len(lines) else ""
