@@ -14,8 +14,7 @@ import itertools
 import pytest
 from lsp_support import copy_project, lsp_rt, need  # noqa: F401 - fixtures
 
-from tether.lsp.session.link import Deadline
-from tether.lsp.session.readiness import LoadCap, Registration, WarmWindow
+from tether.lsp.session.timers import Deadline, LoadCap, Registration, WarmWindow
 from tether.messages.language_server_ops import WorkspaceSymbols
 
 pytestmark = pytest.mark.slow

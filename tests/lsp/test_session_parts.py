@@ -16,10 +16,11 @@ from tether.lsp.jsonrpc import Capabilities
 from tether.lsp.limits import LspLimits
 from tether.lsp.servers import BY_NAME
 from tether.lsp.session.edits import Edits, inside_both
-from tether.lsp.session.link import Deadline, ServerLink
-from tether.lsp.session.readiness import LoadCap, Readiness, WarmCap, WarmWindow
+from tether.lsp.session.link import ServerLink
+from tether.lsp.session.readiness import Readiness
 from tether.lsp.session.table import REPLY_MARGIN, OpTable
 from tether.lsp.session.texts import Texts
+from tether.lsp.session.timers import Deadline, LoadCap, WarmCap, WarmWindow
 from tether.messages.calls import Reply
 from tether.messages.codec import decode, encode
 from tether.messages.language_server_ops import (

@@ -45,7 +45,7 @@ from tether.lsp.cancellation import FileCancellation
 from tether.lsp.limits import LspLimits
 from tether.lsp.servers import BY_NAME, find_binary, launch_argv, split_key
 from tether.lsp.session import Session
-from tether.lsp.session.link import Deadline
+from tether.lsp.session.timers import Deadline, SessionTimer
 from tether.messages.calls import Call, ErrorCode
 from tether.messages.control import Start
 from tether.messages.language_server_ops import (
@@ -230,7 +230,7 @@ class LanguageServerActor(ProcessActor):
             # rest fail with a clear error; the actor itself stays
             self._reloading = False
             old = self.session
-            moved = [op for op in old.ops.values() if getattr(op.token, "idempotent", False)]
+            moved = [op for op in old.ops.values() if op.token.idempotent]
             for op in moved:
                 old.ops.pop(op.oid, None)
             old.on_exit(returncode)
@@ -263,10 +263,10 @@ class LanguageServerActor(ProcessActor):
         return reply_payload(reply)
 
     # --- SessionIO ------------------------------------------------------------------------
-    def done(self, token: Any, reply: LanguageServerReply) -> None:
+    def done(self, token: Call, reply: LanguageServerReply) -> None:
         self.reply(token, self._noted(reply))
 
-    def error(self, token: Any, code: str, message: str) -> None:
+    def error(self, token: Call, code: str, message: str) -> None:
         if code == ErrorCode.RESOURCE_DIED:  # the server is going (stuck): an idempotent
             self.fail_dying(token, message)  # call is sent on to the restarted one, once
         else:
@@ -283,7 +283,7 @@ class LanguageServerActor(ProcessActor):
         if self.state == "starting" or self.session.state == "failed":
             self._check_started()
 
-    def on_timer(self, tag: Any) -> None:
+    def on_timer(self, tag: ProbeDeadline | StartupCheck | SessionTimer) -> None:
         match tag:
             case ProbeDeadline() if self._probing:
                 self._probe_timed_out = True
@@ -331,7 +331,7 @@ class LanguageServerActor(ProcessActor):
             stderr_tail=self.stderr_tail()[-1500:],
         )
 
-    def health_extra(self) -> dict[str, Any]:
+    def health_extra(self) -> dict[str, str | int | list[str]]:
         st = self.session.status() if hasattr(self, "session") else None
         return {
             "server": self.row.name if hasattr(self, "row") else "",

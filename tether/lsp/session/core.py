@@ -43,15 +43,27 @@ from tether.lsp.servers import ServerRow
 from tether.lsp.session.budgets import Canceller
 from tether.lsp.session.capabilities import client_capabilities
 from tether.lsp.session.edits import Edits
-from tether.lsp.session.freshness import Cap, Freshness, Grace, Quiet
+from tether.lsp.session.freshness import Freshness
 from tether.lsp.session.hierarchy import Hierarchies
-from tether.lsp.session.link import Answer, Deadline, ServerLink, Stall
+from tether.lsp.session.link import Answer, ServerLink
 from tether.lsp.session.queries import Queries
-from tether.lsp.session.readiness import LoadCap, Readiness, Registration, WarmCap, WarmWindow
+from tether.lsp.session.readiness import Readiness
 from tether.lsp.session.serving import Serving
 from tether.lsp.session.table import Op, OpTable, SessionIO
 from tether.lsp.session.texts import Texts
-from tether.messages.calls import ErrorCode
+from tether.lsp.session.timers import (
+    Cap,
+    Deadline,
+    Grace,
+    LoadCap,
+    Quiet,
+    Registration,
+    SessionTimer,
+    Stall,
+    WarmCap,
+    WarmWindow,
+)
+from tether.messages.calls import Call, ErrorCode
 from tether.messages.language_server_ops import (
     Diagnostics,
     DocumentSymbols,
@@ -154,7 +166,7 @@ class Session:
         """Polite goodbye (the owner kills the process tree after a short grace anyway)."""
         return self.link.rpc.notify("exit", None)
 
-    def on_exit(self, returncode: int | None) -> list[tuple[Any, str]]:
+    def on_exit(self, returncode: int | None) -> list[tuple[Call, str]]:
         """The process died: every outstanding call gets RESOURCE_DIED; returns (token, op)."""
         self.readiness.state = "exited"
         gone = [(op.token, op.op) for op in self.table.ops.values()]
@@ -239,7 +251,7 @@ class Session:
                 return
             self._go_on(self.readiness.on_log(message))
 
-    def on_timer(self, tag: Any) -> None:
+    def on_timer(self, tag: SessionTimer) -> None:
         match tag:
             case Quiet() | Cap() | Grace():
                 self.freshness.on_timer(tag)
@@ -302,7 +314,7 @@ class Session:
         )
 
     # --- calls ----------------------------------------------------------------------------
-    def handle(self, request: LanguageServerOp, token: Any, deadline: float) -> None:
+    def handle(self, request: LanguageServerOp, token: Call, deadline: float) -> None:
         """Serve one call (`request`, settled through io with `token`) before `deadline`."""
         op = self.table.add(request, token, deadline)
         status = isinstance(request, Status)  # answered in any state
@@ -317,7 +329,7 @@ class Session:
         else:
             self._dispatch(op)
 
-    def cancel(self, token: Any, reason: str) -> None:
+    def cancel(self, token: Call, reason: str) -> None:
         """The caller of `token`'s call gave up (tether.call_scope): cancel its requests at
         the server (`$/cancelRequest`, and the cancellation file where the server polls one)
         so the shared server is free for the others, and drop the call."""

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from tether.json_types import JSONObject
 from tether.lsp.diagnostics import DEFAULT_CAP, FreshWait, Published, normalize
@@ -30,31 +28,10 @@ from tether.lsp.servers import ServerRow
 from tether.lsp.session.link import Answer
 from tether.lsp.session.serving import Serving
 from tether.lsp.session.table import Op
+from tether.lsp.session.timers import Cap, FreshnessTag, Grace, Quiet
 from tether.messages.language_server_ops import Diagnostics, DiagnosticsReply, Record, Sync
 
 MAX_OTHER_PULLS = 4  # open importers pulled with a write (the files it may have broken)
-
-
-# --- timer tags about one waiting call (its op id) ----------------------------------------
-@dataclass(frozen=True)
-class Quiet:
-    """The push quiet window after a publish has passed."""
-
-    oid: int
-
-
-@dataclass(frozen=True)
-class Cap:
-    """The wait's hard cap: answer, with the files still waiting marked pending."""
-
-    oid: int
-
-
-@dataclass(frozen=True)
-class Grace:
-    """The written files are fresh and the grace for other files is over."""
-
-    oid: int
 
 
 def importers(paths: Iterable[Path], open_texts: Mapping[str, str]) -> list[str]:
@@ -75,9 +52,6 @@ def importers(paths: Iterable[Path], open_texts: Mapping[str, str]) -> list[str]
     return [u for u in newest_first if u not in written and pattern.search(open_texts[u])]
 
 
-FreshnessTag = Quiet | Cap | Grace
-
-
 class Freshness:
     """The diagnostics part: what the server published or answered, and the calls waiting
     for fresh diagnostics (`waits`)."""
@@ -85,7 +59,7 @@ class Freshness:
     def __init__(
         self,
         serving: Serving,
-        after: Callable[[float, Any], None],
+        after: Callable[[float, FreshnessTag], None],
         now: Callable[[], float],
     ) -> None:
         self.s = serving

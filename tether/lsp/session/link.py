@@ -12,7 +12,6 @@ whether the server still answers anyone.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from tether.json_types import JSONValue
@@ -20,6 +19,7 @@ from tether.lsp.jsonrpc import JsonRpcClient, Notification, Pending, Response, S
 from tether.lsp.limits import LspLimits
 from tether.lsp.session.budgets import Canceller, RequestWatch
 from tether.lsp.session.table import Op, OpTable, SessionIO
+from tether.lsp.session.timers import Deadline, Stall
 from tether.protocol import FrameDecoder
 
 
@@ -34,16 +34,6 @@ class Sent(NamedTuple):
 
 Answer = Response[Sent]  # a server's answer to one of our requests
 Continuation = Callable[[Answer], None]  # what runs on it (the call it serves: its closure's)
-
-
-@dataclass(frozen=True)
-class Deadline:
-    """The earliest deadline of a request or a call has come."""
-
-
-@dataclass(frozen=True)
-class Stall:
-    """Time to see whether the server still answers anyone (`budgets.RequestWatch`)."""
 
 
 class ServerLink:

@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from tether.json_types import JSONObject
 from tether.lsp.narrow import obj
 from tether.lsp.servers import ServerRow, sample_file
 from tether.lsp.session.table import Op
 from tether.lsp.session.texts import Texts
+from tether.lsp.session.timers import LoadCap, ReadinessTag, Registration, WarmCap, WarmWindow
 from tether.messages.language_server_ops import (
     Diagnostics,
     DocumentSymbols,
@@ -33,36 +32,13 @@ from tether.messages.language_server_ops import (
 )
 
 
-@dataclass(frozen=True)
-class Registration:
-    """No pull-diagnostics registration came in time: diagnostics come by publish."""
-
-
-@dataclass(frozen=True)
-class WarmWindow:
-    """No warm-up progress began within the row's window: nothing to wait for."""
-
-
-@dataclass(frozen=True)
-class WarmCap:
-    """The warm-up took as long as it may: go on."""
-
-
-@dataclass(frozen=True)
-class LoadCap:
-    """The server never said it listed the workspace: ask it anyway."""
-
-
-ReadinessTag = Registration | WarmWindow | WarmCap | LoadCap
-
-
 class Readiness:
     def __init__(
         self,
         row: ServerRow,
         root: Path,
         texts: Texts,
-        after: Callable[[float, Any], None],
+        after: Callable[[float, ReadinessTag], None],
         arm: Callable[[float], None],
     ) -> None:
         self.row, self.root, self.texts = row, root, texts

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Protocol
 
+from tether.lsp.session.timers import SessionTimer
+from tether.messages.calls import Call
 from tether.messages.language_server_ops import (
     Hierarchy,
     LanguageServerOp,
@@ -27,9 +29,9 @@ class SessionIO(Protocol):
     """What the session's owner does for it (the actor, or a test's harness)."""
 
     def write(self, data: bytes) -> None: ...
-    def after(self, seconds: float, tag: Any) -> None: ...
-    def done(self, token: Any, reply: LanguageServerReply) -> None: ...
-    def error(self, token: Any, code: str, message: str) -> None: ...
+    def after(self, seconds: float, tag: SessionTimer) -> None: ...
+    def done(self, token: Call, reply: LanguageServerReply) -> None: ...
+    def error(self, token: Call, code: str, message: str) -> None: ...
 
 
 @dataclass
@@ -37,7 +39,7 @@ class Op:
     """One call being served: its op (`request`) and what serving it has learnt."""
 
     oid: int
-    token: Any
+    token: Call  # the call it serves, handed back to the io port when it settles
     request: LanguageServerOp
     deadline: float
     retried: bool = False
@@ -71,7 +73,7 @@ class OpTable:
         """Call `forget(op)` whenever a call settles (a part that holds calls drops it)."""
         self._settle_hooks.append(forget)
 
-    def add(self, request: LanguageServerOp, token: Any, deadline: float) -> Op:
+    def add(self, request: LanguageServerOp, token: Call, deadline: float) -> Op:
         """A new call, due `REPLY_MARGIN` before the caller's own `deadline`."""
         op = Op(self._next_oid, token, request, deadline - REPLY_MARGIN)
         self._next_oid += 1
@@ -81,7 +83,7 @@ class OpTable:
     def live(self, op: Op) -> bool:
         return op.oid in self.ops
 
-    def of_token(self, token: Any) -> list[Op]:
+    def of_token(self, token: Call) -> list[Op]:
         return [o for o in self.ops.values() if o.token is token]
 
     def due(self, now: float) -> list[Op]:
