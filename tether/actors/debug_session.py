@@ -31,6 +31,7 @@ supervisor too.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import socket
 import time
 from pathlib import Path
@@ -43,7 +44,7 @@ from tether.channels import OutBuffer
 from tether.debug import adapters
 from tether.debug.adapter_socket import AdapterSocket, ListenDeadline, no_listen_line
 from tether.debug.adapters import AdapterRow
-from tether.debug.driver import DebugError
+from tether.debug.driver import DebugError, Op, WaitDue
 from tether.debug.launch import (
     adapter_place,
     adapter_request,
@@ -61,22 +62,31 @@ from tether.messages.debug_ops import (
     KIND,
     Attach,
     Continue,
+    DebugReply,
     Evaluate,
+    Exited,
     Launch,
+    Outcome,
     Output,
+    OutputReply,
     Pause,
     Scopes,
     SetBreakpoints,
     SetExceptionBreakpoints,
     SetFunctionBreakpoints,
     Stack,
+    Started,
     Status,
+    StatusReply,
     StepIn,
     StepOut,
     StepOver,
+    Stopped,
     Terminate,
+    TerminateReply,
     Threads,
     Variables,
+    debug_payload,
 )
 from tether.messages.ops import op_name
 from tether.protocol import FramingError
@@ -188,7 +198,7 @@ class DebugSessionActor(ProcessActor):
                 self._ending = True  # the adapter may exit before it answers disconnect
                 s.run(s.disconnect(), call)
 
-    def _run(self, op: Any, call: Call) -> None:
+    def _run(self, op: Op, call: Call) -> None:
         """An op that needs a session: say why there is none, or run it."""
         if self.session.state in ("none", "ended") and self.previous_end:
             self.error(call, ErrorCode.BAD_REQUEST, self._no_session())
@@ -209,29 +219,39 @@ class DebugSessionActor(ProcessActor):
             return
         self.write(data)
 
-    def done(self, token: Any, payload: dict[str, Any]) -> None:
-        if payload.get("outcome") in ("exited", "stopped"):
-            payload = self._at_ceiling(payload)
-        if token.op == "terminate":
+    def done(self, token: Call, reply: DebugReply) -> None:
+        reply = self._at_ceiling(reply)
+        if isinstance(reply, TerminateReply):
             self._end_everything()
-            payload = {**payload, "processes_left": self.procs.left()}
-            self.reply(token, payload)
+            reply = dataclasses.replace(reply, processes_left=self.procs.left())
+            self.reply(token, debug_payload(reply))
             self.stop("normal", "terminated by the terminate op")
             return
         if self.session.state == "exited" and self.proc is not None:
             self._end_adapter()  # the program is gone: so is its adapter (output stays)
         elif token.op in ("launch", "attach") and not self._program_reported:
             self._report_pids()  # (a walk over every process: only when they change)
-        self.reply(token, payload)
+        self.reply(token, debug_payload(reply))
         self._next()
 
-    def _at_ceiling(self, payload: dict[str, Any]) -> dict[str, Any]:
-        """The payload, saying so if the program ended (or stopped on a MemoryError) at
+    def _at_ceiling(self, reply: DebugReply) -> DebugReply:
+        """The reply, saying so if the program ended (or stopped on a MemoryError) at
         the session's memory ceiling: killed in its cgroup, or an allocation failed."""
-        exc = payload.get("exception") or {}
-        said = f"{self.session.output.text()}\n{exc.get('type', '')}: {exc.get('message', '')}"
-        over = self.ceiling.note(said) if payload["outcome"] == "exited" or exc else ""
-        return {**payload, "memory": f"the debuggee {over}"} if over else payload
+        if isinstance(reply, Started):
+            return dataclasses.replace(reply, outcome=self._outcome_at_ceiling(reply.outcome))
+        if isinstance(reply, Stopped | Exited):
+            return self._outcome_at_ceiling(reply)
+        return reply
+
+    def _outcome_at_ceiling(self, reply: Outcome) -> Outcome:
+        if isinstance(reply, Exited) or (isinstance(reply, Stopped) and reply.exception):
+            exc = reply.exception if isinstance(reply, Stopped) else None
+            said = self.session.output.text()
+            said += f"\n{exc['type']}: {exc['message']}" if exc else "\n: "
+            over = self.ceiling.note(said)
+            if over:
+                return dataclasses.replace(reply, memory=f"the debuggee {over}")
+        return reply
 
     def exit_message(self, returncode: int | None) -> str:
         """The base's, and whether the adapter died at the session's memory ceiling."""
@@ -239,7 +259,7 @@ class DebugSessionActor(ProcessActor):
         over = self.ceiling.note(self.stderr_tail()) if hasattr(self, "ceiling") else ""
         return f"{message}; {over}" if over else message
 
-    def error(self, token: Any, code: str, message: str) -> None:
+    def error(self, token: Call, code: str, message: str) -> None:
         row = self.row
         if token.op == "attach" and row is not None and self.session.state == "starting":
             message += f" ({row.name} attaches to a {row.attach_help})"
@@ -391,7 +411,8 @@ class DebugSessionActor(ProcessActor):
                 message = no_listen_line(self.row, self.stderr_tail())
                 self.error(waiting[1], ErrorCode.DEADLINE, message)
             return
-        self.session.on_timer(tag)
+        if isinstance(tag, WaitDue):
+            self.session.on_timer(tag)
 
     # --- the adapter's end ------------------------------------------------------------------
     def on_exit(self, returncode: int | None) -> None:
@@ -460,19 +481,18 @@ class DebugSessionActor(ProcessActor):
         super().handle_exit_request()
 
     # --- replies without the adapter --------------------------------------------------------
-    def _status(self) -> dict[str, Any]:
+    def _status(self) -> StatusReply:
         st = self.session.status()
-        if st["state"] in ("none", "ended") and self.previous_end:
-            st["end_reason"] = st["end_reason"] or self.previous_end
-            st["previous_end"] = self.previous_end
-        st["pids"] = self.owned_pids()
-        st["ttl"] = self.ttl
-        st["uptime"] = round(time.monotonic() - self.started_at, 1)
-        return st
+        if st.state in ("none", "ended") and self.previous_end:
+            st = dataclasses.replace(
+                st, end_reason=st.end_reason or self.previous_end, previous_end=self.previous_end
+            )
+        uptime = round(time.monotonic() - self.started_at, 1)
+        return dataclasses.replace(st, pids=self.owned_pids(), ttl=self.ttl, uptime=uptime)
 
-    def _output(self) -> dict[str, Any]:
+    def _output(self) -> OutputReply:
         s = self.session
-        return {"output": s.output.text(), "dropped": s.output.dropped, "state": s.state}
+        return OutputReply(s.output.text(), s.output.dropped, s.state)
 
     def health_extra(self) -> dict[str, Any]:
         s = getattr(self, "session", None)

@@ -27,13 +27,16 @@ import re
 import shutil
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TypedDict
 
 from tether import roots
 from tether.debug.breakpoints import Features
+from tether.debug.dap import as_objs
+from tether.json_types import JSONObject, JSONValue
+from tether.messages.debug_ops import FeatureReport
 from tether.places import relay
 from tether.private_dirs import ensure_private_dir
 from tether.scratch import ProcessScratch
@@ -53,7 +56,7 @@ class AdapterRow:
     adapter_id: str = ""
     exception_filters: tuple[str, ...] = ()  # setExceptionBreakpoints: stop on these
     # launch-configuration fields every launch carries (stopOnEntry, console, ...)
-    launch_extra: Any = None
+    launch_extra: Mapping[str, JSONValue] = field(default_factory=dict)
     # regex over console output that gives the exit code when no `exited` event comes
     exit_console: str = ""
     startup_timeout: float = 10.0  # initialize must answer within this
@@ -67,13 +70,17 @@ class AdapterRow:
     # environment variable -> subdirectory of the caches every process shares (`scratch`):
     # the toolchain's caches there, never in the user's home (delve: go build's; GOCACHE is
     # the servers' and checkers' go-build too)
-    cache_env: Any = None
+    cache_env: Mapping[str, str] = field(default_factory=dict)
     # breakpoints (tether.debug.breakpoints): what the table knows each adapter does, used
     # where its capabilities do not say (delve before 1.26 takes hitCondition silently)
     breakpoint_features: tuple[str, ...] = ()  # of: condition, log_message, function
-    hit_formats: Any = None  # our hit operator (==, >=, %) -> the adapter's hitCondition
+    hit_formats: Mapping[str, str] = field(
+        default_factory=dict
+    )  # our hit operator (==, >=, %) -> the adapter's hitCondition
     hit_equal_by_removal: bool = False  # '== N': an ignore count, then removed at its stop
-    exception_map: Any = None  # raised / uncaught -> the adapter's filter ("" = built in)
+    exception_map: Mapping[str, str] = field(
+        default_factory=dict
+    )  # raised / uncaught -> the adapter's filter ("" = built in)
     exception_help: str = ""  # what it does not stop on, and why
     log_category: str = "stdout"  # the output category of a logpoint's message
 
@@ -91,7 +98,7 @@ class AdapterRow:
         if bool(self.port_attach or self.pid_attach) != bool(self.attach_help):
             raise ValueError(f"{self.name}: attach_help says what it attaches to, iff it does")
         for name in ("launch_extra", "cache_env", "hit_formats", "exception_map"):
-            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name) or {})))
+            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
 
 
 ADAPTERS: tuple[AdapterRow, ...] = (
@@ -322,10 +329,23 @@ def relayed_argv(row: AdapterRow, binary: str, directory: Path) -> tuple[list[st
     return relay.argv(sys.executable, pairs, [binary, *args], script=str(script)), sock
 
 
-def adapters_report(workspace: Path, place: str = "host") -> list[dict[str, Any]]:
+class AdapterReport(TypedDict):
+    """One row of `debug adapters`."""
+
+    adapter: str
+    binary: str
+    marker: str  # a root marker found (workspace-relative), "" if none
+    usable: bool
+    why_not: str
+    install: str  # how to get the binary, when it is not found
+    breakpoints: FeatureReport
+    place: str
+
+
+def adapters_report(workspace: Path, place: str = "host") -> list[AdapterReport]:
     """`debug adapters`: per adapter, whether it can be used in this workspace and why not.
     `place`: the run's place kind (`place_refusal`)."""
-    out = []
+    out: list[AdapterReport] = []
     for row in ADAPTERS:
         res = resolve(row, workspace, workspace)
         binary = res.binary
@@ -365,9 +385,9 @@ def _marker_below(workspace: Path, markers: tuple[str, ...], limit: int = 2000) 
     return os.path.relpath(found, workspace) if found else ""
 
 
-def launch_config(row: AdapterRow, program: Path, args: list[str], cwd: Path) -> dict[str, Any]:
+def launch_config(row: AdapterRow, program: Path, args: list[str], cwd: Path) -> JSONObject:
     """The `launch` request's arguments for `program` under `row`."""
-    config: dict[str, Any] = {**row.launch_extra, "program": str(program), "args": list(args)}
+    config: JSONObject = {**row.launch_extra, "program": str(program), "args": [*args]}
     config["cwd"] = str(cwd)
     if row.name == "debugpy":
         config["python"] = project_python(cwd)
@@ -380,7 +400,7 @@ def launch_config(row: AdapterRow, program: Path, args: list[str], cwd: Path) ->
     return config
 
 
-def attach_config(row: AdapterRow, port: int | None, pid: int | None) -> dict[str, Any]:
+def attach_config(row: AdapterRow, port: int | None, pid: int | None) -> JSONObject:
     """The `attach` request's arguments; ValueError (saying what `row` attaches to) when
     neither `pid` nor `port` is something it can attach to."""
     if pid is not None and row.pid_attach:
@@ -401,7 +421,7 @@ def attach_config(row: AdapterRow, port: int | None, pid: int | None) -> dict[st
     raise ValueError(f"{row.name} cannot attach by {given}; it attaches to a {row.attach_help}")
 
 
-def features(row: AdapterRow, capabilities: Mapping[str, Any] | None = None) -> Features:
+def features(row: AdapterRow, capabilities: JSONObject | None = None) -> Features:
     """What `row`'s adapter does with breakpoints: its `capabilities` (initialize's answer)
     where they say, else the table. An exception filter it does not advertise is not used."""
     caps = capabilities or {}
@@ -413,7 +433,7 @@ def features(row: AdapterRow, capabilities: Mapping[str, Any] | None = None) -> 
     hit_ok = caps.get("supportsHitConditionalBreakpoints", True) is not False
     exceptions = dict(row.exception_map)
     if "exceptionBreakpointFilters" in caps:
-        offered = {f.get("filter") for f in caps.get("exceptionBreakpointFilters") or []}
+        offered = {f.get("filter") for f in as_objs(caps.get("exceptionBreakpointFilters"))}
         exceptions = {k: v for k, v in exceptions.items() if v == "" or v in offered}
     return Features(
         adapter=row.name,
@@ -438,7 +458,7 @@ def adapter_env(row: AdapterRow, scratch: ProcessScratch) -> dict[str, str]:
     return env
 
 
-def initialize_arguments(row: AdapterRow) -> dict[str, Any]:
+def initialize_arguments(row: AdapterRow) -> JSONObject:
     """What we tell an adapter about ourselves: paths as paths, 1-based lines and
     columns, no terminal to run the program in."""
     return {

@@ -28,7 +28,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+
+from tether.json_types import JSONObject, JSONValue
+from tether.messages.debug_ops import FeatureReport, FunctionSpec, LineSpec
 
 HIT_SYNTAX = (
     "N (stop on the Nth hit only), '>= N' (the Nth hit and every one after it) or "
@@ -52,7 +54,7 @@ class Hit:
         return str(self.n) if self.op == "==" else f"{self.op} {self.n}"
 
 
-def parse_hit(value: Any) -> Hit | None:
+def parse_hit(value: JSONValue) -> Hit | None:
     """Our hit-condition syntax ("" / None: no hit condition); BreakpointError if it is not."""
     if value is None or value == "":
         return None
@@ -83,17 +85,17 @@ def translate_hit(hit: Hit, formats: Mapping[str, str], adapter: str) -> str:
 
 
 # --- what the agent asks for (tool arguments) -> plain specs (msgpack-able dicts) ------------
-def line_specs(items: Sequence[Any]) -> list[dict[str, Any]]:
+def line_specs(items: Sequence[JSONValue]) -> list[LineSpec]:
     """The `lines` of a `breakpoints` call (numbers, or objects with line / condition /
     hit_condition / log_message) as specs; BreakpointError naming the bad item."""
-    specs: dict[int, dict[str, Any]] = {}
+    specs: dict[int, LineSpec] = {}
     for item in items:
         spec = _line_spec(item)
         specs[spec["line"]] = spec  # one breakpoint per line: the last one asked for wins
     return list(specs.values())
 
 
-def _line_spec(item: Any) -> dict[str, Any]:
+def _line_spec(item: JSONValue) -> LineSpec:
     if isinstance(item, int) and not isinstance(item, bool):
         item = {"line": item}
     if not isinstance(item, dict):
@@ -118,10 +120,10 @@ def _line_spec(item: Any) -> dict[str, Any]:
     }
 
 
-def function_specs(items: Sequence[Any]) -> list[dict[str, Any]]:
+def function_specs(items: Sequence[JSONValue]) -> list[FunctionSpec]:
     """The `functions` of a `breakpoints` call (names, or objects with name / condition /
     hit_condition) as specs."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, FunctionSpec] = {}
     for item in items:
         if isinstance(item, str):
             item = {"name": item}
@@ -145,17 +147,18 @@ def function_specs(items: Sequence[Any]) -> list[dict[str, Any]]:
     return list(out.values())
 
 
-def exception_kinds(items: Sequence[Any]) -> list[str]:
-    bad = [i for i in items if i not in EXCEPTION_KINDS]
+def exception_kinds(items: Sequence[JSONValue]) -> list[str]:
+    kinds = [i for i in items if isinstance(i, str) and i in EXCEPTION_KINDS]
+    bad = [i for i in items if not (isinstance(i, str) and i in EXCEPTION_KINDS)]
     if bad:
         raise BreakpointError(
             f"exceptions takes {' and/or '.join(EXCEPTION_KINDS)} (raised: every exception "
             f"when it is raised; uncaught: one nothing catches), not {', '.join(map(repr, bad))}"
         )
-    return list(dict.fromkeys(items))
+    return list(dict.fromkeys(kinds))
 
 
-def _text(item: Mapping[str, Any], name: str) -> str:
+def _text(item: JSONObject, name: str) -> str:
     value = item.get(name)
     if value is None:
         return ""
@@ -164,7 +167,7 @@ def _text(item: Mapping[str, Any], name: str) -> str:
     return value.strip()
 
 
-def _hit_text(item: Mapping[str, Any]) -> str:
+def _hit_text(item: JSONObject) -> str:
     hit = parse_hit(item.get("hit_condition"))
     return str(hit) if hit else ""
 
@@ -187,7 +190,7 @@ class Breakpoint:
     moved_from: int | None = None  # the line it was at before this launch moved it
 
     @classmethod
-    def from_spec(cls, spec: Mapping[str, Any]) -> Breakpoint:
+    def from_spec(cls, spec: LineSpec) -> Breakpoint:
         return cls(
             int(spec["line"]),
             str(spec.get("condition") or ""),
@@ -196,7 +199,7 @@ class Breakpoint:
             str(spec.get("text") or ""),
         )
 
-    def spec(self) -> dict[str, Any]:
+    def spec(self) -> LineSpec:
         return {
             "line": self.line,
             "condition": self.condition,
@@ -221,14 +224,14 @@ class FunctionBreakpoint:
     state: str = ""  # "" | refused | spent
 
     @classmethod
-    def from_spec(cls, spec: Mapping[str, Any]) -> FunctionBreakpoint:
+    def from_spec(cls, spec: FunctionSpec) -> FunctionBreakpoint:
         return cls(
             str(spec["name"]),
             str(spec.get("condition") or ""),
             str(spec.get("hit_condition") or ""),
         )
 
-    def spec(self) -> dict[str, Any]:
+    def spec(self) -> FunctionSpec:
         return {"name": self.name, "condition": self.condition, "hit_condition": self.hit_condition}
 
 
@@ -247,10 +250,10 @@ class Features:
     exception_help: str = ""
     source: str = "table"  # table | capabilities
 
-    def dap_breakpoint(self, bp: Breakpoint | FunctionBreakpoint) -> dict[str, Any]:
+    def dap_breakpoint(self, bp: Breakpoint | FunctionBreakpoint) -> JSONObject:
         """The DAP SourceBreakpoint / FunctionBreakpoint for `bp` (BreakpointError when this
         adapter cannot do part of it)."""
-        out: dict[str, Any] = {"line": bp.line} if isinstance(bp, Breakpoint) else {"name": bp.name}
+        out: JSONObject = {"line": bp.line} if isinstance(bp, Breakpoint) else {"name": bp.name}
         if bp.condition:
             if not self.condition:
                 raise BreakpointError(f"{self.adapter} has no conditional breakpoints")
@@ -278,7 +281,7 @@ class Features:
                 filters.append(got)
         return filters, notes
 
-    def report(self) -> dict[str, Any]:
+    def report(self) -> FeatureReport:
         return {
             "condition": self.condition,
             "hit_condition": [str(Hit(op, 1)).replace("1", "N") for op in self.hit_formats],

@@ -14,8 +14,8 @@ exactly one answer.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
+from tether.json_types import JSONObject, JSONValue
 from tether.protocol import FrameDecoder, encode
 
 
@@ -25,20 +25,20 @@ class Response:
     command: str
     success: bool
     message: str
-    body: dict[str, Any]
+    body: JSONObject
 
 
 @dataclass(frozen=True)
 class Event:
     event: str
-    body: dict[str, Any]
+    body: JSONObject
 
 
 @dataclass(frozen=True)
 class AdapterRequest:
     seq: int
     command: str
-    arguments: dict[str, Any]
+    arguments: JSONObject
 
 
 Incoming = Response | Event | AdapterRequest
@@ -53,18 +53,18 @@ class DapClient:
     late_responses: int = 0
     decoder: FrameDecoder = field(default_factory=FrameDecoder)
 
-    def request(self, command: str, arguments: dict[str, Any] | None = None) -> tuple[int, bytes]:
+    def request(self, command: str, arguments: JSONObject | None = None) -> tuple[int, bytes]:
         seq = self._seq()
         self.pending[seq] = command
-        msg: dict[str, Any] = {"seq": seq, "type": "request", "command": command}
+        msg: JSONObject = {"seq": seq, "type": "request", "command": command}
         if arguments is not None:
             msg["arguments"] = arguments
         return seq, encode(msg)
 
     def respond(
-        self, request: AdapterRequest, success: bool, body: Any = None, message: str = ""
+        self, request: AdapterRequest, success: bool, body: JSONValue = None, message: str = ""
     ) -> bytes:
-        msg: dict[str, Any] = {
+        msg: JSONObject = {
             "seq": self._seq(),
             "type": "response",
             "request_seq": request.seq,
@@ -90,7 +90,7 @@ class DapClient:
                 out.append(item)
         return out
 
-    def receive(self, msg: Any) -> Incoming | None:
+    def receive(self, msg: JSONValue) -> Incoming | None:
         if not isinstance(msg, dict):
             return None
         kind = msg.get("type")
@@ -98,12 +98,15 @@ class DapClient:
             return Event(str(msg.get("event", "")), _dict(msg.get("body")))
         if kind == "request":
             return AdapterRequest(
-                int(msg.get("seq", 0)), str(msg.get("command", "")), _dict(msg.get("arguments"))
+                as_int(msg.get("seq", 0)) or 0,
+                str(msg.get("command", "")),
+                _dict(msg.get("arguments")),
             )
         if kind == "response":
-            seq = msg.get("request_seq")
-            command = self.pending.pop(seq, None) if isinstance(seq, int) else None
-            if command is None or not isinstance(seq, int):
+            request_seq = msg.get("request_seq")
+            seq = request_seq if isinstance(request_seq, int) else None
+            command = self.pending.pop(seq, None) if seq is not None else None
+            if command is None or seq is None:
                 self.late_responses += 1
                 return None
             return Response(
@@ -121,5 +124,37 @@ class DapClient:
         return seq
 
 
-def _dict(value: Any) -> dict[str, Any]:
+def _dict(value: JSONValue) -> JSONObject:
     return value if isinstance(value, dict) else {}
+
+
+# --- reading a foreign message: the peer may send any JSON where the spec says one ---------
+def as_obj(value: JSONValue) -> JSONObject:
+    """An object, or {} when it is not one."""
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: JSONValue) -> list[JSONValue]:
+    """A list, or [] when it is not one."""
+    return value if isinstance(value, list) else []
+
+
+def as_objs(value: JSONValue) -> list[JSONObject]:
+    """The objects of a list (anything else in it, or a non-list, is skipped)."""
+    return [v for v in as_list(value) if isinstance(v, dict)]
+
+
+def as_int(value: JSONValue) -> int | None:
+    """A whole number (a float that is one, or a numeric string, too), else None."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            return None
+    return None

@@ -6,7 +6,7 @@ implements `SessionIO` to write bytes, arm timers and settle calls.
 
 An op yields what it waits for - a response (`Ask`), an event (`Until`), or nothing
 (`Fire`, a request whose answer is awaited later with `Answer`) - and returns the payload
-of its reply. When the awaited message arrives the generator is resumed with it; when its
+of its reply (`tether.messages.debug_ops`). When the awaited message arrives the generator is resumed with it; when its
 time runs out an `Ask` gets `DebugError` thrown in and an `Until` gets None ("still
 running" is an outcome, not an error). So no handler ever waits.
 """
@@ -16,10 +16,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol, TypeVar
 
 from tether.debug.dap import DapClient, Event, Response
-from tether.messages.calls import ErrorCode
+from tether.json_types import JSONObject
+from tether.messages.calls import Call, ErrorCode
+from tether.messages.debug_ops import DebugReply
 
 
 @dataclass(frozen=True)
@@ -39,11 +41,11 @@ class DebugError(Exception):
 class SessionIO(Protocol):
     def send_dap(self, data: bytes) -> None: ...
 
-    def after(self, seconds: float, tag: Any) -> None: ...
+    def after(self, seconds: float, tag: WaitDue) -> None: ...
 
-    def done(self, token: Any, payload: dict[str, Any]) -> None: ...
+    def done(self, token: Call, reply: DebugReply) -> None: ...
 
-    def error(self, token: Any, code: str, message: str) -> None: ...
+    def error(self, token: Call, code: str, message: str) -> None: ...
 
 
 # --- what an op waits for ---------------------------------------------------------------
@@ -52,7 +54,7 @@ class Fire:
     """Send a request; the op gets its seq back at once."""
 
     command: str
-    arguments: dict[str, Any] | None = None
+    arguments: JSONObject | None = None
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,7 @@ class Ask:
     """Fire + Answer."""
 
     command: str
-    arguments: dict[str, Any] | None
+    arguments: JSONObject | None
     timeout: float
 
 
@@ -84,13 +86,44 @@ class Until:
 
 
 Wait = Fire | Answer | Ask | Until
-Op = Generator[Wait, Any, dict[str, Any]]
+# what resumes an op: Fire its seq, Ask and Answer the response, Until the event (or None)
+Resumed = Response | Event | int | None
+T = TypeVar("T")
+Step = Generator[Wait, Resumed, T]  # a part of an op, returning T
+Op = Step[DebugReply]  # an op: its reply
+
+
+def ask(command: str, arguments: JSONObject | None, timeout: float) -> Step[Response]:
+    """Send a request and wait for its (successful) response."""
+    got = yield Ask(command, arguments, timeout)
+    assert isinstance(got, Response)
+    return got
+
+
+def fire(command: str, arguments: JSONObject | None = None) -> Step[int]:
+    """Send a request; its seq, to wait for its answer later (`answer`)."""
+    seq = yield Fire(command, arguments)
+    assert isinstance(seq, int)
+    return seq
+
+
+def answer(seq: int, timeout: float) -> Step[Response]:
+    got = yield Answer(seq, timeout)
+    assert isinstance(got, Response)
+    return got
+
+
+def until(events: tuple[str, ...], after: int, timeout: float, seq: int = 0) -> Step[Event | None]:
+    """One of `events` logged after index `after`, or None when the time ran out."""
+    got = yield Until(events, after, timeout, seq)
+    assert got is None or isinstance(got, Event)
+    return got
 
 
 @dataclass
 class _Current:
     op: Op
-    token: Any
+    token: Call
     wait: Wait | None = None
     wait_id: int = 0
 
@@ -102,7 +135,7 @@ class Driver:
     log: list[Event] = field(default_factory=list)  # initialized / stopped / exited / ...
     answers: dict[int, Response] = field(default_factory=dict)
     current: _Current | None = None
-    _wait_ids: Any = field(default_factory=itertools.count)
+    _wait_ids: itertools.count[int] = field(default_factory=itertools.count)
 
     @property
     def peer(self) -> str:
@@ -110,12 +143,12 @@ class Driver:
         return "debug"
 
     # --- driving ops ---------------------------------------------------------------------
-    def run(self, op: Op, token: Any) -> None:
+    def run(self, op: Op, token: Call) -> None:
         """Start `op` (the previous one has settled); its reply goes to io.done/error."""
         self.current = _Current(op, token)
         self._step(None, None)
 
-    def _step(self, value: Any, exc: BaseException | None) -> None:
+    def _step(self, value: Resumed, exc: BaseException | None) -> None:
         cur = self.current
         while cur is not None and cur is self.current:
             try:
@@ -144,7 +177,7 @@ class Driver:
             cur.wait = None
             value, exc = ready
 
-    def _satisfied(self, wait: Wait) -> tuple[Any, BaseException | None] | None:
+    def _satisfied(self, wait: Wait) -> tuple[Resumed, BaseException | None] | None:
         """What resumes the op waiting on `wait` now, or None when nothing does yet."""
         if isinstance(wait, Answer):
             resp = self.answers.pop(wait.seq, None)
@@ -170,7 +203,7 @@ class Driver:
             cur.wait = None
             self._step(*ready)
 
-    def on_timer(self, tag: Any) -> None:
+    def on_timer(self, tag: WaitDue) -> None:
         cur = self.current
         if cur is None or cur.wait is None or tag != WaitDue(cur.wait_id):
             return
@@ -189,12 +222,13 @@ class Driver:
             ),
         )
 
-    def _settle(self, cur: _Current, payload: Any, err: DebugError | None) -> None:
+    def _settle(self, cur: _Current, reply: DebugReply | None, err: DebugError | None) -> None:
         self.current = None
         if err is not None:
             self.io.error(cur.token, err.code, err.message)
         else:
-            self.io.done(cur.token, payload or {})
+            assert reply is not None  # (every op returns its reply)
+            self.io.done(cur.token, reply)
 
     def interrupt(self, err: DebugError) -> None:
         """The adapter is gone: nothing more will arrive. An op waiting for a response gets
@@ -212,7 +246,7 @@ class Driver:
             self.current = None
             self.io.error(cur.token, code, message)
 
-    def _send(self, command: str, arguments: dict[str, Any] | None) -> int:
+    def _send(self, command: str, arguments: JSONObject | None) -> int:
         seq, data = self.client.request(command, arguments)
         self.io.send_dap(data)
         return seq

@@ -16,7 +16,6 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import psutil
 
@@ -25,8 +24,9 @@ from tether.debug.adapters import BY_NAME, AdapterRow
 from tether.debug.breakpoints import Breakpoint, FunctionBreakpoint
 from tether.debug.driver import DebugError, Op, SessionIO
 from tether.debug.session import Session
+from tether.json_types import JSONObject
 from tether.messages.calls import ErrorCode
-from tether.messages.debug_ops import Attach, Launch
+from tether.messages.debug_ops import Attach, Launch, Restored
 from tether.places import Place
 from tether.places.sandbox import python_inside
 
@@ -37,7 +37,7 @@ class AdapterRequest:
 
     request: str  # "launch" | "attach"
     program: str  # what is debugged, as the session names it
-    config: dict[str, Any]
+    config: JSONObject
     wait: float  # s to wait for the first outcome
     built_at: float  # a prebuilt program's build time: its sources as they were then
     built: str  # the binary delve builds for a launch: the session's to remove at the end
@@ -80,7 +80,7 @@ def adapter_place(op: Launch | Attach, row: AdapterRow) -> Place | None:
     return place
 
 
-def successor(old: Session, io: SessionIO, restored: dict[str, Any]) -> Session:
+def successor(old: Session, io: SessionIO, restored: Restored | None) -> Session:
     """A new session after `old`, with what the agent set, and the files as the last launch
     read them (a breakpoint follows its text from there)."""
     fresh = Session(io)
@@ -100,12 +100,13 @@ def adapter_request(op: Launch | Attach, row: AdapterRow) -> AdapterRequest:
     if isinstance(op, Launch):
         root = Path(op.root)
         config = adapters.launch_config(row, Path(op.program), list(op.args), root)
-        if op.place and isinstance(config.get("python"), str):  # (one the place has)
-            config["python"] = python_inside(config["python"], str(root))
+        python = config.get("python")
+        if op.place and isinstance(python, str):  # (one the place has)
+            config["python"] = python_inside(python, str(root))
         if row.name == "lldb" or config.get("mode") == "exec":
             with contextlib.suppress(OSError):  # a prebuilt program: when it was built
                 built_at = os.stat(op.program).st_mtime
-        built = config.get("output", "")
+        built = str(config.get("output", ""))
         return AdapterRequest("launch", op.program, config, op.wait, built_at, built)
     try:
         config = adapters.attach_config(row, op.port, op.pid)
@@ -118,21 +119,23 @@ def adapter_request(op: Launch | Attach, row: AdapterRow) -> AdapterRequest:
     return AdapterRequest("attach", program, config, op.wait, built_at, "")
 
 
-def restore_breakpoints(s: Session, op: Launch | Attach, why: str) -> dict[str, Any]:
+def restore_breakpoints(s: Session, op: Launch | Attach, why: str) -> Restored | None:
     """Set the run's breakpoints session `s` does not have; what was set and why it was
-    missing ({} when nothing was)."""
+    missing (None when nothing was)."""
     missing = {f: specs for f, specs in op.breakpoints.items() if specs and f not in s.breakpoints}
     for path, specs in missing.items():
         s.remember_breakpoints(path, [Breakpoint.from_spec(x) for x in specs])
-    restored: dict[str, Any] = {}
-    if missing:
-        restored["files"] = {f: [int(x["line"]) for x in v] for f, v in missing.items()}
+    restored: Restored = {
+        "why": why,
+        "files": {f: [int(x["line"]) for x in v] for f, v in missing.items()},
+        "functions": [],
+        "exceptions": None,
+    }
     if op.functions and not s.functions:
         s.functions = [FunctionBreakpoint.from_spec(x) for x in op.functions]
         restored["functions"] = [f.name for f in s.functions]
     if op.exceptions is not None and s.exceptions is None:
         s.exceptions = list(op.exceptions)
-        restored["exceptions"] = s.exceptions
-    if restored:
-        restored["why"] = why
-    return restored
+        restored["exceptions"] = list(s.exceptions)
+    some = restored["files"] or restored["functions"] or restored["exceptions"] is not None
+    return restored if some else None

@@ -18,17 +18,38 @@ any other with an error that says to ask `stack` again.
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import Any
 
 from tether.debug.adapters import AdapterRow, initialize_arguments
-from tether.debug.dap import AdapterRequest, Event, Response
-from tether.debug.driver import Answer, Ask, DebugError, Fire, Op, Until, Wait
+from tether.debug.dap import AdapterRequest, Event, Response, as_int, as_obj, as_objs
+from tether.debug.driver import DebugError, Op, Step, answer, ask, fire, until
 from tether.debug.output import OutputTail
 from tether.debug.session_breakpoints import SessionBreakpoints
+from tether.json_types import JSONObject, JSONValue
 from tether.messages.calls import ErrorCode
+from tether.messages.debug_ops import (
+    Children,
+    EvaluateReply,
+    ExceptionInfo,
+    Exited,
+    Frame,
+    Outcome,
+    Restored,
+    Running,
+    ScopeRow,
+    ScopesReply,
+    StackReply,
+    Started,
+    StatusReply,
+    Stopped,
+    TerminateReply,
+    ThreadRow,
+    ThreadsReply,
+    Variable,
+    VariablesReply,
+)
 
 MAX_FRAMES = 30  # stack: frames shown
 MAX_CHILDREN = 50  # variables: children shown
@@ -45,13 +66,13 @@ class Session(SessionBreakpoints):
     output: OutputTail = field(default_factory=OutputTail)  # the debuggee's, its tail
     exit_code: int | None = None
     end_reason: str = ""
-    last_stop: dict[str, Any] = field(default_factory=dict)
+    last_stop: Stopped | None = None
     thread_id: int | None = None
     frames: set[int] = field(default_factory=set)  # frame ids valid at this stop
     references: set[int] = field(default_factory=set)  # variable references valid now
     process_started: bool = False  # a `process` event came: the owner reports its pids
     attached: bool = False  # the program was running before us: terminate detaches from it
-    restored: dict[str, Any] = field(default_factory=dict)  # breakpoints set again at start
+    restored: Restored | None = None  # breakpoints set again at start
     _exit_re: re.Pattern[str] | None = None
 
     @property
@@ -100,11 +121,11 @@ class Session(SessionBreakpoints):
         elif name == "stopped":
             self._moved()
             self.state = "stopped"
-            self.thread_id = ev.body.get("threadId", self.thread_id)
+            self.thread_id = _thread(ev.body, self.thread_id)
             self.log.append(ev)
         elif name == "exited":
             self._moved()
-            self.exit_code = ev.body.get("exitCode")
+            self.exit_code = as_int(ev.body.get("exitCode"))
             self.state = "exited"
             self.log.append(ev)
         elif name == "terminated":
@@ -117,9 +138,9 @@ class Session(SessionBreakpoints):
         """The program moved: every frame id and reference handed out is stale."""
         self.frames.clear()
         self.references.clear()
-        self.last_stop = {}
+        self.last_stop = None
 
-    def _on_output(self, body: dict[str, Any]) -> None:
+    def _on_output(self, body: JSONObject) -> None:
         category = body.get("category", "console")
         text = str(body.get("output", ""))
         if category == "telemetry":
@@ -142,24 +163,26 @@ class Session(SessionBreakpoints):
             b.log_message and b.active for bps in self.breakpoints.values() for b in bps
         )
 
-    def _on_breakpoint_event(self, body: dict[str, Any]) -> None:
-        bp = body.get("breakpoint") or {}
-        path = (bp.get("source") or {}).get("path")
+    def _on_breakpoint_event(self, body: JSONObject) -> None:
+        bp = as_obj(body.get("breakpoint"))
+        path = as_obj(bp.get("source")).get("path")
+        bp_id, bp_line = as_int(bp.get("id")), as_int(bp.get("line"))
         for known in self.breakpoints.get(str(path), []):
-            if known.id is not None and bp.get("id") is not None:
-                same = known.id == bp.get("id")  # an id names it exactly
+            if known.id is not None and bp_id is not None:
+                same = known.id == bp_id  # an id names it exactly
             else:
-                same = bp.get("line") in (known.line, known.actual_line) or bp.get("id") is None
+                same = bp_line in (known.line, known.actual_line) or bp_id is None
             if same and known.active:
                 known.verified = bool(bp.get("verified", known.verified))
-                known.actual_line = bp.get("line", known.actual_line)
+                if "line" in bp:
+                    known.actual_line = bp_line
 
     # --- ops -------------------------------------------------------------------------------
     def launch(
         self,
         row: AdapterRow,
         program: str,
-        config: dict[str, Any],
+        config: JSONObject,
         request: str,
         wait: float,
         now: float = 0.0,
@@ -171,11 +194,11 @@ class Session(SessionBreakpoints):
         self.attached = request == "attach"
         self.state = "starting"
         self._exit_re = re.compile(row.exit_console) if row.exit_console else None
-        init = yield Ask("initialize", initialize_arguments(row), row.startup_timeout)
+        init = yield from ask("initialize", initialize_arguments(row), row.startup_timeout)
         self.capabilities = init.body
         mark = len(self.log)
-        seq = yield Fire(request, config)
-        initialized = yield Until(("initialized",), mark, row.launch_timeout, seq)
+        seq = yield from fire(request, config)
+        initialized = yield from until(("initialized",), mark, row.launch_timeout, seq)
         if initialized is None:
             raise DebugError(
                 ErrorCode.DEADLINE,
@@ -187,18 +210,21 @@ class Session(SessionBreakpoints):
         self.launched_at = now
         yield from self.send_all()
         if self.capabilities.get("supportsConfigurationDoneRequest"):
-            yield Ask("configurationDone", None, self._timeout())
-        yield Answer(seq, row.launch_timeout)
+            yield from ask("configurationDone", None, self._timeout())
+        yield from answer(seq, row.launch_timeout)
         if self.state == "starting":
             self.state = "running"
         outcome = yield from self._outcome(mark, wait)
-        outcome.update(self.all_breakpoints())
+        lines, fns = self.all_breakpoints()
         feats = self.features()
-        if feats is not None:
-            outcome["features"] = feats.report()
-        if self.restored:
-            outcome["restored_breakpoints"] = self.restored
-        return outcome
+        return Started(
+            outcome,
+            lines,
+            fns,
+            self.exception_report(),
+            feats.report() if feats is not None else None,
+            self.restored or None,
+        )
 
     def resume(self, command: str, thread_id: int | None, wait: float) -> Op:
         """continue / next / stepIn / stepOut, then the outcome."""
@@ -208,7 +234,7 @@ class Session(SessionBreakpoints):
         mark = len(self.log)
         self._moved()
         self.state = "running"
-        yield Ask(command, {"threadId": thread}, self._timeout())
+        yield from ask(command, {"threadId": thread}, self._timeout())
         return (yield from self._outcome(mark, wait))
 
     def pause_now(self) -> bool:
@@ -223,160 +249,167 @@ class Session(SessionBreakpoints):
 
     def pause(self, thread_id: int | None, wait: float) -> Op:
         if self.state == "stopped":
-            outcome = dict(self.last_stop) or {"outcome": "stopped"}
-            outcome["note"] = "it was already stopped; nothing was sent"
-            return outcome
+            last = self.last_stop or Stopped("", "", None, [], 0)
+            return dataclasses.replace(last, note="it was already stopped; nothing was sent")
         if self.state != "running":
             raise DebugError(ErrorCode.BAD_REQUEST, self._not_stopped())
         mark = len(self.log)
         thread = thread_id if thread_id is not None else (self.thread_id or 1)
-        yield Ask("pause", {"threadId": thread}, self._timeout())
+        yield from ask("pause", {"threadId": thread}, self._timeout())
         return (yield from self._outcome(mark, wait))
 
-    def _outcome(self, mark: int, wait: float) -> Generator[Wait, Any, dict[str, Any]]:
-        ev = yield Until(STOP_EVENTS, mark, wait)
+    def _outcome(self, mark: int, wait: float) -> Step[Outcome]:
+        ev = yield from until(STOP_EVENTS, mark, wait)
         if ev is None:
-            return {
-                "outcome": "running",
-                "waited": wait,
-                "output_tail": self.output.text(OUTPUT_TAIL),
-            }
+            return Running(wait, self.output.text(OUTPUT_TAIL))
         if ev.event == "terminated" and self.exit_code is None:
             since = len(self.log)
             if self.row is not None and self.row.exit_console:
                 # delve says the exit code only while it disconnects (a joined multi-client
                 # server is left running: it is not ours to end)
-                args = {"terminateDebuggee": not self.attached}
+                args: JSONObject = {"terminateDebuggee": not self.attached}
                 try:
-                    yield Ask("disconnect", args, EXIT_GRACE * 4)
+                    yield from ask("disconnect", args, EXIT_GRACE * 4)
                 except DebugError:
                     pass
-            yield Until(("exited",), since, EXIT_GRACE)
+            yield from until(("exited",), since, EXIT_GRACE)
         if ev.event == "stopped":
             return (yield from self._stopped(ev))
         self.state = "exited"
-        return {
-            "outcome": "exited",
-            "exit_code": self.exit_code,
-            "output_tail": self.output.text(OUTPUT_TAIL),
-        }
+        return Exited(self.exit_code, self.output.text(OUTPUT_TAIL))
 
-    def _stopped(self, ev: Event) -> Generator[Wait, Any, dict[str, Any]]:
+    def _stopped(self, ev: Event) -> Step[Stopped]:
         body = ev.body
-        thread = body.get("threadId", self.thread_id)
+        thread = _thread(body, self.thread_id)
+        reason = str(body.get("reason", ""))
         frames, total = yield from self._stack(thread)
-        out: dict[str, Any] = {
-            "outcome": "stopped",
-            "reason": body.get("reason", ""),
-            "description": body.get("description", "") or body.get("text", ""),
-            "thread_id": thread,
-            "frames": frames[:TOP_FRAMES],
-            "total_frames": total,
-        }
-        if frames and "breakpoint" in str(body.get("reason", "")):
-            lines, fns = self.stop_causes(list(body.get("hitBreakpointIds") or []), frames[0])
-            out["breakpoint"] = self.describe(lines, fns)
+        breakpoint = ""
+        if frames and "breakpoint" in reason:
+            hit_ids = [i for i in map(as_int, _list(body.get("hitBreakpointIds"))) if i is not None]
+            lines, fns = self.stop_causes(hit_ids, frames[0])
+            breakpoint = self.describe(lines, fns)
             yield from self.spend_hit_once(lines, fns)
         changed = sorted({f["file"] for f in frames if self.changed_since_launch(f["file"])})
-        if changed:
-            out["changed_since_launch"] = changed
-        if body.get("reason") == "exception" or body.get("reason") == "panic":
-            out["exception"] = yield from self._exception(thread, body)
-        if frames:
-            out["locals"] = yield from self._top_locals(frames[0]["id"])
-        self.last_stop = dict(out)
-        return out
+        exception = None
+        if reason in ("exception", "panic"):
+            exception = yield from self._exception(thread, body)
+        top = (yield from self._top_locals(frames[0]["id"])) if frames else None
+        self.last_stop = Stopped(
+            reason,
+            str(body.get("description", "") or body.get("text", "")),
+            thread,
+            frames[:TOP_FRAMES],
+            total,
+            breakpoint,
+            changed,
+            exception,
+            top,
+        )
+        return self.last_stop
 
-    def _exception(self, thread: Any, body: dict[str, Any]) -> Generator[Wait, Any, dict[str, str]]:
+    def _exception(self, thread: int | None, body: JSONObject) -> Step[ExceptionInfo]:
+        said: ExceptionInfo = {
+            "type": "",
+            "message": str(body.get("text") or body.get("description") or ""),
+        }
         if not self.capabilities.get("supportsExceptionInfoRequest"):
-            return {"type": "", "message": str(body.get("text") or body.get("description") or "")}
+            return said
         try:
-            info = yield Ask("exceptionInfo", {"threadId": thread}, self._timeout())
+            info = yield from ask("exceptionInfo", {"threadId": thread}, self._timeout())
         except DebugError:
-            return {"type": "", "message": str(body.get("text") or body.get("description") or "")}
-        details = info.body.get("details") or {}
+            return said
+        details = as_obj(info.body.get("details"))
         return {
             "type": str(details.get("typeName") or info.body.get("exceptionId") or ""),
             "message": _cap(str(info.body.get("description") or details.get("message") or "")),
         }
 
-    def _top_locals(self, frame_id: int) -> Generator[Wait, Any, dict[str, Any]]:
-        scopes = yield Ask("scopes", {"frameId": frame_id}, self._timeout())
-        for scope in scopes.body.get("scopes") or []:
-            ref = scope.get("variablesReference")
+    def _top_locals(self, frame_id: int) -> Step[Children]:
+        scopes = yield from ask("scopes", {"frameId": frame_id}, self._timeout())
+        for scope in as_objs(scopes.body.get("scopes")):
+            ref = as_int(scope.get("variablesReference"))
             if ref and not scope.get("expensive"):
-                return (yield from self._children(int(ref), scope.get("name", "")))
-        return {"scope": "", "variables": [], "total": 0}
+                return (yield from self._children(ref, str(scope.get("name", ""))))
+        return {"scope": "", "reference": 0, "variables": [], "total": 0}
 
-    def _stack(self, thread: Any) -> Generator[Wait, Any, tuple[list[dict[str, Any]], int]]:
-        resp = yield Ask(
+    def _stack(self, thread: int | None) -> Step[tuple[list[Frame], int]]:
+        resp = yield from ask(
             "stackTrace",
             {"threadId": thread, "startFrame": 0, "levels": MAX_FRAMES},
             self._timeout(),
         )
-        raw = (resp.body.get("stackFrames") or [])[:MAX_FRAMES]
-        frames = []
+        raw = as_objs(resp.body.get("stackFrames"))[:MAX_FRAMES]
+        frames: list[Frame] = []
         for f in raw:
-            source = f.get("source") or {}
-            path = source.get("path") or ""
-            line = f.get("line") or 0
-            self.frames.add(int(f["id"]))
+            frame_id = as_int(f.get("id"))
+            if frame_id is None:
+                raise DebugError(ErrorCode.FAILED, f"a stack frame without an id: {f!r:.120}")
+            source = as_obj(f.get("source"))
+            path = str(source.get("path") or "")
+            line = as_int(f.get("line")) or 0
+            self.frames.add(frame_id)
             frames.append(
                 {
-                    "id": f["id"],
-                    "name": f.get("name", ""),
-                    "file": path or source.get("name", ""),
+                    "id": frame_id,
+                    "name": str(f.get("name", "")),
+                    "file": path or str(source.get("name", "")),
                     "line": line,
                     "source": self.line_text(path, line) if path else "",
                 }
             )
-        total = int(resp.body.get("totalFrames") or len(raw))
+        total = as_int(resp.body.get("totalFrames")) or len(raw)
         return frames, max(total, len(raw))
 
     def stack(self, thread_id: int | None) -> Op:
         self._require_stopped()
         thread = thread_id if thread_id is not None else self.thread_id
         frames, total = yield from self._stack(thread)
-        return {"thread_id": thread, "frames": frames, "total_frames": total, "cap": MAX_FRAMES}
+        return StackReply(thread, frames, total, MAX_FRAMES)
 
     def threads(self) -> Op:
         if not self.live:
             raise DebugError(ErrorCode.BAD_REQUEST, self._not_stopped())
-        resp = yield Ask("threads", None, self._timeout())
-        return {
-            "threads": [
-                {"id": t.get("id"), "name": t.get("name", "")}
-                for t in resp.body.get("threads") or []
-            ]
-        }
+        resp = yield from ask("threads", None, self._timeout())
+        rows: list[ThreadRow] = [
+            {"id": as_int(t.get("id")) or 0, "name": str(t.get("name", ""))}
+            for t in as_objs(resp.body.get("threads"))
+        ]
+        return ThreadsReply(rows)
 
     def scopes(self, frame_id: int) -> Op:
         self._require_stopped()
         self._require_frame(frame_id)
-        resp = yield Ask("scopes", {"frameId": frame_id}, self._timeout())
-        out = []
-        for s in resp.body.get("scopes") or []:
-            ref = int(s.get("variablesReference") or 0)
+        resp = yield from ask("scopes", {"frameId": frame_id}, self._timeout())
+        out: list[ScopeRow] = []
+        for s in as_objs(resp.body.get("scopes")):
+            ref = as_int(s.get("variablesReference")) or 0
             if ref:
                 self.references.add(ref)
             out.append(
-                {"name": s.get("name", ""), "reference": ref, "expensive": bool(s.get("expensive"))}
+                {
+                    "name": str(s.get("name", "")),
+                    "reference": ref,
+                    "expensive": bool(s.get("expensive")),
+                }
             )
-        return {"frame_id": frame_id, "scopes": out}
+        return ScopesReply(frame_id, out)
 
     def variables(self, reference: int) -> Op:
         self._require_stopped()
         if reference not in self.references:
             raise DebugError(ErrorCode.BAD_REQUEST, self._stale("reference", reference))
-        return (yield from self._children(reference, ""))
+        block = yield from self._children(reference, "")
+        return VariablesReply(
+            block["scope"], block["reference"], block["variables"], block["total"]
+        )
 
-    def _children(self, reference: int, scope: str) -> Generator[Wait, Any, dict[str, Any]]:
+    def _children(self, reference: int, scope: str) -> Step[Children]:
         self.references.add(reference)
-        resp = yield Ask("variables", {"variablesReference": reference}, self._timeout())
-        raw = resp.body.get("variables") or []
-        shown = []
-        for v in raw[:MAX_CHILDREN]:
-            ref = int(v.get("variablesReference") or 0)
+        resp = yield from ask("variables", {"variablesReference": reference}, self._timeout())
+        raw = _list(resp.body.get("variables"))
+        shown: list[Variable] = []
+        for v in as_objs(raw[:MAX_CHILDREN]):
+            ref = as_int(v.get("variablesReference")) or 0
             if ref:
                 self.references.add(ref)
             shown.append(
@@ -398,23 +431,23 @@ class Session(SessionBreakpoints):
         else:
             self._require_frame(frame_id)
         context = "repl" if self.row is not None and self.row.name == "debugpy" else "watch"
-        args: dict[str, Any] = {"expression": expression, "context": context}
+        args: JSONObject = {"expression": expression, "context": context}
         if frame_id is not None:
             args["frameId"] = frame_id
         try:
-            resp = yield Ask("evaluate", args, self._timeout())
+            resp = yield from ask("evaluate", args, self._timeout())
         except DebugError as e:
             raise DebugError(ErrorCode.FAILED, f"evaluate {expression!r}: {e.message}") from e
-        ref = int(resp.body.get("variablesReference") or 0)
+        ref = as_int(resp.body.get("variablesReference")) or 0
         if ref:
             self.references.add(ref)
-        return {
-            "expression": expression,
-            "frame_id": frame_id,
-            "value": _cap(str(resp.body.get("result", ""))),
-            "type": str(resp.body.get("type") or ""),
-            "reference": ref,
-        }
+        return EvaluateReply(
+            expression,
+            frame_id,
+            _cap(str(resp.body.get("result", ""))),
+            str(resp.body.get("type") or ""),
+            ref,
+        )
 
     def disconnect(self) -> Op:
         """End the session: a launched program is killed; an attached one is left running
@@ -424,26 +457,22 @@ class Session(SessionBreakpoints):
             if detach:
                 yield from self._release_program()
             try:
-                yield Ask("disconnect", {"terminateDebuggee": not detach}, 1.5)
+                yield from ask("disconnect", {"terminateDebuggee": not detach}, 1.5)
             except DebugError:
                 pass  # the owner kills the process tree anyway
         self.state = "ended"
         self.end_reason = "terminated by the terminate op"
-        return {
-            "terminated": True,
-            "detached": detach,
-            "output_tail": self.output.text(OUTPUT_TAIL),
-        }
+        return TerminateReply(True, detach, self.output.text(OUTPUT_TAIL))
 
-    def _release_program(self) -> Generator[Wait, Any, None]:
+    def _release_program(self) -> Step[None]:
         """Before detaching: clear our breakpoints and let the program run (a multi-client
         delve keeps both after a client leaves, and the program would halt with nobody
         there to continue it)."""
         try:
             for path in list(self.breakpoints):
-                yield Ask("setBreakpoints", {"source": {"path": path}, "breakpoints": []}, 1.5)
+                yield from ask("setBreakpoints", {"source": {"path": path}, "breakpoints": []}, 1.5)
             if self.state == "stopped":
-                yield Ask("continue", {"threadId": self.thread_id}, 1.5)
+                yield from ask("continue", {"threadId": self.thread_id}, 1.5)
         except DebugError:
             pass  # detaching is still better than leaving it attached
 
@@ -477,19 +506,32 @@ class Session(SessionBreakpoints):
             )
         return f"the debug session ended ({self.end_reason}); call launch to start a new one"
 
-    def status(self) -> dict[str, Any]:
-        return {
-            "state": self.state,
-            "adapter": self.row.name if self.row else "",
-            "program": self.program,
-            "stopped": self.last_stop if self.state == "stopped" else {},
-            "exit_code": self.exit_code,
-            "end_reason": self.end_reason,
-            **self.all_breakpoints(),
-        }
+    def status(self) -> StatusReply:
+        """The session's part of a status (the owner adds its pids, TTL and uptime)."""
+        lines, fns = self.all_breakpoints()
+        return StatusReply(
+            self.state,
+            self.row.name if self.row else "",
+            self.program,
+            self.last_stop if self.state == "stopped" else None,
+            self.exit_code,
+            self.end_reason,
+            lines,
+            fns,
+            self.exception_report(),
+        )
 
 
 def _cap(text: str, limit: int = MAX_VALUE) -> str:
     if len(text) <= limit:
         return text
     return text[:limit] + f"... ({len(text) - limit} more characters)"
+
+
+def _thread(body: JSONObject, default: int | None) -> int | None:
+    """The event's threadId (`default` when it names none)."""
+    return as_int(body["threadId"]) if "threadId" in body else default
+
+
+def _list(value: JSONValue) -> list[JSONValue]:
+    return value if isinstance(value, list) else []

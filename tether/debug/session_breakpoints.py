@@ -15,9 +15,7 @@ shifted under it.
 from __future__ import annotations
 
 import os
-from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import Any
 
 from tether.debug import adapters
 from tether.debug.adapters import AdapterRow
@@ -33,8 +31,21 @@ from tether.debug.breakpoints import (
     read_lines,
     relocate,
 )
-from tether.debug.driver import Ask, DebugError, Driver, Wait
+from tether.debug.dap import as_int, as_objs
+from tether.debug.driver import DebugError, Driver, Step, ask
+from tether.json_types import JSONObject, JSONValue
 from tether.messages.calls import ErrorCode
+from tether.messages.debug_ops import (
+    BreakpointRow,
+    BreakpointsReply,
+    ExceptionReport,
+    ExceptionsReply,
+    Frame,
+    FunctionRow,
+    FunctionSpec,
+    FunctionsReply,
+    LineSpec,
+)
 
 MAX_TEXT = 200  # characters of a source line shown
 
@@ -43,7 +54,7 @@ MAX_TEXT = 200  # characters of a source line shown
 class SessionBreakpoints(Driver):
     row: AdapterRow | None = None
     state: str = "none"  # none | starting | running | stopped | exited | ended
-    capabilities: dict[str, Any] = field(default_factory=dict)
+    capabilities: JSONObject = field(default_factory=dict)  # initialize's answer
     breakpoints: dict[str, list[Breakpoint]] = field(default_factory=dict)  # path -> lines
     functions: list[FunctionBreakpoint] = field(default_factory=list)
     exceptions: list[str] | None = None  # ours (raised / uncaught); None: the adapter's default
@@ -70,9 +81,7 @@ class SessionBreakpoints(Driver):
         return 10.0
 
     # --- what the agent sets -----------------------------------------------------------------
-    def set_breakpoints(
-        self, path: str, specs: list[dict[str, Any]]
-    ) -> Generator[Wait, Any, dict[str, Any]]:
+    def set_breakpoints(self, path: str, specs: list[LineSpec]) -> Step[BreakpointsReply]:
         """Remember them (each with the text of its line); when a program runs, send them."""
         bps = [Breakpoint.from_spec(s) for s in specs]
         if self.live:
@@ -86,10 +95,10 @@ class SessionBreakpoints(Driver):
         if self.sending and path in self.breakpoints:
             yield from self._send_breakpoints(path)
         elif self.sending:  # cleared: the adapter forgets them too
-            yield Ask(
+            yield from ask(
                 "setBreakpoints", {"source": {"path": path}, "breakpoints": []}, self._timeout()
             )
-        return {"file": path, "breakpoints": self.breakpoint_rows(path), "sent": self.sending}
+        return BreakpointsReply(path, self.breakpoint_rows(path), self.sending)
 
     def remember_breakpoints(self, path: str, bps: list[Breakpoint]) -> None:
         if bps:
@@ -97,20 +106,20 @@ class SessionBreakpoints(Driver):
         else:
             self.breakpoints.pop(path, None)
 
-    def set_functions(self, specs: list[dict[str, Any]]) -> Generator[Wait, Any, dict[str, Any]]:
+    def set_functions(self, specs: list[FunctionSpec]) -> Step[FunctionsReply]:
         fns = [FunctionBreakpoint.from_spec(s) for s in specs]
         if self.live:
             self._check(fns)
         self.functions = fns
         if self.sending:
             yield from self._send_functions()
-        return {"functions": self.function_rows(), "sent": self.sending}
+        return FunctionsReply(self.function_rows(), self.sending)
 
-    def set_exceptions(self, kinds: list[str]) -> Generator[Wait, Any, dict[str, Any]]:
+    def set_exceptions(self, kinds: list[str]) -> Step[ExceptionsReply]:
         self.exceptions = list(kinds)
         if self.sending:
             yield from self._send_exceptions()
-        return {"exceptions": self.exception_report(), "sent": self.sending}
+        return ExceptionsReply(self.exception_report(), self.sending)
 
     def _check(self, bps: list[Breakpoint] | list[FunctionBreakpoint]) -> None:
         """While a session runs, a breakpoint its adapter cannot do is refused now."""
@@ -205,7 +214,7 @@ class SessionBreakpoints(Driver):
         self.loaded = {**{p: self.loaded[p] for p in kept}, **fresh}
         self.built_at = built_at
 
-    def send_all(self) -> Generator[Wait, Any, None]:
+    def send_all(self) -> Step[None]:
         """Every breakpoint kind, before configurationDone."""
         for path in list(self.breakpoints):
             yield from self._send_breakpoints(path)
@@ -214,9 +223,10 @@ class SessionBreakpoints(Driver):
         yield from self._send_exceptions()
 
     # --- to the adapter ----------------------------------------------------------------------
-    def _send_breakpoints(self, path: str) -> Generator[Wait, Any, None]:
+    def _send_breakpoints(self, path: str) -> Step[None]:
         feats = self.features()
-        sendable, args = [], []
+        sendable: list[Breakpoint] = []
+        args: list[JSONValue] = []
         for bp in self.breakpoints.get(path, []):
             if bp.state == "refused":
                 bp.state = ""
@@ -227,18 +237,19 @@ class SessionBreakpoints(Driver):
                 sendable.append(bp)
             except BreakpointError as e:
                 bp.state, bp.message = "refused", str(e)
-        resp = yield Ask(
+        resp = yield from ask(
             "setBreakpoints", {"source": {"path": path}, "breakpoints": args}, self._timeout()
         )
-        for known, got in zip(sendable, resp.body.get("breakpoints") or [], strict=False):
+        for known, got in zip(sendable, as_objs(resp.body.get("breakpoints")), strict=False):
             known.verified = bool(got.get("verified"))
-            known.actual_line = got.get("line")
-            known.id = got.get("id")
+            known.actual_line = as_int(got.get("line"))
+            known.id = as_int(got.get("id"))
             known.message = str(got.get("message") or known.message or "")
 
-    def _send_functions(self) -> Generator[Wait, Any, None]:
+    def _send_functions(self) -> Step[None]:
         feats = self.features()
-        sendable, args = [], []
+        sendable: list[FunctionBreakpoint] = []
+        args: list[JSONValue] = []
         for fn in self.functions:
             if fn.state == "refused":
                 fn.state = ""
@@ -253,13 +264,13 @@ class SessionBreakpoints(Driver):
                 fn.state, fn.message = "refused", str(e)
         if not args and not (feats and feats.function):
             return
-        resp = yield Ask("setFunctionBreakpoints", {"breakpoints": args}, self._timeout())
-        for known, got in zip(sendable, resp.body.get("breakpoints") or [], strict=False):
+        resp = yield from ask("setFunctionBreakpoints", {"breakpoints": args}, self._timeout())
+        for known, got in zip(sendable, as_objs(resp.body.get("breakpoints")), strict=False):
             known.verified = bool(got.get("verified"))
-            known.id = got.get("id")
+            known.id = as_int(got.get("id"))
             known.message = str(got.get("message") or "")
 
-    def _send_exceptions(self) -> Generator[Wait, Any, None]:
+    def _send_exceptions(self) -> Step[None]:
         row, feats = self.row, self.features()
         if row is None or feats is None:
             return
@@ -268,15 +279,15 @@ class SessionBreakpoints(Driver):
         else:
             filters, self.exception_notes = feats.exception_filters(self.exceptions)
         if filters or "exceptionBreakpointFilters" in self.capabilities or self.exceptions == []:
-            yield Ask("setExceptionBreakpoints", {"filters": filters}, self._timeout())
+            yield from ask("setExceptionBreakpoints", {"filters": [*filters]}, self._timeout())
 
     def stop_causes(
-        self, hit_ids: list[Any], frame: dict[str, Any]
+        self, hit_ids: list[int], frame: Frame
     ) -> tuple[list[Breakpoint], list[FunctionBreakpoint]]:
         """The breakpoints that may have made this stop: those its hitBreakpointIds name,
         and those placed where it stopped (lldb-dap names only the first breakpoint of an
         address, which may be a logpoint whose condition was false). Logpoints never stop."""
-        path, line, name = str(frame.get("file", "")), frame.get("line"), str(frame.get("name", ""))
+        path, line, name = frame["file"], frame["line"], frame["name"]
         lines = [
             b
             for b in self.breakpoints.get(path, [])
@@ -294,9 +305,7 @@ class SessionBreakpoints(Driver):
         ]
         return lines, fns
 
-    def spend_hit_once(
-        self, lines: list[Breakpoint], fns: list[FunctionBreakpoint]
-    ) -> Generator[Wait, Any, None]:
+    def spend_hit_once(self, lines: list[Breakpoint], fns: list[FunctionBreakpoint]) -> Step[None]:
         """lldb-dap stops on every hit from the Nth on: a '== N' breakpoint that stopped is
         removed from the adapter (the others keep their counts: lldb-dap amends only what
         changed), and shows as spent until the next launch."""
@@ -338,7 +347,7 @@ class SessionBreakpoints(Driver):
             return anchor_of(snap.lines, line)[:MAX_TEXT]
         return anchor_of(read_lines(path) if path else None, line)[:MAX_TEXT]
 
-    def breakpoint_rows(self, path: str) -> list[dict[str, Any]]:
+    def breakpoint_rows(self, path: str) -> list[BreakpointRow]:
         changed = self.changed_since_launch(path)
         return [
             {
@@ -360,7 +369,7 @@ class SessionBreakpoints(Driver):
             for b in self.breakpoints.get(path, [])
         ]
 
-    def function_rows(self) -> list[dict[str, Any]]:
+    def function_rows(self) -> list[FunctionRow]:
         return [
             {
                 "name": f.name,
@@ -374,19 +383,16 @@ class SessionBreakpoints(Driver):
             for f in self.functions
         ]
 
-    def exception_report(self) -> dict[str, Any]:
+    def exception_report(self) -> ExceptionReport:
         return {
-            "asked": self.exceptions,
+            "asked": None if self.exceptions is None else list(self.exceptions),
             "default": list(self.row.exception_filters) if self.row else [],
             "notes": list(self.exception_notes),
         }
 
-    def all_breakpoints(self) -> dict[str, Any]:
-        return {
-            "breakpoints": {p: self.breakpoint_rows(p) for p in self.breakpoints},
-            "functions": self.function_rows(),
-            "exceptions": self.exception_report(),
-        }
+    def all_breakpoints(self) -> tuple[dict[str, list[BreakpointRow]], list[FunctionRow]]:
+        """The line breakpoints (path -> rows) and the function breakpoints, as rows."""
+        return {p: self.breakpoint_rows(p) for p in self.breakpoints}, self.function_rows()
 
 
 def _equal_hit(hit_condition: str) -> bool:

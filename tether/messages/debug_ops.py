@@ -1,22 +1,402 @@
-"""The ops of the `debug_session` resource kind (one debug session per conversation).
+"""The ops of the `debug_session` resource kind (one debug session per conversation), and
+the replies the DebugSessionActor answers them with.
 
 The host resolves paths and the adapter (the intersection rule, `tether.debug.adapters`)
 and sends one of these; the DebugSessionActor matches on it (`DEBUG.parse(call)`).
 Paths are absolute and already confined to the workspace by the tool's guardrails.
+
+Replies: frozen dataclasses, checked as they come off the wire (`REPLIES`). A reply crosses
+as the `Reply` payload, its fields flat (`debug_payload`); the host reads it back with the
+reader of the op's reply (`read_reply`, `read_outcome`, `read_started`, `read_status`),
+which checks every field is there with its type. The records inside a reply (a frame, a
+variable, a breakpoint's row) are JSON objects typed as TypedDicts: dicts on the wire.
+
+    Status                                    -> StatusReply
+    SetBreakpoints / SetFunctionBreakpoints   -> BreakpointsReply / FunctionsReply
+    SetExceptionBreakpoints                   -> ExceptionsReply
+    Launch, Attach                            -> Started (an Outcome, and the breakpoints)
+    Continue, Pause, StepOver/In/Out          -> Outcome: Stopped | Exited | Running
+    Threads, Stack, Scopes, Variables         -> ThreadsReply, StackReply, ScopesReply,
+                                                 VariablesReply
+    Evaluate, Output, Terminate               -> EvaluateReply, OutputReply, TerminateReply
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict, TypeVar
 
-from tether.messages.ops import Vocabulary
+from tether.json_types import JSONValue
+from tether.messages.ops import OpError, Vocabulary
 
 KIND = "debug_session"
 KEY = "session"  # one session per conversation: every run's session actor has this key
 DEBUG = Vocabulary(KIND)
+REPLIES = Vocabulary("debug_session reply")  # checks a reply as it comes off the wire
 
 
+# --- breakpoints as the agent asks for them (checked by tether.debug.breakpoints) -----------
+class LineSpec(TypedDict):
+    """A line breakpoint as asked; `text`: its anchor, once the session has read it."""
+
+    line: int
+    condition: str
+    hit_condition: str  # ours, normalised ("900", ">= 5", "% 3"); "" for none
+    log_message: str
+    text: NotRequired[str]
+
+
+class FunctionSpec(TypedDict):
+    name: str
+    condition: str
+    hit_condition: str
+
+
+# --- records inside replies -------------------------------------------------------------
+class Frame(TypedDict):
+    id: int
+    name: str
+    file: str  # its source's path (or name, when it has no path)
+    line: int
+    source: str  # the line's text, in the code the program runs
+
+
+class Variable(TypedDict):
+    name: str
+    value: str  # capped
+    type: str
+    reference: int  # 0: no children
+
+
+class Children(TypedDict):
+    """The first children of a reference (a stop's locals: of its first cheap scope)."""
+
+    scope: str
+    reference: int
+    variables: list[Variable]
+    total: int
+
+
+class ExceptionInfo(TypedDict):
+    type: str
+    message: str
+
+
+class ThreadRow(TypedDict):
+    id: int
+    name: str
+
+
+class ScopeRow(TypedDict):
+    name: str
+    reference: int
+    expensive: bool
+
+
+class BreakpointRow(TypedDict):
+    """A line breakpoint as the session holds it: asked, anchored, what the adapter said."""
+
+    line: int
+    verified: bool
+    actual_line: int | None
+    message: str
+    state: str  # "" (active) | lost | refused | stale | spent
+    moved_from: int | None
+    condition: str
+    hit_condition: str
+    log_message: str
+    source: str
+    changed_since_launch: bool
+    spec: LineSpec
+
+
+class FunctionRow(TypedDict):
+    name: str
+    verified: bool
+    message: str
+    state: str  # "" | refused | spent
+    condition: str
+    hit_condition: str
+    spec: FunctionSpec
+
+
+class ExceptionReport(TypedDict):
+    asked: list[str] | None  # ours (raised / uncaught); None: the adapter's default
+    default: list[str]  # the adapter's default filters
+    notes: list[str]  # a kind it cannot stop on, or always does
+
+
+class FeatureReport(TypedDict):
+    """What an adapter does with breakpoints (`tether.debug.breakpoints.Features`)."""
+
+    condition: bool
+    hit_condition: list[str]
+    log_message: bool
+    function: bool
+    exceptions: dict[str, str]
+    source: str  # table | capabilities
+
+
+class Restored(TypedDict):
+    """The run's breakpoints a new session set again before it started, and why it had lost
+    them (files: path -> lines; exceptions: None when they were not restored)."""
+
+    why: str
+    files: dict[str, list[int]]
+    functions: list[str]
+    exceptions: list[str] | None
+
+
+# --- replies ----------------------------------------------------------------------------
+@REPLIES.op
+@dataclass(frozen=True)
+class Stopped:
+    """A run-control op's outcome: the program stopped (where, why, its top frames and the
+    top frame's locals). `note`: what the op did instead (pause of a stopped program);
+    `memory`: it stopped on a MemoryError at the session's memory ceiling."""
+
+    reason: str
+    description: str
+    thread_id: int | None
+    frames: list[Frame]
+    total_frames: int
+    breakpoint: str = ""  # the breakpoint that made the stop ("" if none of ours)
+    changed_since_launch: list[str] = field(default_factory=list)
+    exception: ExceptionInfo | None = None
+    locals: Children | None = None
+    note: str = ""
+    memory: str = ""
+    outcome: Literal["stopped"] = "stopped"
+
+
+@REPLIES.op
+@dataclass(frozen=True)
+class Exited:
+    exit_code: int | None
+    output_tail: str
+    memory: str = ""  # it ended at the session's memory ceiling
+    outcome: Literal["exited"] = "exited"
+
+
+@REPLIES.op
+@dataclass(frozen=True)
+class Running:
+    """No stop and no exit within `waited` s."""
+
+    waited: float
+    output_tail: str
+    outcome: Literal["running"] = "running"
+
+
+Outcome = Stopped | Exited | Running
+_OUTCOMES: dict[str, type[Stopped] | type[Exited] | type[Running]] = {
+    "stopped": Stopped,
+    "exited": Exited,
+    "running": Running,
+}
+
+
+@REPLIES.op
+@dataclass(frozen=True)
+class Started:
+    """Launch and attach: the first outcome, the breakpoints as the start set them, what the
+    adapter said it does (`features`) and the run's breakpoints set again (`restored`).
+    Flat on the wire: the outcome's fields beside these."""
+
+    outcome: Outcome
+    breakpoints: dict[str, list[BreakpointRow]]
+    functions: list[FunctionRow]
+    exceptions: ExceptionReport
+    features: FeatureReport | None = None
+    restored_breakpoints: Restored | None = None
+
+
+@REPLIES.op
+@dataclass(frozen=True)
+class StatusReply:
+    """The session's state (`stopped`: the last stop while it is stopped), its breakpoints,
+    and the actor's own: its pids, TTL and uptime, and why the previous session ended."""
+
+    state: str  # none | starting | running | stopped | exited | ended
+    adapter: str
+    program: str
+    stopped: Stopped | None
+    exit_code: int | None
+    end_reason: str
+    breakpoints: dict[str, list[BreakpointRow]]
+    functions: list[FunctionRow]
+    exceptions: ExceptionReport
+    pids: list[int] = field(default_factory=list)
+    ttl: float | None = None
+    uptime: float = 0.0
+    previous_end: str = ""
+
+
+@REPLIES.op
+@dataclass(frozen=True)
+class BreakpointsReply:
+    file: str
+    breakpoints: list[BreakpointRow]
+    sent: bool  # a program runs: they were sent to the adapter
+
+
+@REPLIES.op
+@dataclass(frozen=True)
+class FunctionsReply:
+    functions: list[FunctionRow]
+    sent: bool
+
+
+@REPLIES.op
+@dataclass(frozen=True)
+class ExceptionsReply:
+    exceptions: ExceptionReport
+    sent: bool
+
+
+@REPLIES.op
+@dataclass(frozen=True)
+class ThreadsReply:
+    threads: list[ThreadRow]
+
+
+@REPLIES.op
+@dataclass(frozen=True)
+class StackReply:
+    thread_id: int | None
+    frames: list[Frame]
+    total_frames: int
+    cap: int  # frames shown at most
+
+
+@REPLIES.op
+@dataclass(frozen=True)
+class ScopesReply:
+    frame_id: int
+    scopes: list[ScopeRow]
+
+
+@REPLIES.op
+@dataclass(frozen=True)
+class VariablesReply:
+    scope: str
+    reference: int
+    variables: list[Variable]
+    total: int
+
+
+@REPLIES.op
+@dataclass(frozen=True)
+class EvaluateReply:
+    expression: str
+    frame_id: int | None
+    value: str
+    type: str
+    reference: int  # 0: no children
+
+
+@REPLIES.op
+@dataclass(frozen=True)
+class OutputReply:
+    output: str
+    dropped: int  # characters dropped from the front
+    state: str
+
+
+@REPLIES.op
+@dataclass(frozen=True)
+class TerminateReply:
+    """`detached`: an attached program was left running; `processes_left`: those still
+    alive after the session killed what it started."""
+
+    terminated: bool
+    detached: bool
+    output_tail: str
+    processes_left: list[int] = field(default_factory=list)
+
+
+DebugReply = (
+    Stopped
+    | Exited
+    | Running
+    | Started
+    | StatusReply
+    | BreakpointsReply
+    | FunctionsReply
+    | ExceptionsReply
+    | ThreadsReply
+    | StackReply
+    | ScopesReply
+    | VariablesReply
+    | EvaluateReply
+    | OutputReply
+    | TerminateReply
+)
+# the replies without a nested reply: `read_reply` reads them
+Plain = (
+    BreakpointsReply
+    | FunctionsReply
+    | ExceptionsReply
+    | ThreadsReply
+    | StackReply
+    | ScopesReply
+    | VariablesReply
+    | EvaluateReply
+    | OutputReply
+    | TerminateReply
+)
+R = TypeVar("R", bound=Plain)
+
+
+def debug_payload(reply: DebugReply) -> dict[str, Any]:
+    """A reply as the `Reply` payload: its fields, flat (a Started's outcome beside its
+    own fields; a status's last stop as a JSON object)."""
+    if isinstance(reply, Started):
+        out = dataclasses.asdict(reply)
+        del out["outcome"]
+        return {**dataclasses.asdict(reply.outcome), **out}
+    return dataclasses.asdict(reply)
+
+
+def read_reply(expect: type[R], payload: Mapping[str, Any]) -> R:
+    """The `Reply` payload back as `expect` (OpError if a field is missing or mistyped)."""
+    reply: R = REPLIES.build(expect, payload)
+    return reply
+
+
+def read_outcome(payload: Mapping[str, Any]) -> Outcome:
+    """A run-control op's payload back as the outcome its `outcome` names."""
+    cls = _OUTCOMES.get(str(payload.get("outcome")))
+    if cls is None:
+        raise OpError(
+            f"a debug outcome must be one of {sorted(_OUTCOMES)}, got {payload.get('outcome')!r}"
+        )
+    outcome: Outcome = REPLIES.build(cls, payload)
+    return outcome
+
+
+def read_started(payload: Mapping[str, Any]) -> Started:
+    """A launch's or attach's payload back as Started (its outcome read by `read_outcome`)."""
+    own = {f.name for f in dataclasses.fields(Started)} - {"outcome"}
+    rest = {k: v for k, v in payload.items() if k in own}
+    outcome = read_outcome({k: v for k, v in payload.items() if k not in own})
+    started: Started = REPLIES.build(Started, {**rest, "outcome": outcome})
+    return started
+
+
+def read_status(payload: Mapping[str, Any]) -> StatusReply:
+    """A status payload back as StatusReply (its last stop read by `read_outcome`)."""
+    stopped = payload.get("stopped")
+    last = read_outcome(stopped) if isinstance(stopped, dict) and stopped else None
+    if last is not None and not isinstance(last, Stopped):
+        raise OpError(f"a debug status's stopped must be a stop, got {last.outcome!r}")
+    status: StatusReply = REPLIES.build(StatusReply, {**payload, "stopped": last})
+    return status
+
+
+# --- ops ----------------------------------------------------------------------------------
 @DEBUG.op
 @dataclass(frozen=True)
 class Status:
@@ -32,7 +412,7 @@ class SetBreakpoints:
 
     op_name = "breakpoints"
     file: str
-    breakpoints: list[dict[str, Any]] = field(default_factory=list)
+    breakpoints: list[LineSpec] = field(default_factory=list)
 
 
 @DEBUG.op
@@ -41,7 +421,7 @@ class SetFunctionBreakpoints:
     """The function breakpoints (name, condition, hit_condition), replacing the others."""
 
     op_name = "function_breakpoints"
-    functions: list[dict[str, Any]] = field(default_factory=list)
+    functions: list[FunctionSpec] = field(default_factory=list)
 
 
 @DEBUG.op
@@ -64,10 +444,10 @@ class Launch:
     # the run's breakpoints, kept by the host (file -> specs as for SetBreakpoints): a
     # session that lost some (a new incarnation) sets them before it starts the program,
     # and says so; so for function breakpoints and exceptions (None: never set)
-    breakpoints: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    functions: list[dict[str, Any]] = field(default_factory=list)
+    breakpoints: dict[str, list[LineSpec]] = field(default_factory=dict)
+    functions: list[FunctionSpec] = field(default_factory=list)
     exceptions: list[str] | None = None
-    place: dict[str, Any] | None = None  # the run's place (tether.places wire); None: host
+    place: dict[str, JSONValue] | None = None  # the run's place (tether.places wire); None: host
 
 
 @DEBUG.op
@@ -78,10 +458,10 @@ class Attach:
     port: int | None = None
     pid: int | None = None
     wait: float = 2.0
-    breakpoints: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # as for Launch
-    functions: list[dict[str, Any]] = field(default_factory=list)
+    breakpoints: dict[str, list[LineSpec]] = field(default_factory=dict)  # as for Launch
+    functions: list[FunctionSpec] = field(default_factory=list)
     exceptions: list[str] | None = None
-    place: dict[str, Any] | None = None  # as for Launch
+    place: dict[str, JSONValue] | None = None  # as for Launch
 
 
 @DEBUG.op

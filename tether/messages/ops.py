@@ -165,6 +165,8 @@ def _checker(tp: Any) -> Callable[[Any], bool]:
     handler's business)."""
     if tp is Any:
         return lambda value: True
+    if typing.is_typeddict(tp):  # a JSON record: a dict on the wire (its keys: the handler's)
+        return lambda value: isinstance(value, dict)
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         options = [_checker(arg) for arg in typing.get_args(tp)]

@@ -19,7 +19,8 @@ before it starts the program, and says so.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypedDict
 
 from tether.debug import adapters
 from tether.debug import breakpoints as bp
@@ -36,30 +37,53 @@ from tether.debug.render import (
     render_status,
     variables_lines,
 )
+from tether.json_types import JSONObject, JSONValue
 from tether.messages.calls import ResourceError
 from tether.messages.debug_ops import (
     KEY,
     KIND,
     Attach,
+    BreakpointRow,
+    BreakpointsReply,
     Continue,
     Evaluate,
+    EvaluateReply,
+    ExceptionsReply,
+    FeatureReport,
+    FunctionRow,
+    FunctionSpec,
+    FunctionsReply,
     Launch,
+    LineSpec,
     Output,
+    OutputReply,
     Pause,
     Scopes,
+    ScopesReply,
     SetBreakpoints,
     SetExceptionBreakpoints,
     SetFunctionBreakpoints,
     Stack,
+    StackReply,
+    Started,
     Status,
     StepIn,
     StepOut,
     StepOver,
     Terminate,
+    TerminateReply,
     Threads,
+    ThreadsReply,
     Variables,
+    VariablesReply,
+    debug_payload,
+    read_outcome,
+    read_reply,
+    read_started,
+    read_status,
 )
 from tether.messages.ops import op_args, op_name
+from tether.places import Place
 from tether.tools.results import ToolResult
 from tether.tools.schema import JSON_SAFE_INTEGER, MAX_LINE
 from tether.tools.spec import Needs, Tier, ToolContext, ToolSpec
@@ -88,27 +112,89 @@ DEFAULT_WAIT = 10.0  # s a run-control op waits for a stop or the exit
 ATTACH_WAIT = 2.0  # an attached program usually runs on: attach says so soon, unless told
 MAX_WAIT = 120.0
 INSPECT_TIMEOUT = 20.0  # s for an op that only asks the adapter something
-STEPS = {"continue": Continue, "step_over": StepOver, "step_in": StepIn, "step_out": StepOut}
+STEPS: dict[str, type[Continue] | type[StepOver] | type[StepIn] | type[StepOut]] = {
+    "continue": Continue,
+    "step_over": StepOver,
+    "step_in": StepIn,
+    "step_out": StepOut,
+}
+
+DebugOp = (
+    Status
+    | SetBreakpoints
+    | SetFunctionBreakpoints
+    | SetExceptionBreakpoints
+    | Launch
+    | Attach
+    | Continue
+    | Pause
+    | StepOver
+    | StepIn
+    | StepOut
+    | Threads
+    | Stack
+    | Scopes
+    | Variables
+    | Evaluate
+    | Output
+    | Terminate
+)
 
 
-def _send(ctx: ToolContext, op: Any, timeout: float) -> dict[str, Any]:
-    return dict(ctx.call_resource(KIND, KEY, op_name(op), op_args(op), timeout, idempotent=True))
+class Kept(TypedDict, total=False):
+    """What the run keeps of its debugging (`ctx.state["debug"]`, saved with the run by
+    `tether.serve.run_state`): its breakpoints, sent with every launch, and what each
+    adapter said it does with breakpoints."""
+
+    breakpoints: dict[str, list[LineSpec]]
+    functions: list[FunctionSpec]
+    exceptions: list[str]
+    features: dict[str, FeatureReport]
 
 
-def _need(args: dict[str, Any], name: str, op: str) -> Any:
-    if args.get(name) is None:
+def _send(ctx: ToolContext, op: DebugOp, timeout: float) -> Mapping[str, Any]:
+    """The op's `Reply` payload: read it with its reply's reader (`debug_ops`)."""
+    return ctx.call_resource(KIND, KEY, op_name(op), op_args(op), timeout, idempotent=True)
+
+
+def _need(args: JSONObject, name: str, op: str) -> JSONValue:
+    value = args.get(name)
+    if value is None:
         raise ResourceError("bad_request", f"debug {op} needs {name}")
-    return args[name]
+    return value
 
 
-def _debug(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-    op = args["op"]
+def _int(args: JSONObject, name: str) -> int | None:
+    """An integer argument (the schema checked its type; None when not given)."""
+    value = args.get(name)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _needs_int(args: JSONObject, name: str, op: str) -> int:
+    value = _need(args, name, op)
+    if not isinstance(value, int | float | str) or isinstance(value, bool):
+        raise ResourceError("bad_request", f"debug {op}: {name} must be a number")
+    return int(value)
+
+
+def _run_place(ctx: ToolContext) -> Place | None:
+    place: Place | None = getattr(ctx, "place", None)  # (the run's; not every context has one)
+    return place
+
+
+def _debug(ctx: ToolContext, args: JSONObject) -> ToolResult:
+    op = str(args["op"])
     ws = ctx.workdir
-    wait = float(args.get("wait", ATTACH_WAIT if op == "attach" else DEFAULT_WAIT))
+    given_wait = args.get("wait")
+    wait = (
+        float(given_wait)
+        if isinstance(given_wait, int | float)
+        else (ATTACH_WAIT if op == "attach" else DEFAULT_WAIT)
+    )
     if op == "adapters":
-        place = getattr(ctx, "place", None)
+        place = _run_place(ctx)
         rows = adapters.adapters_report(ws, place.kind if place is not None else "host")
-        seen = ctx.state.get(FAMILY, {}).get("features", {})
+        seen = _seen(ctx).get("features", {})
         for r in rows:  # what an adapter said of itself in this run beats the table
             r["breakpoints"] = seen.get(r["adapter"], r["breakpoints"])
         where = f"adapters run in this run's place: {place.describe() if place else 'host'}"
@@ -116,70 +202,83 @@ def _debug(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
             f"{where}\n{render_adapters(rows)}", data={"adapters": rows, "place": where}
         )
     if op == "status":
-        p = _send(ctx, Status(), INSPECT_TIMEOUT)
-        return ToolResult.ok(render_status(p, ws), data=p)
+        st = read_status(_send(ctx, Status(), INSPECT_TIMEOUT))
+        return ToolResult.ok(render_status(st, ws), data=debug_payload(st))
     if op == "breakpoints":
         return _breakpoints(ctx, args)
     if op in ("launch", "attach"):
         return _start(ctx, args, op, wait)
     if op in STEPS:
-        p = _send(ctx, STEPS[op](args.get("thread_id"), wait), wait + INSPECT_TIMEOUT)
-        return ToolResult.ok(render_outcome(p, ws), data=p)
+        step = STEPS[op](_int(args, "thread_id"), wait)
+        outcome = read_outcome(_send(ctx, step, wait + INSPECT_TIMEOUT))
+        return ToolResult.ok(render_outcome(outcome, ws), data=debug_payload(outcome))
     if op == "pause":
-        p = _send(ctx, Pause(args.get("thread_id"), min(wait, 5.0)), wait + INSPECT_TIMEOUT)
-        return ToolResult.ok(render_outcome(p, ws), data=p)
+        pause = Pause(_int(args, "thread_id"), min(wait, 5.0))
+        outcome = read_outcome(_send(ctx, pause, wait + INSPECT_TIMEOUT))
+        return ToolResult.ok(render_outcome(outcome, ws), data=debug_payload(outcome))
     if op == "threads":
-        p = _send(ctx, Threads(), INSPECT_TIMEOUT)
-        text = "\n".join(f"  {t['id']}: {t['name']}" for t in p["threads"]) or "  (none)"
-        return ToolResult.ok("threads:\n" + text, data=p)
+        threads = read_reply(ThreadsReply, _send(ctx, Threads(), INSPECT_TIMEOUT))
+        text = "\n".join(f"  {t['id']}: {t['name']}" for t in threads.threads) or "  (none)"
+        return ToolResult.ok("threads:\n" + text, data=debug_payload(threads))
     if op == "stack":
-        p = _send(ctx, Stack(args.get("thread_id")), INSPECT_TIMEOUT)
-        head = f"thread {p['thread_id']}: {len(p['frames'])} of {p['total_frames']} frames (cap {p['cap']})"
-        return ToolResult.ok("\n".join([head, *(frame_line(f, ws) for f in p["frames"])]), data=p)
+        stack = read_reply(StackReply, _send(ctx, Stack(_int(args, "thread_id")), INSPECT_TIMEOUT))
+        head = (
+            f"thread {stack.thread_id}: {len(stack.frames)} of {stack.total_frames} frames "
+            f"(cap {stack.cap})"
+        )
+        text = "\n".join([head, *(frame_line(f, ws) for f in stack.frames)])
+        return ToolResult.ok(text, data=debug_payload(stack))
     if op == "scopes":
-        p = _send(ctx, Scopes(int(_need(args, "frame_id", op))), INSPECT_TIMEOUT)
+        ask = Scopes(_needs_int(args, "frame_id", op))
+        scopes = read_reply(ScopesReply, _send(ctx, ask, INSPECT_TIMEOUT))
         scope_rows = [
             f"  {s['name']}: reference {s['reference']}"
             + (" (expensive)" if s["expensive"] else "")
-            for s in p["scopes"]
+            for s in scopes.scopes
         ]
-        text = f"scopes of frame {p['frame_id']}:\n" + "\n".join(scope_rows)
-        return ToolResult.ok(text, data=p)
+        text = f"scopes of frame {scopes.frame_id}:\n" + "\n".join(scope_rows)
+        return ToolResult.ok(text, data=debug_payload(scopes))
     if op == "variables":
-        p = _send(ctx, Variables(int(_need(args, "reference", op))), INSPECT_TIMEOUT)
-        body = variables_lines(p) or ["  (no children)"]
-        return ToolResult.ok(f"reference {p['reference']}:\n" + "\n".join(body), data=p)
+        ref = Variables(_needs_int(args, "reference", op))
+        block = read_reply(VariablesReply, _send(ctx, ref, INSPECT_TIMEOUT))
+        body = variables_lines(block.variables, block.total) or ["  (no children)"]
+        text = f"reference {block.reference}:\n" + "\n".join(body)
+        return ToolResult.ok(text, data=debug_payload(block))
     if op == "evaluate":
         expr = str(_need(args, "expression", op))
-        p = _send(ctx, Evaluate(expr, args.get("frame_id")), INSPECT_TIMEOUT)
-        kind = f" ({p['type']})" if p.get("type") else ""
-        more = f" [reference {p['reference']}]" if p.get("reference") else ""
-        return ToolResult.ok(f"{expr}{kind} = {p['value']}{more}", data=p)
+        ev = Evaluate(expr, _int(args, "frame_id"))
+        got = read_reply(EvaluateReply, _send(ctx, ev, INSPECT_TIMEOUT))
+        kind = f" ({got.type})" if got.type else ""
+        more = f" [reference {got.reference}]" if got.reference else ""
+        return ToolResult.ok(f"{expr}{kind} = {got.value}{more}", data=debug_payload(got))
     if op == "output":
-        p = _send(ctx, Output(), INSPECT_TIMEOUT)
-        dropped = f"(the first {p['dropped']} characters were dropped)\n" if p["dropped"] else ""
-        return ToolResult.ok(dropped + (p["output"] or "(no output yet)"), data=p)
+        out = read_reply(OutputReply, _send(ctx, Output(), INSPECT_TIMEOUT))
+        dropped = f"(the first {out.dropped} characters were dropped)\n" if out.dropped else ""
+        return ToolResult.ok(dropped + (out.output or "(no output yet)"), data=debug_payload(out))
     if op == "terminate":
-        p = _send(ctx, Terminate(), INSPECT_TIMEOUT)
-        for kind in ("breakpoints", "functions", "exceptions"):  # (terminate clears them)
-            ctx.state.get(FAMILY, {}).pop(kind, None)
-        left = p.get("processes_left") or []
+        end = read_reply(TerminateReply, _send(ctx, Terminate(), INSPECT_TIMEOUT))
+        kept = _seen(ctx)  # (terminate clears the run's breakpoints)
+        kept.pop("breakpoints", None)
+        kept.pop("functions", None)
+        kept.pop("exceptions", None)
+        left = end.processes_left
         ended = (
             "detached from the attached program (its breakpoints removed, left running)"
-            if p.get("detached")
+            if end.detached
             else "adapter and program killed, breakpoints cleared"
         )
         text = f"debug session ended; {ended}" + (f" (still alive: {left})" if left else "")
-        tail = p.get("output_tail") or ""
-        return ToolResult.ok(text + (f"\noutput tail:\n{tail}" if tail else ""), data=p)
+        tail = end.output_tail
+        text += f"\noutput tail:\n{tail}" if tail else ""
+        return ToolResult.ok(text, data=debug_payload(end))
     return ToolResult.error(f"debug: unknown op {op!r}; ops: {', '.join(OPS)}")
 
 
-def _start(ctx: ToolContext, args: dict[str, Any], op: str, wait: float) -> ToolResult:
+def _start(ctx: ToolContext, args: JSONObject, op: str, wait: float) -> ToolResult:
     ws = ctx.workdir
-    name = args.get("adapter")
+    name = str(args.get("adapter") or "")
     if op == "launch":
-        program = ctx.resolve_path(_need(args, "program", op))
+        program = ctx.resolve_path(str(_need(args, "program", op)))
         if not program.exists():
             return ToolResult.error(f"debug launch: {rel(str(program), ws)} does not exist")
         row = adapters.BY_NAME.get(name) if name else adapters.adapter_for(program)
@@ -210,28 +309,32 @@ def _start(ctx: ToolContext, args: dict[str, Any], op: str, wait: float) -> Tool
         )
     root = str(res.root)
     timeout = wait + row.startup_timeout + row.launch_timeout + 10.0
-    state = ctx.state.get(FAMILY, {})
+    state = _seen(ctx)
     kept = dict(state.get("breakpoints", {}))
     fns, kinds = list(state.get("functions") or []), state.get("exceptions")
+    start: Launch | Attach
     if op == "launch":
-        extra = [str(a) for a in args.get("args") or []]
-        launch = Launch(row.name, str(where), root, extra, wait, kept, fns, kinds, _place(ctx))
-        p = _send(ctx, launch, timeout)
+        extra = [str(a) for a in _list(args.get("args"))]
+        start = Launch(row.name, str(where), root, extra, wait, kept, fns, kinds, _place(ctx))
     else:
-        port, pid = args.get("port"), args.get("pid")
-        attach = Attach(row.name, root, port, pid, wait, kept, fns, kinds, _place(ctx))
-        p = _send(ctx, attach, timeout)
-    _keep_launch(ctx, p, row.name)
-    return ToolResult.ok(render_launch(p, ws), data=p)
+        port, pid = _int(args, "port"), _int(args, "pid")
+        start = Attach(row.name, root, port, pid, wait, kept, fns, kinds, _place(ctx))
+    started = read_started(_send(ctx, start, timeout))
+    _keep_launch(ctx, started, row.name)
+    return ToolResult.ok(render_launch(started, ws), data=debug_payload(started))
 
 
-def _place(ctx: ToolContext) -> dict[str, Any] | None:
+def _list(value: JSONValue) -> list[JSONValue]:
+    return value if isinstance(value, list) else []
+
+
+def _place(ctx: ToolContext) -> JSONObject | None:
     """The run's place for the adapter and its debuggee (None: the host)."""
-    place = getattr(ctx, "place", None)
+    place = _run_place(ctx)
     return place.to_wire() if place is not None and place.kind != "host" else None
 
 
-def _breakpoints(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+def _breakpoints(ctx: ToolContext, args: JSONObject) -> ToolResult:
     """Line breakpoints of one file, function breakpoints, exceptions: whichever are given
     (each replaces what was set of its kind); none given: the list of all of them."""
     ws = ctx.workdir
@@ -239,49 +342,60 @@ def _breakpoints(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     if args.get("lines") is not None and args.get("file") is None:
         return ToolResult.error("debug breakpoints: lines needs file (the source file they are in)")
     try:
-        specs = bp.line_specs(args.get("lines") or []) if "file" in given else []
-        fns = bp.function_specs(args["functions"]) if "functions" in given else []
-        kinds = bp.exception_kinds(args["exceptions"]) if "exceptions" in given else []
+        specs = bp.line_specs(_list(args.get("lines"))) if "file" in given else []
+        fns = bp.function_specs(_list(args["functions"])) if "functions" in given else []
+        kinds = bp.exception_kinds(_list(args["exceptions"])) if "exceptions" in given else []
     except bp.BreakpointError as e:
         return ToolResult.error(f"debug breakpoints: {e}")
     if not given:
-        p = _send(ctx, Status(), INSPECT_TIMEOUT)
-        text = render_all_breakpoints(p, ws)
+        st = read_status(_send(ctx, Status(), INSPECT_TIMEOUT))
+        text = render_all_breakpoints(st, ws)
         lost = {
-            f: v for f, v in _kept(ctx).get("breakpoints", {}).items() if f not in p["breakpoints"]
+            f: v for f, v in _kept(ctx).get("breakpoints", {}).items() if f not in st.breakpoints
         }
         if lost:  # the session actor was started anew: the run still has them
             spots = ", ".join(
                 f"{rel(f, ws)}:{','.join(str(x['line']) for x in v)}" for f, v in lost.items()
             )
             text += f"\n(kept by the run, set again at the next launch: {spots})"
-        return ToolResult.ok(text, data=p)
+        return ToolResult.ok(text, data=debug_payload(st))
     texts, data = [], {}
     if "file" in given:
-        path = str(ctx.resolve_path(args["file"]))
-        p = _send(ctx, SetBreakpoints(path, specs), INSPECT_TIMEOUT)
-        _keep_lines(ctx, {path: p["breakpoints"]}, replace=[path])
-        texts.append(render_breakpoints(rel(path, ws), p["breakpoints"], p["sent"]))
-        data.update(p)
+        path = str(ctx.resolve_path(str(args["file"])))
+        lines = read_reply(
+            BreakpointsReply, _send(ctx, SetBreakpoints(path, specs), INSPECT_TIMEOUT)
+        )
+        _keep_lines(ctx, {path: lines.breakpoints}, replace=[path])
+        texts.append(render_breakpoints(rel(path, ws), lines.breakpoints, lines.sent))
+        data.update(debug_payload(lines))
     if "functions" in given:
-        p = _send(ctx, SetFunctionBreakpoints(fns), INSPECT_TIMEOUT)
-        _kept(ctx)["functions"] = [f["spec"] for f in p["functions"]]
-        texts.append(render_functions(p["functions"], p["sent"]))
-        data.update(p)
+        set_fns = SetFunctionBreakpoints(fns)
+        got = read_reply(FunctionsReply, _send(ctx, set_fns, INSPECT_TIMEOUT))
+        _keep_functions(ctx, got.functions)
+        texts.append(render_functions(got.functions, got.sent))
+        data.update(debug_payload(got))
     if "exceptions" in given:
-        p = _send(ctx, SetExceptionBreakpoints(kinds), INSPECT_TIMEOUT)
+        set_kinds = SetExceptionBreakpoints(kinds)
+        report = read_reply(ExceptionsReply, _send(ctx, set_kinds, INSPECT_TIMEOUT))
         _kept(ctx)["exceptions"] = kinds
-        texts.append(render_exceptions(p["exceptions"], p["sent"]))
-        data.update(p)
+        texts.append(render_exceptions(report.exceptions, report.sent))
+        data.update(debug_payload(report))
     return ToolResult.ok("\n".join(texts), data=data)
 
 
-def _kept(ctx: ToolContext) -> dict[str, Any]:
-    return ctx.state.setdefault(FAMILY, {})
+def _kept(ctx: ToolContext) -> Kept:
+    kept: Kept = ctx.state.setdefault(FAMILY, {})
+    return kept
+
+
+def _seen(ctx: ToolContext) -> Kept:
+    """What the run keeps, without making it keep anything ({}: nothing yet)."""
+    kept: Kept = ctx.state.get(FAMILY, {})
+    return kept
 
 
 def _keep_lines(
-    ctx: ToolContext, rows: dict[str, list[dict[str, Any]]], replace: list[str] | None = None
+    ctx: ToolContext, rows: dict[str, list[BreakpointRow]], replace: list[str] | None = None
 ) -> None:
     """The run's line breakpoints, as the session answered them (their anchors, and their
     lines as the last launch moved them); `replace`: files whose set is exactly `rows`."""
@@ -293,13 +407,17 @@ def _keep_lines(
             kept[path] = [r["spec"] for r in file_rows]
 
 
-def _keep_launch(ctx: ToolContext, p: dict[str, Any], adapter: str) -> None:
+def _keep_functions(ctx: ToolContext, rows: list[FunctionRow]) -> None:
+    _kept(ctx)["functions"] = [f["spec"] for f in rows]
+
+
+def _keep_launch(ctx: ToolContext, started: Started, adapter: str) -> None:
     """After a launch: the breakpoints as it moved them, and what the adapter said it can do."""
-    _keep_lines(ctx, p.get("breakpoints") or {})
-    if p.get("functions"):
-        _kept(ctx)["functions"] = [f["spec"] for f in p["functions"]]
-    if p.get("features"):
-        _kept(ctx).setdefault("features", {})[adapter] = p["features"]
+    _keep_lines(ctx, started.breakpoints)
+    if started.functions:
+        _keep_functions(ctx, started.functions)
+    if started.features:
+        _kept(ctx).setdefault("features", {})[adapter] = started.features
 
 
 _DESCRIPTION = """Drive a debugger (Python: debugpy, C/C++/Rust binaries: lldb-dap, Go: delve, Dart). \
@@ -325,7 +443,7 @@ Frame ids and references go stale when the program moves: call stack again after
 Example: {"op": "breakpoints", "file": "app.py", "lines": [12]} then {"op": "launch", "program": "app.py"}"""
 
 
-_CONDITIONS: dict[str, Any] = {
+_CONDITIONS: JSONObject = {
     "condition": {"type": "string", "description": "stop only when this expression is true"},
     "hit_condition": {
         "type": ["string", "integer"],
