@@ -10,7 +10,8 @@ keyed by our own ids, never by thespian addresses, which change on restart — a
   when the restart intensity is exceeded — the record stays, as "failed", for health;
 - kills what a crashed child owned (its subprocess groups), which the child itself no
   longer can;
-- enforces the hard TTL (stop, then SIGKILL after `shutdown_timeout`);
+- enforces the hard TTL (stop, then SIGKILL after `shutdown_timeout`), and bounds a
+  normal stop a child began itself (an eviction, its idle TTL) the same way;
 - passes the host's calls on towards their resource (`deliver`): to a resource child
   (kind supervisors, RunActors) or to a supervisor on the way (the root, the runs
   supervisor), telling the host who took each one (`RouteInfo`); while a child restarts,
@@ -219,6 +220,10 @@ class Supervisor(TetherActor):
         from thespian.actors import ActorExitRequest
 
         self.send(rec.address, ActorExitRequest())
+        self._arm_kill(rec)
+
+    def _arm_kill(self, rec: ChildRecord) -> None:
+        """SIGKILL this incarnation if it is still there after its shutdown_timeout."""
         self.wakeupAfter(
             rec.spec.shutdown_timeout,
             ChildTimer(ChildTimer.KILL, rec.kind, rec.key, rec.incarnation),
@@ -262,6 +267,11 @@ class Supervisor(TetherActor):
                     rec.last_error = obj.error
                 if rec.stop_reason is not ExitReason.SHUTDOWN or rec.state != NodeState.STOPPING:
                     rec.state = NodeState.STOPPING
+                    if rec.stop_reason is ExitReason.SHUTDOWN:
+                        # a normal stop the child began (the governor evicted it, its idle
+                        # TTL) is bounded as one we ask for: nothing waits on its exit but
+                        # its health listing and its successor's start
+                        self._arm_kill(rec)
         elif isinstance(obj, HealthQuery):
             self.gathers.start(obj, sender)
         elif isinstance(obj, HealthReport):
