@@ -134,3 +134,125 @@ def test_what_was_reserved_for_a_resource_goes_with_it_when_it_is_evicted():
     gov._health(1.0)["children"].clear()  # the next sample: the server is gone
     gov.sample()
     assert gov.summary()["reserved"] == 100 * MIB  # (not its 200 MiB again, till its TTL)
+
+
+# --- an evicted resource while the tree still lists it, and after: a successor under its
+# name, or an actor that keeps its name (the kernel pool), is evictable again -----------
+class Tree:
+    """A tree given as data: health nodes of (record, state), and the names evicted."""
+
+    def __init__(self, budget_mib: int) -> None:
+        self.nodes: list[tuple[UsageRecord, str]] = []
+        self.evicted: list[str] = []
+        self.gov = Governor(
+            Budget(budget_mib * MIB, "test"),
+            None,
+            Settings(min_idle=0.0),
+            self.health,
+            list,
+            self.evict,
+        )
+
+    def health(self, timeout: float) -> dict:
+        children = [{"name": r.name, "state": s, "usage": r.to_wire()} for r, s in self.nodes]
+        return {"name": "root", "children": children}
+
+    def evict(self, name: str, why: str) -> bool:
+        self.evicted.append(name)
+        return True
+
+    def show(self, *nodes: tuple[UsageRecord, str], budget_mib: int | None = None) -> None:
+        self.nodes = list(nodes)
+        if budget_mib is not None:
+            self.gov.budget = Budget(budget_mib * MIB, "test")
+        self.gov.sample()
+
+
+def live(name: str, mib: int, state: str = "ready", **traits) -> tuple[UsageRecord, str]:
+    kind = name.split("/", 1)[1] if "/" in name and name.startswith("run:") else name
+    kind = kind.split(":")[0]
+    return UsageRecord(name, kind, mib * MIB, time.monotonic() - 60, **traits), state
+
+
+def test_a_resource_started_again_under_an_evicted_name_is_evictable_once_sampled():
+    server = "language_server:basedpyright:/p"
+    kernel = live("run:c1/kernel:python", 100, holds_state=True, busy=False)
+    tree = Tree(budget_mib=151)
+    tree.show(live(server, 150, holds_state=False, busy=False))
+    tree.gov.admit_resource("run:c1/kernel:python", "kernel")  # 1 MiB free: the server goes
+    assert tree.evicted == [server]
+    # still listed while its actor exits (its supervisor's record: busy, not evictable)
+    stopping = live(server, 30, "stopping", holds_state=False, busy=True, evictable=False)
+    tree.show(stopping, kernel, budget_mib=1000)
+    assert tree.gov.summary()["used"] == 100 * MIB  # (its 30 MiB are on their way out)
+    tree.gov.admit_resource(server, "language_server")  # a call starts it again, meanwhile
+    assert tree.gov.summary()["used"] == 130 * MIB  # they count again: its successor's name
+    # the successor runs, idle, and the budget is squeezed: it is the one that may go
+    tree.show(live(server, 150, holds_state=False, busy=False), kernel, budget_mib=251)
+    tree.gov.admit_resource("run:c2/kernel:python", "kernel")
+    assert tree.evicted == [server, server] and tree.gov.refusals == 0
+
+
+def test_an_evicted_pool_that_keeps_its_name_counts_and_may_go_again():
+    pool = "kernel_pool:python"
+    tree = Tree(budget_mib=101)
+    tree.show(live(pool, 100, holds_state=False, busy=False, spare=True))
+    tree.gov.admit_resource("run:c1/kernel:python", "kernel")  # the spares go
+    assert tree.evicted == [pool]
+    kernel = live("run:c1/kernel:python", 100, holds_state=True, busy=False)
+    # the pool lives on under its name with its spares discarded, then refills
+    tree.show(live(pool, 10, holds_state=False, busy=False, spare=True), kernel, budget_mib=1000)
+    assert tree.gov.summary()["used"] == 110 * MIB
+    tree.show(live(pool, 100, holds_state=False, busy=False, spare=True), kernel, budget_mib=201)
+    assert tree.gov.summary()["used"] == 200 * MIB
+    tree.gov.admit_resource("run:c2/kernel:python", "kernel")
+    assert tree.evicted == [pool, pool] and tree.gov.refusals == 0
+
+
+# --- rt.capacity()'s fit counts what admission would free for a newcomer, and no more:
+# a host that holds back at fit 0 holds back exactly the conversations it would refuse ---
+def one_conversation(servers_busy: bool) -> list[tuple[UsageRecord, str]]:
+    """A tree holding one conversation as the issue's workload has it: its run, a kernel,
+    a Python and a TypeScript server (510 MiB: what admission reserves for a new one)."""
+    return [
+        live("run:c1", 10, holds_state=False, busy=False, evictable=False),
+        live("run:c1/kernel:python", 100, holds_state=True, busy=False),
+        live("language_server:basedpyright:/c1", 200, holds_state=False, busy=servers_busy),
+        live("language_server:typescript:/c1", 200, holds_state=False, busy=servers_busy),
+    ]
+
+
+def admit_a_conversation(gov: Governor) -> None:
+    """What a new conversation's first calls admit: open_run, a cell, two hovers."""
+    gov.admit_resource("run:c2", "run")
+    gov.admit_resource("run:c2/kernel:python", "kernel")
+    gov.admit_resource("language_server:basedpyright:/c2", "language_server")
+    gov.admit_resource("language_server:typescript:/c2", "language_server")
+
+
+@pytest.mark.parametrize(
+    ("servers_busy", "spare", "fit", "evicted"),
+    [
+        # idle servers are room: 300 MiB free + 400 evictable hold one more of 510
+        (False, False, 1, ["language_server:basedpyright:/c1", "language_server:typescript:/c1"]),
+        # servers inside a call are not, nor is the kernel (state): refused, stopping nothing
+        (True, False, 0, None),
+        # a spare still starting is room too: a conversation's call takes it back
+        (True, True, 1, ["kernel_pool:python"]),
+    ],
+)
+def test_fit_says_what_admission_does(servers_busy, spare, fit, evicted):
+    tree = Tree(budget_mib=1020 if spare else 810)
+    tree.show(*one_conversation(servers_busy))
+    if spare:  # 90 MiB of the free room, 420 left: a conversation fits only with it
+        tree.gov.admit_resource("kernel_pool:python", "kernel_pool")
+    cap = tree.gov.summary()
+    assert cap["average_conversation"] == 510 * MIB
+    assert cap["free"] == (420 if spare else 300) * MIB and cap["fit"] == fit
+    if fit:
+        admit_a_conversation(tree.gov)
+        assert tree.evicted == evicted and tree.gov.refusals == 0
+    else:
+        with pytest.raises(ResourceError) as refused:
+            admit_a_conversation(tree.gov)
+        assert refused.value.code == ErrorCode.CAPACITY and tree.evicted == []

@@ -21,6 +21,7 @@ and `evict(name, why) -> bool`.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import threading
 import time
@@ -65,6 +66,24 @@ class _Reservation:
     spare: bool = False  # a spare's: room a conversation's own call may take back
 
 
+@dataclass
+class _Leaving:
+    """A resource the governor stopped, for as long as the tree may still list it: it is
+    no candidate (never asked twice), and what its sampled record holds is on its way out.
+    It stops being one at the first sample asked after its eviction was answered that
+    does not list its name as stopping: gone, a successor under the same name (a new
+    incarnation, evictable as any), or an actor that only dropped what it held (the
+    kernel pool keeps its name and discards its spares)."""
+
+    answered: float = math.inf  # time.monotonic() its eviction was answered (inf: not yet)
+    counts_out: bool = True  # False once a successor was admitted: its bytes count again
+
+    def still(self, rec: UsageRecord | None, asked: float) -> bool:
+        """Whether a sample asked at `asked` that found `rec` under its name (None: no
+        record) still shows this one leaving."""
+        return rec is not None and (asked < self.answered or rec.stopping)
+
+
 def resource_name(call: Call) -> str:
     """The name health gives the actor `call` is for."""
     name = f"{call.kind}:{call.key}"
@@ -101,7 +120,7 @@ class Governor:
         self.used_source = "not sampled yet"
         self.sampled_at = 0.0
         self._reserved: dict[str, _Reservation] = {}
-        self._stopping: dict[str, int] = {}  # evicted, still in the last sample: their bytes
+        self._stopping: dict[str, _Leaving] = {}  # evicted, and maybe still listed
         self._pressure: tuple[int, float] | None = None  # (budget bytes, until) injected
         self.evictions: dict[str, int] = {}  # by kind
         self.refusals = 0
@@ -156,6 +175,7 @@ class Governor:
 
     def sample(self) -> None:
         """Read the tree's usage records and charge, then stop what keeps it over budget."""
+        asked = time.monotonic()
         try:
             tree = self._health(SAMPLE_TIMEOUT)
         except Exception as exc:  # noqa: BLE001 - a sample that fails is skipped, said in health
@@ -167,7 +187,9 @@ class Governor:
         with self._lock:
             names = {r.name: r for r in found}
             self.records, self.used, self.used_source, self.sampled_at = found, used, source, now
-            self._stopping = {n: b for n, b in self._stopping.items() if n in names}
+            self._stopping = {
+                n: s for n, s in self._stopping.items() if s.still(names.get(n), asked)
+            }
             # (a reservation outlives its resource's first sample: a server grows while it
             # indexes, and only what it has not reached yet stays reserved)
             self._reserved = {n: r for n, r in self._reserved.items() if r.until > now}
@@ -186,12 +208,17 @@ class Governor:
 
     def _live_used(self) -> int:
         """The charge now where reading it is cheap (a cgroup), else the last sample's;
-        less what is being stopped already."""
+        less what is being stopped already (what the last sample saw it hold)."""
         used = self.used
         if self.cgroup is not None:
             with contextlib.suppress(CgroupError, ValueError):
                 used = self.cgroup.charge()
-        return max(used - sum(self._stopping.values()), 0)
+        leaving = sum(
+            r.bytes
+            for r in self.records
+            if (s := self._stopping.get(r.name)) is not None and s.counts_out
+        )
+        return max(used - leaving, 0)
 
     def _enforce(self, now: float) -> None:
         with self._lock:
@@ -207,11 +234,15 @@ class Governor:
 
     def _stop_one(self, rec: UsageRecord, why: str) -> None:
         idle = time.monotonic() - rec.last_use
-        if self._evict(rec.name, f"{why}; idle {idle:.0f} s"):
-            self.evictions[rec.kind] = self.evictions.get(rec.kind, 0) + 1
-        else:  # busy by now, or gone: it counts again
-            with self._lock:
+        stopped = self._evict(rec.name, f"{why}; idle {idle:.0f} s")
+        with self._lock:
+            leaving = self._stopping.get(rec.name)
+            if stopped and leaving is not None:
+                leaving.answered = time.monotonic()
+            elif not stopped:  # busy by now, or gone: it counts again
                 self._stopping.pop(rec.name, None)
+        if stopped:
+            self.evictions[rec.kind] = self.evictions.get(rec.kind, 0) + 1
 
     def _candidates(self) -> list[UsageRecord]:
         return [r for r in self.records if r.name not in self._stopping]
@@ -230,7 +261,7 @@ class Governor:
         """`stop` is being stopped: its bytes are on their way out, and what was reserved
         for its start is no longer held for it (under the lock)."""
         for rec in stop:
-            self._stopping[rec.name] = rec.bytes
+            self._stopping[rec.name] = _Leaving()
             self._reserved.pop(rec.name, None)
 
     # --- admission -------------------------------------------------------------------
@@ -251,8 +282,9 @@ class Governor:
                 if name not in self._stopping:
                     return  # it runs (or is starting): nothing new to hold
                 # started again while the one stopped is still in the last sample: what
-                # that one holds counts again until it is gone (its successor has its name)
-                self._stopping[name] = 0
+                # that one holds counts again until it is gone (its successor has its name;
+                # the first sample that lists the successor ends the entry)
+                self._stopping[name].counts_out = False
             need = self._expected(kind)
             free = self.effective_budget(now) - self._live_used() - self._reserved_bytes()
             if spare:
@@ -335,8 +367,16 @@ class Governor:
 
     # --- what the host can ask ahead -------------------------------------------------
     def summary(self) -> dict[str, Any]:
-        """rt.capacity(): budget, used, per-kind use, reserved, how many more fit (counting
-        what may be stopped to make room: `evictable`)."""
+        """rt.capacity(): budget, used, per-kind use, reserved, how many more fit.
+
+        `fit` counts as room what admission would free for a newcomer (`evictable`): idle
+        stateless resources and spares the policy would stop, and the room held for spares
+        still starting, which a conversation's call takes back. So the forecast and
+        admission agree: a host that holds back while `fit` is 0 holds back exactly the
+        conversations whose resources would be refused, and does not turn away ones the
+        tree would take by stopping idle servers (not counting them would leave idle
+        servers in the budget while conversations are sent elsewhere). A conversation's
+        state is room only where the host opted in, as for admission."""
         now = time.monotonic()
         with self._lock:
             budget = self.effective_budget(now)
@@ -345,8 +385,10 @@ class Governor:
             runs = sum(1 for r in self.records if r.kind == "run")
             average = used // runs if runs else EXPECTED_CONVERSATION
             kinds = by_kind(self.records)
-            # what the policy would stop for a newcomer counts as room: idle servers, spares
+            # what admission would free for a newcomer counts as room: what the policy would
+            # stop (spares, idle servers), and the room of spares still starting
             evictable = sum(r.bytes for r in candidates(self._candidates(), now, self.settings))
+            evictable += self._reserved_bytes([n for n, r in self._reserved.items() if r.spare])
             counts = {k: sum(1 for r in self.records if _kind(r) == k) for k in kinds}
             return {
                 "budget": budget,

@@ -15,6 +15,9 @@ here, so the governor (tether.capacity.policy) reads the same fields whoever rep
     spare        it holds started spares only (the kernel pool): the first to go
     evictable    it may be stopped at all (a vibe worker is running work; a supervisor
                  is the tree itself)
+    stopping     its health node says it is stopping (set by `records` from the node's
+                 state, not by the actor): an evicted resource still listed, not yet a
+                 successor under its name
 
 The traits (holds_state, spare, evictable) and a kind's expected size are data, in
 `KIND_TRAITS`; a kind's config may override them (`KindSpec.config["capacity"]`).
@@ -28,6 +31,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import psutil
+
+from tether.health_node import NodeState
 
 MIB = 2**20
 # the first words of an evicted resource's end (Start.previous_end); its successor's first
@@ -106,6 +111,7 @@ class UsageRecord:
     busy: bool
     spare: bool = False
     evictable: bool = True
+    stopping: bool = False
 
     @classmethod
     def build(
@@ -142,6 +148,7 @@ class UsageRecord:
             busy=bool(data["busy"]),
             spare=bool(data.get("spare", False)),
             evictable=bool(data.get("evictable", True)),
+            stopping=bool(data.get("stopping", False)),
         )
 
     @property
@@ -168,14 +175,19 @@ def pss_bytes(pids: Iterable[int]) -> int:
 
 
 def records(tree: Mapping[str, Any]) -> list[UsageRecord]:
-    """Every usage record of a health tree (rt.health()), depth first."""
+    """Every usage record of a health tree (rt.health()), depth first, each marked
+    `stopping` as its node's state says."""
     found: list[UsageRecord] = []
     stack = [tree]
     while stack:
         node = stack.pop()
         usage = node.get("usage")
         if isinstance(usage, Mapping):
-            found.append(UsageRecord.from_wire(usage))
+            found.append(
+                UsageRecord.from_wire(
+                    {**usage, "stopping": node.get("state") == NodeState.STOPPING}
+                )
+            )
         stack.extend(reversed(node.get("children", [])))
     return found
 
