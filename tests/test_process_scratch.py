@@ -218,7 +218,7 @@ def test_a_vibe_worker_writes_its_temp_files_into_its_own_scratch(
 
     def output() -> str:
         assert not run.call("vibe_list", {}).is_error
-        return str(run.state["vibe"].get(worker_id).snapshot["output"])
+        return str(run.state["vibe"].get(worker_id).snapshot.output)
 
     scratch = scratch_of(
         wait_until(lambda: TEMP_LINE.search(output()) and output(), 20), tether_state_dir

@@ -118,7 +118,7 @@ HOST = (
 
         def worker_output():
             boxed.call("vibe_list", {})
-            out = str(boxed.state["vibe"].get(wid).snapshot["output"])
+            out = str(boxed.state["vibe"].get(wid).snapshot.output)
             return out if "exit 0" in out else None
 
         print("--- worker", wait_until(worker_output, 60), sep="\\n", flush=True)

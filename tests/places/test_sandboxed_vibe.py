@@ -97,7 +97,7 @@ def test_an_isolated_sandboxed_worker_edits_its_view_until_resolve(
     res = run.call("vibe_spawn", {"brief": brief, "label": "iso"})  # (isolated by default)
     assert not res.is_error and res.data["isolated"], res.text
     done = wait(run, res.data["worker_id"])
-    assert run.state["vibe"].get(res.data["worker_id"]).snapshot["view"]["kind"] == kind
+    assert run.state["vibe"].get(res.data["worker_id"]).snapshot.view.kind == kind
     out = done.text
     assert f"no {other / 'secret.txt'}" in out and "B's secret" not in out, out
     assert "def sub(a, b):" in out  # the workspace's uncommitted change, seen in the view
@@ -193,7 +193,7 @@ HOST = textwrap.dedent(
         "label": "k", "isolated": True}})
     assert not res.is_error, res.text
     wid = res.data["worker_id"]
-    while "up" not in str(run.state["vibe"].refresh()[0].snapshot["output"]):
+    while "up" not in str(run.state["vibe"].refresh()[0].snapshot.output):
         run.call("vibe_wait", {{"worker_id": wid, "timeout_seconds": 0.2}})
     print("up", flush=True)
     sys.stdin.read()

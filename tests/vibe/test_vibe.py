@@ -33,14 +33,14 @@ def spawn(run: Any, brief: str, label: str = "job", **kw: Any) -> str:
 def output(run: Any, worker_id: str) -> str:
     """The worker's output so far, fresh from its actor (through vibe_list)."""
     assert not run.call("vibe_list", {}).is_error
-    return str(run.state["vibe"].get(worker_id).snapshot["output"])
+    return str(run.state["vibe"].get(worker_id).snapshot.output)
 
 
 def pids_of(run: Any, worker_id: str) -> list[int]:
     """The worker process and its grandchild (the `child` line of its brief)."""
     text = wait_until(lambda: re.search(r"child (\d+)", output(run, worker_id)), timeout=10)
     worker = run.state["vibe"].get(worker_id)
-    return [int(worker.snapshot["pid"]), int(text.group(1))]
+    return [int(worker.snapshot.pid), int(text.group(1))]
 
 
 def test_tools_only_in_vibe_mode(open_run: Callable[..., Any], vibe_rt: Any, tmp_path) -> None:

@@ -22,29 +22,37 @@ tether.messages.worker_ops); the first one hit stops the run, status "capped".
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from tether import worker_views
 from tether.actors.base import ResourceUnavailable
 from tether.actors.process import ProcessActor
 from tether.capacity.ceiling import ResourceCeiling
+from tether.json_types import JSONValue
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import Call, ErrorCode
+from tether.messages.nested import plain
 from tether.messages.worker_ops import (
     PROTOCOL_PREFIX,
     WORKER,
+    Capped,
     EndView,
     Kill,
     Permit,
     Poll,
     Prepare,
+    PrepareReply,
+    Prompt,
     Send,
     Spawn,
     Status,
     Wait,
+    WorkerSnapshot,
+    WorkerStatus,
 )
 from tether.places import Place, PlaceError
 from tether.processes import kill_tree
@@ -52,7 +60,7 @@ from tether.processes import kill_tree
 OUTPUT_KEEP = 64 * 1024  # chars of output a worker keeps at least (the tail)
 LONG_LINE = 8192  # chars of an unfinished line held back before it is shown anyway
 SNAPSHOT_CHARS = 4000  # chars of output/result a snapshot carries (the host caps further)
-RUNNING = ("running", "waiting")  # statuses of a live process
+RUNNING: tuple[WorkerStatus, ...] = ("running", "waiting")  # statuses of a live process
 
 KINDS = [
     KindSpec(
@@ -88,6 +96,14 @@ CAP_WORDS = {
 }
 
 
+class _Where(TypedDict, total=False):
+    """spawn()'s place arguments."""
+
+    place: Place
+    workspace: str
+    workspace_from: str
+
+
 @dataclass(frozen=True)
 class Reap:  # run `run_no` ended `reap_after` s ago: stop, unless another run started
     run_no: int
@@ -97,7 +113,7 @@ class VibeWorkerActor(ProcessActor):
     def on_start(self, key: str, config: dict[str, Any]) -> None:
         self.spec: Spawn | None = None
         self.brief = ""
-        self.status = "new"
+        self.status: WorkerStatus = "new"
         self.run_no = 0
         self.run_started = self.run_ended = 0.0
         self.output = ""
@@ -105,7 +121,7 @@ class VibeWorkerActor(ProcessActor):
         self.result = ""
         self.exit_code: int | None = None
         self.error = ""
-        self.prompts: dict[int, dict[str, Any]] = {}  # pending, by sequence number
+        self.prompts: dict[int, Prompt] = {}  # pending, by sequence number
         self.prompt_seq = 0
         self.held: dict[str, tuple[Call, str]] = {}  # call id -> (call, "wait" | "poll")
         self.kills: list[Call] = []
@@ -114,7 +130,7 @@ class VibeWorkerActor(ProcessActor):
         self.view: worker_views.View | None = None
         self.output_total = 0  # chars of output this run, for its output cap
         self.reported: dict[str, int] = {}  # tool_calls / tokens, as the worker reported them
-        self.capped: dict[str, Any] | None = None  # the cap that stopped this run
+        self.capped: Capped | None = None  # the cap that stopped this run
         self.unchanged = False  # its view was removed at the end of the run: it was unchanged
         self.mounted = False  # the view is mounted in this actor's own mount namespace
         try:  # a hard memory ceiling per run (tether.capacity.ceiling): a runaway ends itself
@@ -126,7 +142,7 @@ class VibeWorkerActor(ProcessActor):
     def on_call(self, call: Call) -> None:
         op = WORKER.parse(call)
         if isinstance(op, Prepare):
-            self.reply(call, {"prepared": True, "spawned": self.spec is not None})
+            self.reply(call, plain(PrepareReply(prepared=True, spawned=self.spec is not None)))
             if self.spec is None:
                 self.make_scratch_ahead("vibe")
             return
@@ -140,7 +156,7 @@ class VibeWorkerActor(ProcessActor):
             case Send(message=message):
                 self._send(call, message)
             case Status():
-                self.reply(call, self.snapshot())
+                self.reply(call, plain(self.snapshot()))
             case Wait(seconds=seconds):
                 self._hold(call, "wait", seconds, ready=self.status not in RUNNING)
             case Poll(since=since, seconds=seconds):
@@ -159,21 +175,22 @@ class VibeWorkerActor(ProcessActor):
             return
         self.spec, self.brief = spec, spec.brief
         self._start_run()
-        self.reply(call, self.snapshot())
+        self.reply(call, plain(self.snapshot()))
 
     def _send(self, call: Call, message: str) -> None:
         self.brief = f"{self.brief}\n\n{message}"
         if self.status in RUNNING:
             self.rerun = True  # the exit of this run starts the next (on_exit)
             self._kill_process_tree()
-            self.reply(call, {**self.snapshot(), "run": self.run_no + 1, "stopped_previous": True})
+            reply = dataclasses.replace(self.snapshot(), run=self.run_no + 1)
+            self.reply(call, plain(reply.sent(stopped_previous=True)))
             return
         self._start_run()
-        self.reply(call, {**self.snapshot(), "stopped_previous": False})
+        self.reply(call, plain(self.snapshot().sent(stopped_previous=False)))
 
     def _hold(self, call: Call, what: str, seconds: float, ready: bool) -> None:
         if ready:
-            self.reply(call, self.snapshot())
+            self.reply(call, plain(self.snapshot()))
             return
         self.held[call.call_id] = (call, what)
         self.after(max(float(seconds), 0.0), HeldDue(call.call_id))
@@ -181,17 +198,17 @@ class VibeWorkerActor(ProcessActor):
     def _permit(self, call: Call, seq: int, allow: bool, reason: str) -> None:
         prompt = self.prompts.pop(seq, None)
         if prompt is None:
-            self.reply(call, {"delivered": False, **self.snapshot()})
+            self.reply(call, plain(self.snapshot().permitted(delivered=False)))
             return
         self._answer_prompt(prompt, allow, reason)
-        self.reply(call, {"delivered": True, **self.snapshot()})
+        self.reply(call, plain(self.snapshot().permitted(delivered=True)))
 
     def _end_view(self, call: Call) -> None:
         if self.status in RUNNING:
             self.fail(call, ErrorCode.BAD_REQUEST, f"worker {self.key} runs on its view now")
             return
         self._remove_view()
-        self.reply(call, self.snapshot())
+        self.reply(call, plain(self.snapshot()))
 
     def _remove_view(self) -> None:
         self._unmount()
@@ -202,7 +219,7 @@ class VibeWorkerActor(ProcessActor):
         self.rerun = False
         if self.status not in RUNNING:
             self._remove_view()
-            self.reply(call, {"was": self.status, **self.snapshot()})
+            self.reply(call, plain(self.snapshot().killed(was=self.status)))
             return
         self.killed = True
         self.kills.append(call)
@@ -240,10 +257,10 @@ class VibeWorkerActor(ProcessActor):
             self.write(self.brief.encode())
             self._close_stdin_when_flushed()
 
-    def _place(self, spec: Spawn) -> dict[str, Any]:
+    def _place(self, spec: Spawn) -> _Where:
         """spawn()'s place arguments: the run's place, its workspace the worker's cwd."""
         if not spec.place:
-            return {}
+            return _Where()
         place = Place.from_wire(spec.place)
         if spec.view and place.kind != "sandbox":
             raise PlaceError(
@@ -251,7 +268,7 @@ class VibeWorkerActor(ProcessActor):
                 f"{place.kind} place: its environment has no view to bind; spawn it with "
                 "isolated=false there"
             )
-        args: dict[str, Any] = {"place": place, "workspace": spec.cwd}
+        args = _Where(place=place, workspace=spec.cwd)
         if self.view is not None and self.view.kind == "copy":
             args["workspace_from"] = self.view.root  # (an overlay is at the workspace's path)
         return args
@@ -288,7 +305,7 @@ class VibeWorkerActor(ProcessActor):
         limit = self.spec.caps.get(name)
         if not limit or used < limit or self.capped is not None or self.status not in RUNNING:
             return
-        self.capped = {"cap": name, "limit": limit, "used": used}
+        self.capped = Capped(name, limit, used)
         self._add_output(f"[tether] stopped: it reached its {CAP_WORDS[name]} cap ({limit:g})\n")
         self._kill_process_tree()
 
@@ -337,17 +354,20 @@ class VibeWorkerActor(ProcessActor):
                 self._usage(message["usage"])
                 return
             ask = message["permission"]
-            prompt = {
-                "id": ask.get("id", 0),
-                "tool": str(ask["tool"]),
-                "tier": str(ask.get("tier", "")),
-                "arguments": ask.get("arguments", {}),
-            }
+            arguments = ask.get("arguments", {})
+            if not isinstance(arguments, dict):
+                raise TypeError(f"a prompt's arguments must be an object, not {arguments!r:.60}")
+            prompt = Prompt(
+                seq=self.prompt_seq + 1,
+                id=ask.get("id", 0),
+                tool=str(ask["tool"]),
+                tier=str(ask.get("tier", "")),
+                arguments=arguments,
+            )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             self._add_output(f"[tether] unreadable protocol line ({exc!r}): {payload[:200]}\n")
             return
         self.prompt_seq += 1
-        prompt["seq"] = self.prompt_seq
         if self.spec is not None and self.spec.brief_mode == "stdin":
             self._answer_prompt(
                 prompt, False, "this worker reads its brief from stdin, so it cannot get answers"
@@ -357,17 +377,24 @@ class VibeWorkerActor(ProcessActor):
         self.status = "waiting"
         self._settle_held("poll")
 
-    def _usage(self, reported: dict[str, Any]) -> None:
+    def _usage(self, reported: JSONValue) -> None:
+        """A usage line's counts (a malformed one: TypeError or ValueError, the line is
+        shown as unreadable)."""
+        if not isinstance(reported, dict):
+            return
         for name in ("tool_calls", "tokens"):
             if name in reported:
-                self.reported[name] = int(reported[name])
+                value = reported[name]
+                if not isinstance(value, str | int | float):
+                    raise TypeError(f"usage {name} must be a number, not {value!r:.40}")
+                self.reported[name] = int(value)
                 self._check_cap(name, self.reported[name])
 
-    def _answer_prompt(self, prompt: dict[str, Any], allow: bool, reason: str) -> None:
+    def _answer_prompt(self, prompt: Prompt, allow: bool, reason: str) -> None:
         verdict = "allowed" if allow else "denied"
-        self._add_output(f"[tether] permission for {prompt['tool']} {verdict}: {reason}\n")
+        self._add_output(f"[tether] permission for {prompt.tool} {verdict}: {reason}\n")
         if self._stdin is not None and not self._stdin.broken:
-            line = {"permission": prompt["id"], "allow": allow, "reason": reason}
+            line = {"permission": prompt.id, "allow": allow, "reason": reason}
             self.write((json.dumps(line) + "\n").encode())
         if not self.prompts and self.status == "waiting":
             self.status = "running"
@@ -386,8 +413,8 @@ class VibeWorkerActor(ProcessActor):
             self._finish("killed", returncode, "killed by vibe_kill")
         elif self.capped is not None:
             c = self.capped
-            used = f"{c['used']:.1f} s" if c["cap"] == "seconds" else f"{c['used']:g}"
-            why = f"stopped at its {CAP_WORDS[c['cap']]} cap ({c['limit']:g}; used {used})"
+            used = f"{c.used:.1f} s" if c.cap == "seconds" else f"{c.used:g}"
+            why = f"stopped at its {CAP_WORDS[c.cap]} cap ({c.limit:g}; used {used})"
             self._finish("capped", returncode, why)
         elif returncode == 0:
             self._finish("done", returncode, "")
@@ -396,7 +423,7 @@ class VibeWorkerActor(ProcessActor):
             over = self.ceiling.note(f"{self.stderr_tail()}\n{self.output[-2000:]}")
             self._finish("failed", returncode, f"{why}; {over}" if over else why)
 
-    def _finish(self, status: str, returncode: int | None, error: str) -> None:
+    def _finish(self, status: WorkerStatus, returncode: int | None, error: str) -> None:
         self.status, self.exit_code, self.error = status, returncode, error
         view = self.view
         self.unchanged = view is not None and worker_views.unchanged(view)
@@ -406,7 +433,7 @@ class VibeWorkerActor(ProcessActor):
         self.result = self.output[-OUTPUT_KEEP:]
         self.prompts.clear()
         for call in self.kills:
-            self.reply(call, {"was": "running", **self.snapshot()})
+            self.reply(call, plain(self.snapshot().killed(was="running")))
         self.kills = []
         self._settle_held("wait", "poll")
         # once the calls waiting for the end have their answer: the mount goes, and an
@@ -423,14 +450,14 @@ class VibeWorkerActor(ProcessActor):
         for call_id, (call, what) in list(self.held.items()):
             if what in kinds:
                 del self.held[call_id]
-                self.reply(call, self.snapshot())
+                self.reply(call, plain(self.snapshot()))
 
     def on_timer(self, tag: Any) -> None:
         match tag:
             case HeldDue(call_id=call_id):
                 entry = self.held.pop(call_id, None)
                 if entry is not None:
-                    self.reply(entry[0], self.snapshot())
+                    self.reply(entry[0], plain(self.snapshot()))
             case CloseStdin():
                 self._close_stdin_when_flushed()
             case CapDue(run_no=run_no) if run_no == self.run_no:
@@ -441,30 +468,30 @@ class VibeWorkerActor(ProcessActor):
                 self.stop("normal", f"reaped {reap_after:g} s after it ended")
 
     # --- what the host sees ----------------------------------------------------------
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> WorkerSnapshot:
         spec = self.spec
         end = self.run_ended or time.monotonic()
         shown = self.output + ("" if self.partial.startswith(PROTOCOL_PREFIX) else self.partial)
-        return {
-            "worker_id": self.key,
-            "label": spec.label if spec else "",
-            "tier": spec.tier if spec else "",
-            "status": self.status,
-            "run": self.run_no,
-            "elapsed": round(end - self.run_started, 3) if self.run_started else 0.0,
-            "output": shown[-SNAPSHOT_CHARS:],
-            "output_chars": len(shown),
-            "result": self.result[-SNAPSHOT_CHARS:],
-            "exit_code": self.exit_code,
-            "error": self.error,
-            "prompts": sorted(self.prompts.values(), key=lambda p: p["seq"]),
-            "pid": self.proc.pid if self.proc is not None and self.status in RUNNING else None,
-            "view": self.view.to_dict() if self.view is not None else None,
-            "view_unchanged": self.unchanged,
-            "caps": dict(spec.caps) if spec else {},
-            "usage": {"output_chars": self.output_total, **self.reported},
-            "capped": self.capped,
-        }
+        return WorkerSnapshot(
+            worker_id=self.key,
+            label=spec.label if spec else "",
+            tier=spec.tier if spec else "",
+            status=self.status,
+            run=self.run_no,
+            elapsed=round(end - self.run_started, 3) if self.run_started else 0.0,
+            output=shown[-SNAPSHOT_CHARS:],
+            output_chars=len(shown),
+            result=self.result[-SNAPSHOT_CHARS:],
+            exit_code=self.exit_code,
+            error=self.error,
+            prompts=sorted(self.prompts.values(), key=lambda p: p.seq),
+            pid=self.proc.pid if self.proc is not None and self.status in RUNNING else None,
+            view=self.view,
+            view_unchanged=self.unchanged,
+            caps=dict(spec.caps) if spec else {},
+            usage={"output_chars": self.output_total, **self.reported},
+            capped=self.capped,
+        )
 
     def release(self) -> None:
         super().release()
@@ -474,6 +501,6 @@ class VibeWorkerActor(ProcessActor):
 
     def health_extra(self) -> dict[str, Any]:
         return {
-            "worker": {k: v for k, v in self.snapshot().items() if k != "output"},
+            "worker": {k: v for k, v in plain(self.snapshot()).items() if k != "output"},
             "memory_ceiling": self.ceiling.how() if hasattr(self, "ceiling") else "",
         }

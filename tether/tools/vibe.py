@@ -6,12 +6,12 @@ The machinery is tether.tools.vibe_workers; this module is what the model sees.
 
 from __future__ import annotations
 
-from typing import Any
-
+from tether.json_types import JSONObject
 from tether.messages.calls import ResourceError
-from tether.messages.worker_ops import CAP_NAMES
+from tether.messages.nested import plain
+from tether.messages.worker_ops import CAP_NAMES, WorkerSnapshot
 from tether.tools.results import ToolResult
-from tether.tools.spec import Needs, Tier, ToolContext, ToolSpec
+from tether.tools.spec import Handler, Needs, Tier, ToolContext, ToolSpec
 from tether.tools.vibe_workers import LIVE, TIERS, VibeError, Worker, workers_of
 
 FAMILY = "vibe"
@@ -36,17 +36,15 @@ def _amount(n: float) -> str:
     return f"{n:g}"
 
 
-def usage_text(s: dict[str, Any]) -> str:
+def usage_text(s: WorkerSnapshot) -> str:
     """Elapsed time and use against the caps: "3.2 s of 1800 s, output 1.2k of 4M
     chars, tool calls 3 of 500, tokens not reported"."""
-    caps, used = s.get("caps") or {}, s.get("usage") or {}
+    caps, used = s.caps, s.usage
 
     def of(name: str) -> str:
         return f" of {_amount(caps[name])}" if name in caps else ""
 
-    parts = [
-        f"{s.get('elapsed', 0):.1f} s" + (f" of {caps['seconds']:g} s" if "seconds" in caps else "")
-    ]
+    parts = [f"{s.elapsed:.1f} s" + (f" of {caps['seconds']:g} s" if "seconds" in caps else "")]
     parts.append(f"output {_amount(used.get('output_chars', 0))}{of('output_chars')} chars")
     for name, words in (("tool_calls", "tool calls"), ("tokens", "tokens")):
         if name in used:
@@ -59,37 +57,44 @@ def usage_text(s: dict[str, Any]) -> str:
 def _line(w: Worker) -> str:
     s = w.snapshot
     status = w.status if not w.gone else w.gone
-    exit_code = f", exit {s['exit_code']}" if s.get("exit_code") not in (None, 0) else ""
+    exit_code = f", exit {s.exit_code}" if s.exit_code not in (None, 0) else ""
     head = f"{w.worker_id} [{w.tier}] {w.label!r}: {status}{exit_code}, {usage_text(s)}"
     if w.isolated:
         edit = w.change.edit_id if w.change is not None else None
         head += f"; own view, change staged as {edit}" if edit else "; own view"
-    if s.get("prompts"):
-        head += f", waiting for permission to run {s['prompts'][0]['tool']}"
-    body = s.get("output" if w.status in LIVE else "result", "")
+    if s.prompts:
+        head += f", waiting for permission to run {s.prompts[0].tool}"
+    body = s.output if w.status in LIVE else s.result
     what = "output so far" if w.status in LIVE else "last result"
     return head + (f"\n  {what}: {_tail(body, LIST_CHARS)}" if body.strip() else "")
 
 
-def _data(w: Worker, **extra: Any) -> dict[str, Any]:
+def _data(w: Worker, **extra: bool) -> dict[str, object]:
     s = w.snapshot
-    keys = ("label", "tier", "elapsed", "exit_code", "error", "run", "prompts", "caps", "usage")
     change = w.change.data() if w.change is not None else None
     return {
         "worker_id": w.worker_id,
         "status": w.status,
-        **{k: s.get(k) for k in keys},
-        "capped": s.get("capped"),
+        "label": s.label,
+        "tier": s.tier,
+        "elapsed": s.elapsed,
+        "exit_code": s.exit_code,
+        "error": s.error,
+        "run": s.run,
+        "prompts": [plain(p) for p in s.prompts],
+        "caps": s.caps,
+        "usage": s.usage,
+        "capped": plain(s.capped) if s.capped is not None else None,
         "isolated": w.isolated,
         "change": change,
         **extra,
     }
 
 
-def _guarded(fn: Any) -> Any:
-    def handler(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+def _guarded(fn: Handler) -> Handler:
+    def handler(ctx: ToolContext, args: JSONObject) -> ToolResult:
         try:
-            return fn(ctx, args)  # type: ignore[no-any-return]
+            return fn(ctx, args)
         except VibeError as exc:
             return ToolResult.error(str(exc))
         except ResourceError as exc:
@@ -98,10 +103,17 @@ def _guarded(fn: Any) -> Any:
     return handler
 
 
-def _spawn(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+def _spawn(ctx: ToolContext, args: JSONObject) -> ToolResult:
     table = workers_of(ctx)
-    tier = args.get("tier") or table.config.default_tier
-    w = table.spawn(args["brief"], args["label"], tier, args.get("isolated"), args.get("caps"))
+    tier = str(args.get("tier") or table.config.default_tier)
+    isolated, caps = args.get("isolated"), args.get("caps")
+    w = table.spawn(
+        str(args["brief"]),
+        str(args["label"]),
+        tier,
+        isolated if isinstance(isolated, bool) else None,
+        caps if isinstance(caps, dict) else None,
+    )
     where = (
         "on its own copy of the workspace (its change comes back staged, for resolve)"
         if w.isolated
@@ -116,33 +128,34 @@ def _spawn(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     )
 
 
-def _send(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-    w, stopped = workers_of(ctx).send(args["worker_id"], args["message"])
+def _send(ctx: ToolContext, args: JSONObject) -> ToolResult:
+    w, stopped = workers_of(ctx).send(str(args["worker_id"]), str(args["message"]))
     how = "stopped its current run and started" if stopped else "started"
     return ToolResult.ok(
-        f"Appended the message to {w.worker_id}'s brief and {how} run {w.snapshot.get('run')}.",
+        f"Appended the message to {w.worker_id}'s brief and {how} run {w.snapshot.run}.",
         data=_data(w, stopped_previous=stopped),
     )
 
 
-def _wait(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-    asked = float(args.get("timeout_seconds", DEFAULT_WAIT))
+def _wait(ctx: ToolContext, args: JSONObject) -> ToolResult:
+    timeout = args.get("timeout_seconds", DEFAULT_WAIT)
+    asked = float(timeout) if isinstance(timeout, int | float | str) else DEFAULT_WAIT
     seconds = min(asked, MAX_WAIT)
     capped = f" (timeout_seconds is capped at {MAX_WAIT:g})" if asked > MAX_WAIT else ""
-    w, finished = workers_of(ctx).wait(args["worker_id"], seconds)
+    w, finished = workers_of(ctx).wait(str(args["worker_id"]), seconds)
     s = w.snapshot
     if not finished:
         return ToolResult.ok(
             f"Worker {w.worker_id} is still running after waiting {seconds:g} s{capped} "
-            f"(running for {s.get('elapsed', 0):.1f} s). Output so far:\n"
-            f"{_tail(s.get('output', ''), WAIT_CHARS) or '(none yet)'}\n"
+            f"(running for {s.elapsed:.1f} s). Output so far:\n"
+            f"{_tail(s.output, WAIT_CHARS) or '(none yet)'}\n"
             "Wait again, send it a message with vibe_send, or stop it with vibe_kill.",
             data=_data(w, finished=False, timed_out=True),
         )
     if w.gone:
         return ToolResult.error(
             f"Worker {w.worker_id} is {w.gone}; its last output:\n"
-            f"{_tail(s.get('output', ''), WAIT_CHARS) or '(none)'}",
+            f"{_tail(s.output, WAIT_CHARS) or '(none)'}",
             data=_data(w, finished=True, timed_out=False),
         )
     ending = {
@@ -151,12 +164,12 @@ def _wait(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         "killed": "was killed",
         "capped": "was stopped",
     }.get(w.status, w.status)
-    error = f" ({s['error']})" if s.get("error") and w.status != "killed" else ""
+    error = f" ({s.error})" if s.error and w.status != "killed" else ""
     so_far = " What it had done so far" if w.status == "capped" else " Result"
     text = (
-        f"Worker {w.worker_id} ({w.label!r}) {ending}{error} after {s.get('elapsed', 0):.1f} s "
+        f"Worker {w.worker_id} ({w.label!r}) {ending}{error} after {s.elapsed:.1f} s "
         f"({usage_text(s)}).{so_far}:\n"
-        f"{_tail(s.get('result', ''), WAIT_CHARS) or '(no output)'}"
+        f"{_tail(s.result, WAIT_CHARS) or '(no output)'}"
     )
     if w.change is not None:
         text += "\n\n" + w.change.describe()
@@ -170,8 +183,8 @@ def _wait(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     )
 
 
-def _kill(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-    w, was = workers_of(ctx).kill(args["worker_id"])
+def _kill(ctx: ToolContext, args: JSONObject) -> ToolResult:
+    w, was = workers_of(ctx).kill(str(args["worker_id"]))
     if was in LIVE:
         text = f"Killed worker {w.worker_id} ({w.label!r}): its process group is gone."
         if w.isolated:
@@ -187,7 +200,7 @@ def _kill(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     return ToolResult.ok(text, data=_data(w, killed_now=was in LIVE))
 
 
-def _list(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+def _list(ctx: ToolContext, args: JSONObject) -> ToolResult:
     workers = workers_of(ctx).refresh()
     if not workers:
         return ToolResult.ok(
@@ -198,11 +211,15 @@ def _list(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     )
 
 
-WORKER_ID = {"type": "string", "minLength": 1, "description": "the id vibe_spawn returned, e.g. w1"}
+WORKER_ID: JSONObject = {
+    "type": "string",
+    "minLength": 1,
+    "description": "the id vibe_spawn returned, e.g. w1",
+}
 
 
 def _spec(
-    name: str, description: str, properties: dict[str, Any], required: list[str], fn: Any
+    name: str, description: str, properties: JSONObject, required: list[str], fn: Handler
 ) -> ToolSpec:
     schema = {
         "type": "object",

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from tether import worker_views
 from tether.structural.staging import ABSENT, StagedEdit, StagedFile, digest
@@ -24,6 +24,16 @@ from tether.tools.structural import run_staging
 
 CONFLICT = "conflict: changed in the workspace after the worker's view was made"
 LEFT_OUT_SHOWN = 5  # paths named in the summary of what was left out
+
+
+class ChangeData(TypedDict):
+    """A change as the tools' data show it (vibe_wait, vibe_list)."""
+
+    edit_id: str | None
+    files: list[str]  # the diff summary, one line per file
+    left_out: int
+    conflicts: list[str]
+    error: str | None
 
 
 @dataclass
@@ -70,7 +80,7 @@ class StagedChange:
             text += f"\nLeft out (under .git, ignored by git, or symlinks): {shown}{more}"
         return text
 
-    def data(self) -> dict[str, Any]:
+    def data(self) -> ChangeData:
         return {
             "edit_id": self.edit_id,
             "files": self.lines,
@@ -85,20 +95,20 @@ def stage(
     worker_id: str,
     label: str,
     run: int,
-    view: dict[str, Any],
+    view: worker_views.View,
     on_end: Callable[[StagedEdit], None],
 ) -> StagedChange:
     """Read the change of the view and stage it in the run's staging (`state`: run.state)."""
     staged = StagedChange(run)
     try:
-        change = worker_views.collect(worker_views.View.from_dict(view))
+        change = worker_views.collect(view)
     except (worker_views.ViewError, OSError) as exc:
         staged.error = str(exc)
         return staged
     staged.left_out = change.left_out
     if not change.files:
         return staged
-    workspace = Path(view["workspace"])
+    workspace = Path(view.workspace)
     files = [
         StagedFile(
             f.rel,

@@ -12,14 +12,15 @@ Re-exported by tether.tools.vibe_workers, which runs the workers.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from tether.json_types import JSONValue
 from tether.messages.worker_ops import BRIEF_MODES, CAP_NAMES
 
 TIERS = ("fast", "good")
@@ -58,7 +59,7 @@ class CallableBackend:
     tether.vibe_runner (so it can be killed like any worker). `target` is the function or
     "module:function"; it must be importable by that name (no lambdas, no closures)."""
 
-    target: str | Callable[..., Any]
+    target: str | Callable[..., str]  # f(brief, worker) -> its result
     python: str = sys.executable
 
     def __post_init__(self) -> None:
@@ -77,7 +78,7 @@ class CallableBackend:
         return argv, "arg", {"PYTHONPATH": path}
 
 
-def _import_name(target: str | Callable[..., Any]) -> str:
+def _import_name(target: str | Callable[..., str]) -> str:
     if isinstance(target, str):
         return target
     module, qualname = getattr(target, "__module__", ""), getattr(target, "__qualname__", "")
@@ -107,10 +108,11 @@ class Caps:
     and tokens count only what the worker reports (tether.messages.worker_ops); a
     backend that reports nothing is capped by time and output alone."""
 
+    # (numbers: a spawn's lowered caps come as JSON numbers, and every cap is checked as one)
     seconds: float | None = 1800.0  # wall-clock, from the start of the run
-    output_chars: int | None = 4_000_000  # chars printed (stdout)
-    tool_calls: int | None = 500
-    tokens: int | None = 5_000_000
+    output_chars: float | None = 4_000_000  # chars printed (stdout)
+    tool_calls: float | None = 500
+    tokens: float | None = 5_000_000
 
     def __post_init__(self) -> None:
         for name in CAP_NAMES:
@@ -121,9 +123,9 @@ class Caps:
     def limits(self) -> dict[str, float]:
         return {n: float(getattr(self, n)) for n in CAP_NAMES if getattr(self, n) is not None}
 
-    def lowered(self, asked: Mapping[str, Any], tier: str) -> Caps:
+    def lowered(self, asked: Mapping[str, JSONValue], tier: str) -> Caps:
         """These caps with those a spawn asks for; a spawn may lower a cap, not raise it."""
-        values: dict[str, Any] = {}
+        values: dict[str, float] = {}
         for name, value in asked.items():
             if name not in CAP_NAMES:
                 raise VibeError(f"unknown cap {name!r}; caps: {', '.join(CAP_NAMES)}")
@@ -136,7 +138,7 @@ class Caps:
                     f"most {limit:g} (the host sets the tier's caps in VibeConfig.caps)"
                 )
             values[name] = value
-        return Caps(**{n: values.get(n, getattr(self, n)) for n in CAP_NAMES})
+        return dataclasses.replace(self, **values)
 
 
 DEFAULT_CAPS = Caps()

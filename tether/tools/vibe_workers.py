@@ -23,20 +23,30 @@ import time
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from tether import worker_views
+from tether.json_types import JSONValue
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.messages.worker_ops import (
     EndView,
     Kill,
+    KillReply,
     Permit,
+    PermitReply,
     Poll,
     Prepare,
+    PrepareReply,
+    Prompt,
+    R,
     Send,
+    SendReply,
     Spawn,
     Status,
     Wait,
+    WorkerSnapshot,
+    WorkerStatus,
+    read_reply,
 )
 from tether.tools import vibe_changes
 from tether.tools.registry import permission
@@ -67,8 +77,10 @@ __all__ = [
 ]
 
 KIND = "vibe_worker"
-LIVE = ("new", "running", "waiting")
-ENDED_WITH_CHANGE = ("done", "failed", "capped")  # runs whose change (if isolated) is staged
+WorkerOp = Spawn | Prepare | Send | Status | Wait | Poll | Permit | Kill | EndView
+LIVE: tuple[WorkerStatus, ...] = ("new", "running", "waiting")
+# runs whose change (if isolated) is staged
+ENDED_WITH_CHANGE: tuple[WorkerStatus, ...] = ("done", "failed", "capped")
 POLL_SECONDS = 2.0  # how long one watcher Poll may stay open on the actor
 CALL_SLACK = 5.0  # s a held call's engine deadline exceeds its own wait
 CALL_TIMEOUT = 10.0
@@ -87,7 +99,7 @@ class Worker:
     worker_id: str
     label: str
     tier: str
-    snapshot: dict[str, Any]
+    snapshot: WorkerSnapshot  # its actor's last answer
     watching: bool = False
     gone: str = ""  # why the actor is gone (crashed, reaped); "" while it is there
     ended_at: float = 0.0  # host clock: when the watcher saw the run end
@@ -96,8 +108,8 @@ class Worker:
     settling: threading.Lock = field(default_factory=threading.Lock)
 
     @property
-    def status(self) -> str:
-        return "crashed" if self.gone.startswith("crashed") else str(self.snapshot["status"])
+    def status(self) -> WorkerStatus | Literal["crashed"]:
+        return "crashed" if self.gone.startswith("crashed") else self.snapshot.status
 
 
 class VibeWorkers:
@@ -128,7 +140,7 @@ class VibeWorkers:
         label: str,
         tier: str,
         isolated: bool | None = None,
-        caps: Mapping[str, Any] | None = None,
+        caps: Mapping[str, JSONValue] | None = None,
     ) -> Worker:
         backend = self.config.backends.get(tier)
         if backend is None:
@@ -158,10 +170,16 @@ class VibeWorkers:
                 limits,
                 _place(self.run),
             )
-            worker = Worker(worker_id, label, tier, {"status": "new"}, isolated=bool(view))
+            worker = Worker(
+                worker_id,
+                label,
+                tier,
+                WorkerSnapshot.new(worker_id, label, tier),
+                isolated=bool(view),
+            )
             self._workers[worker_id] = worker
         try:
-            worker.snapshot = self._call(worker_id, op)
+            worker.snapshot = self._call(worker_id, op, WorkerSnapshot)
         except ResourceError:
             with self._lock:
                 del self._workers[worker_id]
@@ -178,17 +196,19 @@ class VibeWorkers:
             with self._lock:
                 self._check_caps()
         vibe_changes.supersede(self.run.state, worker.change)
-        reply = self._call(worker_id, Send(message))
+        reply = self._call(worker_id, Send(message), SendReply)
         worker.snapshot, worker.ended_at = reply, 0.0
         self._watch(worker)
-        return worker, bool(reply.get("stopped_previous"))
+        return worker, reply.stopped_previous
 
     def wait(self, worker_id: str, seconds: float) -> tuple[Worker, bool]:
         worker = self.get(worker_id)
         if worker.gone or worker.status not in LIVE:
             return worker, True
         try:
-            worker.snapshot = self._call(worker_id, Wait(seconds), seconds + CALL_SLACK)
+            worker.snapshot = self._call(
+                worker_id, Wait(seconds), WorkerSnapshot, seconds + CALL_SLACK
+            )
         except ResourceError as exc:
             if exc.code == ErrorCode.DEADLINE:
                 raise
@@ -203,10 +223,10 @@ class VibeWorkers:
         worker = self.get(worker_id)
         if worker.gone:
             return worker, worker.status
-        reply = self._call(worker_id, Kill())
+        reply = self._call(worker_id, Kill(), KillReply)
         worker.snapshot = reply
         self._ended(worker)
-        return worker, str(reply.get("was", ""))
+        return worker, reply.was
 
     def refresh(self) -> list[Worker]:
         """Every worker not reaped, refreshed from its actor."""
@@ -221,7 +241,7 @@ class VibeWorkers:
             if isinstance(answer, ResourceError):
                 self._lost(worker, answer)
             else:
-                worker.snapshot = answer
+                worker.snapshot = read_reply(WorkerSnapshot, answer)
                 self._settle(worker)
         self._drop_reaped()
         return self.workers()
@@ -313,14 +333,14 @@ class VibeWorkers:
     def _settle(self, worker: Worker) -> None:
         """Stage the change of an isolated worker's run that ended (once per run)."""
         snap = worker.snapshot
-        if not worker.isolated or snap.get("status") not in ENDED_WITH_CHANGE:
+        if not worker.isolated or snap.status not in ENDED_WITH_CHANGE:
             return
-        run_no, view = int(snap.get("run", 0)), snap.get("view")
+        run_no, view = snap.run, snap.view
         with worker.settling:
             if worker.change is not None and worker.change.run == run_no:
                 return
             if view is None:  # its actor removed it: unchanged (else killed: no change)
-                if snap.get("view_unchanged"):
+                if snap.view_unchanged:
                     worker.change = StagedChange(run_no)
                 return
             worker.change = vibe_changes.stage(
@@ -345,7 +365,7 @@ class VibeWorkers:
         if self._closed or worker.gone or reaped:
             return  # (its actor, and the view with it, is gone: no call to make it anew)
         with contextlib.suppress(ResourceError, VibeError):
-            worker.snapshot = self._call(worker.worker_id, EndView())
+            worker.snapshot = self._call(worker.worker_id, EndView(), WorkerSnapshot)
 
     def _env(self) -> dict[str, str]:
         import json
@@ -354,10 +374,14 @@ class VibeWorkers:
         decided = {t.value: d.value for t, d in policy.items()} if policy else {}
         return {"TETHER_APPROVAL": json.dumps(decided), "TETHER_RUN_ID": self.run.run_id}
 
-    def _call(self, worker_id: str, op: Any, timeout: float = CALL_TIMEOUT) -> dict[str, Any]:
+    def _call(
+        self, worker_id: str, op: WorkerOp, expect: type[R], timeout: float = CALL_TIMEOUT
+    ) -> R:
+        """Ask the worker's actor; its reply read back as `expect` (the op's declared one)."""
         if self._closed:
             raise VibeError("this run is closed; its workers are gone")
-        return dict(self.run.runtime.call(self.run.run_id, KIND, worker_id, op, None, timeout))
+        payload = self.run.runtime.call(self.run.run_id, KIND, worker_id, op, None, timeout)
+        return read_reply(expect, payload)
 
     def _lost(self, worker: Worker, error: ResourceError) -> None:
         if worker.gone:
@@ -368,7 +392,7 @@ class VibeWorkers:
             worker.gone = "reaped"
         # an actor killed outright left its view (its mount died with its namespace): the
         # next view made would reap it, but nothing is to stay on disk till then
-        worker_views.remove(worker.snapshot.get("view"))
+        worker_views.remove(worker.snapshot.view)
 
     def _ended(self, worker: Worker) -> None:
         if worker.status not in LIVE and not worker.ended_at:
@@ -398,7 +422,7 @@ class VibeWorkers:
             if self._closed:
                 return
             with contextlib.suppress(Exception):  # a failure here only costs that time later
-                self._call(f"w{self._next}", Prepare(), PREPARE_TIMEOUT)
+                self._call(f"w{self._next}", Prepare(), PrepareReply, PREPARE_TIMEOUT)
 
     # --- the watcher: permission prompts and the end of a run ------------------------
     def _watch(self, worker: Worker) -> None:
@@ -415,7 +439,10 @@ class VibeWorkers:
             while not self._closed and not worker.gone:
                 try:
                     snap = self._call(
-                        worker.worker_id, Poll(since, POLL_SECONDS), POLL_SECONDS + CALL_SLACK
+                        worker.worker_id,
+                        Poll(since, POLL_SECONDS),
+                        WorkerSnapshot,
+                        POLL_SECONDS + CALL_SLACK,
                     )
                 except ResourceError as exc:
                     if exc.code != ErrorCode.DEADLINE and not self._closed:
@@ -424,8 +451,8 @@ class VibeWorkers:
                         return
                     continue
                 worker.snapshot = snap
-                for prompt in snap.get("prompts", []):
-                    since = max(since, int(prompt["seq"]))
+                for prompt in snap.prompts:
+                    since = max(since, prompt.seq)
                     self._answer(worker, prompt)
                 if worker.status not in LIVE:
                     self._ended(worker)
@@ -437,16 +464,14 @@ class VibeWorkers:
             with self._lock:
                 worker.watching = False
 
-    def _answer(self, worker: Worker, prompt: Mapping[str, Any]) -> None:
-        tier = _tier_of(self.run, str(prompt["tool"]), str(prompt.get("tier", "")))
+    def _answer(self, worker: Worker, prompt: Prompt) -> None:
+        tier = _tier_of(self.run, prompt.tool, prompt.tier)
         asker = f"worker {worker.worker_id} ({worker.label})"
-        verdict = permission(
-            self.run, str(prompt["tool"]), tier, prompt.get("arguments", {}), asker
-        )
+        verdict = permission(self.run, prompt.tool, tier, prompt.arguments, asker)
         reason = verdict.how or verdict.refused
         with_who = f"{reason} [{tier.value} tier]"
         worker.snapshot = self._call(
-            worker.worker_id, Permit(int(prompt["seq"]), verdict.allowed, with_who)
+            worker.worker_id, Permit(prompt.seq, verdict.allowed, with_who), PermitReply
         )
 
 

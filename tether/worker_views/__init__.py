@@ -57,7 +57,6 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any
 
 from tether.private_dirs import default_state_dir, ensure_private_dir
 from tether.scratch import reap
@@ -263,11 +262,11 @@ def _options(view: View) -> str:
     return options + ",redirect_dir=off,metacopy=off,index=off"
 
 
-def remove(view: View | dict[str, Any] | None) -> None:
+def remove(view: View | None) -> None:
     """Delete the view's directory (safe to repeat)."""
     if view is None:
         return
-    base = Path(view.base if isinstance(view, View) else view["base"])
+    base = Path(view.base)
     _chmod_work_dirs(base)
     shutil.rmtree(base, ignore_errors=True)
 
