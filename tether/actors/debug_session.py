@@ -54,6 +54,7 @@ from tether.debug.launch import (
 )
 from tether.debug.session import Session
 from tether.debug.session_processes import SessionProcesses
+from tether.json_types import JSONObject
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import Call, ErrorCode, ResourceError
 from tether.messages.control import Start
@@ -101,7 +102,7 @@ RUN_CONTROL = frozenset(op_name(op) for op in (Continue, StepOver, StepIn, StepO
 class DebugSessionActor(ProcessActor):
     kind_name = KIND
 
-    def on_start(self, key: str, config: dict[str, Any]) -> None:
+    def on_start(self, key: str, config: JSONObject) -> None:
         try:  # the adapter and its program under one hard memory ceiling (capacity.ceiling)
             self.ceiling = ResourceCeiling("debug_session", config)
         except ValueError as e:
@@ -404,15 +405,14 @@ class DebugSessionActor(ProcessActor):
             self.drain_stdout()
             self._feed(data)
 
-    def on_timer(self, tag: Any) -> None:
+    def on_timer(self, tag: ListenDeadline | WaitDue) -> None:
         if isinstance(tag, ListenDeadline):
             waiting = self.link.take_waiting()
             if waiting is not None:
                 message = no_listen_line(self.row, self.stderr_tail())
                 self.error(waiting[1], ErrorCode.DEADLINE, message)
             return
-        if isinstance(tag, WaitDue):
-            self.session.on_timer(tag)
+        self.session.on_timer(tag)
 
     # --- the adapter's end ------------------------------------------------------------------
     def on_exit(self, returncode: int | None) -> None:
@@ -494,7 +494,7 @@ class DebugSessionActor(ProcessActor):
         s = self.session
         return OutputReply(s.output.text(), s.output.dropped, s.state)
 
-    def health_extra(self) -> dict[str, Any]:
+    def health_extra(self) -> JSONObject:
         s = getattr(self, "session", None)
         if s is None:
             return {}
