@@ -22,14 +22,18 @@ Where we differ from ast-grep, SPEC.md decides:
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from tree_sitter import Node
 
 from tether.structural.budget import Budget, unlimited
 from tether.structural.pattern import Internal, MetaVar, Pattern, PNode, Terminal
 
-Env = dict[str, Any]  # name -> Node | list[Node]
+Env = dict[str, "Node | list[Node]"]  # metavariable name -> what it bound
+# what a binding is compared by: a node's span and kind, or a list's spans
+SpanKey = tuple[int, int, int] | tuple[tuple[int, int], ...]
+# a sequence match's state, memoised when it failed: (pattern index, candidate index, the
+# bindings that later pattern nodes see)
+State = tuple[int, int, tuple[tuple[str, SpanKey], ...]]
 
 _ERROR_KIND = 0xFFFF
 
@@ -120,7 +124,7 @@ class Matcher:
             self._later[key] = got
         return got
 
-    def _state(self, ps: tuple[PNode, ...], i: int, j: int, env: Env) -> tuple[Any, ...]:
+    def _state(self, ps: tuple[PNode, ...], i: int, j: int, env: Env) -> State:
         seen = self._names_after(ps, i)
         bound = tuple(sorted((k, _span_key(v)) for k, v in env.items() if k in seen))
         return (i, j, bound)
@@ -173,7 +177,7 @@ class Matcher:
         cs: list[Node],
         j: int,
         env: Env,
-        failed: set[tuple[Any, ...]],
+        failed: set[State],
     ) -> tuple[Env, int] | None:
         src = self.src
         n_ps = len(ps)
@@ -307,7 +311,7 @@ def _names(p: PNode) -> Iterator[str]:
             yield from _names(c)
 
 
-def _span_key(v: Node | list[Node]) -> Any:
+def _span_key(v: Node | list[Node]) -> SpanKey:
     if isinstance(v, list):
         return tuple((n.start_byte, n.end_byte) for n in v)
     return (v.start_byte, v.end_byte, v.kind_id)

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from tether.json_types import JSONObject
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.messages.nested import plain
 from tether.messages.parser_ops import (
@@ -33,7 +34,7 @@ from tether.messages.parser_ops import (
 from tether.structural import ops
 from tether.structural.cache import ParseCache
 from tether.structural.languages import LanguageError, infer
-from tether.structural.pattern import PatternError, compile_pattern, shown
+from tether.structural.pattern import Pattern, PatternError, compile_pattern, shown
 from tether.structural.rewrite import RewriteError, check_template
 from tether.structural.staging import ResolveError, StagedFile, Staging, commit, digest
 from tether.tools.results import ToolResult
@@ -60,9 +61,9 @@ _LOCAL_LOCK = threading.Lock()
 # --- helpers -----------------------------------------------------------------------------
 
 
-def _target(ctx: ToolContext, args: dict[str, Any]) -> tuple[Path, str | None]:
+def _target(ctx: ToolContext, args: JSONObject) -> tuple[Path, str | None]:
     rel = args.get("path")
-    if rel in (None, "", "*", "."):
+    if not isinstance(rel, str) or rel in ("", "*", "."):
         return Path(ctx.workdir), None
     path = ctx.resolve_path(rel)
     if not path.exists():
@@ -133,9 +134,10 @@ def _captures_text(caps: Mapping[str, str]) -> str:
     return ", ".join(parts)
 
 
-def _prepare(ctx: ToolContext, args: dict[str, Any]) -> tuple[Path, str, Any]:
+def _prepare(ctx: ToolContext, args: JSONObject) -> tuple[Path, str, Pattern]:
     path, file_rel = _target(ctx, args)
-    lang = infer(args.get("language"), file_rel)
+    language = args.get("language")
+    lang = infer(language if isinstance(language, str) else None, file_rel)
     pattern = compile_pattern(str(args["pattern"]), lang)
     return path, lang, pattern
 
@@ -147,10 +149,13 @@ def _error(exc: Exception) -> ToolResult:
 # --- ast_grep ----------------------------------------------------------------------------
 
 
-def _search(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+def _search(ctx: ToolContext, args: JSONObject) -> ToolResult:
     try:
         path, lang, pattern = _prepare(ctx, args)
-        limit = int(args.get("max_results") or DEFAULT_MAX_RESULTS)
+        asked = args.get("max_results")
+        limit = (
+            int(asked) if isinstance(asked, int | float | str) and asked else DEFAULT_MAX_RESULTS
+        )
         limit = max(1, min(limit, MAX_MAX_RESULTS))
         replies = _search_shards(
             ctx, Search(root=str(path), lang=lang, pattern=pattern.source, limit=limit)
@@ -209,7 +214,7 @@ def _read_as(contexts: list[str]) -> str:
     return named[0] if len(named) == 1 else f"{', '.join(named[:-1])} or {named[-1]}"
 
 
-def _ast_grep(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+def _ast_grep(ctx: ToolContext, args: JSONObject) -> ToolResult:
     result = _search(ctx, args)
     if not result.is_error:
         warm_after_first_search(ctx, str(args.get("language") or ""), args.get("path"))
@@ -238,7 +243,7 @@ def _diff(rel: str, old: bytes, new: bytes) -> list[str]:
     return list(difflib.unified_diff(a, b, f"a/{rel}", f"b/{rel}", n=1, lineterm=""))
 
 
-def _ast_edit(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+def _ast_edit(ctx: ToolContext, args: JSONObject) -> ToolResult:
     try:
         path, lang, pattern = _prepare(ctx, args)
         rewrite = str(args["rewrite"])
@@ -310,7 +315,7 @@ def _ast_edit(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
 # --- resolve -----------------------------------------------------------------------------
 
 
-def _resolve(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+def _resolve(ctx: ToolContext, args: JSONObject) -> ToolResult:
     edit_id = str(args.get("edit_id", "")).strip()
     action = str(args.get("action", "")).strip().lower()
     staging, lock = _staging(ctx)

@@ -33,7 +33,7 @@ LIST_TIMEOUT = GIT_TIMEOUT + 5.0  # the git actor answers "walk instead" at GIT_
 
 # one call of a gather: (kind, key, op, args)
 PoolCall = tuple[str, str, Sharded | ListFiles | Unindex, None]
-Answers = Sequence[Mapping[str, Any] | ResourceError]
+Answers = Sequence[Mapping[str, object] | ResourceError]  # (read back checked)
 # a tool context's gather, or a runtime's bound to a run: (calls, timeout) -> answers in order
 Gather = Callable[[Sequence[PoolCall], float], Answers]
 
