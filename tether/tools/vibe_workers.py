@@ -21,9 +21,10 @@ import contextlib
 import threading
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from pathlib import Path
+from typing import Any, Literal, Protocol
 
 from tether import worker_views
 from tether.json_types import JSONValue
@@ -48,8 +49,9 @@ from tether.messages.worker_ops import (
     WorkerStatus,
     read_reply,
 )
+from tether.places import Place
 from tether.tools import vibe_changes
-from tether.tools.registry import permission
+from tether.tools.registry import CallSite, Registry, permission
 from tether.tools.spec import Needs, Tier
 from tether.tools.vibe_changes import StagedChange
 from tether.tools.vibe_config import (
@@ -88,8 +90,44 @@ PREPARE_TIMEOUT = 2.0
 PREPARER_IDLE_CHECK = 1.0  # s between the idle preparer's checks that its runtime still runs
 
 
+class WorkerRuntime(Protocol):
+    """What a worker table needs of its run's runtime (tether.runtime.Runtime)."""
+
+    @property
+    def state_dir(self) -> Path: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    def call(
+        self, run_id: str, kind: str, key: str, op: WorkerOp, args: None, timeout: float
+    ) -> Mapping[str, object]: ...
+
+    def gather(
+        self, run_id: str, calls: Sequence[tuple[str, str, Status, None]], timeout: float
+    ) -> Sequence[Mapping[str, object] | ResourceError]: ...
+
+    def connected_kinds(self) -> set[str]: ...
+
+
+class WorkerRun(CallSite, Protocol):
+    """What a worker table needs of its run (tether.run.Run): the call site its workers'
+    prompts are gated at, and these."""
+
+    run_id: str
+    workdir: Path | None
+    state: dict[str, Any]  # per-run state of tool families (the staging, this table)
+    place: Place
+    registry: Registry
+    vibe_config: VibeConfig | None
+
+    def on_close(self, callback: Callable[[], object]) -> None: ...
+
+
 # the worker tables of each runtime, for the per-runtime cap
-_TABLES: weakref.WeakKeyDictionary[Any, weakref.WeakSet[VibeWorkers]] = weakref.WeakKeyDictionary()
+_TABLES: weakref.WeakKeyDictionary[WorkerRuntime, weakref.WeakSet[VibeWorkers]] = (
+    weakref.WeakKeyDictionary()
+)
 _TABLES_LOCK = threading.Lock()
 _MAKING = threading.Lock()  # one run's table is made once, whoever asks first
 
@@ -115,8 +153,9 @@ class Worker:
 class VibeWorkers:
     """One run's vibe workers (kept in `run.state["vibe"]`)."""
 
-    def __init__(self, run: Any, config: VibeConfig):
+    def __init__(self, run: WorkerRun, runtime: WorkerRuntime, config: VibeConfig):
         self.run = run
+        self.runtime = runtime  # (the run's: a run with workers has one)
         self.config = config
         self._lock = threading.RLock()  # (the caps check lists workers under it)
         self._workers: dict[str, Worker] = {}
@@ -124,7 +163,7 @@ class VibeWorkers:
         self._closed = False
         self._prepare_wanted = threading.Event()
         with _TABLES_LOCK:
-            _TABLES.setdefault(run.runtime, weakref.WeakSet()).add(self)
+            _TABLES.setdefault(runtime, weakref.WeakSet()).add(self)
         run.on_close(self.close)
         self._prepare_wanted.set()
         # the overlay probe (~10 ms, once per process) is made here, not in a spawn
@@ -233,8 +272,7 @@ class VibeWorkers:
         self._drop_reaped()
         workers = self.workers()
         fresh = [w for w in workers if not w.gone]
-        rt = self.run.runtime
-        answers = rt.gather(
+        answers = self.runtime.gather(
             self.run.run_id, [(KIND, w.worker_id, Status(), None) for w in fresh], CALL_TIMEOUT
         )
         for worker, answer in zip(fresh, answers, strict=True):
@@ -285,7 +323,7 @@ class VibeWorkers:
                 "wait for one with vibe_wait or stop one with vibe_kill, then spawn again"
             )
         with _TABLES_LOCK:
-            tables = list(_TABLES.get(self.run.runtime, ()))
+            tables = list(_TABLES.get(self.runtime, ()))
         total = sum(len(t.live_ids()) for t in tables)
         if total >= self.config.max_per_runtime:
             raise VibeError(
@@ -322,7 +360,7 @@ class VibeWorkers:
             )
         try:
             return worker_views.choose_kind(
-                workdir, self.run.runtime.state_dir, sandboxed=place is not None
+                workdir, self.runtime.state_dir, sandboxed=place is not None
             )
         except worker_views.ViewError as exc:
             raise VibeError(str(exc)) from exc
@@ -380,7 +418,7 @@ class VibeWorkers:
         """Ask the worker's actor; its reply read back as `expect` (the op's declared one)."""
         if self._closed:
             raise VibeError("this run is closed; its workers are gone")
-        payload = self.run.runtime.call(self.run.run_id, KIND, worker_id, op, None, timeout)
+        payload = self.runtime.call(self.run.run_id, KIND, worker_id, op, None, timeout)
         return read_reply(expect, payload)
 
     def _lost(self, worker: Worker, error: ResourceError) -> None:
@@ -414,8 +452,8 @@ class VibeWorkers:
         thread for the table's life (starting one per spawn cost ~2 ms of the spawn)."""
         if self._probe:
             with contextlib.suppress(Exception):  # (a spawn would probe, and say why)
-                worker_views.overlay_mode(self.run.runtime.state_dir)
-        while not self._closed and not self.run.runtime.closed:
+                worker_views.overlay_mode(self.runtime.state_dir)
+        while not self._closed and not self.runtime.closed:
             if not self._prepare_wanted.wait(PREPARER_IDLE_CHECK):
                 continue
             self._prepare_wanted.clear()
@@ -475,7 +513,7 @@ class VibeWorkers:
         )
 
 
-def _tier_of(run: Any, tool: str, declared: str) -> Tier:
+def _tier_of(run: WorkerRun, tool: str, declared: str) -> Tier:
     """The tier a worker's tool counts as: as declared, else as the registry has it, else
     exec (the strictest: an unknown tool is gated like starting a process)."""
     try:
@@ -506,11 +544,10 @@ def workers_of(ctx: Any) -> VibeWorkers:
     with _MAKING:
         table = run.state.get("vibe")
         if table is None:
-            table = run.state["vibe"] = VibeWorkers(run, config)
+            table = run.state["vibe"] = VibeWorkers(run, run.runtime, config)
     return table  # type: ignore[no-any-return]
 
 
-def _place(run: Any) -> dict[str, Any] | None:
+def _place(run: WorkerRun) -> dict[str, Any] | None:
     """The run's place for its workers (tether.places wire form; None: the host)."""
-    place = getattr(run, "place", None)
-    return place.to_wire() if place is not None and place.kind != "host" else None
+    return run.place.to_wire() if run.place.kind != "host" else None
