@@ -32,6 +32,7 @@ LAYERS: list[set[str]] = [
         "tether.messages",
         "tether.protocol",
         "tether.processes",
+        "tether.owned_process",  # a started process in its place: actors and kernels own one
         "tether.health_node",  # the health tree's node type, built by actors, supervisors, runtime
         "tether.cgroups",  # places make theirs with it, capacity reads and divides its box
         "tether.atomic_files",
@@ -77,6 +78,7 @@ LIBRARIES = {"tether.lsp", "tether.structural", "tether.debug", "tether.kernels"
 LIBRARY_MAY_IMPORT = {
     "tether.messages",
     "tether.processes",
+    "tether.owned_process",  # (the kernel handle's process)
     "tether.private_dirs",
     "tether.scratch",
     "tether.protocol",

@@ -630,7 +630,7 @@ def test_a_launcher_prefixes_the_kernel_command(runtime_factory: Any, workdir: P
     assert failed.is_error and "the launcher '/nonexistent/enter-sandbox'" in failed.text
     eval_tool.configure(run, launcher=["false"])  # a launcher that runs, and fails
     failed = ev(run, "1")
-    assert failed.is_error and "exited (code 1)" in failed.text, failed.text
+    assert failed.is_error and "exited with code 1" in failed.text, failed.text
 
 
 @needs_deno

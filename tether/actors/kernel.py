@@ -43,6 +43,7 @@ from tether.messages.kernel_ops import (
 )
 from tether.places import Place
 from tether.processes import kill_tree
+from tether.owned_process import OwnedProcess
 from tether.scratch import ProcessScratch
 
 START_TIMEOUT = 60.0  # s for a new kernel to answer kernel_info and run its prelude
@@ -141,7 +142,8 @@ class KernelActor(ResourceActor):
     def _new_kernel(self, op: Execute) -> None:
         spare = op.spare
         if spare and not op.launcher:
-            launched = Launched(self.language, spare.pid, spare.directory, dict(spare.connection))
+            adopted = OwnedProcess(spare.pid)  # (the pool's child: reaped there)
+            launched = Launched(self.language, adopted, spare.directory, dict(spare.connection))
             self.handle = KernelHandle(launched, spare.nonce, prelude_done=True)
             if spare.layer is not None:  # its layer is the conversation's from now on
                 self._drop_layer()  # (a reset: the previous layer goes with its kernel)
@@ -320,7 +322,7 @@ class KernelActor(ResourceActor):
         handle = self.handle
         if handle is None or not handle.alive():
             return False, f"{self.name} has no live kernel to kill"
-        kill_tree(handle.pid, grace=0.0, wait=False)
+        handle.process.kill()
         return True, f"sent SIGKILL to {self.name}'s kernel (pid {handle.pid}) and its children"
 
     def on_stop(self) -> None:

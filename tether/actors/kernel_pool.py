@@ -122,7 +122,7 @@ class KernelPoolActor(ResourceActor):
                 self._handshake_tick()
 
     def _handshake_tick(self) -> None:
-        self.handed = [h for h in self.handed if h.popen is None or h.popen.poll() is None]
+        self.handed = [h for h in self.handed if h.process.alive()]
         starting = [h for h in self.spares if not h.ready]
         for handle in starting:
             if time.monotonic() - handle.started_at > START_TIMEOUT:

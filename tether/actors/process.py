@@ -17,6 +17,8 @@ with the actor.
 (bubblewrap for a sandbox), and everything above stays true of the wrapped process (its
 pid is the one watched and killed; the place's init takes the rest down with it). When it
 ends, the place's cgroup is released, and an exit caused by a limit of the place says so.
+Starting, the pidfd, the kill and the words of its end are `OwnedProcess`'s
+(`tether.owned_process`), shared with the kernel handle; the pipes are here.
 """
 
 from __future__ import annotations
@@ -29,20 +31,15 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any
 
-import psutil
-
 from tether.actors.base import FLUSH_RETRY, ResourceActor
 from tether.channels import OutBuffer
 from tether.health_node import HealthNode
-from tether.places import Place, Wrapped, wrap
-from tether.processes import kill_tree, popen_dying_with_us
+from tether.places import Place
+from tether.owned_process import OwnedProcess
 from tether.scratch import ProcessScratch
 
 STDERR_TAIL_BYTES = 8192
 READ_CHUNK = 65536
-# s release gives the kernel to end a SIGKILLed subprocess so that it is reaped here (an init
-# that reaps nothing may adopt it otherwise); never a wait on the process's cooperation
-REAP_WAIT = 0.05
 
 
 @dataclass(frozen=True)
@@ -60,8 +57,7 @@ class ProcessActor(ResourceActor):
 
     def __init__(self) -> None:
         super().__init__()
-        self.proc: subprocess.Popen[bytes] | None = None
-        self._pidfd: int | None = None
+        self.owned: OwnedProcess | None = None  # the subprocess, started in its place
         self._stderr_tail: collections.deque[bytes] = collections.deque()
         self._stderr_len = 0
         self._stdin: OutBuffer | None = None
@@ -70,8 +66,12 @@ class ProcessActor(ResourceActor):
         self._argv: list[str] = []
         self._scratch: ProcessScratch | None = None
         self._made_ahead: ProcessScratch | None = None  # make_scratch_ahead
-        self._wrapped: Wrapped | None = None  # how the subprocess entered its place
         self.place_name = "host"  # where its last subprocess ran (health)
+
+    @property
+    def proc(self) -> subprocess.Popen[bytes] | None:
+        """The subprocess (its pipes, its return code), None before the first spawn."""
+        return self.owned.popen if self.owned is not None else None
 
     # --- provided --------------------------------------------------------------------
     def spawn(
@@ -93,42 +93,31 @@ class ProcessActor(ResourceActor):
         self._argv = list(argv)
         self._release_place()
         self.place_name = (place or Place.host()).describe()
-        if place is not None and place.kind != "host":
-            scratch = [str(self._scratch.base)] if self._scratch is not None else []
-            self._wrapped = wrap(
-                place,
-                argv,
-                cwd=cwd,
-                env=env,
-                workspace=workspace,
-                rw=[*scratch, *(rw or [])],
-                group=self.name.split("/", 1)[0],  # a run's processes share its limits
-                workspace_from=workspace_from,
-            )
-            argv, env, cwd = self._wrapped.argv, self._wrapped.env, self._wrapped.cwd
-        self.proc = popen_dying_with_us(
+        scratch = [str(self._scratch.base)] if self._scratch is not None else []
+        self.owned = owned = OwnedProcess.start(
             argv,
             cwd=cwd,
             env=env,
+            place=place,
+            workspace=workspace,
+            rw=[*scratch, *(rw or [])],
+            group=self.name.split("/", 1)[0],  # a run's processes share its limits
+            workspace_from=workspace_from,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            start_new_session=True,
-            close_fds=True,
         )
-        assert self.proc.stdin and self.proc.stdout and self.proc.stderr
-        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+        proc = owned.popen
+        assert proc is not None and proc.stdin and proc.stdout and proc.stderr
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
             os.set_blocking(stream.fileno(), False)
-        self._stdin = OutBuffer(self.proc.stdin.fileno())
-        self._watched = [self.proc.stdout.fileno(), self.proc.stderr.fileno()]
-        try:
-            self._pidfd = os.pidfd_open(self.proc.pid)
-            self._watched.append(self._pidfd)
-        except (AttributeError, OSError):
-            self._pidfd = None  # old kernel: death is noticed by EOF on stdout
+        self._stdin = OutBuffer(proc.stdin.fileno())
+        self._watched = [proc.stdout.fileno(), proc.stderr.fileno()]
+        if owned.pidfd is not None:  # (else, an old kernel: its end is EOF on stdout)
+            self._watched.append(owned.pidfd)
         if self._life.started:
             self._report_pids()
-        return self.proc.pid
+        return proc.pid
 
     def new_scratch(self, name: str) -> ProcessScratch:
         """A private scratch directory for the next subprocess (start it with its `env()`):
@@ -168,25 +157,17 @@ class ProcessActor(ResourceActor):
         self.stop("crash", message)
 
     def exit_message(self, returncode: int | None) -> str:
-        pid = self.proc.pid if self.proc else "?"
+        owned = self.owned
+        pid = owned.pid if owned is not None else "?"
         argv0 = os.path.basename(self._argv[0]) if self._argv else "subprocess"
-        if self._wrapped is not None:  # (bwrap's exit status says the program's)
-            returncode = self._wrapped.returncode(returncode)
-        how = (
-            f"was killed by signal {-returncode}"
-            if returncode is not None and returncode < 0
-            else f"exited with code {returncode}"
-        )
+        how = owned.how_it_ended(returncode) if owned is not None else "ended"
         tail = self.stderr_tail().strip()
         tail = f"; stderr tail: {tail[-500:]}" if tail else ""
-        limit = self._wrapped.exit_reason(returncode) if self._wrapped is not None else ""
-        how += f": {limit}" if limit else ""
         return f"{self.name}: {argv0} (pid {pid}) {how}{tail}"
 
     def _release_place(self) -> None:
-        wrapped, self._wrapped = self._wrapped, None
-        if wrapped is not None:
-            wrapped.release()
+        if self.owned is not None:
+            self.owned.release_place()
 
     def stderr_tail(self) -> str:
         """The last few KiB of the subprocess's stderr, for status and errors."""
@@ -194,9 +175,8 @@ class ProcessActor(ResourceActor):
 
     def kill_process(self, sig: int = signal.SIGKILL) -> None:
         """Send `sig` to the subprocess's process group (fault injection, hard stops)."""
-        if self.proc is not None and self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, sig)
+        if self.owned is not None:
+            self.owned.signal_group(sig)
 
     def health_node(self) -> HealthNode:
         """Health, with the place its subprocess runs in (tether.places)."""
@@ -209,13 +189,7 @@ class ProcessActor(ResourceActor):
         return list(self._watched)
 
     def owned_pids(self) -> list[int]:
-        if self.proc is None or self.proc.returncode is not None:
-            return []
-        try:
-            children = psutil.Process(self.proc.pid).children(recursive=True)
-        except psutil.NoSuchProcess:
-            return []
-        return [self.proc.pid, *(c.pid for c in children)]
+        return self.owned.owned_pids() if self.owned is not None else []
 
     def inject_kill_process(self) -> tuple[bool, str]:
         if self.proc is None or self.proc.poll() is not None:
@@ -225,7 +199,7 @@ class ProcessActor(ResourceActor):
         return True, f"sent SIGKILL to {self.name}'s process group {pid}"
 
     def handle_watch(self, ready: list[int]) -> None:
-        proc = self.proc
+        proc, pidfd = self.proc, self.owned.pidfd if self.owned is not None else None
         if proc is None or (proc.stdout is not None and proc.stdout.closed):
             return  # released (or its exit handled): a late event for closed pipes
         if proc.stdout is not None and proc.stdout.fileno() in ready:
@@ -235,10 +209,10 @@ class ProcessActor(ResourceActor):
         if proc.stderr is not None and proc.stderr.fileno() in ready:
             self._read(proc.stderr.fileno(), self._add_stderr)
         if (
-            (self._pidfd is not None and self._pidfd in ready)
+            (pidfd is not None and pidfd in ready)
             or not self._watched
             or (
-                self._pidfd is None
+                pidfd is None
                 and proc.stdout is not None
                 and proc.stdout.fileno() not in self._watched
             )
@@ -319,10 +293,8 @@ class ProcessActor(ResourceActor):
         self._watched = []
         if self._stdin is not None:
             self._stdin.close()
-        if self._pidfd is not None:
-            with contextlib.suppress(OSError):
-                os.close(self._pidfd)
-            self._pidfd = None
+        if self.owned is not None:
+            self.owned.close_pidfd()
         if self.proc is not None:
             for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
                 if stream is not None:
@@ -347,16 +319,12 @@ class ProcessActor(ResourceActor):
 
     def release(self) -> None:
         super().release()
-        proc = self.proc
-        if proc is not None:
+        if self.owned is not None:
             # SIGKILL to the group and every descendant at once: a SIGTERM grace period
             # (0.5 s, then up to 1 s more) held the handler, and so the actor's exit and the
             # host's news of it, for as long as the process took to cooperate. A graceful
             # exit is the protocol's business, asked for in on_stop (LSP shutdown/exit).
-            if proc.poll() is None:
-                kill_tree(proc.pid, grace=0.0, wait=False)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=REAP_WAIT)
+            self.owned.kill()
             self._close_pipes()
         self._remove_scratch()
         self._release_place()

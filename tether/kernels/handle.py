@@ -6,8 +6,6 @@ their loops (messages, timers, its pidfd)."""
 from __future__ import annotations
 
 import contextlib
-import os
-import select
 import time
 from typing import Any
 
@@ -18,7 +16,6 @@ from tether.kernels.launch import Launched, discard
 from tether.kernels.layer import Layer
 from tether.kernels.wire import KernelWire
 from tether.messages.kernel_ops import Spare
-from tether.processes import kill_tree
 
 
 def tree_rss_mb(pid: int) -> float:
@@ -54,16 +51,17 @@ class KernelHandle:
         self.got_iopub = False
         self.prelude_id = ""
         self.failed = ""
-        wrapped = launched.wrapped
+        self.process = launched.process
+        wrapped = self.process.wrapped
         self.refused_seen = wrapped.baseline[1] if wrapped is not None else 0
-        try:
-            self.pidfd: int | None = os.pidfd_open(launched.pid)
-        except OSError:
-            self.pidfd = None
 
     @property
     def pid(self) -> int:
-        return self.launched.pid
+        return self.process.pid
+
+    @property
+    def pidfd(self) -> int | None:
+        return self.process.pidfd
 
     def fds(self) -> list[int]:
         return [*self.wire.fds(), *([self.pidfd] if self.pidfd is not None else [])]
@@ -116,74 +114,39 @@ class KernelHandle:
 
     def exited(self) -> bool:
         """The kernel process has ended (its pidfd is readable: no /proc read)."""
-        if self.pidfd is None:
-            return not self.alive()
-        return bool(select.select([self.pidfd], [], [], 0)[0])
+        return self.process.exited()
 
     def alive(self) -> bool:
-        popen = self.launched.popen
-        if popen is not None:
-            return popen.poll() is None
-        try:
-            return psutil.Process(self.pid).status() != psutil.STATUS_ZOMBIE
-        except psutil.NoSuchProcess:
-            return False
+        return self.process.alive()
 
     def exit_text(self) -> str:
-        popen = self.launched.popen
-        code = popen.poll() if popen is not None else None
-        if self.launched.wrapped is not None:  # (bwrap's exit status says the kernel's)
-            code = self.launched.wrapped.returncode(code)
-        how = (
-            f"was killed by signal {-code}"
-            if code is not None and code < 0
-            else f"exited (code {code})"
-            if code is not None
-            else "died"
-        )
+        how = self.process.how_it_ended(self.process.poll())
         tail = self.launched.log_tail(400)
-        wrapped = self.launched.wrapped
-        limit = wrapped.exit_reason(code) if wrapped is not None else ""
-        return (
-            f"the {self.language} kernel (pid {self.pid}) {how}"
-            + (f": {limit}" if limit else "")
-            + (f"; its last words: {tail}" if tail else "")
+        return f"the {self.language} kernel (pid {self.pid}) {how}" + (
+            f"; its last words: {tail}" if tail else ""
         )
 
     def limits_hit(self) -> list[str]:
         """What the place refused since the last look (a fork over its pids limit): the
         cell failed on it, and its result should say why."""
-        wrapped = self.launched.wrapped
-        if wrapped is None or wrapped.cgroup is None:
-            return []
-        refused = wrapped.cgroup.pids_refused()
+        refused = self.process.limits_refused()
         if refused <= self.refused_seen:
             return []
         self.refused_seen = refused
-        limit = wrapped.place.limits.pids
+        limit = self.process.place.limits.pids
         return [
             f"the conversation's place refused new processes: it holds {limit} at most "
             "(a fork bomb or a runaway pool); end some, or ask for a higher limit"
         ]
 
     def owned_pids(self) -> list[int]:
-        try:
-            return [self.pid, *(c.pid for c in psutil.Process(self.pid).children(recursive=True))]
-        except psutil.NoSuchProcess:
-            return []
+        return self.process.owned_pids()
 
     def close(self) -> None:
         """Kill the kernel's whole tree (never waiting on it), stop the wire, remove files."""
-        kill_tree(self.pid, grace=0.0, wait=False)
-        popen = self.launched.popen
-        if popen is not None:
-            with contextlib.suppress(Exception):
-                popen.wait(timeout=0.05)
+        self.process.kill()
         self.wire.close()
-        if self.pidfd is not None:
-            with contextlib.suppress(OSError):
-                os.close(self.pidfd)
-            self.pidfd = None
+        self.process.close_pidfd()
         discard(self.launched)
 
     def handover(self) -> Spare:
@@ -201,7 +164,4 @@ class KernelHandle:
     def detach(self) -> None:
         """Handed over: stop talking to it here, without killing it."""
         self.wire.close()
-        if self.pidfd is not None:
-            with contextlib.suppress(OSError):
-                os.close(self.pidfd)
-            self.pidfd = None
+        self.process.close_pidfd()

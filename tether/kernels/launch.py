@@ -41,16 +41,16 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from jupyter_client.connect import write_connection_file
 
 from tether.kernels.layer import Layer
-from tether.places import Place, PlaceError, Wrapped, relay, wrap
+from tether.places import Place, PlaceError, relay
 from tether.private_dirs import default_state_dir, ensure_private_dir
-from tether.processes import popen_dying_with_us
+from tether.owned_process import OwnedProcess
 from tether.scratch import ProcessScratch
 
 LANGUAGES = ("python", "javascript")
@@ -93,15 +93,18 @@ def check_language(language: str) -> None:
 
 @dataclass
 class Launched:
-    """A kernel process just started: what its owner needs to talk to it and kill it."""
+    """A kernel process just started: what its owner needs to talk to it and kill it
+    (`process`: started here, or a spare's handed over, not our child)."""
 
     language: str
-    pid: int
+    process: OwnedProcess
     directory: str
     connection: dict[str, Any]  # the connection file's content (transport, ports, key)
-    popen: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     log_start: int = 0  # where its log's news begins: past its start-up banner once ready
-    wrapped: Wrapped | None = field(default=None, repr=False)  # how it entered its place
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
 
     def log_tail(self, limit: int = 2000) -> str:
         """The end of the kernel's own stdout/stderr since `log_start` (its crash message,
@@ -220,30 +223,21 @@ def launch(
     env = kernel_env(scratch, root)
     if place.kind != "host":  # its profile and config are its own, not the runtime's
         env.update(_own_state(directory))
-    with _discard_on_error(directory, launcher):
-        wrapped = wrap(
-            place,
+    with open(directory / "kernel.log", "wb") as log, _discard_on_error(directory, launcher):
+        process = OwnedProcess.start(
             argv,
             cwd=cwd,
             env=env,
+            place=place,
             workspace=cwd,
             rw=[str(directory), *([layer.directory] if layer else [])],
             ro=[*(layer.toolchains() if layer else []), *([relay.__file__] if inside else [])],
             group=group,
-        )
-    with open(directory / "kernel.log", "wb") as log, _discard_on_error(directory, launcher):
-        start = popen_dying_with_us if die_with_us else subprocess.Popen
-        popen = start(
-            wrapped.argv,
-            cwd=wrapped.cwd,
-            env=wrapped.env,
-            stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
-            start_new_session=True,
-            close_fds=True,
+            die_with_us=die_with_us,
         )
-    return Launched(language, popen.pid, str(directory), info, popen, wrapped=wrapped)
+    return Launched(language, process, str(directory), info)
 
 
 def relayed(directory: Path, info: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, int]]]:
@@ -296,5 +290,4 @@ def discard(launched: Launched) -> None:
     """Remove a kernel's private directory (its process is its owner's business), and its
     place's cgroup if nothing else of the place runs in it."""
     shutil.rmtree(launched.directory, ignore_errors=True)
-    if launched.wrapped is not None:
-        launched.wrapped.release()
+    launched.process.release_place()
