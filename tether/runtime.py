@@ -92,7 +92,7 @@ __all__ = [
 class Runtime:
     """A running actor tree. Build it with `Runtime.start()`; use it as a context manager."""
 
-    def __init__(self, *, _token: object = None, **_: Any):
+    def __init__(self, *, _token: object = None, **_: object):  # (only to refuse them)
         if _token is not _START_TOKEN:
             raise TypeError("build a Runtime with Runtime.start(...), not Runtime(...)")
         self.admin_port = 0
@@ -471,7 +471,7 @@ class Runtime:
         return node
 
     def inject(
-        self, fault: str, target: str = "", timeout: float = 5.0, **args: Any
+        self, fault: str, target: str = "", timeout: float = 5.0, **args: float
     ) -> dict[str, Any]:
         """Inject a fault into the actor named `target` (as health() names it):
         kill_process (SIGKILL its OS process), crash_actor (SIGKILL the actor itself),

@@ -31,6 +31,7 @@ from tether.host.accounting import Admin
 from tether.host.engine import CallEngine
 from tether.host.portfile import pick_port, port_listening
 from tether.kinds import KindSpec
+from tether.messages.calls import Reply
 from tether.messages.control import Hello
 from tether.private_dirs import STATE_DIR_ENV
 from tether.processes import (
@@ -213,7 +214,9 @@ def greet_root(asys: ActorSystem, engine: CallEngine, call_id: str, timeout: flo
         host_create_time=me.create_time(),
         kinds=[k.to_wire() for k in engine.kinds.values()],
     )
-    reply, addresses = engine.ask(root, hello, hello.call_id, timeout, "start the tree")
+    what = "start the tree"
+    reply, addresses = engine.ask(root, hello, hello.call_id, timeout, what, expect=Reply)
+    assert isinstance(addresses, dict)  # (the root sends its supervisors' addresses by name)
     return RootHello(root, dict(reply.payload), dict(addresses))
 
 

@@ -16,19 +16,29 @@ from __future__ import annotations
 import contextlib
 import threading
 import weakref
-from typing import Any
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # (thespian publishes no types: mypy cannot check these)
+    from thespian.actors import ActorAddress, ActorSystem, ExternalContext
 
 
 class Contexts:
     """One thespian private() context per calling thread, closed when the thread is gone."""
 
-    def __init__(self, asys: Any):
+    def __init__(self, asys: ActorSystem):
         self._asys = asys
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._all: list[tuple[weakref.ref[threading.Thread], Any, Any]] = []
+        self._all: list[
+            tuple[
+                weakref.ref[threading.Thread],
+                AbstractContextManager[ExternalContext],
+                ExternalContext,
+            ]
+        ] = []
 
-    def get(self) -> Any:
+    def get(self) -> ExternalContext:
         ctx = getattr(self._local, "ctx", None)
         if ctx is not None:
             return ctx
@@ -63,7 +73,7 @@ class Contexts:
         return len(self._all)
 
 
-def post(ctx: Any, address: Any, data: bytes) -> None:
+def post(ctx: ExternalContext, address: ActorAddress, data: bytes) -> None:
     """Queue `data` for `address` on `ctx` (a private() context) and return at once. The
     transmit goes on while the thread next waits on `ctx` (`listen`), as thespian's own
     `ask` does; a receiver that never takes it holds nothing but that transmit (thespian

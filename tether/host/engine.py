@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tether.call_scope import CancelHandle
 from tether.channels import ChannelGone, HostChannels
@@ -40,12 +40,31 @@ from tether.host.routes import (
     Target,
     target_name,
 )
-from tether.host.wait import CallWait, Got
+from tether.host.wait import Answer, CallWait, Extra, Got
 from tether.kinds import KindSpec, Scope
 from tether.messages.calls import Call, ErrorCode, Reply, ResourceError
 from tether.messages.codec import CodecError, encode
-from tether.messages.control import ListHops, Route
-from tether.messages.ops import is_op, op_args, op_name
+from tether.messages.control import (
+    CloseRun,
+    HealthQuery,
+    HealthReport,
+    Hello,
+    Inject,
+    ListHops,
+    ListKeys,
+    OpenRun,
+    Route,
+)
+from tether.messages.ops import op_args, op_name
+
+if TYPE_CHECKING:
+    from thespian.actors import ActorAddress, ActorSystem, ExternalContext  # (no published types)
+
+    from tether.runtime_port import GatherCall, Op
+
+# a control message the host asks a tree node (`ask`), and what it is answered with
+Control = Hello | ListHops | OpenRun | CloseRun | ListKeys | HealthQuery | Inject
+A = TypeVar("A", Reply, HealthReport)
 
 DEFAULT_CALL_TIMEOUT = 30.0
 
@@ -57,7 +76,7 @@ class NodeGone(Exception):
 class CallEngine:
     def __init__(
         self,
-        asys: Any,
+        asys: ActorSystem,
         kinds: Mapping[str, KindSpec],
         next_id: Callable[[], str],
         closed: Callable[[], bool],
@@ -104,20 +123,23 @@ class CallEngine:
         run_id: str,
         kind: str,
         key: str,
-        op: str | Any,
+        op: Op,
         args: Mapping[str, Any] | None,
         timeout: float,
         idempotent: bool,
     ) -> tuple[Call, bytes]:
         """`op`: an op instance of the kind's vocabulary (`tether.messages.ops`), or its
-        name with `args`."""
-        if is_op(op):
+        name with `args`. (`args`, like Call.args and Reply.payload: msgpack values and the
+        registered dataclasses that travel inside them, shaped by each op.)"""
+        if isinstance(op, str):
+            name = op
+        else:
             if args:
                 raise ResourceError(
                     ErrorCode.BAD_REQUEST,
                     f"{op_name(op)} is an op instance: its fields are its arguments, pass no args",
                 )
-            op, args = op_name(op), op_args(op)
+            name, args = op_name(op), op_args(op)
         if not isinstance(timeout, int | float) or timeout <= 0:
             raise ResourceError(
                 ErrorCode.BAD_REQUEST,
@@ -135,7 +157,7 @@ class CallEngine:
             run_id=str(run_id),
             kind=kind,
             key=str(key),
-            op=op,
+            op=name,
             args=dict(args or {}),
             deadline=time.monotonic() + timeout,
             idempotent=bool(idempotent),
@@ -146,7 +168,7 @@ class CallEngine:
         except CodecError as exc:
             raise ResourceError(
                 ErrorCode.BAD_REQUEST,
-                f"arguments of {kind}.{op} cannot be sent to an actor: {exc}; use str, int, "
+                f"arguments of {kind}.{name} cannot be sent to an actor: {exc}; use str, int, "
                 "float, bool, None, lists and dicts only",
             ) from exc
 
@@ -155,7 +177,7 @@ class CallEngine:
         run_id: str,
         kind: str,
         key: str,
-        op: str | Any,
+        op: Op,
         args: Mapping[str, Any] | None = None,
         timeout: float = DEFAULT_CALL_TIMEOUT,
         idempotent: bool = False,
@@ -174,7 +196,7 @@ class CallEngine:
     def gather(
         self,
         run_id: str,
-        calls: Sequence[tuple[str, str, str | Any, Mapping[str, Any] | None]],
+        calls: Sequence[GatherCall],
         timeout: float = DEFAULT_CALL_TIMEOUT,
         idempotent: bool = False,
         cancel: CancelHandle | None = None,
@@ -206,7 +228,7 @@ class CallEngine:
 
     def run_flights(
         self, flights: Sequence[Flight], deadline: float, cancel: CancelHandle | None = None
-    ) -> list[tuple[Flight, Reply | ResourceError | None]]:
+    ) -> list[tuple[Flight, Answer | None]]:
         """Send `flights` and wait for their answers (None: none before the deadline)."""
         ctx = self.contexts.get()
         by_id = {f.call.call_id: f for f in flights}
@@ -224,7 +246,7 @@ class CallEngine:
         got.update(refused)
         return [(f, got[f.call.call_id][0] if f.call.call_id in got else None) for f in flights]
 
-    def send(self, ctx: Any, flight: Flight) -> None:
+    def send(self, ctx: ExternalContext, flight: Flight) -> None:
         """Send a call on its way: straight to its resource actor when the host knows it,
         else as a Route to the nearest supervisor on its way."""
         if self.broken is not None:
@@ -256,7 +278,7 @@ class CallEngine:
         flight.via = hop
         self.tell(ctx, hop.address, encode(Route(flight.data, flight.after_incarnation)))
 
-    def _send_direct(self, ctx: Any, flight: Flight, route: DirectRoute) -> None:
+    def _send_direct(self, ctx: ExternalContext, flight: Flight, route: DirectRoute) -> None:
         """Send to the actor itself: on this thread's call channel to it, or through thespian
         when the channel is busy. ChannelGone: the actor is stopping or gone, nothing sent."""
         flight.route, flight.incarnation, flight.via = route, route.incarnation, None
@@ -272,15 +294,18 @@ class CallEngine:
     # --- control messages to the tree ------------------------------------------------
     def ask(
         self,
-        address: Any,
-        msg: Any,
+        address: ActorAddress,
+        msg: Control,
         call_id: str,
         timeout: float,
         what: str,
         holder: DirectRoute | None = None,
-    ) -> tuple[Reply, Any]:
-        """One control message and its answer (never inside another wait of this thread).
-        `holder`: the node it goes to; if its process goes, `NodeGone` is raised."""
+        *,
+        expect: type[A],
+    ) -> tuple[A, Extra]:
+        """One control message and its answer, an `expect` (never inside another wait of
+        this thread). `holder`: the node it goes to; if its process goes, `NodeGone` is
+        raised."""
         self.check_open()
         ctx = self.contexts.get()
         self.tell(ctx, address, encode(msg))
@@ -295,11 +320,24 @@ class CallEngine:
         answer, extra = got[call_id]
         if isinstance(answer, ResourceError):
             raise answer
+        if not isinstance(answer, expect):
+            raise ResourceError(
+                ErrorCode.FAILED,
+                f"the tree answered {type(answer).__name__} where {expect.__name__} was due "
+                f"when trying to {what}",
+            )
         return answer, extra
 
     def ask_node(
-        self, target: Target, msg: Any, call_id: str, timeout: float, what: str
-    ) -> tuple[Reply, Any]:
+        self,
+        target: Target,
+        msg: Control,
+        call_id: str,
+        timeout: float,
+        what: str,
+        *,
+        expect: type[A],
+    ) -> tuple[A, Extra]:
         """`ask` a supervisor of the tree. One that restarted is found again through the
         root (which answers once it is up), and one that dies while it holds `msg` is
         asked again (the control messages are safe to repeat: open, close, list, health),
@@ -319,8 +357,9 @@ class CallEngine:
                         + ("check rt.health()" if state == "failed" else "try again in a moment"),
                     )
             try:
+                left = deadline - time.monotonic()
                 return self.ask(
-                    route.address, msg, call_id, deadline - time.monotonic(), what, holder=route
+                    route.address, msg, call_id, left, what, holder=route, expect=expect
                 )
             except NodeGone:  # (it started nothing we wait for: ask its successor)
                 self.routes.forget(target, route.incarnation)
@@ -336,22 +375,24 @@ class CallEngine:
                 ErrorCode.UNAVAILABLE, "the actor tree's root is gone; check rt.health()"
             )
         msg = ListHops(self.next_id(), f"{wait_for[1]}:{wait_for[2]}" if wait_for else "")
+        what = "find the tree's supervisors"
         reply, addresses = self.ask(
-            root.address, msg, msg.call_id, max(timeout, 0.001), "find the tree's supervisors"
+            root.address, msg, msg.call_id, max(timeout, 0.001), what, expect=Reply
         )
+        assert isinstance(addresses, dict)  # (the root sends its supervisors' addresses by name)
         self.learn_tree(reply.payload, addresses)
         return {
             name: (state, error) for name, (state, error) in reply.payload.get("down", {}).items()
         }
 
-    def learn_tree(self, payload: Mapping[str, Any], addresses: Mapping[str, Any]) -> None:
+    def learn_tree(self, payload: Mapping[str, Any], addresses: Mapping[str, ActorAddress]) -> None:
         """The root's answer to Hello or ListHops: where its supervisors are."""
         for kind, key, incarnation, pid in payload.get("hops", []):
             address = addresses.get(f"{kind}:{key}")
             if address is not None:
                 self.routes.add(("", kind, key), address, int(incarnation), int(pid))
 
-    def tell(self, ctx: Any, address: Any, data: bytes) -> None:
+    def tell(self, ctx: ExternalContext, address: ActorAddress, data: bytes) -> None:
         try:
             post(ctx, address, data)  # (never waits on the receiver: the wait that follows does)
         except Exception as exc:
@@ -371,14 +412,13 @@ class CallEngine:
             "or restart the runtime",
         )
 
-    def _payload(
-        self, answer: tuple[Flight, Reply | ResourceError | None], timeout: float
-    ) -> dict[str, Any]:
+    def _payload(self, answer: tuple[Flight, Answer | None], timeout: float) -> dict[str, Any]:
         flight, reply = answer
         if reply is None:
             raise self.deadline_error(flight.call, timeout)
         if isinstance(reply, ResourceError):
             raise reply
+        assert isinstance(reply, Reply)  # (a call's answer: only a health query gets a report)
         if not reply.ok:
             raise ResourceError(reply.error, reply.message)
         return dict(reply.payload)

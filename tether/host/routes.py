@@ -27,13 +27,16 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tether.channels import HostChannel
 from tether.messages.calls import Call
 from tether.messages.codec import encode
 from tether.messages.control import RouteInfo
 from tether.processes import proc_create_time, same_process
+
+if TYPE_CHECKING:  # (thespian publishes no types: mypy cannot check these)
+    from thespian.actors import ActorAddress
 
 Target = tuple[str, str, str]  # (run_id or "", kind, key)
 
@@ -62,7 +65,7 @@ def target_name(target: Target) -> str:
 @dataclass(frozen=True)
 class DirectRoute:
     target: Target
-    address: Any  # the node's thespian address
+    address: ActorAddress
     incarnation: int
     pid: int  # the node's process
     create_time: float
@@ -104,12 +107,12 @@ class RouteTable:
                 return route
         return None
 
-    def learn(self, info: RouteInfo, address: Any) -> DirectRoute:
+    def learn(self, info: RouteInfo, address: ActorAddress) -> DirectRoute:
         """Keep the route `info` names (unless a newer one is known) and return it; one
         whose process is gone already is returned, not kept (`alive()` is False)."""
         return self.add((info.run_id, info.kind, info.key), address, info.incarnation, info.pid)
 
-    def add(self, target: Target, address: Any, incarnation: int, pid: int) -> DirectRoute:
+    def add(self, target: Target, address: ActorAddress, incarnation: int, pid: int) -> DirectRoute:
         created = proc_create_time(pid) if pid else 0.0
         route = DirectRoute(target, address, incarnation, pid, created)
         if not created:

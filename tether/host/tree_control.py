@@ -16,7 +16,7 @@ from tether.health_node import HealthNode
 from tether.host.engine import CallEngine
 from tether.host.routes import ROOT, Target
 from tether.kinds import KindSpec, Scope
-from tether.messages.calls import ErrorCode, ResourceError
+from tether.messages.calls import ErrorCode, Reply, ResourceError
 from tether.messages.control import CloseRun, HealthQuery, HealthReport, Inject, ListKeys, OpenRun
 
 FAULTS = ("kill_process", "crash_actor", "delay", "drop_reply", "memory_pressure")
@@ -26,7 +26,9 @@ RUNS: Target = ("", "runs", "")
 def open_run(engine: CallEngine, call_id: str, run_id: str, timeout: float) -> None:
     """Start (or find) the RunActor of `run_id`, and learn where it is. Idempotent."""
     msg = OpenRun(call_id, run_id)
-    reply, address = engine.ask_node(RUNS, msg, call_id, timeout, f"open run {run_id!r}")
+    reply, address = engine.ask_node(
+        RUNS, msg, call_id, timeout, f"open run {run_id!r}", expect=Reply
+    )
     if not reply.ok:
         raise ResourceError(reply.error, reply.message)
     payload = reply.payload
@@ -38,7 +40,8 @@ def open_run(engine: CallEngine, call_id: str, run_id: str, timeout: float) -> N
 def close_run(engine: CallEngine, call_id: str, run_id: str, timeout: float) -> None:
     """Stop the RunActor of `run_id` and the run-scoped actors under it."""
     engine.routes.forget_run(run_id)
-    engine.ask_node(RUNS, CloseRun(call_id, run_id), call_id, timeout, f"close run {run_id!r}")
+    what = f"close run {run_id!r}"
+    engine.ask_node(RUNS, CloseRun(call_id, run_id), call_id, timeout, what, expect=Reply)
 
 
 def declared_keys(kinds: Mapping[str, KindSpec], kind: str) -> list[str] | None:
@@ -60,7 +63,8 @@ def running_keys(engine: CallEngine, call_id: str, kind: str, timeout: float) ->
     """The keys of the actors of shared kind `kind` running now (its supervisor knows)."""
     target: Target = ("", "supervisor", kind)
     what = f"list the keys of {kind!r}"
-    reply, _ = engine.ask_node(target, ListKeys(call_id, kind), call_id, timeout, what)
+    msg = ListKeys(call_id, kind)
+    reply, _ = engine.ask_node(target, msg, call_id, timeout, what, expect=Reply)
     return [str(key) for key in reply.payload.get("keys", [])]
 
 
@@ -69,12 +73,11 @@ def tree_health(engine: CallEngine, query_id: str, deadline: float, timeout: flo
     (time.monotonic) and speaks for those that do not answer."""
     query = HealthQuery(query_id, deadline)
     what = "report the health of the actor tree"
-    report, _ = engine.ask_node(ROOT, query, query_id, timeout, what)
-    assert isinstance(report, HealthReport)
+    report, _ = engine.ask_node(ROOT, query, query_id, timeout, what, expect=HealthReport)
     return cast(HealthNode, dict(report.node))  # (each node built by health_node)
 
 
-def check_fault(fault: str, args: Mapping[str, Any]) -> None:
+def check_fault(fault: str, args: Mapping[str, float]) -> None:
     """A ValueError saying how to call `rt.inject` if `fault` or its `args` are wrong."""
     if fault not in FAULTS:
         raise ValueError(f"unknown fault {fault!r}; faults: {', '.join(FAULTS)}")
@@ -95,12 +98,13 @@ def inject(
     call_id: str,
     fault: str,
     target: str,
-    args: Mapping[str, Any],
+    args: Mapping[str, float],
     timeout: float,
 ) -> dict[str, Any]:
     """Hand the fault to the root, which finds `target` (as health names it)."""
     msg = Inject(call_id, fault, target, dict(args))
-    reply, _ = engine.ask_node(ROOT, msg, call_id, timeout, f"inject {fault} into {target!r}")
+    what = f"inject {fault} into {target!r}"
+    reply, _ = engine.ask_node(ROOT, msg, call_id, timeout, what, expect=Reply)
     if not reply.ok:
         raise ResourceError(reply.error, reply.message)
     return dict(reply.payload)
@@ -112,7 +116,9 @@ def evict(engine: CallEngine, call_id: str, name: str, why: str, timeout: float)
     refused (inside a call) or did not answer."""
     msg = Inject(call_id, "evict", name, {"why": why})
     try:
-        reply, _ = engine.ask_node(ROOT, msg, call_id, timeout, f"stop {name!r} for room")
+        reply, _ = engine.ask_node(
+            ROOT, msg, call_id, timeout, f"stop {name!r} for room", expect=Reply
+        )
     except ResourceError:
         return False
     return bool(reply.ok)

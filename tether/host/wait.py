@@ -15,17 +15,19 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeAlias
 
 from tether.call_scope import CancelHandle
 from tether.channels import ChannelGone, HostChannel, wait_readable
 from tether.host.routes import DirectRoute, Flight, Gone, target_name
 from tether.messages.calls import ErrorCode, Reply, ResourceError
 from tether.messages.codec import CodecError, decode, encode
-from tether.messages.control import CancelCall, RouteInfo
+from tether.messages.control import CancelCall, HealthReport, RouteInfo
 from tether.supervisors.policy import GoneAction, call_outcome_when_gone
 
 if TYPE_CHECKING:
+    from thespian.actors import ActorAddress, ExternalContext  # (no published types)
+
     from tether.host.engine import CallEngine
 
 WATCH_PERIOD = 0.5  # while a call waits, how often the host checks the process holding it
@@ -43,7 +45,11 @@ BROKEN_CHECK = 0.1
 # tree node holding it (rare messages: a tighter watch than a call's costs nothing)
 NODE_WATCH = 0.1
 
-Got = dict[str, tuple[Any, Any]]  # call id -> (Reply | ResourceError | report, extra)
+# what thespian carries beside an answer's bytes: the address of the node that took a
+# call (RouteInfo, OpenRun), or of each supervisor by "kind:key" (Hello, ListHops)
+Extra: TypeAlias = "ActorAddress | dict[str, ActorAddress] | None"
+Answer: TypeAlias = Reply | HealthReport | ResourceError
+Got: TypeAlias = dict[str, tuple[Answer, Extra]]  # call id -> (answer, extra)
 
 
 class CallWait:
@@ -54,7 +60,7 @@ class CallWait:
     def __init__(
         self,
         engine: CallEngine,
-        ctx: Any,
+        ctx: ExternalContext,
         wanted: set[str],
         deadline: float,
         flights: dict[str, Flight],
@@ -168,7 +174,7 @@ class CallWait:
             for data in frames:
                 self._take(data)
 
-    def _take(self, msg: Any) -> None:
+    def _take(self, msg: object) -> None:
         """One message that arrived while waiting."""
         extra = None
         if isinstance(msg, tuple) and len(msg) == 2 and isinstance(msg[0], bytes):
@@ -191,7 +197,7 @@ class CallWait:
             return
         self.got[ident] = (obj, extra)
 
-    def _route_info(self, info: RouteInfo, address: Any) -> None:
+    def _route_info(self, info: RouteInfo, address: ActorAddress) -> None:
         """A supervisor handed a call on: learn where that node is; the call's holder is
         now that process (watched while we wait)."""
         route = self.engine.routes.learn(info, address)
