@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import psutil
 
 from tether.health_node import HealthNode
+from tether.host.portfile import PortRecord
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.processes import (
     kill_tree,
@@ -128,7 +129,7 @@ class ProcessAccount:
             with contextlib.suppress(Exception):
                 kill_tree(proc.pid, grace=0.0)
 
-    def port_record(self, admin_port: int, secret: bytes) -> dict[str, object]:
+    def port_record(self, admin_port: int, secret: bytes) -> PortRecord:
         """What the port file keeps for the next host's reaper (tether.host.portfile) and
         for `tether status` (the secret: the file is 0600 in a private dir)."""
         me = psutil.Process()

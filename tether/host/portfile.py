@@ -31,11 +31,12 @@ import secrets
 import socket
 import stat
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import psutil
 
 from tether.host.thespian_patches import LOOPBACK
+from tether.json_types import JSONObject, JSONValue
 from tether.private_dirs import (
     StateDirError,
     check_private_dir,
@@ -52,6 +53,21 @@ from tether.processes import (
 )
 
 MAX_PORT_FILE = 65536
+
+
+class PortRecord(TypedDict):
+    """What a port file holds (`Accounting.port_record` builds it). Read back, a file is
+    foreign JSON (`read_port_file`): anyone who can write the state dir may have made it."""
+
+    admin_port: int
+    host_pid: int
+    host_create_time: float
+    admin_pid: int
+    admin_create_time: float
+    admin_sid: int
+    root_pid: int
+    token: str
+    secret: str  # the transport secret, hex
 
 
 def _admin_port_range() -> tuple[int, int]:
@@ -92,7 +108,7 @@ def pick_port() -> int:
     raise OSError("no free loopback port found for the actor system's admin")
 
 
-def write_port_file(directory: Path, data: dict[str, Any]) -> Path:
+def write_port_file(directory: Path, data: PortRecord) -> Path:
     """Write `data` as `directory/<admin_port>.json`, mode 0600, atomically (write a new
     file, then rename), in the private directory (created if needed)."""
     ensure_private_dir(directory)
@@ -110,7 +126,7 @@ def write_port_file(directory: Path, data: dict[str, Any]) -> Path:
     return path
 
 
-def read_port_file(path: Path) -> dict[str, Any]:
+def read_port_file(path: Path) -> JSONObject:
     """The record in a port file. Raises StateDirError if the file is not one this user
     wrote (a symlink, not a regular file, another owner, writable by others), ValueError
     if it does not hold a JSON object, OSError if it cannot be read."""
@@ -124,13 +140,13 @@ def read_port_file(path: Path) -> dict[str, Any]:
                 f"{path} was not written by you (owner uid {info.st_uid}, mode "
                 f"{stat.S_IMODE(info.st_mode):o}); it is ignored"
             )
-        data = json.loads(src.read(MAX_PORT_FILE))
+        data: JSONValue = json.loads(src.read(MAX_PORT_FILE))
     if not isinstance(data, dict):
         raise ValueError(f"{path} does not hold a port record")
     return data
 
 
-def _proven(pid: Any, create_time: Any, token: str) -> bool:
+def _proven(pid: JSONValue, create_time: JSONValue, token: str) -> bool:
     """True if `pid` is still the process created at `create_time` and carries `token`."""
     if not isinstance(pid, int) or pid <= 1 or not isinstance(create_time, int | float):
         return False
@@ -180,24 +196,23 @@ def reap_stale(directory: Path) -> list[int]:
         _kill_proven(data)
         with contextlib.suppress(OSError):
             path.unlink()
-        with contextlib.suppress(TypeError, ValueError):
-            reaped.append(int(data.get("admin_port", 0)))
+        reaped.append(int(path.stem))  # (= its admin_port, checked above)
     return reaped
 
 
-def _proven_host(data: dict[str, Any]) -> bool:
+def _proven_host(data: JSONObject) -> bool:
     pid, created = data.get("host_pid", 0), data.get("host_create_time", 0.0)
     return isinstance(pid, int) and isinstance(created, int | float) and same_process(pid, created)
 
 
-def _kill_proven(data: dict[str, Any]) -> None:
+def _kill_proven(data: JSONObject) -> None:
     token = data.get("token")
     if not isinstance(token, str) or not TOKEN_RE.fullmatch(token):
         return  # nothing can be proven ours
-    created = data.get("admin_create_time", 0.0)
-    if _proven(data.get("admin_pid"), created, token):
+    pid, created = data.get("admin_pid"), data.get("admin_create_time", 0.0)
+    if isinstance(pid, int) and _proven(pid, created, token):
         with contextlib.suppress(Exception):
-            kill_tree(int(data["admin_pid"]), grace=0.2, group=False)
+            kill_tree(pid, grace=0.2, group=False)
     sid = data.get("admin_sid", 0)
     in_session = (
         session_processes(sid, float(created))

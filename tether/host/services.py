@@ -15,11 +15,12 @@ from tether.capacity.governor import Governor
 from tether.capacity.measure import Budget
 from tether.capacity.policy import Settings
 from tether.cgroups import Cgroup
+from tether.health_node import HealthNode
 from tether.host.boot import RuntimeStartError
 from tether.kinds import KindSpec
 from tether.metrics import Metrics
 
-Health = Callable[[float], Mapping[str, Any]]  # rt.health(timeout)
+Health = Callable[[float], HealthNode]  # rt.health(timeout)
 
 
 def keep_budget(

@@ -54,10 +54,16 @@ import select
 import selectors
 import socket
 import types
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from tether.host import transport_auth
 from tether.processes import title_tree_process
+
+if TYPE_CHECKING:  # (thespian publishes no types: mypy cannot check these)
+    from thespian.actors import ActorAddress
+    from thespian.system.actorManager import ActorManager
+    from thespian.system.transport.TCPTransport import TCPTransport
 
 LOOPBACK = "127.0.0.1"
 _applied = False
@@ -89,7 +95,7 @@ def _refusal(found: str, problem: str) -> str:
     )
 
 
-def _names(fn: Any) -> frozenset[str]:
+def _names(fn: Callable[..., object] | None) -> frozenset[str]:
     """The global and attribute names the (unwrapped) function's code refers to."""
     fn = getattr(fn, "__wrapped__", fn)
     code = getattr(fn, "__code__", None)
@@ -186,7 +192,7 @@ _UNCHECKED_IO = frozenset(
 )
 
 
-def _auth_shape_problems(module: Any) -> list[str]:
+def _auth_shape_problems(module: types.ModuleType) -> list[str]:
     """5. authenticated connections: every connection comes from `new_socket` (opened with
     `socket.socket`, or `accept` of the listening socket), bytes move with send/recv
     only, and frames are parsed by the module's `ReceiveBuffer`."""
@@ -246,7 +252,14 @@ def bind_loopback_only() -> None:
     _applied = True
 
 
-def _make_stack_trampoline() -> Any:
+R = TypeVar("R")
+
+
+class _Trampoline(Protocol):
+    def __call__(self, fn: Callable[..., R], /, *args: object) -> R: ...
+
+
+def _make_stack_trampoline() -> _Trampoline:
     """`f(fn, *args)` calls fn(*args) from a frame of ~33 KiB.
 
     Thespian forks each actor from inside its parent's message loop, so an actor runs its
@@ -262,9 +275,10 @@ def _make_stack_trampoline() -> Any:
     source = (
         f"def trampoline(fn, *args):\n    if 0:\n        {names} = None\n    return fn(*args)\n"
     )
-    namespace: dict[str, Any] = {}
+    namespace: dict[str, Any] = {}  # (exec's globals: whatever the source defines)
     exec(compile(source, "<tether stack trampoline>", "exec"), namespace)  # noqa: S102
-    return namespace["trampoline"]
+    trampoline: _Trampoline = namespace["trampoline"]
+    return trampoline
 
 
 _in_fresh_stack_chunk = _make_stack_trampoline()
@@ -288,8 +302,8 @@ def run_actors_in_fresh_stack_chunk() -> None:
     if getattr(original, "__wrapped__", None) is not None:
         return
 
-    def run(self: Any) -> Any:
-        return _in_fresh_stack_chunk(original, self)
+    def run(self: ActorManager) -> None:
+        _in_fresh_stack_chunk(original, self)  # (thespian's run returns nothing)
 
     run.__wrapped__ = original  # type: ignore[attr-defined]
     ActorManager.run = run
@@ -308,7 +322,7 @@ class _StrictPoll:
         self.modify = self._poll.modify
         self.unregister = self._poll.unregister
 
-    def poll(self, timeout: Any = None) -> list[tuple[int, int]]:
+    def poll(self, timeout: float | None = None) -> list[tuple[int, int]]:
         events = self._poll.poll(timeout)
         if any(event & select.POLLNVAL for _, event in events):
             raise OSError(errno.EBADF, "a polled file descriptor is closed")
@@ -344,7 +358,7 @@ def poll_instead_of_epoll() -> None:
 THESPIAN_ROLES = {"MultiProcAdmin": "admin", "logger": "logger"}  # setProcName's names
 
 
-def _title(name: str, address: Any) -> None:
+def _title(name: str, address: ActorAddress | None) -> None:
     """thespian's `setProcName(name, address)`, titling the process by what it is."""
     title_tree_process(f"tether: {THESPIAN_ROLES.get(name, name)}")
 
@@ -411,11 +425,12 @@ def authenticate_connections() -> None:
     clone, accept_new = transport.external_transport_clone, transport._acceptNewIncoming
     AuthSocket = transport_auth.AuthSocket  # noqa: N806
 
-    def auth_init(self: Any, *args: Any) -> None:
+    # (thespian's own arguments, passed through untouched: its API has no types)
+    def auth_init(self: TCPTransport, *args: Any) -> None:
         self._tether_secret = transport_auth.current_secret()
         init(self, *args)
 
-    def auth_new_socket(self: Any, op: Any, *args: Any, **kw: Any) -> Any:
+    def auth_new_socket(self: TCPTransport, op: Any, *args: Any, **kw: Any) -> Any:
         if op is module.socket.socket:
             return new_socket(self, AuthSocket.connector, self._tether_secret, *args, **kw)
         made = new_socket(self, op, *args, **kw)
@@ -424,12 +439,12 @@ def authenticate_connections() -> None:
             return AuthSocket.acceptor(self._tether_secret, conn), peer
         return made
 
-    def auth_clone(self: Any) -> Any:
+    def auth_clone(self: TCPTransport) -> TCPTransport:
         copy = clone(self)
         copy._tether_secret = self._tether_secret
         return copy
 
-    def accept_capped(self: Any) -> None:
+    def accept_capped(self: TCPTransport) -> None:
         accept_new(self)
         for fd in transport_auth.unproven_overflow(self._incomingSockets):
             self._incomingSockets.pop(fd).close()

@@ -63,9 +63,13 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
+    from thespian.system.transport.TCPTransport import TCPIncoming_Common  # (no published types)
 
 MAGIC = b"TTH1"
 NONCE_SIZE = 16
@@ -154,7 +158,7 @@ class AuthSocket(socket.socket):
         self.born = time.monotonic()
 
     @classmethod
-    def connector(cls, secret: bytes, *args: Any) -> AuthSocket:
+    def connector(cls, secret: bytes, *args: int) -> AuthSocket:
         """A new socket (socket.socket(*args)) for a connection this process opens."""
         sock = cls(*args)
         sock._setup(secret, connector=True)
@@ -167,7 +171,7 @@ class AuthSocket(socket.socket):
         sock._setup(secret, connector=False)
         return sock
 
-    def send(self, data: Any, flags: int = 0) -> int:
+    def send(self, data: ReadableBuffer, flags: int = 0) -> int:
         if not self._out:
             if not self.proven and not self._connector:
                 raise _refused("refusing to send before the peer proved it holds the secret")
@@ -180,7 +184,7 @@ class AuthSocket(socket.socket):
         self._out = b""
         return sent - len(pending)
 
-    def sendall(self, data: Any, flags: int = 0) -> None:
+    def sendall(self, data: ReadableBuffer, flags: int = 0) -> None:
         """(Not used by thespian; for clients and tests.) All of `data`, after the hello."""
         if not self._out and not self.proven and not self._connector:
             raise _refused("refusing to send before the peer proved it holds the secret")
@@ -219,7 +223,9 @@ class AuthSocket(socket.socket):
             self._out = acceptor_hello(self._secret, nonce, self._nonce)
 
 
-def unproven_overflow(incoming: dict[int, Any], now: float | None = None) -> list[int]:
+def unproven_overflow(
+    incoming: Mapping[int, TCPIncoming_Common], now: float | None = None
+) -> list[int]:
     """The keys of `incoming` (fd -> thespian incoming connection, with `.socket`) to drop:
     connections still without a valid hello past HELLO_DEADLINE, then the oldest beyond
     MAX_UNPROVEN."""
