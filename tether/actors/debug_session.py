@@ -248,7 +248,7 @@ class DebugSessionActor(ProcessActor):
         if isinstance(reply, Exited) or (isinstance(reply, Stopped) and reply.exception):
             exc = reply.exception if isinstance(reply, Stopped) else None
             said = self.session.output.text()
-            said += f"\n{exc['type']}: {exc['message']}" if exc else "\n: "
+            said += f"\n{exc.type}: {exc.message}" if exc else "\n: "
             over = self.ceiling.note(said)
             if over:
                 return dataclasses.replace(reply, memory=f"the debuggee {over}")

@@ -125,17 +125,15 @@ def restore_breakpoints(s: Session, op: Launch | Attach, why: str) -> Restored |
     missing = {f: specs for f, specs in op.breakpoints.items() if specs and f not in s.breakpoints}
     for path, specs in missing.items():
         s.remember_breakpoints(path, [Breakpoint.from_spec(x) for x in specs])
-    restored: Restored = {
-        "why": why,
-        "files": {f: [int(x["line"]) for x in v] for f, v in missing.items()},
-        "functions": [],
-        "exceptions": None,
-    }
+    files = {f: [int(x["line"]) for x in v] for f, v in missing.items()}
+    functions: list[str] = []
+    exceptions: list[str] | None = None
     if op.functions and not s.functions:
         s.functions = [FunctionBreakpoint.from_spec(x) for x in op.functions]
-        restored["functions"] = [f.name for f in s.functions]
+        functions = [f.name for f in s.functions]
     if op.exceptions is not None and s.exceptions is None:
         s.exceptions = list(op.exceptions)
-        restored["exceptions"] = list(s.exceptions)
-    some = restored["files"] or restored["functions"] or restored["exceptions"] is not None
-    return restored if some else None
+        exceptions = list(s.exceptions)
+    if not files and not functions and exceptions is None:
+        return None
+    return Restored(why, files, functions, exceptions)

@@ -42,17 +42,17 @@ def rel(path: str, workspace: Path) -> str:
 
 
 def frame_line(f: Frame, workspace: Path) -> str:
-    where = f"{rel(f['file'], workspace)}:{f['line']}"
-    source = f" | {f['source']}" if f["source"] else ""
-    return f"  #{f['id']} {f['name']} at {where}{source}"
+    where = f"{rel(f.file, workspace)}:{f.line}"
+    source = f" | {f.source}" if f.source else ""
+    return f"  #{f.id} {f.name} at {where}{source}"
 
 
 def variables_lines(variables: list[Variable], total: int) -> list[str]:
     rows = []
     for v in variables:
-        kind = f" ({v['type']})" if v["type"] else ""
-        more = f" [reference {v['reference']}]" if v["reference"] else ""
-        rows.append(f"  {v['name']}{kind} = {v['value']}{more}")
+        kind = f" ({v.type})" if v.type else ""
+        more = f" [reference {v.reference}]" if v.reference else ""
+        rows.append(f"  {v.name}{kind} = {v.value}{more}")
     if total > len(rows):
         rows.append(f"  ... {total - len(rows)} more not shown (cap {len(rows)})")
     return rows
@@ -64,12 +64,12 @@ def render_outcome(p: Outcome, workspace: Path) -> str:
     if isinstance(p, Stopped):
         frames = p.frames
         top = frames[0] if frames else None
-        where = f"{rel(top['file'], workspace)}:{top['line']}" if top else "?"
+        where = f"{rel(top.file, workspace)}:{top.line}" if top else "?"
         lines.append(f"stopped at {where} ({p.reason}) in thread {p.thread_id}")
         if p.breakpoint:
             lines.append(f"  by the breakpoint at {_rel_spot(p.breakpoint, workspace)}")
-        if top and top["source"]:
-            lines.append(f"  {top['line']} | {top['source']}")
+        if top and top.source:
+            lines.append(f"  {top.line} | {top.source}")
         for f in p.changed_since_launch:
             lines.append(
                 f"({rel(f, workspace)} changed since launch: the program runs the code it loaded, "
@@ -77,15 +77,15 @@ def render_outcome(p: Outcome, workspace: Path) -> str:
             )
         exc = p.exception
         if exc:
-            lines.append(f"exception: {exc['type'] or '?'}: {exc['message']}")
+            lines.append(f"exception: {exc.type or '?'}: {exc.message}")
         if p.note:
             lines.append(f"({p.note})")
         lines.append(f"top frames ({len(frames)} of {p.total_frames}):")
         lines.extend(frame_line(f, workspace) for f in frames)
         loc = p.locals
         if loc:
-            lines.append(f"locals ({loc['scope'] or 'top frame'}):")
-            lines.extend(variables_lines(loc["variables"], loc["total"]) or ["  (none)"])
+            lines.append(f"locals ({loc.scope or 'top frame'}):")
+            lines.extend(variables_lines(loc.variables, loc.total) or ["  (none)"])
     elif isinstance(p, Exited):
         lines.append(f"the program exited with code {p.exit_code}")
         tail = p.output_tail
@@ -118,8 +118,8 @@ def _what(condition: str, hit_condition: str, log_message: str = "") -> str:
 
 
 def _state(b: BreakpointRow | FunctionRow, sent: bool) -> str:
-    why = f": {b['message']}" if b["message"] else ""
-    match b["state"]:
+    why = f": {b.message}" if b.message else ""
+    match b.state:
         case "lost":
             return f"LOST its anchor, not set{why}; set it again where it belongs"
         case "refused" | "stale":
@@ -128,10 +128,11 @@ def _state(b: BreakpointRow | FunctionRow, sent: bool) -> str:
             return f"spent{why}"
     if not sent:
         return "set (verified when a program is launched)"
-    if b["verified"]:
-        actual = b.get("actual_line")  # (a line breakpoint's: where the adapter put it)
-        moved = actual and actual != b.get("line")
-        said = f" ({b['message']})" if b["message"] else ""
+    if b.verified:
+        # (a line breakpoint's: where the adapter put it)
+        actual = b.actual_line if isinstance(b, BreakpointRow) else None
+        moved = actual and isinstance(b, BreakpointRow) and actual != b.line
+        said = f" ({b.message})" if b.message else ""
         return (f"verified, moved to line {actual}" if moved else "verified") + said
     return f"NOT verified{why}"
 
@@ -139,7 +140,7 @@ def _state(b: BreakpointRow | FunctionRow, sent: bool) -> str:
 def render_breakpoints(file: str, rows: list[BreakpointRow], sent: bool) -> str:
     if not rows:
         return f"breakpoints in {file} cleared"
-    changed = any(b["changed_since_launch"] for b in rows)
+    changed = any(b.changed_since_launch for b in rows)
     head = f"breakpoints in {file}:"
     if changed:
         head = (
@@ -148,12 +149,12 @@ def render_breakpoints(file: str, rows: list[BreakpointRow], sent: bool) -> str:
         )
     out = [head]
     for b in rows:
-        moved = b["actual_line"] and b["actual_line"] != b["line"]
-        shown = b["actual_line"] if moved and b["verified"] else b["line"]
-        src = f" | {b['source']}" if b["source"] else " | (no such line)"
-        came = f" (moved from line {b['moved_from']}: its text moved)" if b["moved_from"] else ""
+        moved = b.actual_line and b.actual_line != b.line
+        shown = b.actual_line if moved and b.verified else b.line
+        src = f" | {b.source}" if b.source else " | (no such line)"
+        came = f" (moved from line {b.moved_from}: its text moved)" if b.moved_from else ""
         out.append(
-            f"  line {b['line']}{came}{_what(b['condition'], b['hit_condition'], b['log_message'])}: {_state(b, sent)}  [{shown}{src}]"
+            f"  line {b.line}{came}{_what(b.condition, b.hit_condition, b.log_message)}: {_state(b, sent)}  [{shown}{src}]"
         )
     return "\n".join(out)
 
@@ -163,20 +164,20 @@ def render_functions(rows: list[FunctionRow], sent: bool) -> str:
         return "function breakpoints cleared"
     out = ["function breakpoints:"]
     for f in rows:
-        out.append(f"  {f['name']}{_what(f['condition'], f['hit_condition'])}: {_state(f, sent)}")
+        out.append(f"  {f.name}{_what(f.condition, f.hit_condition)}: {_state(f, sent)}")
     return "\n".join(out)
 
 
 def render_exceptions(report: ExceptionReport, sent: bool) -> str:
-    asked = report["asked"]
+    asked = report.asked
     if asked is None:
-        default = ", ".join(report["default"]) or "none"
+        default = ", ".join(report.default) or "none"
         text = f"exceptions: the adapter's default ({default})"
     else:
         text = f"exceptions: stop on {', '.join(asked)}" if asked else "exceptions: stop on none"
     if not sent and asked:
         text += " (mapped to the adapter's filters when a program is launched)"
-    return text + "".join(f"\n  {n}" for n in report["notes"])
+    return text + "".join(f"\n  {n}" for n in report.notes)
 
 
 def render_all_breakpoints(p: StatusReply, workspace: Path) -> str:
@@ -199,21 +200,21 @@ def render_launch(p: Started, workspace: Path) -> str:
     if p.functions:
         text += "\n" + render_functions(p.functions, True)
     exc = p.exceptions
-    if exc["asked"] is not None or exc["notes"]:
+    if exc.asked is not None or exc.notes:
         text += "\n" + render_exceptions(exc, True)
     restored = p.restored_breakpoints
     if restored:
         spots = [
             f"{rel(f, workspace)}:{','.join(map(str, lines))}"
-            for f, lines in restored["files"].items()
+            for f, lines in restored.files.items()
         ]
-        spots += [f"function {n}" for n in restored["functions"]]
-        if restored["exceptions"] is not None:
-            spots.append(f"exceptions {restored['exceptions']}")
+        spots += [f"function {n}" for n in restored.functions]
+        if restored.exceptions is not None:
+            spots.append(f"exceptions {restored.exceptions}")
         where = ", ".join(spots)
         text += (
             f"\n(note: the debug session was restarted since your breakpoints were set "
-            f"({restored['why']}); they were set again before this start: {where})"
+            f"({restored.why}); they were set again before this start: {where})"
         )
     return text
 
@@ -235,7 +236,7 @@ def render_status(p: StatusReply, workspace: Path) -> str:
         lines.append(render_breakpoints(rel(f, workspace), rows, sent))
     if p.functions:
         lines.append(render_functions(p.functions, sent))
-    if p.exceptions["asked"] is not None:
+    if p.exceptions.asked is not None:
         lines.append(render_exceptions(p.exceptions, sent))
     if p.ttl:
         lines.append(f"session TTL {p.ttl:g} s, up {p.uptime} s")

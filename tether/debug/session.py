@@ -289,11 +289,11 @@ class Session(SessionBreakpoints):
             lines, fns = self.stop_causes(hit_ids, frames[0])
             breakpoint = self.describe(lines, fns)
             yield from self.spend_hit_once(lines, fns)
-        changed = sorted({f["file"] for f in frames if self.changed_since_launch(f["file"])})
+        changed = sorted({f.file for f in frames if self.changed_since_launch(f.file)})
         exception = None
         if reason in ("exception", "panic"):
             exception = yield from self._exception(thread, body)
-        top = (yield from self._top_locals(frames[0]["id"])) if frames else None
+        top = (yield from self._top_locals(frames[0].id)) if frames else None
         self.last_stop = Stopped(
             reason,
             str(body.get("description", "") or body.get("text", "")),
@@ -308,10 +308,7 @@ class Session(SessionBreakpoints):
         return self.last_stop
 
     def _exception(self, thread: int | None, body: JSONObject) -> Step[ExceptionInfo]:
-        said: ExceptionInfo = {
-            "type": "",
-            "message": str(body.get("text") or body.get("description") or ""),
-        }
+        said = ExceptionInfo("", str(body.get("text") or body.get("description") or ""))
         if not self.capabilities.get("supportsExceptionInfoRequest"):
             return said
         try:
@@ -319,10 +316,10 @@ class Session(SessionBreakpoints):
         except DebugError:
             return said
         details = as_obj(info.body.get("details"))
-        return {
-            "type": str(details.get("typeName") or info.body.get("exceptionId") or ""),
-            "message": _cap(str(info.body.get("description") or details.get("message") or "")),
-        }
+        return ExceptionInfo(
+            str(details.get("typeName") or info.body.get("exceptionId") or ""),
+            _cap(str(info.body.get("description") or details.get("message") or "")),
+        )
 
     def _top_locals(self, frame_id: int) -> Step[Children]:
         scopes = yield from ask("scopes", {"frameId": frame_id}, self._timeout())
@@ -330,7 +327,7 @@ class Session(SessionBreakpoints):
             ref = as_int(scope.get("variablesReference"))
             if ref and not scope.get("expensive"):
                 return (yield from self._children(ref, str(scope.get("name", ""))))
-        return {"scope": "", "reference": 0, "variables": [], "total": 0}
+        return Children("", 0, [], 0)
 
     def _stack(self, thread: int | None) -> Step[tuple[list[Frame], int]]:
         resp = yield from ask(
@@ -349,13 +346,13 @@ class Session(SessionBreakpoints):
             line = as_int(f.get("line")) or 0
             self.frames.add(frame_id)
             frames.append(
-                {
-                    "id": frame_id,
-                    "name": str(f.get("name", "")),
-                    "file": path or str(source.get("name", "")),
-                    "line": line,
-                    "source": self.line_text(path, line) if path else "",
-                }
+                Frame(
+                    frame_id,
+                    str(f.get("name", "")),
+                    path or str(source.get("name", "")),
+                    line,
+                    self.line_text(path, line) if path else "",
+                )
             )
         total = as_int(resp.body.get("totalFrames")) or len(raw)
         return frames, max(total, len(raw))
@@ -370,8 +367,8 @@ class Session(SessionBreakpoints):
         if not self.live:
             raise DebugError(ErrorCode.BAD_REQUEST, self._not_stopped())
         resp = yield from ask("threads", None, self._timeout())
-        rows: list[ThreadRow] = [
-            {"id": as_int(t.get("id")) or 0, "name": str(t.get("name", ""))}
+        rows = [
+            ThreadRow(as_int(t.get("id")) or 0, str(t.get("name", "")))
             for t in as_objs(resp.body.get("threads"))
         ]
         return ThreadsReply(rows)
@@ -385,13 +382,7 @@ class Session(SessionBreakpoints):
             ref = as_int(s.get("variablesReference")) or 0
             if ref:
                 self.references.add(ref)
-            out.append(
-                {
-                    "name": str(s.get("name", "")),
-                    "reference": ref,
-                    "expensive": bool(s.get("expensive")),
-                }
-            )
+            out.append(ScopeRow(str(s.get("name", "")), ref, bool(s.get("expensive"))))
         return ScopesReply(frame_id, out)
 
     def variables(self, reference: int) -> Op:
@@ -399,9 +390,7 @@ class Session(SessionBreakpoints):
         if reference not in self.references:
             raise DebugError(ErrorCode.BAD_REQUEST, self._stale("reference", reference))
         block = yield from self._children(reference, "")
-        return VariablesReply(
-            block["scope"], block["reference"], block["variables"], block["total"]
-        )
+        return VariablesReply(block.scope, block.reference, block.variables, block.total)
 
     def _children(self, reference: int, scope: str) -> Step[Children]:
         self.references.add(reference)
@@ -413,14 +402,14 @@ class Session(SessionBreakpoints):
             if ref:
                 self.references.add(ref)
             shown.append(
-                {
-                    "name": str(v.get("name", "")),
-                    "value": _cap(str(v.get("value", ""))),
-                    "type": str(v.get("type") or ""),
-                    "reference": ref,
-                }
+                Variable(
+                    str(v.get("name", "")),
+                    _cap(str(v.get("value", ""))),
+                    str(v.get("type") or ""),
+                    ref,
+                )
             )
-        return {"scope": scope, "reference": reference, "variables": shown, "total": len(raw)}
+        return Children(scope, reference, shown, len(raw))
 
     def evaluate(self, expression: str, frame_id: int | None) -> Op:
         self._require_stopped()

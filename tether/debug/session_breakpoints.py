@@ -287,7 +287,7 @@ class SessionBreakpoints(Driver):
         """The breakpoints that may have made this stop: those its hitBreakpointIds name,
         and those placed where it stopped (lldb-dap names only the first breakpoint of an
         address, which may be a logpoint whose condition was false). Logpoints never stop."""
-        path, line, name = frame["file"], frame["line"], frame["name"]
+        path, line, name = frame.file, frame.line, frame.name
         lines = [
             b
             for b in self.breakpoints.get(path, [])
@@ -350,45 +350,45 @@ class SessionBreakpoints(Driver):
     def breakpoint_rows(self, path: str) -> list[BreakpointRow]:
         changed = self.changed_since_launch(path)
         return [
-            {
-                "line": b.line,
-                "verified": b.verified,
-                "actual_line": b.actual_line,
-                "message": b.message,
-                "state": b.state,
-                "moved_from": b.moved_from,
-                "condition": b.condition,
-                "hit_condition": b.hit_condition,
-                "log_message": b.log_message,
-                "source": b.text
+            BreakpointRow(
+                line=b.line,
+                verified=b.verified,
+                actual_line=b.actual_line,
+                message=b.message,
+                state=b.state,
+                moved_from=b.moved_from,
+                condition=b.condition,
+                hit_condition=b.hit_condition,
+                log_message=b.log_message,
+                source=b.text
                 if changed or b.state == "lost"
                 else self.line_text(path, b.actual_line or b.line) or b.text,
-                "changed_since_launch": changed,
-                "spec": b.spec(),
-            }
+                changed_since_launch=changed,
+                spec=b.spec(),
+            )
             for b in self.breakpoints.get(path, [])
         ]
 
     def function_rows(self) -> list[FunctionRow]:
         return [
-            {
-                "name": f.name,
-                "verified": f.verified,
-                "message": f.message,
-                "state": f.state,
-                "condition": f.condition,
-                "hit_condition": f.hit_condition,
-                "spec": f.spec(),
-            }
+            FunctionRow(
+                name=f.name,
+                verified=f.verified,
+                message=f.message,
+                state=f.state,
+                condition=f.condition,
+                hit_condition=f.hit_condition,
+                spec=f.spec(),
+            )
             for f in self.functions
         ]
 
     def exception_report(self) -> ExceptionReport:
-        return {
-            "asked": None if self.exceptions is None else list(self.exceptions),
-            "default": list(self.row.exception_filters) if self.row else [],
-            "notes": list(self.exception_notes),
-        }
+        return ExceptionReport(
+            asked=None if self.exceptions is None else list(self.exceptions),
+            default=list(self.row.exception_filters) if self.row else [],
+            notes=list(self.exception_notes),
+        )
 
     def all_breakpoints(self) -> tuple[dict[str, list[BreakpointRow]], list[FunctionRow]]:
         """The line breakpoints (path -> rows) and the function breakpoints, as rows."""

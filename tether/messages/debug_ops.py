@@ -9,7 +9,10 @@ Replies: frozen dataclasses, checked as they come off the wire (`REPLIES`). A re
 as the `Reply` payload, its fields flat (`debug_payload`); the host reads it back with the
 reader of the op's reply (`read_reply`, `read_outcome`, `read_started`, `read_status`),
 which checks every field is there with its type. The records inside a reply (a frame, a
-variable, a breakpoint's row) are JSON objects typed as TypedDicts: dicts on the wire.
+variable, a breakpoint's row) are frozen dataclasses too (`RECORDS`), maps on the wire,
+read back and checked field by field (`tether.messages.nested`). A breakpoint's spec and
+an adapter's features stay JSON objects (TypedDicts): the host keeps them in the run's
+state (`ctx.state["debug"]`), which is saved as JSON.
 
     Status                                    -> StatusReply
     SetBreakpoints / SetFunctionBreakpoints   -> BreakpointsReply / FunctionsReply
@@ -29,12 +32,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NotRequired, TypedDict, TypeVar
 
 from tether.json_types import JSONValue
+from tether.messages.nested import plain, record_lists, record_or_none, records
 from tether.messages.ops import OpError, Vocabulary
 
 KIND = "debug_session"
 KEY = "session"  # one session per conversation: every run's session actor has this key
 DEBUG = Vocabulary(KIND)
 REPLIES = Vocabulary("debug_session reply")  # checks a reply as it comes off the wire
+RECORDS = Vocabulary("debug_session record")  # and the records inside one
 
 
 # --- breakpoints as the agent asks for them (checked by tether.debug.breakpoints) -----------
@@ -55,7 +60,9 @@ class FunctionSpec(TypedDict):
 
 
 # --- records inside replies -------------------------------------------------------------
-class Frame(TypedDict):
+@RECORDS.op
+@dataclass(frozen=True)
+class Frame:
     id: int
     name: str
     file: str  # its source's path (or name, when it has no path)
@@ -63,14 +70,18 @@ class Frame(TypedDict):
     source: str  # the line's text, in the code the program runs
 
 
-class Variable(TypedDict):
+@RECORDS.op
+@dataclass(frozen=True)
+class Variable:
     name: str
     value: str  # capped
     type: str
     reference: int  # 0: no children
 
 
-class Children(TypedDict):
+@RECORDS.op
+@dataclass(frozen=True)
+class Children:
     """The first children of a reference (a stop's locals: of its first cheap scope)."""
 
     scope: str
@@ -79,23 +90,31 @@ class Children(TypedDict):
     total: int
 
 
-class ExceptionInfo(TypedDict):
+@RECORDS.op
+@dataclass(frozen=True)
+class ExceptionInfo:
     type: str
     message: str
 
 
-class ThreadRow(TypedDict):
+@RECORDS.op
+@dataclass(frozen=True)
+class ThreadRow:
     id: int
     name: str
 
 
-class ScopeRow(TypedDict):
+@RECORDS.op
+@dataclass(frozen=True)
+class ScopeRow:
     name: str
     reference: int
     expensive: bool
 
 
-class BreakpointRow(TypedDict):
+@RECORDS.op
+@dataclass(frozen=True)
+class BreakpointRow:
     """A line breakpoint as the session holds it: asked, anchored, what the adapter said."""
 
     line: int
@@ -112,7 +131,9 @@ class BreakpointRow(TypedDict):
     spec: LineSpec
 
 
-class FunctionRow(TypedDict):
+@RECORDS.op
+@dataclass(frozen=True)
+class FunctionRow:
     name: str
     verified: bool
     message: str
@@ -122,7 +143,9 @@ class FunctionRow(TypedDict):
     spec: FunctionSpec
 
 
-class ExceptionReport(TypedDict):
+@RECORDS.op
+@dataclass(frozen=True)
+class ExceptionReport:
     asked: list[str] | None  # ours (raised / uncaught); None: the adapter's default
     default: list[str]  # the adapter's default filters
     notes: list[str]  # a kind it cannot stop on, or always does
@@ -139,7 +162,9 @@ class FeatureReport(TypedDict):
     source: str  # table | capabilities
 
 
-class Restored(TypedDict):
+@RECORDS.op
+@dataclass(frozen=True)
+class Restored:
     """The run's breakpoints a new session set again before it started, and why it had lost
     them (files: path -> lines; exceptions: None when they were not restored)."""
 
@@ -348,21 +373,58 @@ Plain = (
     | TerminateReply
 )
 R = TypeVar("R", bound=Plain)
+T = TypeVar("T")
 
 
 def debug_payload(reply: DebugReply) -> dict[str, Any]:
-    """A reply as the `Reply` payload: its fields, flat (a Started's outcome beside its
-    own fields; a status's last stop as a JSON object)."""
+    """A reply as the `Reply` payload: its fields flat, the records inside as maps (a
+    Started's outcome beside its own fields)."""
     if isinstance(reply, Started):
-        out = dataclasses.asdict(reply)
+        out = plain(reply)
         del out["outcome"]
-        return {**dataclasses.asdict(reply.outcome), **out}
-    return dataclasses.asdict(reply)
+        return {**plain(reply.outcome), **out}
+    return plain(reply)
+
+
+def _record(cls: type[T], value: object, where: str) -> T:
+    got = record_or_none(RECORDS, cls, value, where)
+    if got is None:
+        raise OpError(f"{where} must be a map of {cls.__name__}, got None")
+    return got
+
+
+def _children(value: object, where: str) -> Children | None:
+    """A Children record, its variables read first."""
+    if not isinstance(value, Mapping):
+        return record_or_none(RECORDS, Children, value, where)
+    shown = records(RECORDS, Variable, value.get("variables"), f"{where}.variables")
+    return _record(Children, {**value, "variables": shown}, where)
 
 
 def read_reply(expect: type[R], payload: Mapping[str, Any]) -> R:
-    """The `Reply` payload back as `expect` (OpError if a field is missing or mistyped)."""
-    reply: R = REPLIES.build(expect, payload)
+    """The `Reply` payload back as `expect`, the records inside it too (OpError if a field
+    of either is missing or mistyped)."""
+    args = dict(payload)
+    name = f"debug {expect.__name__}"
+    if expect is BreakpointsReply:
+        args["breakpoints"] = records(
+            RECORDS, BreakpointRow, args.get("breakpoints"), f"{name}.breakpoints"
+        )
+    elif expect is FunctionsReply:
+        args["functions"] = records(
+            RECORDS, FunctionRow, args.get("functions"), f"{name}.functions"
+        )
+    elif expect is ExceptionsReply:
+        args["exceptions"] = _record(ExceptionReport, args.get("exceptions"), f"{name}.exceptions")
+    elif expect is ThreadsReply:
+        args["threads"] = records(RECORDS, ThreadRow, args.get("threads"), f"{name}.threads")
+    elif expect is StackReply:
+        args["frames"] = records(RECORDS, Frame, args.get("frames"), f"{name}.frames")
+    elif expect is ScopesReply:
+        args["scopes"] = records(RECORDS, ScopeRow, args.get("scopes"), f"{name}.scopes")
+    elif expect is VariablesReply:
+        args["variables"] = records(RECORDS, Variable, args.get("variables"), f"{name}.variables")
+    reply: R = REPLIES.build(expect, args)
     return reply
 
 
@@ -373,26 +435,49 @@ def read_outcome(payload: Mapping[str, Any]) -> Outcome:
         raise OpError(
             f"a debug outcome must be one of {sorted(_OUTCOMES)}, got {payload.get('outcome')!r}"
         )
-    outcome: Outcome = REPLIES.build(cls, payload)
+    args = dict(payload)
+    if cls is Stopped:
+        args["frames"] = records(RECORDS, Frame, args.get("frames"), "debug Stopped.frames")
+        args["exception"] = record_or_none(
+            RECORDS, ExceptionInfo, args.get("exception"), "debug Stopped.exception"
+        )
+        args["locals"] = _children(args.get("locals"), "debug Stopped.locals")
+    outcome: Outcome = REPLIES.build(cls, args)
     return outcome
+
+
+def _breakpoint_fields(args: dict[str, Any], name: str) -> None:
+    """The line and function breakpoint rows and the exception report, read in place."""
+    args["breakpoints"] = record_lists(
+        RECORDS, BreakpointRow, args.get("breakpoints"), f"{name}.breakpoints"
+    )
+    args["functions"] = records(RECORDS, FunctionRow, args.get("functions"), f"{name}.functions")
+    args["exceptions"] = _record(ExceptionReport, args.get("exceptions"), f"{name}.exceptions")
 
 
 def read_started(payload: Mapping[str, Any]) -> Started:
     """A launch's or attach's payload back as Started (its outcome read by `read_outcome`)."""
     own = {f.name for f in dataclasses.fields(Started)} - {"outcome"}
-    rest = {k: v for k, v in payload.items() if k in own}
-    outcome = read_outcome({k: v for k, v in payload.items() if k not in own})
-    started: Started = REPLIES.build(Started, {**rest, "outcome": outcome})
+    args = {k: v for k, v in payload.items() if k in own}
+    _breakpoint_fields(args, "debug Started")
+    args["restored_breakpoints"] = record_or_none(
+        RECORDS, Restored, args.get("restored_breakpoints"), "debug Started.restored_breakpoints"
+    )
+    args["outcome"] = read_outcome({k: v for k, v in payload.items() if k not in own})
+    started: Started = REPLIES.build(Started, args)
     return started
 
 
 def read_status(payload: Mapping[str, Any]) -> StatusReply:
     """A status payload back as StatusReply (its last stop read by `read_outcome`)."""
-    stopped = payload.get("stopped")
-    last = read_outcome(stopped) if isinstance(stopped, dict) and stopped else None
+    args = dict(payload)
+    stopped = args.get("stopped")
+    last = read_outcome(stopped) if isinstance(stopped, Mapping) and stopped else None
     if last is not None and not isinstance(last, Stopped):
         raise OpError(f"a debug status's stopped must be a stop, got {last.outcome!r}")
-    status: StatusReply = REPLIES.build(StatusReply, {**payload, "stopped": last})
+    args["stopped"] = last
+    _breakpoint_fields(args, "debug StatusReply")
+    status: StatusReply = REPLIES.build(StatusReply, args)
     return status
 
 

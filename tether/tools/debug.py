@@ -218,7 +218,7 @@ def _debug(ctx: ToolContext, args: JSONObject) -> ToolResult:
         return ToolResult.ok(render_outcome(outcome, ws), data=debug_payload(outcome))
     if op == "threads":
         threads = read_reply(ThreadsReply, _send(ctx, Threads(), INSPECT_TIMEOUT))
-        text = "\n".join(f"  {t['id']}: {t['name']}" for t in threads.threads) or "  (none)"
+        text = "\n".join(f"  {t.id}: {t.name}" for t in threads.threads) or "  (none)"
         return ToolResult.ok("threads:\n" + text, data=debug_payload(threads))
     if op == "stack":
         stack = read_reply(StackReply, _send(ctx, Stack(_int(args, "thread_id")), INSPECT_TIMEOUT))
@@ -232,8 +232,7 @@ def _debug(ctx: ToolContext, args: JSONObject) -> ToolResult:
         ask = Scopes(_needs_int(args, "frame_id", op))
         scopes = read_reply(ScopesReply, _send(ctx, ask, INSPECT_TIMEOUT))
         scope_rows = [
-            f"  {s['name']}: reference {s['reference']}"
-            + (" (expensive)" if s["expensive"] else "")
+            f"  {s.name}: reference {s.reference}" + (" (expensive)" if s.expensive else "")
             for s in scopes.scopes
         ]
         text = f"scopes of frame {scopes.frame_id}:\n" + "\n".join(scope_rows)
@@ -404,11 +403,11 @@ def _keep_lines(
         kept.pop(path, None)
     for path, file_rows in rows.items():
         if file_rows:
-            kept[path] = [r["spec"] for r in file_rows]
+            kept[path] = [r.spec for r in file_rows]
 
 
 def _keep_functions(ctx: ToolContext, rows: list[FunctionRow]) -> None:
-    _kept(ctx)["functions"] = [f["spec"] for f in rows]
+    _kept(ctx)["functions"] = [f.spec for f in rows]
 
 
 def _keep_launch(ctx: ToolContext, started: Started, adapter: str) -> None:
