@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tether.call_scope import CallScope
+from tether.json_types import JSONValue
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.places import Place, check
 from tether.places.registry import remember
@@ -155,7 +156,7 @@ class RunContext:
             )
         return left
 
-    def call_tool(self, name: str, args: Mapping[str, Any]) -> ToolResult:
+    def call_tool(self, name: str, args: Mapping[str, JSONValue]) -> ToolResult:
         return self._run.call(name, args)
 
     # -- ToolContext: what the families fan out with ---------------------------------------
@@ -389,7 +390,10 @@ class Run:
         return scope if scope is not None else CallScope.start()
 
     def call(
-        self, name: str, args: Mapping[str, Any] | None = None, scope: CallScope | None = None
+        self,
+        name: str,
+        args: Mapping[str, JSONValue] | None = None,
+        scope: CallScope | None = None,
     ) -> ToolResult:
         """Run one tool call through guardrails, approval, wrappers and handler. `scope`:
         the call's id, deadline and cancel handle (tether.call_scope); a nested call (the
@@ -426,7 +430,7 @@ class Run:
     async def acall(
         self,
         name: str,
-        args: Mapping[str, Any] | None = None,
+        args: Mapping[str, JSONValue] | None = None,
         scope: CallScope | None = None,
         cancelled_because: str = "the caller's task was cancelled",
     ) -> ToolResult:
