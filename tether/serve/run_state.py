@@ -41,14 +41,18 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict, cast
 
 from tether.debug import breakpoints as bp
+from tether.json_types import JSONObject, JSONValue
 from tether.questions import ALLOW, Answer, AnswerStatus, Card, CardKind
 from tether.structural.staging import ABSENT, StagedEdit, StagedFile
 from tether.tools.lsp_tool.ledger import Key, Ledger
 from tether.tools.structural import run_staging
 from tether.tools.vibe_changes import CONFLICT
+
+if TYPE_CHECKING:
+    from tether.run import Run
 
 FORMAT = "tether-run-state"
 VERSION = 1
@@ -66,6 +70,75 @@ class RunStateError(ValueError):
     """A state file that is not one this server can take: what is wrong, and what to do."""
 
 
+# ---- the document (what `snapshot` builds, and `decode` checks a file holds) ----------------
+
+
+class ApprovedCard(TypedDict):
+    card: int
+    tool: str
+
+
+class FileDoc(TypedDict):
+    """One file of a staged edit (a `StagedFile`; `new` base64, None: the file goes)."""
+
+    rel: str
+    path: str
+    old_hash: str
+    new: str | None
+    replacements: int
+    mode: int | None
+
+
+class EditDoc(TypedDict):
+    edit_id: str
+    pattern: str
+    rewrite: str
+    again: str
+    files: list[FileDoc]
+
+
+class StagedDoc(TypedDict):
+    counter: int
+    edits: list[EditDoc]
+
+
+# a ledger entry: [severity, code, message, count, lines] (a JSON array)
+LedgerRow = list[int | str | list[int]]
+
+
+class DebugDoc(TypedDict):
+    breakpoints: dict[str, list[JSONObject]]  # path -> line specs (tether.debug.breakpoints)
+    functions: list[JSONObject]
+    exceptions: list[str] | None
+
+
+class CardsDoc(TypedDict):
+    last: int
+    approved: list[ApprovedCard]
+
+
+class HeldDoc(TypedDict):
+    """What lived in the old server's processes: said gone after a restart."""
+
+    kernels: list[str]
+    debugged: bool
+    workers: list[str]
+
+
+# the whole file
+class RunStateDoc(TypedDict):
+    format: str  # FORMAT
+    version: int
+    conversation: str  # its handle
+    workdir: str
+    staged: StagedDoc
+    ledger: dict[str, list[LedgerRow]]  # path -> entries
+    debug: DebugDoc
+    cards: CardsDoc
+    held: HeldDoc
+    unsaid: dict[str, str]  # tool -> the note of an earlier restart not said yet
+
+
 # ---- the card log: numbering and approvals -----------------------------------------------
 
 
@@ -74,7 +147,7 @@ class CardLog:
     """The cards a run showed: the last number, and the permission cards approved."""
 
     last: int = 0
-    approved: list[dict[str, Any]] = field(default_factory=list)  # {"card", "tool"}
+    approved: list[ApprovedCard] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def saw(self, card: Card, answer: Answer) -> None:
@@ -92,29 +165,30 @@ class CardLog:
 
 
 def snapshot(
-    run: Any, handle: str, cards: CardLog, unsaid: Mapping[str, str] | None = None
-) -> dict[str, Any]:
+    run: Run, handle: str, cards: CardLog, unsaid: Mapping[str, str] | None = None
+) -> RunStateDoc:
     """The kept state of `run` (takes each family's own lock). `unsaid`: the notes of an
     earlier restart not said yet (tool -> note), kept so a second restart still says them.
     May raise RuntimeError when another thread reshapes a dict meanwhile: the caller tries
     again later."""
     with cards.lock:
-        card_doc = {"last": cards.last, "approved": [dict(a) for a in cards.approved]}
+        card_doc = CardsDoc(last=cards.last, approved=[a.copy() for a in cards.approved])
     return {
         "format": FORMAT,
         "version": VERSION,
         "conversation": handle,
         "workdir": str(run.workdir),
-        "staged": _staged_doc(run.state),
-        "ledger": _ledger_doc(run.state),
-        "debug": _debug_doc(run.state),
+        "staged": _staged_doc(run),
+        "ledger": _ledger_doc(run),
+        "debug": _debug_doc(run),
         "cards": card_doc,
-        "held": _held_doc(run.state),
+        "held": _held_doc(run),
         "unsaid": dict(unsaid or {}),
     }
 
 
-def _staged_doc(state: dict[str, Any]) -> dict[str, Any]:
+def _staged_doc(run: Run) -> StagedDoc:
+    state = run.state
     if "structural" not in state:
         return {"counter": 0, "edits": []}
     staging, lock = run_staging(state)
@@ -124,23 +198,24 @@ def _staged_doc(state: dict[str, Any]) -> dict[str, Any]:
     return {"counter": counter, "edits": [_edit_doc(e) for e in edits]}
 
 
-def _edit_doc(edit: StagedEdit) -> dict[str, Any]:
+def _edit_doc(edit: StagedEdit) -> EditDoc:
     files = [
-        {
-            "rel": f.rel,
-            "path": f.path,
-            "old_hash": f.old_hash,
-            "new": None if f.new is None else base64.b64encode(f.new).decode("ascii"),
-            "replacements": f.replacements,
-            "mode": f.mode,
-        }
+        FileDoc(
+            rel=f.rel,
+            path=f.path,
+            old_hash=f.old_hash,
+            new=None if f.new is None else base64.b64encode(f.new).decode("ascii"),
+            replacements=f.replacements,
+            mode=f.mode,
+        )
         for f in edit.files
     ]
     return {"edit_id": edit.edit_id, "pattern": edit.pattern, "rewrite": edit.rewrite,
             "again": edit.again, "files": files}  # fmt: skip
 
 
-def _ledger_doc(state: dict[str, Any]) -> dict[str, list[list[Any]]]:
+def _ledger_doc(run: Run) -> dict[str, list[LedgerRow]]:
+    state = run.state
     lsp = state.get("lsp") or {}
     ledger = lsp.get("ledger")
     if not isinstance(ledger, Ledger):
@@ -155,7 +230,8 @@ def _ledger_doc(state: dict[str, Any]) -> dict[str, list[list[Any]]]:
         }
 
 
-def _debug_doc(state: dict[str, Any]) -> dict[str, Any]:
+def _debug_doc(run: Run) -> DebugDoc:
+    state = run.state
     debug = dict(state.get("debug") or {})
     return {
         "breakpoints": {p: [dict(s) for s in v] for p, v in dict(debug.get("breakpoints") or {}).items()},
@@ -164,8 +240,9 @@ def _debug_doc(state: dict[str, Any]) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _held_doc(state: dict[str, Any]) -> dict[str, Any]:
+def _held_doc(run: Run) -> HeldDoc:
     """What lived in processes (and cannot be carried over), to say so after a restart."""
+    state = run.state
     settings = state.get("eval")
     workers = state.get("vibe")
     return {
@@ -175,21 +252,21 @@ def _held_doc(state: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def encode(doc: Mapping[str, Any]) -> bytes:
+def encode(doc: RunStateDoc) -> bytes:
     return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
 
 
 # ---- decode: the file, checked field by field --------------------------------------------
 
 
-def decode(data: bytes, handle: str, workdir: Path) -> dict[str, Any]:
+def decode(data: bytes, handle: str, workdir: Path) -> RunStateDoc:
     """The document in `data`, for conversation `handle` on `workdir`, or RunStateError."""
     try:
-        doc = json.loads(data)
+        doc: JSONValue = json.loads(data)
     except (ValueError, UnicodeDecodeError) as e:
         raise RunStateError(f"it is not JSON ({e})") from None
-    _check(isinstance(doc, dict) and doc.get("format") == FORMAT,
-           "it is not a tether run-state file (no \"format\": \"tether-run-state\")")  # fmt: skip
+    if not (isinstance(doc, dict) and doc.get("format") == FORMAT):
+        raise RunStateError('it is not a tether run-state file (no "format": "tether-run-state")')
     _check(doc.get("version") == VERSION,
            f"it is version {doc.get('version')!r}; this server reads version {VERSION}")  # fmt: skip
     _check(doc.get("conversation") == handle,
@@ -205,23 +282,23 @@ def decode(data: bytes, handle: str, workdir: Path) -> dict[str, Any]:
     unsaid = doc.get("unsaid")
     _check(isinstance(unsaid, dict) and all(isinstance(v, str) for v in unsaid.values()),
            "its notes not yet said are malformed")  # fmt: skip
-    return doc
+    return cast(RunStateDoc, doc)  # (every field checked above)
 
 
-def _check(ok: Any, why: str) -> None:
+def _check(ok: bool, why: str) -> None:
     if not ok:
         raise RunStateError(why)
 
 
-def _is_int(v: Any, low: int = 0) -> bool:
+def _is_int(v: JSONValue, low: int = 0) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= low
 
 
-def _strings(v: Any) -> bool:
+def _strings(v: JSONValue) -> bool:
     return isinstance(v, list) and all(isinstance(s, str) for s in v)
 
 
-def _inside(path: Any, root: str) -> bool:
+def _inside(path: JSONValue, root: str) -> bool:
     """`path` is absolute and, its symlinks resolved, under `root` (itself resolved)."""
     if not isinstance(path, str) or not os.path.isabs(path):
         return False
@@ -229,31 +306,31 @@ def _inside(path: Any, root: str) -> bool:
     return os.path.commonpath([real, root]) == root
 
 
-def _staged_check(staged: Any, workdir: Path, root: str) -> None:
-    _check(isinstance(staged, dict) and _is_int(staged.get("counter"))
-           and isinstance(staged.get("edits"), list), "its staged edits are not a list")  # fmt: skip
-    for edit in staged["edits"]:
-        _check(isinstance(edit, dict) and isinstance(edit.get("edit_id"), str)
-               and all(isinstance(edit.get(k), str) for k in ("pattern", "rewrite", "again"))
-               and isinstance(edit.get("files"), list) and edit["files"],
-               f"a staged edit is malformed ({str(edit)[:80]})")  # fmt: skip
-        for f in edit["files"]:
-            where = f"staged edit {edit['edit_id']}"
-            _check(isinstance(f, dict) and isinstance(f.get("rel"), str)
-                   and isinstance(f.get("old_hash"), str), f"{where}: a file is malformed")  # fmt: skip
-            rel = f["rel"]
+def _staged_check(staged: JSONValue, workdir: Path, root: str) -> None:
+    if not (isinstance(staged, dict) and _is_int(staged.get("counter"))
+            and isinstance(edits := staged.get("edits"), list)):  # fmt: skip
+        raise RunStateError("its staged edits are not a list")
+    for edit in edits:
+        if not (isinstance(edit, dict) and isinstance(edit_id := edit.get("edit_id"), str)
+                and all(isinstance(edit.get(k), str) for k in ("pattern", "rewrite", "again"))
+                and isinstance(files := edit.get("files"), list) and files):  # fmt: skip
+            raise RunStateError(f"a staged edit is malformed ({str(edit)[:80]})")
+        for f in files:
+            where = f"staged edit {edit_id}"
+            if not (isinstance(f, dict) and isinstance(rel := f.get("rel"), str)
+                    and isinstance(old := f.get("old_hash"), str)):  # fmt: skip
+                raise RunStateError(f"{where}: a file is malformed")
             expected = os.path.normpath(workdir / rel)
             _check(f.get("path") == expected and _inside(expected, root),
                    f"{where}: {rel!r} is not a file of the workdir {str(workdir)!r}")  # fmt: skip
-            old = f["old_hash"]
-            _check(HASH.fullmatch(old) or old in (ABSENT, CONFLICT),
+            _check(bool(HASH.fullmatch(old)) or old in (ABSENT, CONFLICT),
                    f"{where}: {rel!r} has no content hash")  # fmt: skip
             new = f.get("new")
             _check(new is None or (isinstance(new, str) and _b64(new) is not None),
                    f"{where}: the new content of {rel!r} is not base64")  # fmt: skip
             _check(_is_int(f.get("replacements")), f"{where}: {rel!r} has no replacement count")
             mode = f.get("mode")
-            _check(mode is None or (_is_int(mode) and mode <= 0o7777),
+            _check(mode is None or (isinstance(mode, int) and _is_int(mode) and mode <= 0o7777),
                    f"{where}: {rel!r} has a bad file mode {mode!r}")  # fmt: skip
 
 
@@ -264,46 +341,52 @@ def _b64(text: str) -> bytes | None:
         return None
 
 
-def _ledger_check(ledger: Any) -> None:
-    _check(isinstance(ledger, dict), "its diagnostics ledger is not a map of file to entries")
+def _ledger_check(ledger: JSONValue) -> None:
+    if not isinstance(ledger, dict):
+        raise RunStateError("its diagnostics ledger is not a map of file to entries")
     for path, rows in ledger.items():
-        _check(isinstance(rows, list), f"the ledger of {path!r} is not a list")
+        if not isinstance(rows, list):
+            raise RunStateError(f"the ledger of {path!r} is not a list")
         for row in rows:
             _check(isinstance(row, list) and len(row) == 5 and _is_int(row[0], 1)
                    and isinstance(row[1], str) and isinstance(row[2], str)
-                   and _is_int(row[3], 1) and isinstance(row[4], list)
-                   and all(_is_int(n) for n in row[4]),
+                   and _is_int(row[3], 1) and isinstance(lines := row[4], list)
+                   and all(_is_int(n) for n in lines),
                    f"a ledger entry of {path!r} is malformed ({str(row)[:80]})")  # fmt: skip
 
 
-def _debug_check(debug: Any, root: str) -> None:
-    _check(isinstance(debug, dict) and isinstance(debug.get("breakpoints"), dict)
-           and isinstance(debug.get("functions"), list), "its breakpoints are malformed")  # fmt: skip
+def _debug_check(debug: JSONValue, root: str) -> None:
+    if not (isinstance(debug, dict) and isinstance(lines := debug.get("breakpoints"), dict)
+            and isinstance(functions := debug.get("functions"), list)):  # fmt: skip
+        raise RunStateError("its breakpoints are malformed")
     try:
-        for path, specs in debug["breakpoints"].items():
+        for path, specs in lines.items():
             _check(_inside(path, root), f"a breakpoint file {path!r} is outside the workdir")
-            _check(isinstance(specs, list) and all(isinstance(s, dict) for s in specs),
-                   f"the breakpoints of {path!r} are not a list of lines")  # fmt: skip
+            if not (isinstance(specs, list) and all(isinstance(s, dict) for s in specs)):
+                raise RunStateError(f"the breakpoints of {path!r} are not a list of lines")
             for s in specs:
+                assert isinstance(s, dict)  # (checked just above)
                 _check(isinstance(s.get("text", ""), str), f"a breakpoint of {path!r} is malformed")
                 bp.line_specs([{k: v for k, v in s.items() if k != "text"}])
-        bp.function_specs(debug["functions"])
-        if debug.get("exceptions") is not None:
-            _check(isinstance(debug["exceptions"], list), "its exception breakpoints are malformed")
-            bp.exception_kinds(debug["exceptions"])
+        bp.function_specs(functions)
+        exceptions = debug.get("exceptions")
+        if exceptions is not None:
+            if not isinstance(exceptions, list):
+                raise RunStateError("its exception breakpoints are malformed")
+            bp.exception_kinds(exceptions)
     except bp.BreakpointError as e:
         raise RunStateError(f"a breakpoint in it is not valid: {e}") from None
 
 
-def _cards_check(cards: Any) -> None:
+def _cards_check(cards: JSONValue) -> None:
     _check(isinstance(cards, dict) and _is_int(cards.get("last"))
-           and isinstance(cards.get("approved"), list)
+           and isinstance(approved := cards.get("approved"), list)
            and all(isinstance(a, dict) and _is_int(a.get("card"), 1)
-                   and isinstance(a.get("tool"), str) for a in cards["approved"]),
+                   and isinstance(a.get("tool"), str) for a in approved),
            "its card record is malformed")  # fmt: skip
 
 
-def _held_check(held: Any) -> None:
+def _held_check(held: JSONValue) -> None:
     _check(isinstance(held, dict) and _strings(held.get("kernels"))
            and isinstance(held.get("debugged"), bool) and _strings(held.get("workers")),
            "its record of what the old server held is malformed")  # fmt: skip
@@ -320,11 +403,11 @@ class Restored:
     breakpoints: int
     ledger_files: int
     approved: list[int]
-    held: dict[str, Any]
+    held: HeldDoc
     unsaid: dict[str, str] = field(default_factory=dict)
 
 
-def restore(run: Any, doc: Mapping[str, Any], cards: CardLog) -> Restored:
+def restore(run: Run, doc: RunStateDoc, cards: CardLog) -> Restored:
     """Put a `decode`d document into `run` (a new run of the same conversation)."""
     staged = doc["staged"]
     staging, lock = run_staging(run.state)
@@ -339,8 +422,9 @@ def restore(run: Any, doc: Mapping[str, Any], cards: CardLog) -> Restored:
     counts: dict[str, Counter[Key]] = {}
     lines: dict[str, dict[Key, set[int]]] = {}
     for path, rows in doc["ledger"].items():
-        counts[path] = Counter({(r[0], r[1], r[2]): r[3] for r in rows})
-        lines[path] = {(r[0], r[1], r[2]): set(r[4]) for r in rows}
+        entries = [_entry(r) for r in rows]
+        counts[path] = Counter({key: n for key, n, _ in entries})
+        lines[path] = {key: set(at) for key, _, at in entries}
     run.state.setdefault("lsp", {})["ledger"] = Ledger(counts, lines)
     debug = doc["debug"]
     kept = run.state.setdefault("debug", {})
@@ -352,7 +436,7 @@ def restore(run: Any, doc: Mapping[str, Any], cards: CardLog) -> Restored:
         kept["exceptions"] = list(debug["exceptions"])
     with cards.lock:
         cards.last = max(cards.last, doc["cards"]["last"])
-        cards.approved = [dict(a) for a in doc["cards"]["approved"]]
+        cards.approved = [a.copy() for a in doc["cards"]["approved"]]
     # (Run numbers its cards from an itertools.count: the new run goes on from the old
     # one's last, so "card #3" still means one card in this conversation)
     run._cards = itertools.count(cards.last + 1)
@@ -361,12 +445,20 @@ def restore(run: Any, doc: Mapping[str, Any], cards: CardLog) -> Restored:
         breakpoints=sum(len(v) for v in debug["breakpoints"].values()) + len(debug["functions"]),
         ledger_files=len(counts),
         approved=[a["card"] for a in cards.approved],
-        held=dict(doc["held"]),
+        held=doc["held"].copy(),
         unsaid=dict(doc["unsaid"]),
     )
 
 
-def _file(f: Mapping[str, Any]) -> StagedFile:
+def _entry(row: LedgerRow) -> tuple[Key, int, list[int]]:
+    """A ledger row (checked by `_ledger_check`) as its key, count and lines."""
+    severity, code, message, count, at = row
+    assert isinstance(severity, int) and isinstance(code, str) and isinstance(message, str)
+    assert isinstance(count, int) and isinstance(at, list)
+    return (severity, code, message), count, at
+
+
+def _file(f: FileDoc) -> StagedFile:
     new = None if f["new"] is None else _b64(f["new"])
     return StagedFile(f["rel"], f["path"], f["old_hash"], new, f["replacements"], f["mode"])
 
