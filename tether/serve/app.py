@@ -23,9 +23,9 @@ import os
 import socket
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
 import anyio
 import uvicorn
@@ -36,6 +36,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tether.metrics import Metrics
 from tether.serve.auth import Gate, state_key, token
@@ -52,7 +53,7 @@ class ServeCollector:
     def __init__(self, conversations: Conversations):
         self.conversations = conversations
 
-    def collect(self) -> Any:
+    def collect(self) -> Iterator[Metric]:
         c = self.conversations
         yield _gauge("tether_serve_conversations", "Open conversations", len(c))
         yield _gauge(
@@ -77,12 +78,12 @@ class Requests:
     response is written to the client: a drain that stopped the HTTP server as soon as the
     calls were done would cut those responses off, so it waits for this count too."""
 
-    def __init__(self, app: Any):
+    def __init__(self, app: ASGIApp):
         self.app = app
         self._count = 0
         self._zero = threading.Condition()
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return

@@ -20,20 +20,16 @@ import hmac
 import json
 import os
 import secrets
-from collections.abc import Awaitable, Callable, Collection, MutableMapping
+from collections.abc import Collection
 from pathlib import Path
-from typing import Any
+
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tether.private_dirs import ensure_private_dir
 
 TOKEN_FILE = "serve-token"
 STATE_KEY_FILE = "serve-state-key"
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
-
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 def token(state_dir: Path) -> str:
@@ -83,7 +79,7 @@ def origin_allowed(origin: str, port: int, extra: Collection[str]) -> bool:
 class Gate:
     """ASGI middleware in front of every route: Host/Origin (403), then the token (401)."""
 
-    def __init__(self, app: App, secret: str, port: int, allowed_hosts: Collection[str] = ()):
+    def __init__(self, app: ASGIApp, secret: str, port: int, allowed_hosts: Collection[str] = ()):
         self.app = app
         self._expected = f"Bearer {secret}".encode()
         self.port = port  # set again once the socket is bound (port 0)

@@ -22,19 +22,33 @@ import contextlib
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol, TypedDict
 
 import mcp_types as types
+from mcp.server.session import ServerSession
 
 from tether.questions import ALLOW, DENY, Answer, Card, CardKind
 
 NO_CHOICE = "(none of these)"
 
 
+class CallContext(Protocol):
+    """What this module reads of a call's context (the SDK's `ServerRequestContext`)."""
+
+    @property
+    def session(self) -> ServerSession: ...
+
+    @property
+    def protocol_version(self) -> str: ...
+
+    @property
+    def request_id(self) -> types.RequestId | None: ...
+
+
 @dataclass
 class _Channel:
-    session: Any  # the call's mcp ServerSession
-    request_id: Any
+    session: ServerSession  # the call's
+    request_id: types.RequestId | None
     loop: asyncio.AbstractEventLoop
 
 
@@ -51,7 +65,7 @@ ELICITATION = types.ClientCapabilities(elicitation=types.ElicitationCapability()
 MODERN = "2026-07-28"  # the first protocol version without server-to-client requests
 
 
-def can_park(ctx: Any) -> bool:
+def can_park(ctx: CallContext) -> bool:
     """Whether this call may answer `input_required`: a 2026-07-28 request of a client that
     declared elicitation (its capabilities ride every request there)."""
     session = ctx.session
@@ -62,14 +76,14 @@ def can_park(ctx: Any) -> bool:
     )
 
 
-def can_be_asked(ctx: Any) -> bool:
+def can_be_asked(ctx: CallContext) -> bool:
     """Whether a card raised in this client's calls reaches a human: a session that can send
     `elicitation/create` to a client that declared it, or a call that may park. SPEC lists
     `ask_user` only where a port can answer, so a client that can do neither is not shown it."""
     return can_park(ctx) or can_elicit(ctx.session)
 
 
-def can_elicit(session: Any) -> bool:
+def can_elicit(session: ServerSession) -> bool:
     """Whether this request's session can send `elicitation/create` to a client that
     declared it (2025-11-25)."""
     return bool(session.can_send_request and session.check_client_capability(ELICITATION))
@@ -81,7 +95,7 @@ class ElicitPort:
         self._channels: list[_Channel | Parked] = []
 
     @contextlib.contextmanager
-    def serving(self, ctx: Any) -> Iterator[None]:
+    def serving(self, ctx: CallContext) -> Iterator[None]:
         """While a call is served: its session is where this conversation's cards go."""
         session = ctx.session
         if not can_elicit(session):
@@ -126,7 +140,7 @@ class ElicitPort:
         if not isinstance(channel, _Channel):
             return channel.ask(card, timeout)
         message, schema = form(card)
-        coroutine = channel.session.elicit_form(message, schema, channel.request_id)
+        coroutine = channel.session.elicit_form(message, dict(schema), channel.request_id)
         future = asyncio.run_coroutine_threadsafe(coroutine, channel.loop)
         try:
             result = future.result(timeout)
@@ -144,27 +158,44 @@ class ElicitPort:
             park.withdraw(number, reason)
 
 
-def form(card: Card) -> tuple[str, dict[str, Any]]:
+class FormField(TypedDict, total=False):
+    type: str
+    title: str
+    enum: list[str]
+    description: str
+
+
+class FormSchema(TypedDict):
+    """An elicitation's `requestedSchema`: a flat object of primitive fields."""
+
+    type: str
+    properties: dict[str, FormField]
+    required: list[str]
+
+
+def form(card: Card) -> tuple[str, FormSchema]:
     """The card as an elicitation message and its (flat, primitive-only) schema."""
     message = f"{card.context}\n\n{card.question}" if card.context else card.question
     if card.kind is CardKind.PERMISSION:
         message = f"{message}\n\n(tool {card.tool}: {card.arguments})"
-    properties: dict[str, Any] = {}
+    properties: dict[str, FormField] = {}
     required: list[str] = []
     if card.options:
         labels = [o.label for o in card.options]
         hints = "; ".join(f"{o.label}: {o.description}" for o in card.options if o.description)
-        properties["choice"] = {
-            "type": "string",
-            "title": "Choice",
-            "enum": labels if not card.allow_free_text else [*labels, NO_CHOICE],
-            **({"description": hints} if hints else {}),
-        }
+        choice = FormField(
+            type="string",
+            title="Choice",
+            enum=labels if not card.allow_free_text else [*labels, NO_CHOICE],
+        )
+        if hints:
+            choice["description"] = hints
+        properties["choice"] = choice
         if not card.allow_free_text:
             required.append("choice")
     if card.allow_free_text or not card.options:
-        properties["text"] = {"type": "string", "title": "Answer"}
-    return message, {"type": "object", "properties": properties, "required": required}
+        properties["text"] = FormField(type="string", title="Answer")
+    return message, FormSchema(type="object", properties=properties, required=required)
 
 
 def answer(card: Card, result: types.ElicitResult) -> Answer:

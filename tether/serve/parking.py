@@ -31,12 +31,12 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
 from tether.call_scope import CallScope
+from tether.json_types import JSONObject
 from tether.questions import Answer, Card
 from tether.serve.elicit import answer, form
 from tether.tools.results import ToolResult
@@ -62,7 +62,7 @@ class Pending:
 
     def request(self) -> types.ElicitRequest:
         message, schema = form(self.card)
-        params = types.ElicitRequestFormParams(message=message, requested_schema=schema)
+        params = types.ElicitRequestFormParams(message=message, requested_schema=dict(schema))
         return types.ElicitRequest(params=params)
 
 
@@ -70,12 +70,12 @@ class Park:
     """A 2026-07-28 call that may stop to ask: it runs on, its cards wait for retries."""
 
     def __init__(
-        self, conversation: str, tool: str, scope: CallScope, args: dict[str, Any] | None = None
+        self, conversation: str, tool: str, scope: CallScope, args: JSONObject | None = None
     ) -> None:
         self.id = "p-" + secrets.token_urlsafe(12)
         self.conversation = conversation
         self.tool = tool
-        self.args = args or {}
+        self.args: JSONObject = args or {}
         self.scope = scope
         self.loop = asyncio.get_running_loop()
         self.task: asyncio.Task[ToolResult] | None = None
@@ -166,7 +166,7 @@ class Parking:
         with self._lock:
             self._parks.pop(park.id, None)
 
-    def find(self, state: str, conversation: Any, tool: str) -> tuple[Park, int]:
+    def find(self, state: str, conversation: str, tool: str) -> tuple[Park, int]:
         """The park and round a (verified) requestState names, for this call."""
         try:
             claims = json.loads(state)
