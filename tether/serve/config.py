@@ -18,11 +18,12 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from tether.json_types import JSONValue
 from tether.places import Place
-from tether.tools.guardrails import make_policy
-from tether.tools.spec import Surface
+from tether.tools.guardrails import Approval, make_policy
+from tether.tools.spec import Surface, Tier
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -40,21 +41,22 @@ class Workdir:
     path: Path
     place: str = "host"
     surface: Surface = Surface.DEFAULT
-    approval: Mapping[str, str] | None = None  # {"write": "ask"}: a card to the client's human
+    # {"write": "ask"}: a card to the client's human (tier and decision as the config says)
+    approval: Mapping[Tier | str, Approval | str] | None = None
 
     @classmethod
-    def parse(cls, name: str, value: Any) -> Workdir:
+    def parse(cls, name: str, value: JSONValue) -> Workdir:
         if not NAME.match(name):
             raise ConfigError(
                 f"workdir name {name!r} is not a plain name: use letters, digits, '_', '.', '-'"
             )
-        spec = {"path": value} if isinstance(value, str) else value
-        if not isinstance(spec, Mapping) or not isinstance(spec.get("path"), str):
+        spec: JSONValue = {"path": value} if isinstance(value, str) else value
+        if not isinstance(spec, Mapping) or not isinstance(given := spec.get("path"), str):
             raise ConfigError(
                 f'workdir {name!r}: give a path, or {{"path": DIR, "place": ..., '
                 f'"surface": ...}}; got {value!r}'
             )
-        path = Path(spec["path"]).expanduser().resolve()
+        path = Path(given).expanduser().resolve()
         if not path.is_dir():
             raise ConfigError(f"workdir {name!r}: {str(path)!r} is not a directory")
         place = str(spec.get("place", "host"))
@@ -68,18 +70,19 @@ class Workdir:
             raise ConfigError(
                 f"workdir {name!r}: surface {surface!r} is not one of {', '.join(surfaces)}"
             )
-        approval = spec.get("approval")
-        if approval is not None:
-            if not isinstance(approval, Mapping):
+        given_approval = spec.get("approval")
+        approval: dict[Tier | str, Approval | str] | None = None
+        if given_approval is not None:
+            if not isinstance(given_approval, Mapping):
                 raise ConfigError(
                     f'workdir {name!r}: approval is a map of tier to decision, e.g. {{"write": '
-                    f'"ask", "exec": "deny"}}; got {approval!r}'
+                    f'"ask", "exec": "deny"}}; got {given_approval!r}'
                 )
-            try:
-                make_policy(approval)
+            try:  # (make_policy takes any value, and names the one it does not know as given)
+                make_policy(cast("Mapping[Tier | str, Approval | str]", given_approval))
             except ValueError as e:
                 raise ConfigError(f"workdir {name!r}: {e}") from None
-            approval = {str(k): str(v) for k, v in approval.items()}
+            approval = {str(k): str(v) for k, v in given_approval.items()}
         return cls(name=name, path=path, place=place, surface=Surface(surface), approval=approval)
 
 
@@ -122,7 +125,7 @@ class ServeConfig:
 
 
 def load(
-    path: str | os.PathLike[str] | None, pairs: Sequence[str], **overrides: Any
+    path: str | os.PathLike[str] | None, pairs: Sequence[str], **overrides: str | float | None
 ) -> ServeConfig:
     """The config file (if any), then `--workdir NAME=DIR` pairs, then flags that were given."""
     data: dict[str, Any] = {}

@@ -21,6 +21,7 @@ that state back; what did not survive is said in the conversation's next results
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import sys
 import threading
@@ -28,9 +29,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, TypedDict, Unpack
 
 from tether.call_scope import CallScope
+from tether.json_types import JSONValue
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.questions import Answer, Card
 from tether.serve import run_state, run_store
@@ -38,6 +40,12 @@ from tether.serve.config import ServeConfig, Workdir
 from tether.serve.elicit import ElicitPort
 from tether.serve.run_state import CardLog, RunStateError
 from tether.tools.results import ToolResult
+
+if TYPE_CHECKING:
+    from tether.questions import QuestionPort
+    from tether.run import Run
+    from tether.runtime_port import RunOptions
+    from tether.tools.spec import Surface
 
 STORE = "serve-conversations"  # (no .json: older runtimes reaped every *.json as a port file)
 STORE_BYTES = 16 << 20  # the handles of max_conversations fit many times over
@@ -52,6 +60,32 @@ class Full(ConversationError):
     """No room for another conversation now: try later (HTTP: 503 with Retry-After)."""
 
     retry_after = 30
+
+
+class OpensRuns(Protocol):
+    """What `Conversations` needs of a runtime (`tether.runtime.Runtime`): runs (and, when
+    it has one, its memory budget's word: `capacity()`, read with getattr)."""
+
+    def open_run(
+        self,
+        run_id: str,
+        workdir: str | os.PathLike[str] | None = ...,
+        surface: Surface | str | None = ...,
+        question_port: QuestionPort | None = ...,
+        vibe: bool = ...,
+        **options: Unpack[RunOptions],
+    ) -> Run: ...
+
+
+class ConversationInfo(TypedDict):
+    """What `open_conversation` says of a new conversation (its result's data)."""
+
+    conversation: str  # the handle
+    workdir: str  # its name
+    path: str
+    place: str
+    surface: str
+    tools: list[str]
 
 
 class KeptPort(ElicitPort):
@@ -71,7 +105,7 @@ class KeptPort(ElicitPort):
 class Conversation:
     handle: str
     workdir: Workdir
-    run: Any  # tether.run.Run
+    run: Run
     port: ElicitPort = field(default_factory=ElicitPort)  # its cards go to the client
     opened: float = field(default_factory=time.time)
     calls: int = 0
@@ -96,21 +130,21 @@ class Conversation:
             self.notes = {t: n for t, n in self.notes.items() if n != own}
         return own
 
-    def describe(self) -> dict[str, Any]:
-        return {
-            "conversation": self.handle,
-            "workdir": self.workdir.name,
-            "path": str(self.workdir.path),
-            "place": self.workdir.place,
-            "surface": self.workdir.surface.value,
-            "tools": [t.name for t in self.run.tools()],
-        }
+    def describe(self) -> ConversationInfo:
+        return ConversationInfo(
+            conversation=self.handle,
+            workdir=self.workdir.name,
+            path=str(self.workdir.path),
+            place=self.workdir.place,
+            surface=self.workdir.surface.value,
+            tools=[t.name for t in self.run.tools()],
+        )
 
 
 class Conversations:
     """Open conversations and the calls in flight on them (thread-safe)."""
 
-    def __init__(self, runtime: Any, config: ServeConfig, state_dir: Path | None = None):
+    def __init__(self, runtime: OpensRuns, config: ServeConfig, state_dir: Path | None = None):
         self.runtime = runtime
         self.config = config
         # the handles and their workdirs, so a restarted server answers the same handles
@@ -160,7 +194,7 @@ class Conversations:
 
     # ---- lifetime -----------------------------------------------------------------
     def open(
-        self, name: str, open_run: Callable[..., Any] | None = None, handle: str = ""
+        self, name: str, open_run: Callable[..., Run] | None = None, handle: str = ""
     ) -> Conversation:
         """A new conversation on the workdir `name` (blocking: starts its run actor)."""
         workdir = self.config.workdir(name)
@@ -237,7 +271,9 @@ class Conversations:
         handle = conversation.handle
         try:
             data = self._runs.load(handle) if self._runs is not None else None
-            doc = run_state.decode(data, handle, conversation.run.workdir) if data else None
+            workdir = conversation.run.workdir
+            assert workdir is not None  # (a served run has one: `open` passes it)
+            doc = run_state.decode(data, handle, workdir) if data else None
         except RunStateError as e:
             path = self._runs.path(handle) if self._runs is not None else handle
             aside = self._runs.set_aside(handle) if self._runs is not None else None
@@ -303,7 +339,7 @@ class Conversations:
         data = {h: {"workdir": c.workdir.name, "opened": c.opened} for h, c in self._open.items()}
         run_store.write_private(self._store, json.dumps(data).encode())
 
-    def get(self, handle: Any) -> Conversation:
+    def get(self, handle: JSONValue) -> Conversation:
         if not isinstance(handle, str) or not handle:
             raise ConversationError(
                 "every tool call names its conversation: pass the 'conversation' argument "

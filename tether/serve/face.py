@@ -28,7 +28,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import Any
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import anyio
 import mcp_types as types
@@ -37,6 +38,7 @@ from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPError
 
 from tether.call_scope import CallScope
+from tether.json_types import JSONObject
 from tether.mcp_server import SERVER_NAME, mcp_result, mcp_tool, server_version, unknown_tool
 from tether.serve.config import ConfigError
 from tether.serve.conversations import Conversation, ConversationError, Conversations, Full
@@ -48,6 +50,9 @@ from tether.tools.registry import Registry
 from tether.tools.results import ToolResult
 from tether.tools.spec import Needs
 
+if TYPE_CHECKING:
+    from tether.run import Run
+
 CONVERSATION_HEADER = "Conversation"  # -> Mcp-Param-Conversation on 2026-07-28
 CANCELLED_BY_CLIENT = "the client cancelled the call (or went away)"
 PROGRESS_AFTER = 1.0  # a call with a progress token hears from us after this, then each second
@@ -57,12 +62,25 @@ INSTRUCTIONS = (
 )
 
 
-def conversation_property() -> dict[str, Any]:
+# the `conversation` argument's schema (its wire key is not a Python name)
+ConversationProperty = TypedDict(
+    "ConversationProperty", {"type": str, "description": str, "x-mcp-header": str}
+)
+
+
+def conversation_property() -> ConversationProperty:
     return {
         "type": "string",
         "description": "the conversation's handle, from open_conversation",
         "x-mcp-header": CONVERSATION_HEADER,
     }
+
+
+@contextlib.asynccontextmanager
+async def stateless(_: Server[None]) -> AsyncIterator[None]:
+    """The server's lifespan: it keeps no state there (the SDK's default keeps an empty
+    dict), so a request's context is a `ServerRequestContext[None]`."""
+    yield None
 
 
 class ServeFace:
@@ -136,7 +154,7 @@ class ServeFace:
         return tools
 
     async def list_tools(
-        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+        self, ctx: ServerRequestContext[None], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         if can_be_asked(ctx):
             return types.ListToolsResult(tools=self._tools)
@@ -144,9 +162,10 @@ class ServeFace:
 
     # ---- tools/call -------------------------------------------------------------------
     async def call_tool(
-        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+        self, ctx: ServerRequestContext[None], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
-        name, args = params.name, dict(params.arguments or {})
+        name = params.name
+        args: JSONObject = dict(params.arguments or {})
         if name not in self.names:
             raise unknown_tool(name, self.names)
         if name == "open_conversation":
@@ -180,10 +199,10 @@ class ServeFace:
     # ---- 2026-07-28: a call parked while it waits on the client's human ----------------
     async def _park(
         self,
-        ctx: ServerRequestContext[Any],
+        ctx: ServerRequestContext[None],
         conversation: Conversation,
         name: str,
-        args: dict[str, Any],
+        args: JSONObject,
         scope: CallScope,
     ) -> types.CallToolResult | types.InputRequiredResult:
         park = Park(conversation.handle, name, scope, args)
@@ -204,7 +223,7 @@ class ServeFace:
 
     async def _resume(
         self,
-        ctx: ServerRequestContext[Any],
+        ctx: ServerRequestContext[None],
         conversation: Conversation,
         name: str,
         params: types.CallToolRequestParams,
@@ -230,7 +249,7 @@ class ServeFace:
         return await self._round(ctx, conversation, park)
 
     async def _round(
-        self, ctx: ServerRequestContext[Any], conversation: Conversation, park: Park
+        self, ctx: ServerRequestContext[None], conversation: Conversation, park: Park
     ) -> types.CallToolResult | types.InputRequiredResult:
         """Wait for the parked call's result or its next card. A client that goes away
         while waiting cancels the call, as it does an unparked one."""
@@ -248,13 +267,13 @@ class ServeFace:
         self.parking.drop(park)
         return finished(conversation, step)
 
-    async def _call(self, run: Any, name: str, args: dict[str, Any], scope: CallScope) -> Any:
+    async def _call(self, run: Run, name: str, args: JSONObject, scope: CallScope) -> ToolResult:
         """`Run.acall`: `Run.call` on one of its reused threads; a cancelled task cancels the
         scope, and the resource stops. (Not anyio's to_thread: its limiter, cancel scope and
         queue cost more server CPU per call.)"""
         return await run.acall(name, args, scope, CANCELLED_BY_CLIENT)
 
-    async def _open(self, args: dict[str, Any]) -> types.CallToolResult:
+    async def _open(self, args: JSONObject) -> types.CallToolResult:
         workdir = args.get("workdir")
         if not isinstance(workdir, str):
             names = ", ".join(sorted(self.conversations.config.workdirs))
@@ -277,9 +296,10 @@ class ServeFace:
         )
         return mcp_result(ToolResult.ok(text, data=info))
 
-    def server(self) -> Server[Any]:
+    def server(self) -> Server[None]:
         server = Server(
             SERVER_NAME,
+            lifespan=stateless,
             version=server_version(),
             title="tether: server-bound coding tools",
             instructions=INSTRUCTIONS,
@@ -321,11 +341,11 @@ def with_conversation(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def _progress_task(
-    ctx: ServerRequestContext[Any], name: str, run: Any, args: dict[str, Any]
+    ctx: ServerRequestContext[None], name: str, run: Run, args: JSONObject
 ) -> Ticks | None:
     """With a progress token: a notification each second once the call took 1 s, saying
     what the tool's probe says the call waits on (serve.progress)."""
-    meta: Any = ctx.meta or {}  # a TypedDict: the wire key, or its Python name
+    meta: Mapping[str, object] = ctx.meta or {}  # (a TypedDict: the wire key, or its Python name)
     if meta.get("progressToken", meta.get("progress_token")) is None:
         return None
     return Ticks(ctx, name, probe_for(run, name, args))
@@ -335,7 +355,7 @@ class Ticks:
     """One call's progress notifications. Until `PROGRESS_AFTER` only a timer: most calls
     end sooner, and a timer costs less than a task sleeping (made and cancelled per call)."""
 
-    def __init__(self, ctx: ServerRequestContext[Any], name: str, probe: Probe | None):
+    def __init__(self, ctx: ServerRequestContext[None], name: str, probe: Probe | None):
         self.ctx, self.name, self.probe = ctx, name, probe
         self.started = time.monotonic()
         loop = asyncio.get_running_loop()

@@ -29,8 +29,9 @@ import contextlib
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from tether.json_types import JSONObject
 from tether.lsp.servers import split_key
 from tether.messages.calls import ResourceError
 from tether.messages.language_server_ops import Status, StatusReply
@@ -46,10 +47,13 @@ LSP_TOOLS = frozenset({"lsp", "lsp_rename", "write", "edit", "apply_patch"})
 PARSER_KIND = "parser"
 SEARCH_TOOLS = frozenset({"ast_grep", "ast_edit"})
 
+if TYPE_CHECKING:
+    from tether.run import Run
+
 Probe = Callable[[], str]
 
 
-def probe_for(run: Any, tool: str, args: dict[str, Any] | None = None) -> Probe | None:
+def probe_for(run: Run, tool: str, args: JSONObject | None = None) -> Probe | None:
     """What to say, besides the elapsed time, about a running call of `tool` on `run`."""
     if tool in LSP_TOOLS:
         return lambda: indexing(run)
@@ -62,7 +66,7 @@ def probe_for(run: Any, tool: str, args: dict[str, Any] | None = None) -> Probe 
     return None
 
 
-def output_so_far(run: Any, language: str) -> str:
+def output_so_far(run: Run, language: str) -> str:
     """'output so far: step 3 of 10' - the last line the running cell printed."""
     status = run.context().call_resource(KERNEL_KIND, language, "status", {}, PROBE_TIMEOUT)
     lines = str(status.get("cell_output") or "").strip().splitlines()
@@ -72,7 +76,7 @@ def output_so_far(run: Any, language: str) -> str:
     return f"output so far: {last[:MAX_LINE]}" + ("..." if len(last) > MAX_LINE else "")
 
 
-def indexing(run: Any) -> str:
+def indexing(run: Run) -> str:
     """'basedpyright indexing: Analyzing files', for the servers of the run's workdir."""
     ctx = run.context()
     workdir = Path(ctx.workdir).resolve()
@@ -92,7 +96,7 @@ def indexing(run: Any) -> str:
     return "; ".join(said)
 
 
-def files_searched(run: Any, since: float) -> str:
+def files_searched(run: Run, since: float) -> str:
     """'files searched: 1200 of 5000' - this run's search jobs in the parser pool that
     started at or after `since` (time.monotonic(), one clock for the machine's processes);
     'of' is left out while a slot lists its share itself (its count is not known)."""
