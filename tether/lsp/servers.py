@@ -21,10 +21,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
 
 from tether import roots
 from tether.atomic_files import open_regular
+from tether.json_types import JSONObject, JSONValue
 from tether.lsp.checkers import PARSERS
 from tether.messages.language_server_ops import HierarchyDirection
 from tether.places.registry import split_place
@@ -33,7 +33,10 @@ from tether.roots import find_root  # (tests and callers find it here too)
 DIRECTIONS: tuple[HierarchyDirection, ...] = typing.get_args(HierarchyDirection)
 
 
-def _frozen(d: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
+V = typing.TypeVar("V")
+
+
+def _frozen(d: Mapping[str, V] | None = None) -> Mapping[str, V]:
     return MappingProxyType(dict(d or {}))
 
 
@@ -62,8 +65,8 @@ class ServerRow:
     root_markers: tuple[str, ...]
     binaries: tuple[str, ...]  # candidates, first that resolves wins
     args: tuple[str, ...] = ()
-    init_options: Mapping[str, Any] = field(default_factory=_frozen)
-    settings: Mapping[str, Any] = field(default_factory=_frozen)  # workspace/configuration
+    init_options: Mapping[str, JSONValue] = field(default_factory=_frozen)
+    settings: Mapping[str, JSONValue] = field(default_factory=_frozen)  # workspace/configuration
     checker: Checker | None = None
     checker_name: str = ""  # what the model is told ran for diagnostics "*"
     # --- quirks -------------------------------------------------------------------------
@@ -175,7 +178,7 @@ class ServerRow:
         return self.extensions.get(Path(path).suffix.lower())
 
 
-_PY_SETTINGS = {
+_PY_SETTINGS: JSONObject = {
     "basedpyright": {
         "analysis": {
             "typeCheckingMode": "standard",

@@ -17,10 +17,11 @@ import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from tether import atomic_files
+from tether.json_types import JSONObject, JSONValue
 from tether.lsp.documents import path_of, read_text
+from tether.lsp.narrow import obj
 from tether.lsp.positions import offset_of
 
 
@@ -42,13 +43,42 @@ class Plan:
         return list(self.final)
 
 
-def _apply_text_edits(text: str, edits: list[dict[str, Any]], encoding: str, where: str) -> str:
+# A malformed edit is refused whole: a field of the wrong type raises TypeError (a missing
+# required one KeyError), as indexing the raw JSON did; it is never read as a default.
+def _str(o: JSONObject, key: str) -> str:
+    value = o[key]
+    if not isinstance(value, str):
+        raise TypeError(f"{key} is not a string: {value!r:.80}")
+    return value
+
+
+def _int(o: JSONObject, key: str) -> int:
+    value = o.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{key} is not a number: {value!r:.80}")
+    return int(value)
+
+
+def _objects(value: JSONValue, what: str) -> list[JSONObject]:
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise TypeError(f"{what} is not a list of objects: {value!r:.80}")
+    return [v for v in value if isinstance(v, dict)]
+
+
+def _changes(edit: JSONObject) -> JSONObject:
+    changes = edit.get("changes") or {}
+    if not isinstance(changes, dict):
+        raise TypeError(f"changes is not an object: {changes!r:.80}")
+    return changes
+
+
+def _apply_text_edits(text: str, edits: list[JSONObject], encoding: str, where: str) -> str:
     spans = []
     for e in edits:
-        r = e.get("range") or {}
-        s, en = r.get("start") or {}, r.get("end") or {}
-        a = offset_of(text, int(s.get("line", 0)), int(s.get("character", 0)), encoding)
-        b = offset_of(text, int(en.get("line", 0)), int(en.get("character", 0)), encoding)
+        r = obj(e.get("range"))
+        s, en = obj(r.get("start")), obj(r.get("end"))
+        a = offset_of(text, _int(s, "line"), _int(s, "character"), encoding)
+        b = offset_of(text, _int(en, "line"), _int(en, "character"), encoding)
         if b < a:
             raise EditError(f"edit range ends before it starts in {where}")
         spans.append((a, b, str(e.get("newText", ""))))
@@ -62,7 +92,7 @@ def _apply_text_edits(text: str, edits: list[dict[str, Any]], encoding: str, whe
 
 
 def plan(
-    edit: dict[str, Any],
+    edit: JSONObject,
     encoding: str,
     version_of: Callable[[Path], int | None] = lambda p: None,
     read: Callable[[Path], str | None] = read_text,
@@ -77,7 +107,7 @@ def plan(
             view[path] = read(path)
         return view[path]
 
-    def text_edit(uri: str, edits: list[dict[str, Any]], version: int | None) -> None:
+    def text_edit(uri: str, edits: list[JSONObject], version: int | None) -> None:
         path = path_of(uri)
         text = current(path)
         if text is None:
@@ -93,14 +123,19 @@ def plan(
         p.edits[path] = p.edits.get(path, 0) + len(edits)
 
     if edit.get("documentChanges") is not None:
-        for dc in edit["documentChanges"]:
+        for dc in _objects(edit["documentChanges"], "documentChanges"):
             kind = dc.get("kind")
-            opts = dc.get("options") or {}
+            opts = obj(dc.get("options"))
             if kind is None:
-                td = dc.get("textDocument") or {}
-                text_edit(td.get("uri", ""), dc.get("edits") or [], td.get("version"))
+                td = obj(dc.get("textDocument"))
+                version = td.get("version")
+                if version is not None and not isinstance(version, int):
+                    raise TypeError(f"version is not an integer: {version!r:.80}")
+                uri = td.get("uri", "")
+                edits = _objects(dc.get("edits") or [], "edits")
+                text_edit(uri if isinstance(uri, str) else _str(td, "uri"), edits, version)
             elif kind == "create":
-                path = path_of(dc["uri"])
+                path = path_of(_str(dc, "uri"))
                 if current(path) is not None:
                     if opts.get("ignoreIfExists") and not opts.get("overwrite"):
                         continue
@@ -109,7 +144,7 @@ def plan(
                 view[path] = ""
                 p.created.append(path)
             elif kind == "rename":
-                old, new = path_of(dc["oldUri"]), path_of(dc["newUri"])
+                old, new = path_of(_str(dc, "oldUri")), path_of(_str(dc, "newUri"))
                 if current(old) is None:
                     raise EditError(f"rename {old}: it does not exist")
                 if current(new) is not None:
@@ -122,7 +157,7 @@ def plan(
                 p.edits[new] = p.edits.pop(old, 0)
                 p.renamed.append((old, new))
             elif kind == "delete":
-                path = path_of(dc["uri"])
+                path = path_of(_str(dc, "uri"))
                 if path.is_dir():
                     raise EditError(f"delete {path}: deleting directories is not supported")
                 if current(path) is None:
@@ -135,8 +170,8 @@ def plan(
             else:
                 raise EditError(f"unknown documentChanges entry kind {kind!r}")
     else:
-        for uri, edits in (edit.get("changes") or {}).items():
-            text_edit(uri, edits or [], None)
+        for uri, uri_edits in _changes(edit).items():
+            text_edit(uri, _objects(uri_edits or [], "edits"), None)
     for path, text in view.items():
         before = read(path)
         if text != before:
@@ -145,18 +180,21 @@ def plan(
     return p
 
 
-def named_paths(edit: dict[str, Any]) -> list[Path]:
+def named_paths(edit: JSONObject) -> list[Path]:
     """Every path `edit` names (text edits, creations, both ends of renames, deletions)."""
-    uris: list[Any] = list((edit.get("changes") or {}).keys())
-    for dc in edit.get("documentChanges") or []:
+    uris: list[JSONValue] = list(_changes(edit).keys())
+    document_changes = edit.get("documentChanges") or []
+    if not isinstance(document_changes, list):
+        raise TypeError(f"documentChanges is not a list: {document_changes!r:.80}")
+    for dc in document_changes:
         if not isinstance(dc, dict):
             continue
-        uris += [(dc.get("textDocument") or {}).get("uri"), dc.get("uri")]
+        uris += [obj(dc.get("textDocument")).get("uri"), dc.get("uri")]
         uris += [dc.get("oldUri"), dc.get("newUri")]
     return [path_of(u) for u in uris if isinstance(u, str)]
 
 
-def confine(edit: dict[str, Any], within: Sequence[Path]) -> None:
+def confine(edit: JSONObject, within: Sequence[Path]) -> None:
     """Refuse `edit` whole (EditError) unless every path it names, after resolving symlinks
     and `..`, is inside one of `within`. Checked before anything is read: an edit naming a
     path outside is never even planned (DESIGN.md invariant 5)."""

@@ -21,7 +21,7 @@ timers), `readiness` (started, warm, workspace listed: the calls waiting for eac
 its requests), `freshness` (diagnostics and sync, and when they are fresh), `queries`
 (navigation, symbols, rename), `hierarchy` (call and type hierarchy), `records` (answers
 -> records), `budgets` (per-request budgets, stalls), `capabilities` (what the client
-advertises).
+advertises), `timers` (the timer tags of all of them: `SessionTimer`).
 """
 
 from tether.lsp.session.capabilities import client_capabilities

@@ -26,7 +26,6 @@ import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from tether.json_types import JSONObject, JSONValue
 from tether.lsp import workspace_edit
@@ -379,9 +378,7 @@ class Session:
     def _pull_supported(self) -> bool:
         return self.caps.supports("textDocument/diagnostic")
 
-    def apply_edit(
-        self, edit: dict[str, Any], confine: list[str] | None = None
-    ) -> workspace_edit.Plan:
+    def apply_edit(self, edit: JSONObject, confine: list[str] | None = None) -> workspace_edit.Plan:
         """Apply a WorkspaceEdit all or nothing (`edits.Edits.apply`)."""
         return self.edits.apply(edit, confine)
 

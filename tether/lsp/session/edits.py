@@ -17,8 +17,8 @@ import os
 from collections import deque
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
+from tether.json_types import JSONObject, JSONValue
 from tether.lsp import workspace_edit
 from tether.lsp.jsonrpc import Capabilities
 from tether.lsp.session.readiness import Readiness
@@ -56,7 +56,7 @@ class Edits:
         self.epoch = 0  # WorkspaceEdits this session wrote
         self.edited_at: dict[Path, int] = {}  # path -> the epoch that last wrote it
 
-    def apply(self, edit: dict[str, Any], confine: list[str] | None = None) -> workspace_edit.Plan:
+    def apply(self, edit: JSONObject, confine: list[str] | None = None) -> workspace_edit.Plan:
         """Apply a WorkspaceEdit all or nothing and re-sync every touched file.
 
         `confine`: directories every touched path must be inside (the run's workspace;
@@ -69,7 +69,7 @@ class Edits:
         """The paths an edit after epoch `since` changed."""
         return sorted(str(p) for p in paths if self.edited_at.get(p, since) > since)
 
-    def _apply_within(self, edit: dict[str, Any], within: list[Path]) -> workspace_edit.Plan:
+    def _apply_within(self, edit: JSONObject, within: list[Path]) -> workspace_edit.Plan:
         def version_of(p: Path) -> int | None:
             d = self.texts.docs.get(p)
             return d.version if d else None
@@ -84,7 +84,7 @@ class Edits:
         self.texts.changed(touched, set(plan.created) | {b for _, b in plan.renamed})
         return plan
 
-    def from_server(self, edit: Any) -> tuple[bool, str]:
+    def from_server(self, edit: JSONValue) -> tuple[bool, str]:
         """A server-initiated `workspace/applyEdit`: (applied, why not)."""
         writers = [
             (o, o.request)

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-from tether.json_types import JSONObject
+from tether.json_types import JSONObject, JSONValue
 from tether.lsp.diagnostics import DEFAULT_CAP, FreshWait, Published, normalize
 from tether.lsp.documents import Document, path_of, uri_of
 from tether.lsp.jsonrpc import (
@@ -68,7 +68,7 @@ class Freshness:
         self.waits: dict[int, tuple[Op, FreshWait]] = {}  # calls waiting for diagnostics
         self.published: dict[str, Published] = {}
         # uri -> (resultId, items, document version the pull was sent for)
-        self.pull_cache: dict[str, tuple[str | None, list[JSONObject], int]] = {}
+        self.pull_cache: dict[str, tuple[JSONValue, list[JSONObject], int]] = {}
         # other files changed since a reply: uri -> (items before, items after)
         self.carry: dict[str, tuple[list[JSONObject] | None, list[JSONObject]]] = {}
         self.other_pulls: set[int] = set()  # request ids of pulls for not-written files
@@ -185,18 +185,18 @@ class Freshness:
         if not self._maybe_finish(op, w):
             self.after(max(0.0, w.cap_at - now), Cap(op.oid))
 
-    def _pull_identifier(self) -> str | None:
-        ident = None
+    def _pull_identifier(self) -> JSONValue:
+        ident: JSONValue = None
         for m, o in self.s.caps.dynamic.values():
             if m == "textDocument/diagnostic" and isinstance(o, dict):
                 ident = o.get("identifier")
         dp = self.s.caps.static.get("diagnosticProvider")
         if isinstance(dp, dict) and dp.get("identifier"):
             ident = dp["identifier"]
-        return str(ident) if ident is not None else None
+        return ident
 
     def _pull_params(
-        self, uri: str, ident: str | None
+        self, uri: str, ident: JSONValue
     ) -> tuple[JSONObject, list[JSONObject] | None, int]:
         """A diagnostic pull for `uri`: its params (with the result id we hold, so the server
         may answer "unchanged"), the items that id stands for, and the document's version."""
@@ -283,8 +283,8 @@ class Freshness:
         items = objs(r.get("items"))
         cached = self.pull_cache.get(uri)
         if cached is None or version >= cached[2]:
-            result_id = r.get("resultId")
-            self.pull_cache[uri] = (None if result_id is None else str(result_id), items, version)
+            result_id = r.get("resultId")  # sent back as it came (previousResultId)
+            self.pull_cache[uri] = (result_id, items, version)
         return items
 
     def _maybe_finish(self, op: Op, w: FreshWait) -> bool:
