@@ -40,6 +40,14 @@ kernels kept fill the budget and the evicted servers cannot start again); one ru
 hover past its deadline (tsserver, 30 s). The charge over the budget during the runaway
 cell is the ceiling's to stop (a 2 GiB cell against a 400 MiB ceiling), not the
 budget's: counted apart.
+After 049e3d9/a372474 (an evicted name evictable again once a sample shows its successor,
+fit counting a starting spare's room; an evicted actor killed after its shutdown_timeout),
+2 runs: 6 served (3.55 per GiB, anchor 1.48; load 22-37, 338 s) and 7 (4.14, anchor 1.45;
+load ~10, 75 s); 0 OOM kills outside the runaway's kernel in both; samples over the budget
+outside the runaway cell 48 ('at once') + 1 ('one by one') in the loaded run, 0 in the
+other; second hovers all right that were answered (12 of 12 in the first, 5 in the second,
+the rest refused `capacity`), no kernel state lost; evictions 22/16 spare pools, 11/16
+language servers; refusals 9/18.
 """
 
 from __future__ import annotations
