@@ -29,13 +29,14 @@ import contextlib
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tether.json_types import JSONObject
 from tether.lsp.servers import split_key
 from tether.messages.calls import ResourceError
 from tether.messages.language_server_ops import Status, StatusReply
-from tether.messages.parser_ops import Stats
+from tether.messages.ops import OpError
+from tether.messages.parser_ops import JobProgress, Stats, StatsReply, read_reply
 from tether.tools.lsp_tool.notes import carry
 from tether.tools.lsp_tool.targets import KIND as LSP_KIND
 from tether.tools.lsp_tool.targets import ask
@@ -108,16 +109,21 @@ def files_searched(run: Run, since: float) -> str:
         for reply in replies
         if not isinstance(reply, ResourceError)  # (a busy or restarting slot: not this tick)
         for job in _searched(reply, ctx.run_id)
-        if job.get("started", 0.0) >= since
+        if job.started >= since
     ]
     if not jobs:
         return ""
-    done = sum(int(job.get("files") or 0) for job in jobs)
-    planned = [job["of"] for job in jobs if job.get("of") is not None]
+    done = sum(job.files for job in jobs)
+    planned = [job.of for job in jobs if job.of is not None]
     if len(planned) < len(jobs):
         return f"files searched: {done}"
     return f"files searched: {done} of {sum(planned)}"
 
 
-def _searched(stats: Mapping[str, Any], run_id: str) -> list[Mapping[str, Any]]:
-    return list((stats.get("searched") or {}).get(run_id) or [])
+def _searched(payload: Mapping[str, object], run_id: str) -> list[JobProgress]:
+    """This run's jobs in one slot's `StatsReply` (a reply that is not one: none)."""
+    try:
+        stats = read_reply(StatsReply, payload)
+    except OpError:
+        return []
+    return list(stats.searched.get(run_id) or [])
