@@ -24,9 +24,47 @@ T = TypeVar("T")
 
 
 def plain(reply: DataclassInstance) -> dict[str, Any]:
-    """A reply as the `Reply` payload: its fields flat, the records inside as maps."""
-    out: dict[str, Any] = dataclasses.asdict(reply)
-    return out
+    """A reply as the `Reply` payload: its fields flat, the records inside as maps. Lists
+    and maps that hold no record go as they are (not copied: a reply is frozen, built to
+    be sent), so a large search's payload costs one map per match record."""
+    return {name: _plain(getattr(reply, name)) for name in _names(type(reply))}
+
+
+_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _names(cls: type[DataclassInstance]) -> tuple[str, ...]:
+    names = _NAMES.get(cls)
+    if names is None:
+        names = _NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
+_SCALARS = frozenset({str, int, float, bool, bytes, type(None)})
+
+
+def _holds_records(value: object) -> bool:
+    """Whether `value` is a record, or a list or map whose first item holds records (the
+    items of one field are alike)."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return False
+    if isinstance(value, list):
+        return bool(value) and _holds_records(value[0])
+    if isinstance(value, dict):
+        return bool(value) and _holds_records(next(iter(value.values())))
+    return kind in _NAMES or hasattr(kind, "__dataclass_fields__")
+
+
+def _plain(value: object) -> object:
+    if not _holds_records(value):
+        return value
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    assert dataclasses.is_dataclass(value) and not isinstance(value, type)
+    return plain(value)
 
 
 def _one(vocabulary: Vocabulary, cls: type[T], value: object, where: str) -> T:
