@@ -96,6 +96,10 @@ WRITES = {
 def test_write_reports_new_error_once(lsp_rt, tmp_path, project):  # noqa: F811
     run = lsp_rt.open_run(f"w-{project}-{next(_ids)}", workdir=str(copy_project(project, tmp_path)))
     path, old, new, message = WRITES[project]
+    # (a warm server: the write's diagnostics are waited for under their cap alone, not
+    # behind a cold server's first look at its new project)
+    warm = run.call("lsp", {"action": "diagnostics", "file": path})
+    assert not warm.is_error, warm.text
     r = run.call("edit", {"path": path, "old_string": old, "new_string": new})
     assert not r.is_error and message in r.text, r.text
     assert [d["path"] for d in r.data["diagnostics"]["new"]] == [path]
