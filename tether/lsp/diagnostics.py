@@ -23,7 +23,7 @@ from tether.json_types import JSONObject
 from tether.lsp.narrow import obj, text, whole
 from tether.lsp.positions import from_character
 from tether.messages.calls import Call
-from tether.messages.language_server_ops import Record
+from tether.messages.language_server_ops import DiagnosticRecord
 
 DEFAULT_CAP = 2.5
 SEVERITY_NAMES = {1: "error", 2: "warning", 3: "info", 4: "hint"}
@@ -31,10 +31,10 @@ SEVERITY_NAMES = {1: "error", 2: "warning", 3: "info", 4: "hint"}
 
 def normalize(
     path: Path, items: list[JSONObject], line_of: Callable[[Path, int], str], encoding: str
-) -> list[Record]:
+) -> list[DiagnosticRecord]:
     """LSP Diagnostic[] -> records {path, line, column, end_line, end_column (1-based,
     code points), severity (1..4), code, message, source}."""
-    out: list[Record] = []
+    out: list[DiagnosticRecord] = []
     for d in items or []:
         r = obj(d.get("range"))
         s, e = obj(r.get("start")), obj(r.get("end"))

@@ -10,7 +10,8 @@ Replies: frozen dataclasses, one per shape of answer. A reply crosses the wire a
 typed, so any peer reading the payload reads the same thing); the host builds the op's
 declared reply class back from it (`read_reply`), which checks every field is there with
 its type (`Vocabulary.build`). Records inside a reply (a location, a symbol, a diagnostic)
-stay JSON objects (`Record`): the host turns them into model records with the file's text.
+are JSON objects, each shape a TypedDict below (a dict on the wire; the Vocabulary checks
+the outer list): the host turns them into model records with the file's text.
 `server_ms` is the language server's own share of the call (absent: no request was sent).
 `notes` are what the model is told beside the answer: this answer came from a server
 started again after an eviction (a cold start: the base actor adds it to the first reply of
@@ -22,14 +23,74 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal, NotRequired, TypedDict, TypeVar
 
 from tether.messages.ops import Vocabulary, op_args
 
 LANGUAGE_SERVER = Vocabulary("language_server")
 REPLIES = Vocabulary("language_server reply")  # checks a reply as it comes off the wire
 
-Record = dict[str, Any]  # one record of a server's answer, JSON (see the module docstring)
+
+# --- records: the shapes inside replies -----------------------------------------------------
+class Span(TypedDict):
+    """A range: 1-based lines, characters in the server's negotiated encoding."""
+
+    line: int
+    character: int
+    end_line: int
+    end_character: int
+
+
+class LocationRecord(Span):
+    path: str
+
+
+class SymbolRecord(LocationRecord):
+    name: str
+    kind: str  # "class", "function", ... (SYMBOL_KINDS)
+    container: str  # the dotted name of what holds it ("" at the top)
+    detail: str
+
+
+class HierarchyRecord(LocationRecord):
+    """A call or type hierarchy item at its name; a caller or callee has its call sites
+    (`sites`, the first SITES_CAP of `sites_total`, in the file `sites_path`)."""
+
+    name: str
+    kind: str
+    detail: str
+    sites: NotRequired[list[Span]]
+    sites_total: NotRequired[int]
+    sites_path: NotRequired[str]
+
+
+class CodeActionRecord(TypedDict):
+    title: str
+    kind: str
+    preferred: bool
+    files: int  # how many files its edit changes
+    command: str
+    diagnostics: list[str]  # the messages of the diagnostics it fixes
+
+
+class DiagnosticRecord(TypedDict):
+    """A server's diagnostic: 1-based lines and code-point columns, severity 1 (error)
+    .. 4 (hint)."""
+
+    path: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    severity: int
+    code: str
+    message: str
+    source: str
+
+
+class RenameFile(TypedDict):
+    path: str
+    edits: int  # the text edits applied to it
 
 
 # --- replies ------------------------------------------------------------------------------
@@ -47,7 +108,7 @@ class LocationsReply:
     """definition, type_definition, implementation, references: the first `limit`
     locations (characters in the server's `encoding`), of `total`."""
 
-    locations: list[Record]
+    locations: list[LocationRecord]
     total: int
     encoding: str
     server_ms: float | None = None
@@ -57,7 +118,7 @@ class LocationsReply:
 @REPLIES.op
 @dataclass(frozen=True)
 class CodeActionsReply:
-    actions: list[Record]  # title, kind, preferred, files, command, diagnostics
+    actions: list[CodeActionRecord]
     server_ms: float | None = None
     notes: list[str] = field(default_factory=list)  # for the model (a cold start)
 
@@ -68,9 +129,9 @@ class HierarchyReply:
     """One level: the first `limit` items of `total` (callers or callees with their call
     sites, or types), and the item(s) the position prepared to (`origin`)."""
 
-    items: list[Record]
+    items: list[HierarchyRecord]
     total: int
-    origin: list[Record]
+    origin: list[HierarchyRecord]
     encoding: str
     server_ms: float | None = None
     notes: list[str] = field(default_factory=list)  # for the model (a cold start)
@@ -79,7 +140,7 @@ class HierarchyReply:
 @REPLIES.op
 @dataclass(frozen=True)
 class SymbolsReply:
-    symbols: list[Record]
+    symbols: list[SymbolRecord]
     encoding: str
     server_ms: float | None = None
     notes: list[str] = field(default_factory=list)  # for the model (a cold start)
@@ -92,8 +153,8 @@ class DiagnosticsReply:
     in other files (path -> {"before", "after"}), the files still `pending` at the cap, the
     written files that are gone (`deleted`) or refused (`skipped`: path -> why)."""
 
-    files: dict[str, list[Record] | None]
-    others: dict[str, dict[str, list[Record] | None]]
+    files: dict[str, list[DiagnosticRecord] | None]
+    others: dict[str, dict[str, list[DiagnosticRecord] | None]]
     pending: list[str]
     deleted: list[str]
     skipped: dict[str, str]
@@ -102,7 +163,7 @@ class DiagnosticsReply:
     server_ms: float | None = None
     notes: list[str] = field(default_factory=list)  # for the model (a cold start)
 
-    def changed(self) -> list[tuple[str, list[Record] | None, list[Record]]]:
+    def changed(self) -> list[tuple[str, list[DiagnosticRecord] | None, list[DiagnosticRecord]]]:
         """The other files whose diagnostics changed: (path, before - None: never seen
         before, after)."""
         return [(p, ba.get("before"), ba.get("after") or []) for p, ba in self.others.items()]
@@ -114,7 +175,7 @@ class RenameReply:
     """What the applied rename wrote: files (path, edits), created, renamed ([from, to]),
     deleted; and the files the server's own edits changed during the call."""
 
-    files: list[Record]
+    files: list[RenameFile]
     created: list[str]
     renamed: list[list[str]]
     deleted: list[str]

@@ -29,7 +29,12 @@ from tether.lsp.session.link import Answer
 from tether.lsp.session.serving import Serving
 from tether.lsp.session.table import Op
 from tether.lsp.session.timers import Cap, FreshnessTag, Grace, Quiet
-from tether.messages.language_server_ops import Diagnostics, DiagnosticsReply, Record, Sync
+from tether.messages.language_server_ops import (
+    DiagnosticRecord,
+    Diagnostics,
+    DiagnosticsReply,
+    Sync,
+)
 
 MAX_OTHER_PULLS = 4  # open importers pulled with a write (the files it may have broken)
 
@@ -304,7 +309,7 @@ class Freshness:
         enc = self.s.caps.position_encoding
         line = self.s.texts.docs.line
 
-        def norm(u: str, items: list[JSONObject] | None) -> list[Record] | None:
+        def norm(u: str, items: list[JSONObject] | None) -> list[DiagnosticRecord] | None:
             return None if items is None else normalize(path_of(u), items, line, enc)
 
         files = {str(path_of(u)): norm(u, items) for u, items in w.fresh.items()}

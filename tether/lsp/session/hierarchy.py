@@ -22,7 +22,7 @@ from tether.lsp.session.link import Answer
 from tether.lsp.session.serving import Serving
 from tether.lsp.session.table import Op
 from tether.messages.calls import ErrorCode
-from tether.messages.language_server_ops import Hierarchy, HierarchyReply, Record
+from tether.messages.language_server_ops import Hierarchy, HierarchyRecord, HierarchyReply
 
 # direction -> (prepare method, follow-up method, the key of the item in a follow-up's
 # answer: CallHierarchyIncomingCall.from, OutgoingCall.to; a type answer is the items)
@@ -79,7 +79,7 @@ class Hierarchies:
         self._follow(op, h, items, [])
 
     def _follow(
-        self, op: Op, h: Hierarchy, items: list[JSONObject], found: list[list[Record]]
+        self, op: Op, h: Hierarchy, items: list[JSONObject], found: list[list[HierarchyRecord]]
     ) -> None:
         """Ask the follow-up about the next item (`found`: the answers about the ones before),
         one at a time and in order, so the merged answer lists the first item's first."""
@@ -107,7 +107,7 @@ class Hierarchies:
         self.s.link.request(follow, {"item": item}, op.deadline, op, answered)
 
     def _hierarchy_done(
-        self, op: Op, h: Hierarchy, items: list[JSONObject], recs: list[Record]
+        self, op: Op, h: Hierarchy, items: list[JSONObject], recs: list[HierarchyRecord]
     ) -> None:
         unique, seen = [], set()
         for r in recs:

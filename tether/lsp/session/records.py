@@ -10,7 +10,13 @@ from __future__ import annotations
 from tether.json_types import JSONObject, JSONValue
 from tether.lsp.documents import path_of
 from tether.lsp.narrow import obj, objs, text, whole
-from tether.messages.language_server_ops import Record
+from tether.messages.language_server_ops import (
+    CodeActionRecord,
+    HierarchyRecord,
+    LocationRecord,
+    Span,
+    SymbolRecord,
+)
 
 SYMBOL_KINDS = {
     1: "file", 2: "module", 3: "namespace", 4: "package", 5: "class", 6: "method",
@@ -21,7 +27,7 @@ SYMBOL_KINDS = {
 }  # fmt: skip
 
 
-def location(uri: str, rng: JSONValue) -> Record:
+def location(uri: str, rng: JSONValue) -> LocationRecord:
     """A location as (path, 1-based lines, characters in the negotiated encoding).
 
     Characters stay in the server's units: converting them to code points needs the
@@ -30,7 +36,7 @@ def location(uri: str, rng: JSONValue) -> Record:
     return {"path": str(path_of(uri)), **span(rng)}
 
 
-def span(rng: JSONValue) -> dict[str, int]:
+def span(rng: JSONValue) -> Span:
     """A range as 1-based lines and characters in the negotiated encoding."""
     s, e = obj(obj(rng).get("start")), obj(obj(rng).get("end"))
     sl = whole(s.get("line"))
@@ -42,7 +48,7 @@ def span(rng: JSONValue) -> dict[str, int]:
     }
 
 
-def locations(r: JSONValue) -> list[Record]:
+def locations(r: JSONValue) -> list[LocationRecord]:
     """Location | Location[] | LocationLink[] | null -> location records, without repeats
     (servers now and then list a declaration that is also a use twice)."""
     out, seen = [], set()
@@ -60,7 +66,7 @@ def locations(r: JSONValue) -> list[Record]:
     return out
 
 
-def code_action(a: JSONObject) -> Record:
+def code_action(a: JSONObject) -> CodeActionRecord:
     edit = obj(a.get("edit"))
     changes, document_changes = edit.get("changes"), edit.get("documentChanges")
     files = (len(changes) if isinstance(changes, dict) else 0) + (
@@ -77,10 +83,10 @@ def code_action(a: JSONObject) -> Record:
     }
 
 
-def symbols(items: JSONValue, doc_uri: str | None) -> list[Record]:
+def symbols(items: JSONValue, doc_uri: str | None) -> list[SymbolRecord]:
     """DocumentSymbol[] (hierarchical, in `doc_uri`) or SymbolInformation[] /
     WorkspaceSymbol[] -> flat symbol records, each with its container's dotted name."""
-    out: list[Record] = []
+    out: list[SymbolRecord] = []
 
     def walk(items: JSONValue, container: str, uri: str | None) -> None:
         for s in objs(items):
@@ -92,13 +98,15 @@ def symbols(items: JSONValue, doc_uri: str | None) -> list[Record]:
                 rec = location(uri or "", s.get("selectionRange") or s.get("range"))
                 cont = container
             name = text(s.get("name"))
-            rec.update(
-                name=name,
-                kind=SYMBOL_KINDS.get(whole(s.get("kind")), "symbol"),
-                container=cont,
-                detail=text(s.get("detail")),
+            out.append(
+                {
+                    **rec,
+                    "name": name,
+                    "kind": SYMBOL_KINDS.get(whole(s.get("kind")), "symbol"),
+                    "container": cont,
+                    "detail": text(s.get("detail")),
+                }
             )
-            out.append(rec)
             if s.get("children"):
                 walk(s["children"], f"{container}.{name}" if container else name, uri)
 
@@ -131,19 +139,19 @@ def hover_text(r: JSONValue) -> str:
 SITES_CAP = 20  # call sites kept per caller or callee (a generated function may have thousands)
 
 
-def hierarchy_item(item: JSONObject) -> Record:
+def hierarchy_item(item: JSONObject) -> HierarchyRecord:
     """A CallHierarchyItem / TypeHierarchyItem -> a location record at its name (its
     selectionRange), with its name, kind and detail."""
     rec = location(text(item.get("uri")), item.get("selectionRange") or item.get("range"))
-    rec.update(
-        name=text(item.get("name")),
-        kind=SYMBOL_KINDS.get(whole(item.get("kind")), "symbol"),
-        detail=text(item.get("detail")),
-    )
-    return rec
+    return {
+        **rec,
+        "name": text(item.get("name")),
+        "kind": SYMBOL_KINDS.get(whole(item.get("kind")), "symbol"),
+        "detail": text(item.get("detail")),
+    }
 
 
-def hierarchy_calls(calls: JSONValue, key: str) -> list[Record]:
+def hierarchy_calls(calls: JSONValue, key: str) -> list[HierarchyRecord]:
     """CallHierarchyIncomingCall[] (`key` "from") / OutgoingCall[] ("to") -> item records,
     each with the call sites (`fromRanges`: in the caller's file for incoming calls, in the
     asked-about item's file for outgoing ones), without repeats (tsserver lists a site

@@ -24,6 +24,7 @@ from tether.messages.language_server_ops import (
     NavAction,
     Navigate,
     Rename,
+    RenameFile,
     RenameReply,
     SymbolsReply,
     WorkspaceSymbols,
@@ -269,14 +270,17 @@ def lsp_rename(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         )
     except ResourceError as e:
         return ToolResult.error(f"lsp_rename: {e.message}", data={"code": e.code})
-    files = [{"path": relative(ctx, f["path"]), "edits": f["edits"]} for f in done.files]
-    extra: dict[str, list[Any]] = {
-        "created": [relative(ctx, p) for p in done.created],
+    files: list[RenameFile] = [
+        {"path": relative(ctx, f["path"]), "edits": f["edits"]} for f in done.files
+    ]
+    created = [relative(ctx, p) for p in done.created]
+    extra: dict[str, list[str] | list[list[str]]] = {
+        "created": created,
         "renamed": [[relative(ctx, a), relative(ctx, b)] for a, b in done.renamed],
         "deleted": [relative(ctx, p) for p in done.deleted],
     }
     server = [relative(ctx, p) for p in done.server_edits]
-    written = sorted({f["path"] for f in files} | set(extra["created"]) | set(server))
+    written = sorted({f["path"] for f in files} | set(created) | set(server))
     text = render.rename(symbol, new_name, files, extra)
     data: dict[str, Any] = {"files": files, **extra, "written": written}
     if server:  # the server's own workspace/applyEdit, accepted during this write-tier call

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from tether.lsp.diagnostics import SEVERITY_NAMES
+from tether.messages.language_server_ops import CodeActionRecord, RenameFile
 
 CAPS = {"references": 50, "definition": 50, "type_definition": 50, "implementation": 50,
         "call_hierarchy": 50, "type_hierarchy": 50,
@@ -110,7 +111,7 @@ def diagnostics(records: list[dict[str, Any]], total: int, header: str) -> str:
     return "\n".join(out)
 
 
-def code_actions(records: list[dict[str, Any]], where: str) -> str:
+def code_actions(records: list[CodeActionRecord], where: str) -> str:
     if not records:
         return f"no code actions offered at {where}."
     out = [f"{_plural(len(records), 'code action')} at {where}:"]
@@ -123,7 +124,10 @@ def code_actions(records: list[dict[str, Any]], where: str) -> str:
 
 
 def rename(
-    symbol: str, new_name: str, files: list[dict[str, Any]], extra: dict[str, list[Any]]
+    symbol: str,
+    new_name: str,
+    files: list[RenameFile],
+    extra: dict[str, list[str] | list[list[str]]],
 ) -> str:
     n = sum(f["edits"] for f in files)
     out = [
