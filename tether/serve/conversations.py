@@ -186,10 +186,11 @@ class Conversations:
             return ""
         if int(report.get("fit", 1)) >= 1:
             return ""
+        room = int(report.get("free", 0)) + int(report.get("evictable", 0))
         return (
-            f"the runtime's memory budget is full ({report.get('free', 0) >> 20} MiB free, a "
-            f"conversation takes ~{report.get('average_conversation', 0) >> 20} MiB): close "
-            "one, or retry later"
+            f"the runtime's memory budget is full ({room >> 20} MiB free or freeable by "
+            "stopping idle servers and spare kernels, a conversation takes "
+            f"~{report.get('average_conversation', 0) >> 20} MiB): close one, or retry later"
         )
 
     # ---- lifetime -----------------------------------------------------------------
