@@ -7,8 +7,8 @@ Paths are absolute and already confined to the workspace by the tool's guardrail
 
 Replies: frozen dataclasses, checked as they come off the wire (`REPLIES`). A reply crosses
 as the `Reply` payload, its fields flat (`debug_payload`); the host reads it back with the
-reader of the op's reply (`read_reply`, `read_outcome`, `read_started`, `read_status`),
-which checks every field is there with its type. The records inside a reply (a frame, a
+op's declared reply (`op.reply`, `read_reply`), which checks every field is there with
+its type. The records inside a reply (a frame, a
 variable, a breakpoint's row) are frozen dataclasses too (`RECORDS`), maps on the wire,
 read back and checked field by field (`tether.messages.nested`). A breakpoint's spec and
 an adapter's features stay JSON objects (TypedDicts): the host keeps them in the run's
@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, NotRequired, TypedDict, TypeVar
+from typing import Any, ClassVar, Literal, NotRequired, TypedDict, TypeVar, overload
 
 from tether.json_types import JSONValue
 from tether.messages.nested import plain, record_lists, record_or_none, records
@@ -175,9 +175,14 @@ class Restored:
 
 
 # --- replies ----------------------------------------------------------------------------
+class OutcomeReply:
+    """The reply a run-control op declares: the outcome it came to, one of Stopped,
+    Exited and Running (read back as the one its `outcome` field names)."""
+
+
 @REPLIES.op
 @dataclass(frozen=True)
-class Stopped:
+class Stopped(OutcomeReply):
     """A run-control op's outcome: the program stopped (where, why, its top frames and the
     top frame's locals). `note`: what the op did instead (pause of a stopped program);
     `memory`: it stopped on a MemoryError at the session's memory ceiling."""
@@ -198,7 +203,7 @@ class Stopped:
 
 @REPLIES.op
 @dataclass(frozen=True)
-class Exited:
+class Exited(OutcomeReply):
     exit_code: int | None
     output_tail: str
     memory: str = ""  # it ended at the session's memory ceiling
@@ -207,7 +212,7 @@ class Exited:
 
 @REPLIES.op
 @dataclass(frozen=True)
-class Running:
+class Running(OutcomeReply):
     """No stop and no exit within `waited` s."""
 
     waited: float
@@ -359,9 +364,11 @@ DebugReply = (
     | OutputReply
     | TerminateReply
 )
-# the replies without a nested reply: `read_reply` reads them
-Plain = (
-    BreakpointsReply
+# the replies a reader builds as they are (an outcome is read as the one it names)
+Declared = (
+    Started
+    | StatusReply
+    | BreakpointsReply
     | FunctionsReply
     | ExceptionsReply
     | ThreadsReply
@@ -372,7 +379,7 @@ Plain = (
     | OutputReply
     | TerminateReply
 )
-R = TypeVar("R", bound=Plain)
+R = TypeVar("R", bound=Declared)
 T = TypeVar("T")
 
 
@@ -401,9 +408,25 @@ def _children(value: object, where: str) -> Children | None:
     return _record(Children, {**value, "variables": shown}, where)
 
 
-def read_reply(expect: type[R], payload: Mapping[str, Any]) -> R:
-    """The `Reply` payload back as `expect`, the records inside it too (OpError if a field
-    of either is missing or mistyped)."""
+@overload
+def read_reply(expect: type[OutcomeReply], payload: Mapping[str, object]) -> Outcome: ...
+
+
+@overload
+def read_reply(expect: type[R], payload: Mapping[str, object]) -> R: ...
+
+
+def read_reply(
+    expect: type[R] | type[OutcomeReply], payload: Mapping[str, object]
+) -> Declared | Outcome:
+    """The `Reply` payload back as `expect`, the reply its op declares (`op.reply`), the
+    records inside it too (OpError if a field of either is missing or mistyped)."""
+    if expect is OutcomeReply:
+        return _read_outcome(payload)
+    if expect is Started:
+        return _read_started(payload)
+    if expect is StatusReply:
+        return _read_status(payload)
     args = dict(payload)
     name = f"debug {expect.__name__}"
     if expect is BreakpointsReply:
@@ -424,11 +447,11 @@ def read_reply(expect: type[R], payload: Mapping[str, Any]) -> R:
         args["scopes"] = records(RECORDS, ScopeRow, args.get("scopes"), f"{name}.scopes")
     elif expect is VariablesReply:
         args["variables"] = records(RECORDS, Variable, args.get("variables"), f"{name}.variables")
-    reply: R = REPLIES.build(expect, args)
+    reply: Declared = REPLIES.build(expect, args)
     return reply
 
 
-def read_outcome(payload: Mapping[str, Any]) -> Outcome:
+def _read_outcome(payload: Mapping[str, object]) -> Outcome:
     """A run-control op's payload back as the outcome its `outcome` names."""
     cls = _OUTCOMES.get(str(payload.get("outcome")))
     if cls is None:
@@ -446,7 +469,7 @@ def read_outcome(payload: Mapping[str, Any]) -> Outcome:
     return outcome
 
 
-def _breakpoint_fields(args: dict[str, Any], name: str) -> None:
+def _breakpoint_fields(args: dict[str, object], name: str) -> None:
     """The line and function breakpoint rows and the exception report, read in place."""
     args["breakpoints"] = record_lists(
         RECORDS, BreakpointRow, args.get("breakpoints"), f"{name}.breakpoints"
@@ -455,24 +478,24 @@ def _breakpoint_fields(args: dict[str, Any], name: str) -> None:
     args["exceptions"] = _record(ExceptionReport, args.get("exceptions"), f"{name}.exceptions")
 
 
-def read_started(payload: Mapping[str, Any]) -> Started:
-    """A launch's or attach's payload back as Started (its outcome read by `read_outcome`)."""
+def _read_started(payload: Mapping[str, object]) -> Started:
+    """A launch's or attach's payload back as Started (the outcome's fields beside its own)."""
     own = {f.name for f in dataclasses.fields(Started)} - {"outcome"}
     args = {k: v for k, v in payload.items() if k in own}
     _breakpoint_fields(args, "debug Started")
     args["restored_breakpoints"] = record_or_none(
         RECORDS, Restored, args.get("restored_breakpoints"), "debug Started.restored_breakpoints"
     )
-    args["outcome"] = read_outcome({k: v for k, v in payload.items() if k not in own})
+    args["outcome"] = _read_outcome({k: v for k, v in payload.items() if k not in own})
     started: Started = REPLIES.build(Started, args)
     return started
 
 
-def read_status(payload: Mapping[str, Any]) -> StatusReply:
-    """A status payload back as StatusReply (its last stop read by `read_outcome`)."""
+def _read_status(payload: Mapping[str, object]) -> StatusReply:
+    """A status payload back as StatusReply (its last stop read as an outcome)."""
     args = dict(payload)
     stopped = args.get("stopped")
-    last = read_outcome(stopped) if isinstance(stopped, Mapping) and stopped else None
+    last = _read_outcome(stopped) if isinstance(stopped, Mapping) and stopped else None
     if last is not None and not isinstance(last, Stopped):
         raise OpError(f"a debug status's stopped must be a stop, got {last.outcome!r}")
     args["stopped"] = last
@@ -485,7 +508,7 @@ def read_status(payload: Mapping[str, Any]) -> StatusReply:
 @DEBUG.op
 @dataclass(frozen=True)
 class Status:
-    pass
+    reply: ClassVar[type[StatusReply]] = StatusReply
 
 
 @DEBUG.op
@@ -498,6 +521,7 @@ class SetBreakpoints:
     op_name = "breakpoints"
     file: str
     breakpoints: list[LineSpec] = field(default_factory=list)
+    reply: ClassVar[type[BreakpointsReply]] = BreakpointsReply
 
 
 @DEBUG.op
@@ -507,6 +531,7 @@ class SetFunctionBreakpoints:
 
     op_name = "function_breakpoints"
     functions: list[FunctionSpec] = field(default_factory=list)
+    reply: ClassVar[type[FunctionsReply]] = FunctionsReply
 
 
 @DEBUG.op
@@ -516,6 +541,7 @@ class SetExceptionBreakpoints:
 
     op_name = "exception_breakpoints"
     exceptions: list[str] = field(default_factory=list)
+    reply: ClassVar[type[ExceptionsReply]] = ExceptionsReply
 
 
 @DEBUG.op
@@ -533,6 +559,7 @@ class Launch:
     functions: list[FunctionSpec] = field(default_factory=list)
     exceptions: list[str] | None = None
     place: dict[str, JSONValue] | None = None  # the run's place (tether.places wire); None: host
+    reply: ClassVar[type[Started]] = Started
 
 
 @DEBUG.op
@@ -547,6 +574,7 @@ class Attach:
     functions: list[FunctionSpec] = field(default_factory=list)
     exceptions: list[str] | None = None
     place: dict[str, JSONValue] | None = None  # as for Launch
+    reply: ClassVar[type[Started]] = Started
 
 
 @DEBUG.op
@@ -554,6 +582,7 @@ class Attach:
 class Continue:
     thread_id: int | None = None
     wait: float = 10.0
+    reply: ClassVar[type[OutcomeReply]] = OutcomeReply
 
 
 @DEBUG.op
@@ -561,6 +590,7 @@ class Continue:
 class Pause:
     thread_id: int | None = None
     wait: float = 5.0
+    reply: ClassVar[type[OutcomeReply]] = OutcomeReply
 
 
 @DEBUG.op
@@ -568,6 +598,7 @@ class Pause:
 class StepOver:
     thread_id: int | None = None
     wait: float = 10.0
+    reply: ClassVar[type[OutcomeReply]] = OutcomeReply
 
 
 @DEBUG.op
@@ -575,6 +606,7 @@ class StepOver:
 class StepIn:
     thread_id: int | None = None
     wait: float = 10.0
+    reply: ClassVar[type[OutcomeReply]] = OutcomeReply
 
 
 @DEBUG.op
@@ -582,30 +614,34 @@ class StepIn:
 class StepOut:
     thread_id: int | None = None
     wait: float = 10.0
+    reply: ClassVar[type[OutcomeReply]] = OutcomeReply
 
 
 @DEBUG.op
 @dataclass(frozen=True)
 class Threads:
-    pass
+    reply: ClassVar[type[ThreadsReply]] = ThreadsReply
 
 
 @DEBUG.op
 @dataclass(frozen=True)
 class Stack:
     thread_id: int | None = None
+    reply: ClassVar[type[StackReply]] = StackReply
 
 
 @DEBUG.op
 @dataclass(frozen=True)
 class Scopes:
     frame_id: int
+    reply: ClassVar[type[ScopesReply]] = ScopesReply
 
 
 @DEBUG.op
 @dataclass(frozen=True)
 class Variables:
     reference: int
+    reply: ClassVar[type[VariablesReply]] = VariablesReply
 
 
 @DEBUG.op
@@ -613,15 +649,38 @@ class Variables:
 class Evaluate:
     expression: str
     frame_id: int | None = None
+    reply: ClassVar[type[EvaluateReply]] = EvaluateReply
 
 
 @DEBUG.op
 @dataclass(frozen=True)
 class Output:
-    pass
+    reply: ClassVar[type[OutputReply]] = OutputReply
 
 
 @DEBUG.op
 @dataclass(frozen=True)
 class Terminate:
-    pass
+    reply: ClassVar[type[TerminateReply]] = TerminateReply
+
+
+DebugOp = (
+    Status
+    | SetBreakpoints
+    | SetFunctionBreakpoints
+    | SetExceptionBreakpoints
+    | Launch
+    | Attach
+    | Continue
+    | Pause
+    | StepOver
+    | StepIn
+    | StepOut
+    | Threads
+    | Stack
+    | Scopes
+    | Variables
+    | Evaluate
+    | Output
+    | Terminate
+)

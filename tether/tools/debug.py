@@ -20,7 +20,7 @@ before it starts the program, and says so.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from tether.debug import adapters
 from tether.debug import breakpoints as bp
@@ -46,6 +46,7 @@ from tether.messages.debug_ops import (
     BreakpointRow,
     BreakpointsReply,
     Continue,
+    DebugOp,
     Evaluate,
     EvaluateReply,
     ExceptionsReply,
@@ -55,9 +56,11 @@ from tether.messages.debug_ops import (
     FunctionsReply,
     Launch,
     LineSpec,
+    Outcome,
     Output,
     OutputReply,
     Pause,
+    R,
     Scopes,
     ScopesReply,
     SetBreakpoints,
@@ -67,6 +70,7 @@ from tether.messages.debug_ops import (
     StackReply,
     Started,
     Status,
+    StatusReply,
     StepIn,
     StepOut,
     StepOver,
@@ -77,10 +81,7 @@ from tether.messages.debug_ops import (
     Variables,
     VariablesReply,
     debug_payload,
-    read_outcome,
     read_reply,
-    read_started,
-    read_status,
 )
 from tether.messages.ops import op_args, op_name
 from tether.places import Place
@@ -119,27 +120,6 @@ STEPS: dict[str, type[Continue] | type[StepOver] | type[StepIn] | type[StepOut]]
     "step_out": StepOut,
 }
 
-DebugOp = (
-    Status
-    | SetBreakpoints
-    | SetFunctionBreakpoints
-    | SetExceptionBreakpoints
-    | Launch
-    | Attach
-    | Continue
-    | Pause
-    | StepOver
-    | StepIn
-    | StepOut
-    | Threads
-    | Stack
-    | Scopes
-    | Variables
-    | Evaluate
-    | Output
-    | Terminate
-)
-
 
 class Kept(TypedDict, total=False):
     """What the run keeps of its debugging (`ctx.state["debug"]`, saved with the run by
@@ -152,9 +132,23 @@ class Kept(TypedDict, total=False):
     features: dict[str, FeatureReport]
 
 
-def _send(ctx: ToolContext, op: DebugOp, timeout: float) -> Mapping[str, Any]:
-    """The op's `Reply` payload: read it with its reply's reader (`debug_ops`)."""
+def _call(ctx: ToolContext, op: DebugOp, timeout: float) -> Mapping[str, object]:
     return ctx.call_resource(KIND, KEY, op_name(op), op_args(op), timeout, idempotent=True)
+
+
+def _ask(ctx: ToolContext, op: DebugOp, expect: type[R], timeout: float) -> R:
+    """One call to the run's session actor, answered with `expect`, the reply `op`
+    declares (`op.reply`), read back checked."""
+    if op.reply is not expect:
+        raise TypeError(f"{type(op).__name__} answers {op.reply.__name__}, not {expect.__name__}")
+    return read_reply(expect, _call(ctx, op, timeout))
+
+
+def _ask_outcome(
+    ctx: ToolContext, op: Continue | StepOver | StepIn | StepOut | Pause, timeout: float
+) -> Outcome:
+    """A run-control op: the outcome it came to (its `op.reply` is OutcomeReply)."""
+    return read_reply(op.reply, _call(ctx, op, timeout))
 
 
 def _need(args: JSONObject, name: str, op: str) -> JSONValue:
@@ -202,7 +196,7 @@ def _debug(ctx: ToolContext, args: JSONObject) -> ToolResult:
             f"{where}\n{render_adapters(rows)}", data={"adapters": rows, "place": where}
         )
     if op == "status":
-        st = read_status(_send(ctx, Status(), INSPECT_TIMEOUT))
+        st = _ask(ctx, Status(), StatusReply, INSPECT_TIMEOUT)
         return ToolResult.ok(render_status(st, ws), data=debug_payload(st))
     if op == "breakpoints":
         return _breakpoints(ctx, args)
@@ -210,18 +204,18 @@ def _debug(ctx: ToolContext, args: JSONObject) -> ToolResult:
         return _start(ctx, args, op, wait)
     if op in STEPS:
         step = STEPS[op](_int(args, "thread_id"), wait)
-        outcome = read_outcome(_send(ctx, step, wait + INSPECT_TIMEOUT))
+        outcome = _ask_outcome(ctx, step, wait + INSPECT_TIMEOUT)
         return ToolResult.ok(render_outcome(outcome, ws), data=debug_payload(outcome))
     if op == "pause":
         pause = Pause(_int(args, "thread_id"), min(wait, 5.0))
-        outcome = read_outcome(_send(ctx, pause, wait + INSPECT_TIMEOUT))
+        outcome = _ask_outcome(ctx, pause, wait + INSPECT_TIMEOUT)
         return ToolResult.ok(render_outcome(outcome, ws), data=debug_payload(outcome))
     if op == "threads":
-        threads = read_reply(ThreadsReply, _send(ctx, Threads(), INSPECT_TIMEOUT))
+        threads = _ask(ctx, Threads(), ThreadsReply, INSPECT_TIMEOUT)
         text = "\n".join(f"  {t.id}: {t.name}" for t in threads.threads) or "  (none)"
         return ToolResult.ok("threads:\n" + text, data=debug_payload(threads))
     if op == "stack":
-        stack = read_reply(StackReply, _send(ctx, Stack(_int(args, "thread_id")), INSPECT_TIMEOUT))
+        stack = _ask(ctx, Stack(_int(args, "thread_id")), StackReply, INSPECT_TIMEOUT)
         head = (
             f"thread {stack.thread_id}: {len(stack.frames)} of {stack.total_frames} frames "
             f"(cap {stack.cap})"
@@ -230,7 +224,7 @@ def _debug(ctx: ToolContext, args: JSONObject) -> ToolResult:
         return ToolResult.ok(text, data=debug_payload(stack))
     if op == "scopes":
         ask = Scopes(_needs_int(args, "frame_id", op))
-        scopes = read_reply(ScopesReply, _send(ctx, ask, INSPECT_TIMEOUT))
+        scopes = _ask(ctx, ask, ScopesReply, INSPECT_TIMEOUT)
         scope_rows = [
             f"  {s.name}: reference {s.reference}" + (" (expensive)" if s.expensive else "")
             for s in scopes.scopes
@@ -239,23 +233,23 @@ def _debug(ctx: ToolContext, args: JSONObject) -> ToolResult:
         return ToolResult.ok(text, data=debug_payload(scopes))
     if op == "variables":
         ref = Variables(_needs_int(args, "reference", op))
-        block = read_reply(VariablesReply, _send(ctx, ref, INSPECT_TIMEOUT))
+        block = _ask(ctx, ref, VariablesReply, INSPECT_TIMEOUT)
         body = variables_lines(block.variables, block.total) or ["  (no children)"]
         text = f"reference {block.reference}:\n" + "\n".join(body)
         return ToolResult.ok(text, data=debug_payload(block))
     if op == "evaluate":
         expr = str(_need(args, "expression", op))
         ev = Evaluate(expr, _int(args, "frame_id"))
-        got = read_reply(EvaluateReply, _send(ctx, ev, INSPECT_TIMEOUT))
+        got = _ask(ctx, ev, EvaluateReply, INSPECT_TIMEOUT)
         kind = f" ({got.type})" if got.type else ""
         more = f" [reference {got.reference}]" if got.reference else ""
         return ToolResult.ok(f"{expr}{kind} = {got.value}{more}", data=debug_payload(got))
     if op == "output":
-        out = read_reply(OutputReply, _send(ctx, Output(), INSPECT_TIMEOUT))
+        out = _ask(ctx, Output(), OutputReply, INSPECT_TIMEOUT)
         dropped = f"(the first {out.dropped} characters were dropped)\n" if out.dropped else ""
         return ToolResult.ok(dropped + (out.output or "(no output yet)"), data=debug_payload(out))
     if op == "terminate":
-        end = read_reply(TerminateReply, _send(ctx, Terminate(), INSPECT_TIMEOUT))
+        end = _ask(ctx, Terminate(), TerminateReply, INSPECT_TIMEOUT)
         kept = _seen(ctx)  # (terminate clears the run's breakpoints)
         kept.pop("breakpoints", None)
         kept.pop("functions", None)
@@ -318,7 +312,7 @@ def _start(ctx: ToolContext, args: JSONObject, op: str, wait: float) -> ToolResu
     else:
         port, pid = _int(args, "port"), _int(args, "pid")
         start = Attach(row.name, root, port, pid, wait, kept, fns, kinds, _place(ctx))
-    started = read_started(_send(ctx, start, timeout))
+    started = _ask(ctx, start, Started, timeout)
     _keep_launch(ctx, started, row.name)
     return ToolResult.ok(render_launch(started, ws), data=debug_payload(started))
 
@@ -347,7 +341,7 @@ def _breakpoints(ctx: ToolContext, args: JSONObject) -> ToolResult:
     except bp.BreakpointError as e:
         return ToolResult.error(f"debug breakpoints: {e}")
     if not given:
-        st = read_status(_send(ctx, Status(), INSPECT_TIMEOUT))
+        st = _ask(ctx, Status(), StatusReply, INSPECT_TIMEOUT)
         text = render_all_breakpoints(st, ws)
         lost = {
             f: v for f, v in _kept(ctx).get("breakpoints", {}).items() if f not in st.breakpoints
@@ -361,21 +355,19 @@ def _breakpoints(ctx: ToolContext, args: JSONObject) -> ToolResult:
     texts, data = [], {}
     if "file" in given:
         path = str(ctx.resolve_path(str(args["file"])))
-        lines = read_reply(
-            BreakpointsReply, _send(ctx, SetBreakpoints(path, specs), INSPECT_TIMEOUT)
-        )
+        lines = _ask(ctx, SetBreakpoints(path, specs), BreakpointsReply, INSPECT_TIMEOUT)
         _keep_lines(ctx, {path: lines.breakpoints}, replace=[path])
         texts.append(render_breakpoints(rel(path, ws), lines.breakpoints, lines.sent))
         data.update(debug_payload(lines))
     if "functions" in given:
         set_fns = SetFunctionBreakpoints(fns)
-        got = read_reply(FunctionsReply, _send(ctx, set_fns, INSPECT_TIMEOUT))
+        got = _ask(ctx, set_fns, FunctionsReply, INSPECT_TIMEOUT)
         _keep_functions(ctx, got.functions)
         texts.append(render_functions(got.functions, got.sent))
         data.update(debug_payload(got))
     if "exceptions" in given:
         set_kinds = SetExceptionBreakpoints(kinds)
-        report = read_reply(ExceptionsReply, _send(ctx, set_kinds, INSPECT_TIMEOUT))
+        report = _ask(ctx, set_kinds, ExceptionsReply, INSPECT_TIMEOUT)
         _kept(ctx)["exceptions"] = kinds
         texts.append(render_exceptions(report.exceptions, report.sent))
         data.update(debug_payload(report))
