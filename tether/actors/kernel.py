@@ -21,16 +21,17 @@ import os
 import shutil
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from tether.actors.base import ResourceActor, ResourceUnavailable
 from tether.capacity import ceiling
 from tether.health_node import HealthNode
+from tether.json_types import JSONObject
 from tether.kernels import bridge
 from tether.kernels.handle import KernelHandle, tree_rss_mb
 from tether.kernels.launch import KernelUnavailable, Launched, deno_binary, launch
 from tether.kernels.layer import Layer, LayerError, make_layer
 from tether.kernels.session import Budget, KernelSession, KillIfStill, RunWaiting, Settle
+from tether.kernels.wire import KernelMessage
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import Call, ErrorCode
 from tether.messages.kernel_ops import (
@@ -41,9 +42,9 @@ from tether.messages.kernel_ops import (
     ToolAnswer,
     cell_payload,
 )
+from tether.owned_process import OwnedProcess
 from tether.places import Place
 from tether.processes import kill_tree
-from tether.owned_process import OwnedProcess
 from tether.scratch import ProcessScratch
 
 START_TIMEOUT = 60.0  # s for a new kernel to answer kernel_info and run its prelude
@@ -73,7 +74,7 @@ class Reap:  # shut the kernel down if it has been idle for idle_reap
 CHDIR = {"python": "__import__('os').chdir(%s)", "javascript": "Deno.chdir(%s)"}
 
 
-def _int(config: dict[str, Any], name: str, default: float) -> float:
+def _int(config: JSONObject, name: str, default: float) -> float:
     value = config.get(name, default)
     return float(value) if isinstance(value, int | float) and value > 0 else default
 
@@ -82,7 +83,7 @@ OUTPUT_TAIL = 400  # chars of a running cell's output in its status (serve's pro
 
 
 class KernelActor(ResourceActor):
-    def on_start(self, key: str, config: dict[str, Any]) -> None:
+    def on_start(self, key: str, config: JSONObject) -> None:
         if key not in ("python", "javascript"):
             raise ResourceUnavailable(
                 f"no kernel for language {key!r}: use 'python' or 'javascript'"
@@ -243,7 +244,7 @@ class KernelActor(ResourceActor):
             if not handle.alive():
                 self._kernel_lost(handle.exit_text())
 
-    def _take(self, handle: KernelHandle, channel: str, msg: dict[str, Any]) -> None:
+    def _take(self, handle: KernelHandle, channel: str, msg: KernelMessage) -> None:
         if not handle.ready:
             if handle.take_handshake(channel, msg):
                 self.cells.run_waiting()
@@ -256,7 +257,9 @@ class KernelActor(ResourceActor):
         """The eval call was cancelled: its cell is interrupted (KernelSession.cancel)."""
         self.cells.cancel(call, reason)
 
-    def on_timer(self, tag: Any) -> None:
+    def on_timer(
+        self, tag: Handshake | MemoryCheck | Reap | Budget | Settle | RunWaiting | KillIfStill
+    ) -> None:
         cell = self.cells.cell
         match tag:
             case KillIfStill(cell_id=cell_id) if cell is not None and cell.cell_id == cell_id:
@@ -343,7 +346,7 @@ class KernelActor(ResourceActor):
             shutil.rmtree(os.path.dirname(adopted), ignore_errors=True)
         self.layer = None
 
-    def health_extra(self) -> dict[str, Any]:
+    def health_extra(self) -> JSONObject:
         handle = getattr(self, "handle", None)
         if handle is not None:
             self.memory_mb = tree_rss_mb(handle.pid)
@@ -376,7 +379,7 @@ class _CellIO:
         assert self.actor.handle is not None, "the session asked for a kernel it was told of"
         return self.actor.handle
 
-    def send(self, channel: str, msg_type: str, content: dict[str, Any]) -> str:
+    def send(self, channel: str, msg_type: str, content: JSONObject) -> str:
         return self._handle().wire.send(channel, msg_type, content)
 
     def execute(self, code: str) -> str:

@@ -7,10 +7,10 @@ import os
 import shutil
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from tether.actors.base import ResourceActor, ResourceUnavailable
 from tether.actors.kernel import HANDSHAKE_RETRY, START_TIMEOUT, Handshake
+from tether.json_types import JSONObject
 from tether.kernels import bridge
 from tether.kernels.handle import KernelHandle, tree_rss_mb
 from tether.kernels.launch import KernelUnavailable, Launched, deno_binary, launch
@@ -37,7 +37,7 @@ class KernelPoolActor(ResourceActor):
     and never leaves a kernel behind. `spares` (config) is the pool size; 0 disables it.
     """
 
-    def on_start(self, key: str, config: dict[str, Any]) -> None:
+    def on_start(self, key: str, config: JSONObject) -> None:
         if key not in ("python", "javascript"):
             raise ResourceUnavailable(f"no kernel pool for language {key!r}")
         if key == "javascript":
@@ -46,7 +46,10 @@ class KernelPoolActor(ResourceActor):
             except KernelUnavailable as exc:
                 raise ResourceUnavailable(str(exc)) from exc
         self.language = key
-        self.size = int(config.get("spares", 1))
+        spares = config.get("spares", 1)
+        if not isinstance(spares, int | float | str):
+            raise TypeError(f"spares: {spares!r} is not a number")
+        self.size = int(spares)
         self.spares: list[KernelHandle] = []
         self.handed: list[Launched] = []  # our children now owned by runs (reaped here)
         self.taken = 0
@@ -114,7 +117,7 @@ class KernelPoolActor(ResourceActor):
                 self._discard(handle)
                 self.after(1.0, Refill())  # (not at once: a kernel that cannot start loops)
 
-    def on_timer(self, tag: Any) -> None:
+    def on_timer(self, tag: Refill | Handshake) -> None:
         match tag:
             case Refill():
                 self.refill()
@@ -152,7 +155,7 @@ class KernelPoolActor(ResourceActor):
             self._discard(handle)
         self.spares = []
 
-    def health_extra(self) -> dict[str, Any]:
+    def health_extra(self) -> JSONObject:
         spares = getattr(self, "spares", [])
         return {
             "language": getattr(self, "language", self.key),

@@ -17,14 +17,15 @@ from __future__ import annotations
 import json
 import secrets
 from dataclasses import dataclass
-from typing import Any
+
+from tether.json_types import JSONObject
 
 SENTINEL = "__tether_tool__:"
 
 
 @dataclass(frozen=True)
 class BridgeRequest:
-    calls: list[tuple[str, dict[str, Any]]]  # (tool name, args)
+    calls: list[tuple[str, JSONObject]]  # (tool name, args)
     batch: bool  # tools([...]) (answer a list) or tool(...) (answer one)
 
 
@@ -46,7 +47,7 @@ def parse_request(prompt: str, nonce: str) -> BridgeRequest | str | None:
     return BridgeRequest(calls, bool(body.get("batch")))
 
 
-def encode_answer(results: list[dict[str, Any]]) -> str:
+def encode_answer(results: list[JSONObject]) -> str:
     """The input reply: one {"ok", "text", "data"} per call, in order."""
     return json.dumps({"results": results}, default=str)
 

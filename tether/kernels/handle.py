@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any
 
 import psutil
 
 from tether.kernels import bridge, magics
 from tether.kernels.launch import Launched, discard
 from tether.kernels.layer import Layer
-from tether.kernels.wire import KernelWire
+from tether.kernels.wire import KernelMessage, KernelWire
 from tether.messages.kernel_ops import Spare
 
 
@@ -71,7 +70,7 @@ class KernelHandle:
         socket misses what is published before it is connected."""
         self.info_id = self.wire.send("shell", "kernel_info_request", {})
 
-    def take_handshake(self, channel: str, msg: dict[str, Any]) -> bool:
+    def take_handshake(self, channel: str, msg: KernelMessage) -> bool:
         """Feed a message while starting; True when the kernel just became ready."""
         parent = msg.get("parent_header", {}).get("msg_id")
         if channel == "iopub":

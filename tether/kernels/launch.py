@@ -43,14 +43,14 @@ import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from jupyter_client.connect import write_connection_file
 
+from tether.json_types import JSONObject
 from tether.kernels.layer import Layer
+from tether.owned_process import OwnedProcess
 from tether.places import Place, PlaceError, relay
 from tether.private_dirs import default_state_dir, ensure_private_dir
-from tether.owned_process import OwnedProcess
 from tether.scratch import ProcessScratch
 
 LANGUAGES = ("python", "javascript")
@@ -99,7 +99,7 @@ class Launched:
     language: str
     process: OwnedProcess
     directory: str
-    connection: dict[str, Any]  # the connection file's content (transport, ports, key)
+    connection: JSONObject  # the connection file's content (transport, ports, key)
     log_start: int = 0  # where its log's news begins: past its start-up banner once ready
 
     @property
@@ -149,7 +149,7 @@ def kernel_env(scratch: ProcessScratch, root: Path) -> dict[str, str]:
     return env
 
 
-def write_connection(language: str, directory: Path) -> tuple[str, dict[str, Any]]:
+def write_connection(language: str, directory: Path) -> tuple[str, JSONObject]:
     key = secrets.token_hex(32).encode()
     if language == "python" and len(str(directory / "k-00000")) < IPC_PATH_MAX:
         fname, info = write_connection_file(
@@ -160,7 +160,12 @@ def write_connection(language: str, directory: Path) -> tuple[str, dict[str, Any
             str(directory / "connection.json"), ip="127.0.0.1", key=key
         )
     os.chmod(fname, 0o600)
-    return fname, dict(info)
+    connection: JSONObject = {}  # the file's content: ports, ip, transport, the key as text
+    for name, value in info.items():
+        text = value.decode() if isinstance(value, bytes) else value  # (the wire encodes it)
+        if isinstance(text, str | int):
+            connection[name] = text
+    return fname, connection
 
 
 @contextlib.contextmanager
@@ -240,7 +245,7 @@ def launch(
     return Launched(language, process, str(directory), info)
 
 
-def relayed(directory: Path, info: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, int]]]:
+def relayed(directory: Path, info: JSONObject) -> tuple[JSONObject, list[tuple[str, int]]]:
     """A kernel listening on loopback TCP inside a sandbox (Deno's), reached through the
     relay (`tether.places.relay`): the host's side of the connection (ipc, to a Unix socket
     per port in the kernel's own directory) and the relay's (socket, port) pairs. The
@@ -248,7 +253,7 @@ def relayed(directory: Path, info: dict[str, Any]) -> tuple[dict[str, Any], list
     base = str(directory / "r")
     if len(f"{base}-65535") >= IPC_PATH_MAX:
         return info, []  # (too deep for a socket path: refused by the caller, saying so)
-    ports = [int(info[f"{c}_port"]) for c in CHANNELS]
+    ports = [int(str(info[f"{c}_port"])) for c in CHANNELS]
     return {**info, "transport": "ipc", "ip": base}, [(f"{base}-{p}", p) for p in ports]
 
 
@@ -269,9 +274,8 @@ def _kernels_under(place: Place, root: Path) -> str:
     )
 
 
-def _write_inside(place: Place, fname: str, info: dict[str, Any]) -> None:
-    inside = {**info, "ip": place.inside(str(info["ip"]))}
-    inside["key"] = inside["key"].decode() if isinstance(inside["key"], bytes) else inside["key"]
+def _write_inside(place: Place, fname: str, info: JSONObject) -> None:
+    inside = {**info, "ip": place.inside(str(info["ip"]))}  # (the key is text already)
     with open(fname, "w") as out:
         json.dump(inside, out)
 

@@ -21,7 +21,8 @@ import json
 import re
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
-from typing import Any
+
+from tether.json_types import JSONObject, JSONValue
 
 IMAGE_MIMES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
@@ -53,7 +54,7 @@ class Choice:
     notes: list[str] = field(default_factory=list)
 
 
-def choose(data: dict[str, Any]) -> Choice:
+def choose(data: JSONObject) -> Choice:
     """The representation of mimebundle `data` to show (see the module doc for the order)."""
     notes = []
     for mime in IMAGE_MIMES:
@@ -76,7 +77,7 @@ def choose(data: dict[str, Any]) -> Choice:
     return Choice(f"[an output of type {kinds}, not shown]", notes=notes)
 
 
-def _text(value: Any) -> str:
+def _text(value: JSONValue) -> str:
     """Bundle values may be lists of lines (the notebook file format's habit)."""
     if isinstance(value, list):
         return "".join(str(part) for part in value)

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
+from tether.json_types import JSONObject
 from tether.kernels.caps import OutputCaps
 from tether.kernels.clipping import Cut, Window, clip_middle, cut_marker, head_end, tail_start
 from tether.kernels.mimebundles import Choice, Image, choose
@@ -157,9 +157,9 @@ class CellOutput:
         self._open = ""  # the stream's last, unfinished line: a \r may still overwrite it
         self._pending_clear = False
         self._clears = 0
-        self._error: dict[str, Any] | None = None
+        self._error: JSONObject | None = None
 
-    def add(self, msg_type: str, content: dict[str, Any]) -> None:
+    def add(self, msg_type: str, content: JSONObject) -> None:
         """Take one iopub message (or the execute_reply) of this cell."""
         handler = _HANDLERS.get(msg_type)
         if handler is not None:
@@ -167,7 +167,7 @@ class CellOutput:
 
     # ---- the messages ---------------------------------------------------------------------
 
-    def _stream(self, content: dict[str, Any]) -> None:
+    def _stream(self, content: JSONObject) -> None:
         self._output_arrives()
         name, text = str(content.get("name") or "stdout"), str(content.get("text") or "")
         if name != self._open_name:
@@ -181,14 +181,13 @@ class CellOutput:
             self._sequence.add(_Text(name, self._open))
             self._open = ""
 
-    def _rich(self, content: dict[str, Any]) -> None:
+    def _rich(self, content: JSONObject) -> None:
         self._output_arrives()
         self._flush_open()
-        display_id = (content.get("transient") or {}).get("display_id")
-        self._sequence.add(_Rich(display_id).fill(choose(content.get("data") or {}), self._caps))
+        self._sequence.add(_Rich(_display_id(content)).fill(choose(_bundle(content)), self._caps))
 
-    def _update(self, content: dict[str, Any]) -> None:
-        display_id = (content.get("transient") or {}).get("display_id")
+    def _update(self, content: JSONObject) -> None:
+        display_id = _display_id(content)
         targets = [
             i for i in self._sequence.items
             if isinstance(i, _Rich) and i.size and display_id and i.display_id == display_id
@@ -196,23 +195,23 @@ class CellOutput:
         if not targets:  # a display from an earlier cell: show the update here
             self._rich(content)
         for target in targets:
-            target.fill(choose(content.get("data") or {}), self._caps)
+            target.fill(choose(_bundle(content)), self._caps)
 
-    def _clear_output(self, content: dict[str, Any]) -> None:
+    def _clear_output(self, content: JSONObject) -> None:
         if content.get("wait"):
             self._pending_clear = True
         else:
             self._clear()
 
-    def _input(self, content: dict[str, Any]) -> None:
+    def _input(self, content: JSONObject) -> None:
         count = content.get("execution_count")
         self._cell = count if isinstance(count, int) else self._cell
 
-    def _error_message(self, content: dict[str, Any]) -> None:
+    def _error_message(self, content: JSONObject) -> None:
         self._output_arrives()
         self._error = content
 
-    def _reply(self, content: dict[str, Any]) -> None:
+    def _reply(self, content: JSONObject) -> None:
         self._input(content)
         status = content.get("status")
         if status == "error" and self._error is None:
@@ -273,7 +272,7 @@ class CellOutput:
         return sequence
 
 
-_HANDLERS: dict[str, Callable[[CellOutput, dict[str, Any]], None]] = {
+_HANDLERS: dict[str, Callable[[CellOutput, JSONObject], None]] = {
     "stream": CellOutput._stream,
     "display_data": CellOutput._rich,
     "execute_result": CellOutput._rich,
@@ -283,6 +282,17 @@ _HANDLERS: dict[str, Callable[[CellOutput, dict[str, Any]], None]] = {
     "execute_reply": CellOutput._reply,
     "execute_input": CellOutput._input,
 }
+
+
+def _display_id(content: JSONObject) -> str | None:
+    transient = content.get("transient")
+    found = transient.get("display_id") if isinstance(transient, dict) else None
+    return None if found is None else str(found)
+
+
+def _bundle(content: JSONObject) -> JSONObject:
+    data = content.get("data")
+    return data if isinstance(data, dict) else {}
 
 
 def _copy_rich(item: _Rich, caps: OutputCaps) -> _Rich:

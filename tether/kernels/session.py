@@ -29,11 +29,13 @@ import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
+from tether.json_types import JSONObject
 from tether.kernels import bridge
 from tether.kernels.cell import Cell
 from tether.kernels.outputs import CellOutput
+from tether.kernels.wire import KernelMessage
 from tether.messages.calls import Call, ErrorCode
 from tether.messages.kernel_ops import CellDone, CellReply, Execute, ToolAnswer, ToolRequest
 
@@ -67,7 +69,7 @@ class KillIfStill:  # the cell was interrupted: the owner kills the kernel if it
 class CellIO(Protocol):
     """What the session asks of its owner."""
 
-    def send(self, channel: str, msg_type: str, content: dict[str, Any]) -> str:
+    def send(self, channel: str, msg_type: str, content: JSONObject) -> str:
         """A message to the kernel; its msg_id."""
 
     def execute(self, code: str) -> str:
@@ -182,7 +184,7 @@ class KernelSession:
             self.interrupt(cell, f"the call was cancelled ({reason})")
 
     # --- what the kernel says ------------------------------------------------------------
-    def take(self, channel: str, msg: dict[str, Any], nonce: str) -> None:
+    def take(self, channel: str, msg: KernelMessage, nonce: str) -> None:
         """A message of the kernel (its handshake done); `nonce`: the kernel's bridge nonce."""
         cell = self.cell
         parent = msg.get("parent_header", {}).get("msg_id")
@@ -202,7 +204,8 @@ class KernelSession:
         elif channel == "shell" and msg_type == "execute_reply":
             cell.output.add(msg_type, content)
             cell.got_reply = True
-            cell.execution_count = content.get("execution_count")
+            count = content.get("execution_count")
+            cell.execution_count = count if isinstance(count, int) else None
         elif channel == "stdin" and msg_type == "input_request":
             self._input_request(cell, str(content.get("prompt", "")), nonce)
             return

@@ -16,8 +16,8 @@ frame. Frames dropped:
 from __future__ import annotations
 
 import re
-from typing import Any
 
+from tether.json_types import JSONObject
 from tether.kernels.clipping import clip_middle
 from tether.kernels.mimebundles import strip_ansi
 from tether.kernels.prelude import JAVASCRIPT_PRELUDE_FILE, PYTHON_PRELUDE_FILE
@@ -32,7 +32,7 @@ _HEADER = re.compile(r"^\S+\s+Traceback \(most recent call last\)\s*$", re.MULTI
 
 
 def clean_traceback(
-    error: dict[str, Any], limit: int = 8_000, source: str | None = None, cell: int | None = None
+    error: JSONObject, limit: int = 8_000, source: str | None = None, cell: int | None = None
 ) -> str:
     """The traceback of an `error` message (or an `execute_reply` with status error),
     cleaned (see the module doc) and clipped to `limit` characters around the middle.
@@ -40,14 +40,16 @@ def clean_traceback(
     With the cell's `source` as the user wrote it and its execution count `cell`, a frame
     of that cell quoting a rewritten line (`----> 3 _tether_cd('/x')`) quotes the
     user's own line instead (`----> 3 %cd /x`): rewrites keep line numbers."""
-    blocks = [b for entry in error.get("traceback") or [] for b in _blocks(strip_ansi(str(entry)))]
+    entries = error.get("traceback")
+    entries = entries if isinstance(entries, list) else []
+    blocks = [b for entry in entries for b in _blocks(strip_ansi(str(entry)))]
     kept = _drop_hidden(blocks)
     if source is not None and cell is not None:
         kept = [_quote_source(block, source.splitlines(), cell) for block in kept]
     text = _join([b.rstrip() for b in kept if b.strip() and not _is_rule(b)])
     text = _HEADER.sub("Traceback (most recent call last):", text)
     text = re.sub(r"\n{3,}", "\n\n", "\n".join(line.rstrip() for line in text.splitlines()))
-    name, value = error.get("ename") or "Error", error.get("evalue") or ""
+    name, value = str(error.get("ename") or "Error"), str(error.get("evalue") or "")
     if not any(line.startswith(name) for line in text.splitlines()):
         # the exception line is missing (Deno's `throw "str"`, an empty traceback)
         text = (text + "\n" if text.strip() else "") + (f"{name}: {value}" if value else name)

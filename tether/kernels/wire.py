@@ -25,17 +25,34 @@ import contextlib
 import ctypes
 import os
 import socket
-from collections.abc import Mapping
-from typing import Any
+from datetime import datetime
+from typing import NotRequired, TypedDict
 
 import zmq
 from jupyter_client.session import Session
 from zmq.utils.monitor import recv_monitor_message
 
+from tether.json_types import JSONObject, JSONValue
+
 CHANNELS = ("shell", "stdin", "control", "iopub")
 TCP_QUICKACK = getattr(socket, "TCP_QUICKACK", 0)  # (Linux only; 0: not available)
 _LIBC = ctypes.CDLL(None, use_errno=True)
 _ONE = ctypes.c_int(1)
+
+
+class KernelMessage(TypedDict):
+    """The parts of a received Jupyter message that tether reads (jupyter_client's
+    `Session.recv` parses the headers' dates into datetimes). The wire's own "stdin_ready"
+    news has no content."""
+
+    msg_type: str
+    parent_header: dict[str, JSONValue | datetime]
+    content: NotRequired[JSONObject]
+
+
+class _MonitorEvent(TypedDict):  # (what tether reads of zmq's monitor message)
+    event: int
+    value: int
 
 
 def quickack(fd: int) -> None:
@@ -45,27 +62,26 @@ def quickack(fd: int) -> None:
     _LIBC.setsockopt(fd, socket.IPPROTO_TCP, TCP_QUICKACK, ctypes.byref(_ONE), 4)
 
 
-def _endpoint(connection: dict[str, Any], channel: str) -> str:
+def _endpoint(connection: JSONObject, channel: str) -> str:
     transport, ip = connection["transport"], connection["ip"]
     port = connection[f"{channel}_port"]
     return f"{transport}://{ip}-{port}" if transport == "ipc" else f"{transport}://{ip}:{port}"
 
 
 class KernelWire:
-    def __init__(self, connection: dict[str, Any], name: str = "kernel") -> None:
-        key = connection.get("key", "")
+    def __init__(self, connection: JSONObject, name: str = "kernel") -> None:
         self.session = Session(
-            key=key.encode() if isinstance(key, str) else key,
-            signature_scheme=connection.get("signature_scheme", "hmac-sha256"),
+            key=str(connection.get("key", "")).encode(),
+            signature_scheme=str(connection.get("signature_scheme", "hmac-sha256")),
         )
         self.error = ""
-        self._inbox: list[tuple[str, dict[str, Any]]] = []
+        self._inbox: list[tuple[str, KernelMessage]] = []
         self._stash_r, self._stash_w = os.pipe()
         os.set_blocking(self._stash_r, False)
         os.set_blocking(self._stash_w, False)
-        self._context: zmq.Context[Any] = zmq.Context(io_threads=1)
-        self._sockets: dict[str, zmq.Socket[Any]] = {}
-        self._monitors: dict[str, zmq.Socket[Any]] = {}
+        self._context: zmq.SyncContext = zmq.Context(io_threads=1)
+        self._sockets: dict[str, zmq.SyncSocket] = {}
+        self._monitors: dict[str, zmq.SyncSocket] = {}
         self._tcp_fds: dict[str, int] = {}  # channel -> its connection's fd (TCP only)
         tcp = connection["transport"] == "tcp" and TCP_QUICKACK > 0
         for channel in CHANNELS:
@@ -93,7 +109,7 @@ class KernelWire:
         """Watch these; when one is ready, call drain()."""
         return [*self._fds, self._stash_r]
 
-    def send(self, channel: str, msg_type: str, content: dict[str, Any]) -> str:
+    def send(self, channel: str, msg_type: str, content: JSONObject) -> str:
         """Send a request on `channel`; returns its msg_id (replies carry it as parent)."""
         msg = self.session.msg(msg_type, content)
         self.session.send(self._sockets[channel], msg)
@@ -102,7 +118,7 @@ class KernelWire:
                 os.write(self._stash_w, b"x")
         return str(msg["header"]["msg_id"])
 
-    def drain(self) -> list[tuple[str, dict[str, Any]]]:
+    def drain(self) -> list[tuple[str, KernelMessage]]:
         """Every (channel, message) that arrived since the last drain, in order per channel."""
         with contextlib.suppress(BlockingIOError, OSError):
             while os.read(self._stash_r, 4096):
@@ -130,10 +146,15 @@ class KernelWire:
                     break
                 if msg is None:
                     break
-                self._inbox.append((channel, msg))
+                parts = KernelMessage(
+                    msg_type=msg["msg_type"],
+                    parent_header=msg["parent_header"],
+                    content=msg["content"],
+                )
+                self._inbox.append((channel, parts))
         return bool(self._inbox)
 
-    def _monitor_event(self, channel: str, event: Mapping[str, Any]) -> None:
+    def _monitor_event(self, channel: str, event: _MonitorEvent) -> None:
         kind = event["event"]
         if kind == zmq.EVENT_CONNECTED:
             self._tcp_fds[channel] = int(event["value"])
