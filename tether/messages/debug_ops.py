@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, NotRequired, TypedDict, TypeVar, overload
+from typing import ClassVar, Literal, NotRequired, TypedDict, TypeVar, overload
 
 from tether.json_types import JSONValue
 from tether.messages.nested import plain, record_lists, record_or_none, records
@@ -383,7 +383,7 @@ R = TypeVar("R", bound=Declared)
 T = TypeVar("T")
 
 
-def debug_payload(reply: DebugReply) -> dict[str, Any]:
+def debug_payload(reply: DebugReply) -> dict[str, JSONValue]:
     """A reply as the `Reply` payload: its fields flat, the records inside as maps (a
     Started's outcome beside its own fields)."""
     if isinstance(reply, Started):
