@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from tether.lsp.servers import SERVERS, ServerRow, resolve, rows_for, split_key
 from tether.messages.calls import ErrorCode, ResourceError
@@ -47,45 +47,66 @@ STATE_OF_ERROR: dict[str, str] = {
 }
 
 
+class ServerStatus(TypedDict):
+    """One running server as `lsp status` reports it in its data (what its actor said, or
+    the state and error of a call that found none)."""
+
+    server: str
+    root: str
+    place: str
+    state: NotRequired[str]
+    error: NotRequired[str]
+    indexing: NotRequired[list[str]]
+    uptime: NotRequired[float]
+    pid: NotRequired[int | None]
+    restarts: NotRequired[int]
+    stderr_tail: NotRequired[str]
+    open_documents: NotRequired[int]
+    cancelled_requests: NotRequired[int]
+
+
 def status(ctx: ToolContext, file: str | None) -> ToolResult:
     lines: list[str] = []
-    servers: list[dict[str, Any]] = []
+    servers: list[ServerStatus] = []
     heard: list[StatusReply] = []  # (their notes: a status can be a server's first answer)
     running = _running_keys(ctx)
     for key in running:
         name, root = split_key(key)
         place = _place_of(ctx, key)
-        rec: dict[str, Any] = {"server": name, "root": relative(ctx, root) or ".", "place": place}
+        rec: ServerStatus = {"server": name, "root": relative(ctx, root) or ".", "place": place}
         try:
             st = ask(ctx, key, Status(), StatusReply, STATUS_TIMEOUT, idem=False)
             heard.append(st)
+            restarts = st.restarts + st.reloads
             rec.update(
-                state=st.state,
-                indexing=st.indexing,
-                uptime=st.uptime,
-                pid=st.pid,
-                restarts=st.restarts + st.reloads,
-                stderr_tail=st.stderr_tail,
-                error=st.error,
-                open_documents=st.open_documents,
-                cancelled_requests=st.cancelled_requests,
+                {
+                    "state": st.state,
+                    "indexing": st.indexing,
+                    "uptime": st.uptime,
+                    "pid": st.pid,
+                    "restarts": restarts,
+                    "stderr_tail": st.stderr_tail,
+                    "error": st.error,
+                    "open_documents": st.open_documents,
+                    "cancelled_requests": st.cancelled_requests,
+                }
             )
-            idx = f" ({', '.join(rec['indexing'])})" if rec["indexing"] else ""
-            tail = (rec["stderr_tail"] or "").strip().splitlines()[-3:]
+            idx = f" ({', '.join(st.indexing)})" if st.indexing else ""
+            tail = (st.stderr_tail or "").strip().splitlines()[-3:]
             lines.append(
-                f"{name} for {rec['root'] or '.'}: {rec['state']}{idx}, pid {rec['pid']}, "
-                f"up {rec['uptime']:.0f} s, {rec['restarts']} restart(s), in {place}"
+                f"{name} for {rec['root'] or '.'}: {st.state}{idx}, pid {st.pid}, "
+                f"up {st.uptime:.0f} s, {restarts} restart(s), in {place}"
                 + (
-                    f", {rec['cancelled_requests']} request(s) cancelled past their budget"
-                    if rec["cancelled_requests"]
+                    f", {st.cancelled_requests} request(s) cancelled past their budget"
+                    if st.cancelled_requests
                     else ""
                 )
-                + (f", error: {rec['error']}" if rec["error"] else "")
+                + (f", error: {st.error}" if st.error else "")
                 + (f"\n  stderr: {' | '.join(tail)}" if tail else "")
             )
         except ResourceError as e:
             state = STATE_OF_ERROR.get(e.code, "failed")
-            rec.update(state=state, error=e.message)
+            rec.update({"state": state, "error": e.message})
             lines.append(f"{name} for {rec['root'] or '.'} in {place}: {state} - {e.message}")
         servers.append(rec)
     at = ctx.workdir
