@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 
 from thespian.actors import (
     Actor,
+    ActorAddress,
     ActorExitRequest,
     ChildActorExited,
     PoisonMessage,
@@ -31,6 +32,7 @@ from thespian.actors import (
 
 from tether.capacity.usage import TREE_TRAITS, UsageRecord
 from tether.health_node import HealthNode, health_node
+from tether.json_types import JSONObject
 from tether.messages.calls import ErrorCode, Reply
 from tether.messages.codec import CodecError, decode, encode
 from tether.messages.control import Inject, Start
@@ -69,11 +71,11 @@ class TetherActor(Actor):
         self.name = ""
         self.incarnation = 0  # a number that grows with each start (not a count: `restarts`)
         self.restarts = 0
-        self.config: dict[str, Any] = {}
+        self.config: JSONObject = {}  # (plain msgpack-able data: tether.kinds.KindSpec)
         self.started_at = time.monotonic()
         self.last_error = ""
         self.state = "starting"
-        self._parent: Any = None
+        self._parent: ActorAddress | None = None
         # thespian forks each actor from its parent actor's process (multiprocessing)
         parent = multiprocessing.parent_process()
         self._parent_pid = parent.pid if parent is not None and parent.pid else os.getppid()
@@ -88,13 +90,15 @@ class TetherActor(Actor):
         self._host_create_time = 0.0
         self._watchdog_armed = False
         self._got_start = False
-        self._early: list[tuple[Any, bytes, Any, Any]] = []
+        # (a decoded message: any type tether.messages.codec registers, untyped there)
+        self._early: list[tuple[Any, bytes, ActorAddress | None, ActorAddress]] = []
         self._pids_due = False  # owned pids changed: tell the parent after this message
 
     needs_start: ClassVar[bool] = True  # hold other messages until Start arrived
 
     # --- thespian entry point --------------------------------------------------------
-    def receiveMessage(self, msg: Any, sender: Any) -> Any:  # noqa: N802 (thespian's name)
+    # (`msg`: whatever thespian delivers - bytes, a tuple, its own system messages)
+    def receiveMessage(self, msg: Any, sender: ActorAddress) -> ThespianWatch | None:  # noqa: N802
         try:
             try:
                 self._dispatch(msg, sender)
@@ -106,7 +110,7 @@ class TetherActor(Actor):
             self._log_exception(exc)
         return self._watch()
 
-    def _dispatch(self, msg: Any, sender: Any) -> None:
+    def _dispatch(self, msg: Any, sender: ActorAddress) -> None:  # (msg: as above)
         if isinstance(msg, bytes):
             self._handle_encoded(msg, None, sender)
         elif isinstance(msg, tuple) and len(msg) == 2 and isinstance(msg[0], bytes):
@@ -122,7 +126,9 @@ class TetherActor(Actor):
         elif isinstance(msg, PoisonMessage):
             self.handle_poison(msg, sender)
 
-    def _handle_encoded(self, data: bytes, extra: Any, sender: Any) -> None:
+    def _handle_encoded(
+        self, data: bytes, extra: ActorAddress | None, sender: ActorAddress
+    ) -> None:
         try:
             obj = decode(data)
         except CodecError as exc:
@@ -151,7 +157,7 @@ class TetherActor(Actor):
             return
         self.handle_message(obj, data, extra, sender)
 
-    def _handle_wakeup(self, payload: Any) -> None:
+    def _handle_wakeup(self, payload: object) -> None:  # (a tag of any class: matched on)
         match payload:
             case Watchdog():
                 self._watchdog_armed = False
@@ -182,11 +188,11 @@ class TetherActor(Actor):
         os._exit(0)
 
     # --- to override by the kinds of actor -------------------------------------------
-    def send_error(self, reply_to: Any, call_id: str, code: str, message: str) -> None:
+    def send_error(self, reply_to: ActorAddress, call_id: str, code: str, message: str) -> None:
         """Answer call `call_id` with a typed error (one of ErrorCode) the model can act on."""
         self.send(reply_to, encode(Reply(call_id, False, error=code, message=message)))
 
-    def reply_inject(self, reply_to: Any, inject: Inject, ok: bool, message: str) -> None:
+    def reply_inject(self, reply_to: ActorAddress, inject: Inject, ok: bool, message: str) -> None:
         if ok:
             self.send(reply_to, encode(Reply(inject.call_id, True, {"message": message})))
         else:
@@ -196,10 +202,12 @@ class TetherActor(Actor):
         """Start was handled (a supervisor reports Started here; resource actors do it
         themselves once on_start returned)."""
 
-    def handle_message(self, obj: Any, data: bytes, extra: Any, sender: Any) -> None:
+    def handle_message(
+        self, obj: Any, data: bytes, extra: ActorAddress | None, sender: ActorAddress
+    ) -> None:  # (obj: a decoded message, as in `_early`)
         pass
 
-    def handle_wakeup(self, payload: Any) -> None:
+    def handle_wakeup(self, payload: object) -> None:  # (a tag of any class: matched on)
         pass
 
     def watched_ready(self, ready: list[int]) -> None:
@@ -209,13 +217,13 @@ class TetherActor(Actor):
     def handle_watch(self, ready: list[int]) -> None:
         pass
 
-    def handle_child_exited(self, address: Any) -> None:
+    def handle_child_exited(self, address: ActorAddress) -> None:
         pass
 
     def handle_exit_request(self) -> None:
         self.release()
 
-    def handle_poison(self, msg: PoisonMessage, sender: Any) -> None:
+    def handle_poison(self, msg: PoisonMessage, sender: ActorAddress) -> None:
         self.last_error = f"a message could not be handled: {str(msg.details)[-300:]}"
 
     def release(self) -> None:
@@ -254,6 +262,8 @@ class TetherActor(Actor):
             "%s %s: %s", type(self).__name__, self.name, "".join(traceback.format_exception(exc))
         )
 
-    def send_encoded(self, address: Any, msg: Any, extra: Any = None) -> None:
+    def send_encoded(
+        self, address: ActorAddress, msg: Any, extra: ActorAddress | None = None
+    ) -> None:  # (msg: any message tether.messages.codec.encode takes, untyped there)
         data = encode(msg)
         self.send(address, data if extra is None else (data, extra))

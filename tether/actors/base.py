@@ -35,12 +35,13 @@ import os
 import time
 from typing import Any, ClassVar
 
-from thespian.actors import ActorExitRequest, ThespianWatch
+from thespian.actors import ActorAddress, ActorExitRequest, ThespianWatch
 
 from tether.actors.actor import TetherActor
 from tether.capacity.usage import EVICTED, UsageRecord, evicted_note, traits_of
 from tether.channels import ChannelPeer
 from tether.health_node import HealthNode
+from tether.json_types import JSONObject
 from tether.messages.calls import Call, ErrorCode, Reply, ResourceError
 from tether.messages.codec import encode
 from tether.messages.control import (
@@ -98,7 +99,7 @@ class ResourceActor(TetherActor):
         self._evicted_note = ""  # for the first result after a predecessor was evicted
 
     # --- to override -----------------------------------------------------------------
-    def on_start(self, key: str, config: dict[str, Any]) -> None:
+    def on_start(self, key: str, config: JSONObject) -> None:
         """Called once, before any call. Raise to fail the start (the supervisor decides)."""
 
     def on_call(self, call: Call) -> None:
@@ -107,6 +108,8 @@ class ResourceActor(TetherActor):
             call, ErrorCode.BAD_REQUEST, f"{self.name} does not handle calls (op {call.op!r})"
         )
 
+    # (Any: each kind declares the union of its own tags here, e.g. `tag: Handshake | Reap`,
+    # which a parameter of type `object` would forbid an override to narrow to)
     def on_timer(self, tag: Any) -> None:
         """A timer set with after() fired: `tag` is the object given (match on its class)."""
 
@@ -119,12 +122,14 @@ class ResourceActor(TetherActor):
         the caller already; settling `call` now or later is harmless (the reply is dropped).
         By default the work runs on and its result is dropped."""
 
+    # (Any: each kind declares its own shape, e.g. `dict[str, str | int]`, and a dict's
+    # value type is invariant; the fields are JSON on the wire)
     def health_extra(self) -> dict[str, Any]:
         """Kind-specific health fields (e.g. a language server's root and indexing state)."""
         return {}
 
     # --- provided --------------------------------------------------------------------
-    def reply(self, call: Call, payload: dict[str, Any]) -> None:
+    def reply(self, call: Call, payload: dict[str, Any]) -> None:  # (Reply.payload's type)
         """Settle `call` with a result. Ignored if it was settled already."""
         if self._evicted_note and call.call_id in self._open and "notes" in payload:
             # (only a reply that carries notes already: replies are typed, and a field
@@ -147,7 +152,7 @@ class ResourceActor(TetherActor):
             for call, reply_to in self._open.take_queued():
                 self._deliver(call, reply_to)
 
-    def after(self, seconds: float, tag: Any) -> None:
+    def after(self, seconds: float, tag: object) -> None:
         """One-shot timer (wakeupAfter); on_timer(tag) is called when it fires. `tag`: a
         frozen dataclass of the subclass's own (not one of tether.resources.timers')."""
         self.wakeupAfter(seconds, tag)
@@ -213,20 +218,22 @@ class ResourceActor(TetherActor):
         return []
 
     # --- a call's way in and out -----------------------------------------------------
-    def handle_message(self, obj: Any, data: bytes, extra: Any, sender: Any) -> None:
+    def handle_message(
+        self, obj: Any, data: bytes, extra: ActorAddress | None, sender: ActorAddress
+    ) -> None:  # (obj: a decoded message of any registered type; codec.decode is untyped)
         if isinstance(obj, Call):
             self._receive_call(obj, extra if extra is not None else sender)
         elif isinstance(obj, Start):
             self._start(obj)
         elif isinstance(obj, HealthQuery):
-            node: dict[str, Any] = {**self.health_node()}  # (the wire carries a plain dict)
+            node: dict[str, Any] = {**self.health_node()}  # (a plain dict: HealthReport.node)
             self.send_encoded(sender, HealthReport(obj.query_id, node))
         elif isinstance(obj, Inject):
             self._inject(obj, extra if extra is not None else sender)
         elif isinstance(obj, CancelCall):
             self._cancel(obj)
 
-    def _receive_call(self, call: Call, reply_to: Any) -> None:
+    def _receive_call(self, call: Call, reply_to: ActorAddress) -> None:
         self._last_activity = time.monotonic()
         match self._life.admit(self.state):
             case Admission.DELIVER:  # (first: nearly every call)
@@ -252,7 +259,7 @@ class ResourceActor(TetherActor):
                 self._open.queue(call, reply_to)
                 self._arm(Sweep(), SWEEP_PERIOD)
 
-    def _deliver(self, call: Call, reply_to: Any) -> None:
+    def _deliver(self, call: Call, reply_to: ActorAddress) -> None:
         self._open.enter(call, reply_to)
         try:
             self.on_call(call)
@@ -379,7 +386,7 @@ class ResourceActor(TetherActor):
         if self._armed.arm(tag):
             self.wakeupAfter(seconds, tag)
 
-    def handle_wakeup(self, payload: Any) -> None:
+    def handle_wakeup(self, payload: object) -> None:  # (a tag of any class: matched on)
         if isinstance(payload, Sweep | Idle | ChannelFlush):
             self._armed.fired(payload)
         match payload:
@@ -419,7 +426,7 @@ class ResourceActor(TetherActor):
             self._arm(Idle(), max(self._idle_ttl - idle_for, 0.05))
 
     # --- fault injection (tether.resources.faults) -----------------------------------
-    def _inject(self, inject: Inject, reply_to: Any) -> None:
+    def _inject(self, inject: Inject, reply_to: ActorAddress) -> None:
         fault, args = inject.fault, inject.args
         planned = self._faults.plan(fault, args, self.name)  # delay, drop_reply
         if planned is not None:

@@ -18,10 +18,11 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from thespian.actors import Actor
+from thespian.actors import Actor, ActorAddress
 
 from tether.actors.base import ResourceActor
 from tether.actors.process import ProcessActor
+from tether.json_types import JSONObject
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import Call, ErrorCode
 from tether.messages.echo_ops import (
@@ -57,7 +58,7 @@ class Slept:
 
 
 class EchoActor(ResourceActor):
-    def on_start(self, key: str, config: dict[str, Any]) -> None:
+    def on_start(self, key: str, config: JSONObject) -> None:
         self.sleeping: dict[str, tuple[Call, float]] = {}
 
     def on_call(self, call: Call) -> None:
@@ -80,7 +81,7 @@ class EchoActor(ResourceActor):
                 self.reply(call, {"crashing": True})
                 self.stop("crash", "crashed as asked")
 
-    def on_timer(self, tag: Any) -> None:
+    def on_timer(self, tag: Slept) -> None:
         match tag:
             case Slept(call_id=call_id) if call_id in self.sleeping:
                 call, seconds = self.sleeping.pop(call_id)
@@ -88,7 +89,7 @@ class EchoActor(ResourceActor):
 
 
 class EchoProcessActor(ProcessActor):
-    def on_start(self, key: str, config: dict[str, Any]) -> None:
+    def on_start(self, key: str, config: JSONObject) -> None:
         self.buffer = b""
         self.waiting: list[Call] = []  # FIFO: the subprocess answers in order
         self.spawn([sys.executable, "-u", "-c", ECHO_SCRIPT], cwd=os.getcwd())
@@ -104,7 +105,7 @@ class EchoProcessActor(ProcessActor):
             case Stderr(text=text):
                 self._through_process(call, {"op": "stderr", "args": {"text": text}, "text": text})
 
-    def _through_process(self, call: Call, line: dict[str, Any]) -> None:
+    def _through_process(self, call: Call, line: JSONObject) -> None:
         self.waiting.append(call)
         self.write((json.dumps(line) + "\n").encode())
 
@@ -116,7 +117,7 @@ class EchoProcessActor(ProcessActor):
                 call = self.waiting.pop(0)
                 self.reply(call, {"echo": json.loads(line)["args"], "key": self.key})
 
-    def health_extra(self) -> dict[str, Any]:
+    def health_extra(self) -> JSONObject:
         return {"waiting": len(self.waiting), "stderr_tail": self.stderr_tail()[-200:]}
 
 
@@ -124,7 +125,8 @@ class RawEchoActor(Actor):
     """A bare thespian actor that sends back whatever bytes it gets (to the address riding
     beside them, if any): the anchor benchmarks/routing.py compares tether's calls with."""
 
-    def receiveMessage(self, msg: Any, sender: Any) -> None:  # noqa: N802 (thespian's name)
+    # (msg: whatever thespian delivers; only bytes and (bytes, address) are answered)
+    def receiveMessage(self, msg: Any, sender: ActorAddress) -> None:  # noqa: N802
         if isinstance(msg, bytes):
             self.send(sender, msg)
         elif isinstance(msg, tuple) and len(msg) == 2 and isinstance(msg[0], bytes):
@@ -135,9 +137,10 @@ class RawForwardActor(Actor):
     """A bare thespian forwarder: bytes go on to the target with the sender beside them.
     With RawEchoActor it is the floor of any three-hop route (host -> router -> actor -> host)."""
 
-    target: Any = None
+    target: ActorAddress | None = None
 
-    def receiveMessage(self, msg: Any, sender: Any) -> None:  # noqa: N802 (thespian's name)
+    # (msg: whatever thespian delivers; bytes, or ("target", address))
+    def receiveMessage(self, msg: Any, sender: ActorAddress) -> None:  # noqa: N802
         if isinstance(msg, bytes):
             self.send(self.target, (msg, sender))
         elif isinstance(msg, tuple) and msg and msg[0] == "target":

@@ -37,6 +37,7 @@ from thespian.actors import ActorAddress
 
 from tether.actors.base import TetherActor
 from tether.health_node import NodeState
+from tether.json_types import JSONObject
 from tether.kinds import ChildSpec, KindSpec
 from tether.messages.calls import Call, ErrorCode
 from tether.messages.codec import encode
@@ -81,7 +82,7 @@ class ChildRecord:
     name: str
     spec: ChildSpec
     actor_class: str
-    config: dict[str, Any]
+    config: JSONObject  # (plain msgpack-able data: tether.kinds.KindSpec)
     kinds: list[dict[str, Any]] = field(default_factory=list)  # for children that supervise
     address: ActorAddress | None = None
     incarnation: int = 0
@@ -149,7 +150,7 @@ class Supervisor(TetherActor):
         name: str,
         spec: ChildSpec,
         actor_class: str,
-        config: dict[str, Any],
+        config: JSONObject,
         kinds: list[dict[str, Any]] | None = None,
     ) -> ChildRecord:
         rec = self.children.get((kind, key))
@@ -230,7 +231,7 @@ class Supervisor(TetherActor):
         )
 
     def handle_supervisor_message(
-        self, obj: Any, data: bytes, extra: Any, sender: ActorAddress
+        self, obj: object, data: bytes, extra: ActorAddress | None, sender: ActorAddress
     ) -> bool:
         """Messages every supervisor understands. Returns False if `obj` is not one."""
         if isinstance(obj, Started):
@@ -353,7 +354,7 @@ class Supervisor(TetherActor):
                 kill_tree(pid, grace=0.0, wait=False)
         rec.owned = []
 
-    def handle_wakeup(self, payload: Any) -> None:
+    def handle_wakeup(self, payload: object) -> None:  # (a tag of any class: matched on)
         match payload:
             case ChildTimer(what=what, kind=kind, key=key, incarnation=incarnation):
                 rec = self.children.get((kind, key))

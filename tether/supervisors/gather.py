@@ -35,8 +35,9 @@ class GatherHost(Protocol):
 
     def supervisor_node(self) -> dict[str, Any]: ...
     def health_extra_node(self) -> dict[str, Any]: ...
+    # (msg: any message tether.messages.codec.encode takes, untyped there)
     def send_encoded(self, address: ActorAddress, msg: Any) -> None: ...
-    def wakeupAfter(self, timePeriod: Any, payload: Any = None) -> None: ...  # noqa: N802, N803
+    def wakeupAfter(self, timePeriod: float, payload: object = None) -> None: ...  # noqa: N802, N803
 
 
 @dataclass(frozen=True)

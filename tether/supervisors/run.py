@@ -35,7 +35,9 @@ class RunActor(Supervisor):
         self.kinds: dict[str, KindSpec] = {}
         self.calls_routed = 0
 
-    def handle_message(self, obj: Any, data: bytes, extra: Any, sender: ActorAddress) -> None:
+    def handle_message(
+        self, obj: object, data: bytes, extra: ActorAddress | None, sender: ActorAddress
+    ) -> None:
         if isinstance(obj, Route):
             self._route(obj, extra if extra is not None else sender)
         elif isinstance(obj, Start):

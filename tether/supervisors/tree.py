@@ -45,6 +45,7 @@ from tether.processes import (
     tree_process_title,
 )
 from tether.supervisors.core import ChildRecord, Supervisor
+from tether.supervisors.policy import ExitReason
 
 SUPERVISOR_SPEC = ChildSpec(Restart.PERMANENT, shutdown_timeout=5.0, max_restarts=5, period=60.0)
 RUN_SPEC = ChildSpec(Restart.TRANSIENT, shutdown_timeout=5.0, max_restarts=5, period=60.0)
@@ -59,7 +60,9 @@ class KindSupervisor(Supervisor):
         super().__init__()
         self.spec: KindSpec | None = None
 
-    def handle_message(self, obj: Any, data: bytes, extra: Any, sender: ActorAddress) -> None:
+    def handle_message(
+        self, obj: object, data: bytes, extra: ActorAddress | None, sender: ActorAddress
+    ) -> None:
         if isinstance(obj, Start):
             self.spec = KindSpec.from_wire(obj.kinds[0])
         elif isinstance(obj, Route):
@@ -86,7 +89,9 @@ class RunSupervisor(Supervisor):
         self.kinds: list[dict[str, Any]] = []
         self.opening: dict[str, list[tuple[str, ActorAddress]]] = {}  # run id -> OpenRuns to answer
 
-    def handle_message(self, obj: Any, data: bytes, extra: Any, sender: ActorAddress) -> None:
+    def handle_message(
+        self, obj: object, data: bytes, extra: ActorAddress | None, sender: ActorAddress
+    ) -> None:
         if isinstance(obj, Start):
             self.kinds = obj.kinds
         elif isinstance(obj, Route):  # on its way to a resource of one run: to its RunActor
@@ -132,7 +137,7 @@ class RunSupervisor(Supervisor):
         for call_id, reply_to in self.opening.pop(rec.key, []):
             self._opened(rec, call_id, reply_to)
 
-    def on_child_gone(self, rec: ChildRecord, reason: Any) -> None:
+    def on_child_gone(self, rec: ChildRecord, reason: ExitReason) -> None:
         if not self.opening.get(rec.key):
             return
         if rec.state == NodeState.FAILED or self.state == NodeState.STOPPED:
@@ -164,7 +169,9 @@ class RootSupervisor(Supervisor):
         # ListHops held until the supervisor they wait for is up: "kind:key" -> askers
         self._hops_waiting: dict[str, list[tuple[str, ActorAddress]]] = {}
 
-    def handle_message(self, obj: Any, data: bytes, extra: Any, sender: ActorAddress) -> None:
+    def handle_message(
+        self, obj: object, data: bytes, extra: ActorAddress | None, sender: ActorAddress
+    ) -> None:
         if isinstance(obj, Hello):
             self._hello(obj, sender)
         elif isinstance(obj, Route):  # a first call: to its kind's supervisor, or the runs'
@@ -223,7 +230,7 @@ class RootSupervisor(Supervisor):
         self._hello_to = None
         self._answer_hops(call_id, reply_to)
 
-    def on_child_gone(self, rec: ChildRecord, reason: Any) -> None:
+    def on_child_gone(self, rec: ChildRecord, reason: ExitReason) -> None:
         if rec.state == NodeState.FAILED:  # given up on: it will not come up for those waiting
             self._answer_waiting_hops(rec)
 
