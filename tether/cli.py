@@ -26,11 +26,18 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
+from tether.json_types import JSONObject
 from tether.tools.export import SCHEMA_FORMATS, export_schema
 from tether.tools.registry import FamilyLoadError, Registry, absence_reason
 from tether.tools.spec import Needs, Surface
+
+if TYPE_CHECKING:
+    from tether.question_ports import TerminalPort
+    from tether.tools.guardrails import Approval
+    from tether.tools.results import ToolResult
+    from tether.tools.spec import Tier
 
 RUNTIME_NEEDS = frozenset(
     {Needs.LANGUAGE_SERVERS, Needs.PARSER, Needs.DEBUG_SESSIONS, Needs.KERNELS}
@@ -61,7 +68,7 @@ def _cmd_tools(args: argparse.Namespace) -> int:
         rows.append((spec, reason))
     if args.json:
         if args.all:
-            out: Any = [
+            out: list[JSONObject] = [
                 {**export_schema(spec, args.format), "tier": spec.tier.value, "absent": reason}
                 for spec, reason in rows
             ]
@@ -86,7 +93,7 @@ def _cmd_tools(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parse_arguments(text: str) -> dict[str, Any]:
+def _parse_arguments(text: str) -> JSONObject:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as e:
@@ -101,7 +108,7 @@ def _parse_arguments(text: str) -> dict[str, Any]:
     return value
 
 
-def _print_result(result: Any, as_json: bool) -> None:
+def _print_result(result: ToolResult, as_json: bool) -> None:
     if as_json:
         print(json.dumps(result.to_json(), indent=2))
         return
@@ -111,7 +118,7 @@ def _print_result(result: Any, as_json: bool) -> None:
         print(f"[{len(result.images)} image(s); use --json to get them]", file=stream)
 
 
-def _terminal_port(args: argparse.Namespace) -> Any:
+def _terminal_port(args: argparse.Namespace) -> TerminalPort | None:
     """Cards on stderr, answers from stdin (a terminal or a plain pipe); none with
     --no-human or when stdin is not a file (then ask_user is absent, approval fails closed)."""
     from tether.question_ports import TerminalPort
@@ -124,8 +131,8 @@ def _terminal_port(args: argparse.Namespace) -> Any:
         return None
 
 
-def _approval(pairs: list[str]) -> dict[str, str] | None:
-    policy = {}
+def _approval(pairs: list[str]) -> dict[Tier | str, Approval | str] | None:
+    policy: dict[Tier | str, Approval | str] = {}
     for pair in pairs:
         tier, sep, decision = pair.partition("=")
         if not sep:
@@ -140,7 +147,7 @@ def _cmd_call(args: argparse.Namespace) -> int:
     from tether.run import Run
 
     arguments = _parse_arguments(args.arguments)
-    human = {"question_port": _terminal_port(args), "approval": _approval(args.approval)}
+    port, approval = _terminal_port(args), _approval(args.approval)
     registry = _registry()
     spec = registry.get(args.tool)
     needs_runtime = spec is not None and bool(spec.needs & RUNTIME_NEEDS)
@@ -152,7 +159,8 @@ def _cmd_call(args: argparse.Namespace) -> int:
                 workdir=args.workdir,
                 surface=args.surface,
                 registry=registry,
-                **human,
+                question_port=port,
+                approval=approval,
             )
         except ValueError as e:
             raise SystemExit(f"tether call: {e}") from None
@@ -167,7 +175,13 @@ def _cmd_call(args: argparse.Namespace) -> int:
             f"tether call: {args.tool} needs the tether runtime, which cannot be loaded: {e}"
         ) from None
     with Runtime.start() as rt:
-        run = rt.open_run(args.run_id, workdir=args.workdir, surface=Surface(args.surface), **human)
+        run = rt.open_run(
+            args.run_id,
+            workdir=args.workdir,
+            surface=Surface(args.surface),
+            question_port=port,
+            approval=approval,
+        )
         try:
             result = run.call(args.tool, arguments)
         finally:

@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import IO, Any, TextIO
+from typing import Protocol, TextIO
 
 from tether.questions import Answer, Card
 
@@ -43,10 +43,10 @@ class CallbackPort:
 
     def __init__(
         self,
-        on_card: Callable[[Card], Any] | None = None,
+        on_card: Callable[[Card], object] | None = None,  # (its result is ignored)
         connected: bool = True,
         target_space: bool = True,
-        on_withdraw: Callable[[int, str], Any] | None = None,
+        on_withdraw: Callable[[int, str], object] | None = None,
     ):
         self.on_card = on_card
         self.on_withdraw = on_withdraw
@@ -231,11 +231,15 @@ def parse_reply(card: Card, line: str) -> tuple[Answer | None, str]:
     return None, f"type a number from 1 to {len(labels)}, or an option's name"
 
 
+class _HasFileno(Protocol):  # (a file, a socket: only its descriptor is read)
+    def fileno(self) -> int: ...
+
+
 class TerminalPort:
     """A port on a text terminal or pipe: the card goes to `output`, the answer is the
     next line of `input`. End of input means nobody is there any more."""
 
-    def __init__(self, input: IO[Any] | int | None = None, output: TextIO | None = None):
+    def __init__(self, input: _HasFileno | int | None = None, output: TextIO | None = None):
         source = sys.stdin if input is None else input
         self._fd = source if isinstance(source, int) else source.fileno()
         self.output = output if output is not None else sys.stderr

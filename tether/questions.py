@@ -24,9 +24,10 @@ import enum
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from tether.call_scope import CancelHandle
+from tether.json_types import JSONObject
 
 
 class CardKind(enum.Enum):
@@ -53,9 +54,9 @@ class Card:
     allow_free_text: bool = False
     multi_select: bool = False
     tool: str = ""  # permission cards: the tool that wants to run
-    arguments: dict[str, Any] = field(default_factory=dict)  # permission cards: its arguments
+    arguments: JSONObject = field(default_factory=dict)  # permission cards: its arguments
 
-    def as_ask_user_question(self) -> dict[str, Any]:
+    def as_ask_user_question(self) -> JSONObject:
         """The card in the shape of Claude Code's AskUserQuestion tool input, for agent UIs
         that already render that: {"questions": [{question, header, options: [{label,
         description}], multiSelect}]}. Context goes in front of the question; a card that

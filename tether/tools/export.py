@@ -7,8 +7,8 @@ from the tier, never declared per tool.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
+from tether.json_types import JSONObject, JSONValue
 from tether.tools.spec import Tier, ToolSpec
 
 # MCP tool annotations derived from the tier (MCP spec 2025-03-26, ToolAnnotations).
@@ -36,7 +36,7 @@ TIER_ANNOTATIONS: dict[Tier, dict[str, bool]] = {
 SCHEMA_FORMATS = ("anthropic", "openai", "mcp")
 
 
-def export_schema(spec: ToolSpec, fmt: str) -> dict[str, Any]:
+def export_schema(spec: ToolSpec, fmt: str) -> JSONObject:
     """One tool's declaration in a provider's wire shape."""
     schema = _plain(spec.schema)
     if fmt == "anthropic":
@@ -60,10 +60,12 @@ def export_schema(spec: ToolSpec, fmt: str) -> dict[str, Any]:
     raise ValueError(f"unknown schema format {fmt!r}: use one of {', '.join(SCHEMA_FORMATS)}")
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> JSONValue:
     """Deep copy into plain dicts and lists (specs may hold MappingProxy or tuples)."""
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
-    return value
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    raise TypeError(f"a tool schema holds {value!r}, which is not JSON")

@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from tether.json_types import JSONObject, JSONValue
+
 
 @dataclass(frozen=True)
 class Image:
@@ -28,6 +30,8 @@ class Image:
 class ToolResult:
     text: str
     is_error: bool = False
+    # JSON-able by contract (see the module doc); JSONValue once every family's data is
+    # typed so (the lsp, debug, structural and vibe families do not type theirs yet)
     data: Any = None
     images: tuple[Image, ...] = field(default_factory=tuple)
 
@@ -41,9 +45,9 @@ class ToolResult:
         return cls(text=text, is_error=True, data=data)
 
     # ---- wire shapes ----------------------------------------------------------------------
-    def to_anthropic(self, tool_use_id: str) -> dict[str, Any]:
+    def to_anthropic(self, tool_use_id: str) -> JSONObject:
         """An Anthropic Messages API `tool_result` content block (images as base64 blocks)."""
-        content: list[dict[str, Any]] = [{"type": "text", "text": self.text or _EMPTY}]
+        content: list[JSONValue] = [{"type": "text", "text": self.text or _EMPTY}]
         for image in self.images:
             content.append(
                 {
@@ -51,7 +55,7 @@ class ToolResult:
                     "source": {"type": "base64", "media_type": image.mime, "data": image.b64()},
                 }
             )
-        block: dict[str, Any] = {
+        block: JSONObject = {
             "type": "tool_result",
             "tool_use_id": tool_use_id,
             "content": content,
@@ -60,7 +64,7 @@ class ToolResult:
             block["is_error"] = True
         return block
 
-    def to_openai(self, tool_call_id: str) -> dict[str, Any]:
+    def to_openai(self, tool_call_id: str) -> JSONObject:
         """An OpenAI Chat Completions `tool` message. Tool messages carry text only, so
         images are named in the text; `to_openai_messages` also sends them."""
         text = self.text or _EMPTY
@@ -70,11 +74,11 @@ class ToolResult:
             text += f"\n[{len(self.images)} image(s) attached in the next message]"
         return {"role": "tool", "tool_call_id": tool_call_id, "content": text}
 
-    def to_openai_messages(self, tool_call_id: str) -> list[dict[str, Any]]:
+    def to_openai_messages(self, tool_call_id: str) -> list[JSONObject]:
         """The tool message, plus a user message carrying the images as data URLs."""
         messages = [self.to_openai(tool_call_id)]
         if self.images:
-            parts: list[dict[str, Any]] = [
+            parts: list[JSONValue] = [
                 {"type": "text", "text": f"Images returned by tool call {tool_call_id}:"}
             ]
             for image in self.images:
@@ -87,12 +91,12 @@ class ToolResult:
             messages.append({"role": "user", "content": parts})
         return messages
 
-    def to_mcp(self) -> dict[str, Any]:
+    def to_mcp(self) -> JSONObject:
         """An MCP `CallToolResult` (structuredContent when `data` is a JSON object)."""
-        content: list[dict[str, Any]] = [{"type": "text", "text": self.text}]
+        content: list[JSONValue] = [{"type": "text", "text": self.text}]
         for image in self.images:
             content.append({"type": "image", "data": image.b64(), "mimeType": image.mime})
-        out: dict[str, Any] = {"content": content, "isError": self.is_error}
+        out: JSONObject = {"content": content, "isError": self.is_error}
         if isinstance(self.data, dict):
             try:
                 out["structuredContent"] = json.loads(json.dumps(self.data, default=str))
@@ -100,7 +104,7 @@ class ToolResult:
                 pass
         return out
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         """A plain JSON-able rendering (the `tether call --json` output)."""
         return {
             "text": self.text,
