@@ -28,6 +28,7 @@ from typing import Any
 
 from tether.actors.base import ResourceUnavailable
 from tether.actors.process import ProcessActor
+from tether.json_types import JSONObject
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import Call
 from tether.messages.git_ops import GIT, FilesReply, ListFiles, hardened_argv, hardened_env
@@ -53,7 +54,7 @@ class GitActor(ProcessActor):
         self.step: tuple[str, ...] = GIT_LIST
         self.timed_out = False
 
-    def on_start(self, key: str, config: dict[str, Any]) -> None:
+    def on_start(self, key: str, config: JSONObject) -> None:
         if not os.path.isabs(key) or not os.path.isdir(key):
             raise ResourceUnavailable(f"git: the key {key!r} is not an absolute directory")
         self.root = key

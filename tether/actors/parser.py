@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tether.actors.base import ResourceActor
+from tether.json_types import JSONObject
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import Call, ErrorCode
 from tether.messages.nested import plain
@@ -115,8 +116,11 @@ class _Running:
 
 
 class ParserActor(ResourceActor):
-    def on_start(self, key: str, config: dict[str, Any]) -> None:
-        self.cache = ParseCache(int(config.get("cache_bytes", DEFAULT_MAX_BYTES)))
+    def on_start(self, key: str, config: JSONObject) -> None:
+        cache_bytes = config.get("cache_bytes", DEFAULT_MAX_BYTES)
+        if not isinstance(cache_bytes, int | float | str):
+            raise TypeError(f"parser: cache_bytes must be a number, not {cache_bytes!r}")
+        self.cache = ParseCache(int(cache_bytes))
         self.calls = 0
         self.index_queue: list[tuple[str, str]] = []
         self.index_owner: dict[str, str] = {}  # queued path -> the run that asked for it

@@ -32,7 +32,7 @@ from tether import worker_views
 from tether.actors.base import ResourceUnavailable
 from tether.actors.process import ProcessActor
 from tether.capacity.ceiling import ResourceCeiling
-from tether.json_types import JSONValue
+from tether.json_types import JSONObject, JSONValue
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import Call, ErrorCode
 from tether.messages.nested import plain
@@ -110,7 +110,7 @@ class Reap:  # run `run_no` ended `reap_after` s ago: stop, unless another run s
 
 
 class VibeWorkerActor(ProcessActor):
-    def on_start(self, key: str, config: dict[str, Any]) -> None:
+    def on_start(self, key: str, config: JSONObject) -> None:
         self.spec: Spawn | None = None
         self.brief = ""
         self.status: WorkerStatus = "new"
