@@ -55,7 +55,6 @@ from tether.messages.worker_ops import (
     WorkerStatus,
 )
 from tether.places import Place, PlaceError
-from tether.processes import kill_tree
 
 OUTPUT_KEEP = 64 * 1024  # chars of output a worker keeps at least (the tail)
 LONG_LINE = 8192  # chars of an unfinished line held back before it is shown anyway
@@ -319,8 +318,8 @@ class VibeWorkerActor(ProcessActor):
             self.after(0.01, CloseStdin())
 
     def _kill_process_tree(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            kill_tree(self.proc.pid, grace=0.0, wait=False)
+        if self.owned is not None:
+            self.owned.kill()  # (its exit, seen through the pidfd, settles the worker)
 
     def on_stdout(self, data: bytes) -> None:
         text = self.partial + data.decode("utf-8", "replace")
