@@ -24,22 +24,28 @@ import tempfile
 import textwrap
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from tether import Runtime, ToolResult
+from tether.health_node import HealthNode
+from tether.json_types import JSONObject
 from tether.places import Place, PlaceError, check
 from tether.question_ports import TerminalPort
+from tether.run import Run
 from tether.tools.eval import configure as configure_eval
 from tether.tools.eval import prepare as prepare_eval
 from tether.tools.eval import warm_spares
 from tether.tools.vibe_workers import CallableBackend, VibeConfig
 
+if TYPE_CHECKING:
+    from tether.vibe_runner import WorkerIO
+
 SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "sample_project"
 
 
-def _show(title: str, tool: str, args: dict[str, Any], result: ToolResult) -> None:
+def _show(title: str, tool: str, args: JSONObject, result: ToolResult) -> None:
     mark = "error" if result.is_error else "ok"
     print(f"\n=== {title}\n--> {tool} {args}\n<-- [{mark}]")
     text = result.text if len(result.text) < 2400 else result.text[:2400] + "\n… (cut for the demo)"
@@ -61,7 +67,7 @@ class Progress:
 PROGRESS = Progress()
 
 
-def _step(run: Any, title: str, tool: str, args: dict[str, Any]) -> ToolResult:
+def _step(run: Run, title: str, tool: str, args: JSONObject) -> ToolResult:
     where = PROGRESS.next()
     started = time.monotonic()
     result = run.call(tool, args)
@@ -78,7 +84,7 @@ def _expect(result: ToolResult, *parts: str, error: bool = False) -> int:
     return 0
 
 
-def _tree(node: Mapping[str, Any], depth: int = 0) -> None:
+def _tree(node: HealthNode, depth: int = 0) -> None:
     name = node.get("name") or f"{node.get('kind', '?')}:{node.get('key', '')}"
     pids = ",".join(str(p.get("pid")) for p in node.get("pids", []))
     extra = f" pids={pids}" if pids else ""
@@ -92,7 +98,7 @@ def _tree(node: Mapping[str, Any], depth: int = 0) -> None:
 class Step(NamedTuple):
     title: str
     tool: str
-    args: dict[str, Any]
+    args: JSONObject
     expect_error: bool  # an error result is what the step shows
     needs: str = ""  # a language server the step cannot run without
 
@@ -214,7 +220,7 @@ def run_demo(project: Path, auto_answer: bool = True, saved_plot: Path | None = 
 
 def _sandboxed_run(
     rt: Runtime, workdir: Path, languages: list[str]
-) -> tuple[Any, threading.Thread | None]:
+) -> tuple[Run | None, threading.Thread | None]:
     """The conversation's twin in a sandbox place (bubblewrap), for the steps that run the
     conversation's code: eval (Python and JavaScript), debug and the worker; None (the host
     run does them) where the sandbox cannot start here, saying why. Its kernels start now,
@@ -261,7 +267,7 @@ def _terminal_port(auto_answer: bool) -> tuple[TerminalPort, int | None]:
     return TerminalPort(input=answers, output=sys.stdout), answers
 
 
-def _staged_rewrite(run: Any) -> int:
+def _staged_rewrite(run: Run) -> int:
     """ast_edit stages, resolve accepts; the language server then reports what the rewrite
     broke, folded into resolve's result."""
     staged = _step(run, "stage a structural rewrite (nothing is written yet)", "ast_edit",
@@ -274,7 +280,7 @@ def _staged_rewrite(run: Any) -> int:
     return int(accepted.is_error)
 
 
-def _fault(rt: Runtime, run: Any) -> int:
+def _fault(rt: Runtime, run: Run) -> int:
     """SIGKILL the Python language server; the supervisor restarts it and the next call works."""
     servers = [n for n in _walk(rt.health()) if "basedpyright" in str(n.get("key", ""))]
     if not servers:
@@ -288,7 +294,7 @@ def _fault(rt: Runtime, run: Any) -> int:
     return int(after.is_error)
 
 
-def _debug(run: Any) -> int:
+def _debug(run: Run) -> int:
     """A debug session to a breakpoint: the stop with its source line and locals, an
     expression in that frame, one step, then the program to its end (exit code, output)."""
     surprises = _expect(
@@ -314,7 +320,7 @@ def _debug(run: Any) -> int:
     return surprises
 
 
-def _ask_user(run: Any, auto: bool) -> int:
+def _ask_user(run: Run, auto: bool) -> int:
     """A question card on the terminal port (answered by the demo itself with --yes)."""
     if auto:
         print("\n(--yes: the demo answers the card below with option 1)")
@@ -349,7 +355,7 @@ const text = await tool("read", {path: "web/checkout.ts", end_line: 2});
 text.split("\\n").length"""
 
 
-def _eval(run: Any, saved: Path) -> int:
+def _eval(run: Run, saved: Path) -> int:
     """Persistent interpreter cells: one calling the run's own read tool, one drawing a
     table and a plot (the figure saved beside the demo's output), one in JavaScript."""
     read = _step(run, "eval: a Python cell calls the run's own read tool", "eval",
@@ -374,7 +380,7 @@ def _eval(run: Any, saved: Path) -> int:
     return surprises
 
 
-def census(brief: str, worker: Any) -> str:
+def census(brief: str, worker: WorkerIO) -> str:
     """The demo's vibe worker (a Python-callable backend, run in its own process): counts
     the project's source files per language, reporting progress as it goes."""
     counts: dict[str, int] = {}
@@ -384,7 +390,7 @@ def census(brief: str, worker: Any) -> str:
     return f"{brief}: " + ", ".join(f"{n} {lang}" for lang, n in counts.items())
 
 
-def _vibe(run: Any) -> int:
+def _vibe(run: Run) -> int:
     """A background worker: spawned at once, listed while it runs, waited for."""
     spawned = _step(run, "vibe_spawn: a background worker", "vibe_spawn",
                     {"brief": "source files per language", "label": "census", "tier": "fast"})  # fmt: skip
@@ -397,7 +403,7 @@ def _vibe(run: Any) -> int:
     return _expect(waited, "Python")
 
 
-def _walk(node: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+def _walk(node: HealthNode) -> Iterator[HealthNode]:
     yield node
     for child in node.get("children", []):
         yield from _walk(child)

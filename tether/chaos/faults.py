@@ -25,12 +25,16 @@ import signal
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import psutil
 
 from tether.chaos.workload import BUDGETS, DEBUG_LAUNCH, CallRecord, Ledger
+from tether.health_node import HealthNode
 from tether.messages.calls import ResourceError
+
+if TYPE_CHECKING:
+    from tether.runtime import Runtime
 
 RUN_TOOLS = ("eval", "debug", "vibe_spawn", "vibe_wait")
 RUNTIME_TOOLS = ("lsp", "ast_grep", "ast_edit", *RUN_TOOLS)
@@ -101,7 +105,7 @@ class Recovery:
     tried: int  # calls of what it took away made after it (0: nothing showed the fault)
 
 
-def nodes(health: dict[str, Any], run: str = "") -> Iterator[Node]:
+def nodes(health: HealthNode, run: str = "") -> Iterator[Node]:
     kind = str(health.get("kind", ""))
     key = str(health.get("key", ""))
     run = key if kind == "run" else run
@@ -116,7 +120,7 @@ class Injector:
 
     def __init__(
         self,
-        rt: Any,
+        rt: Runtime,
         ledger: Ledger,
         classes: Sequence[str],
         interval: float,

@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from tether.chaos import invariants as inv
 from tether.chaos.faults import CLASSES, Injector, recoveries
@@ -160,7 +159,7 @@ def run_chaos(config: ChaosConfig, log: Callable[[str], None] = _stderr) -> Repo
     )
 
 
-def _baseline(rt: Any, ws: Workspace) -> tuple[int | None, str]:
+def _baseline(rt: Runtime, ws: Workspace) -> tuple[int | None, str]:
     """What the whole-workspace search finds before any fault (what it must find after),
     or None and why it could not search."""
     with rt.open_run("chaos-baseline", workdir=str(ws.root)) as run:
@@ -200,7 +199,7 @@ def _load(
 
 
 def _open(
-    rt: Any,
+    rt: Runtime,
     ws: Workspace,
     ledger: Ledger,
     name: str,
@@ -241,7 +240,7 @@ def _drain(conversations: Sequence[Conversation], ledger: Ledger) -> None:
             ledger.violate(inv.HUNG, conversation.name, flight.tool, detail)
 
 
-def _orphans(rt: Any, injector: Injector, ledger: Ledger) -> None:
+def _orphans(rt: Runtime, injector: Injector, ledger: Ledger) -> None:
     """After shutdown: any process of the runtime still alive is an orphan (reported, then
     killed: the harness leaves nothing behind either)."""
     for proc in rt.left_behind(injector.seen.values()):

@@ -19,9 +19,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from tether.chaos.scratch import Parsed, parse
+from tether.json_types import JSONValue
 
 DEADLINE = "deadline"
 CROSS_WIRED = "cross-wired reply"
@@ -75,7 +75,7 @@ def missing_tag(text: str, expected: str) -> str:
 
 
 def search_matches(
-    matches: Iterable[Mapping[str, Any]], folder: str, files: int, generation: int
+    matches: Iterable[Mapping[str, JSONValue]], folder: str, files: int, generation: int
 ) -> tuple[str, str]:
     """An ast_grep for `GENERATION = $G` in one conversation's folder: (cross-wired, wrong).
     Every match in that folder, one per file, each at the generation last written."""
@@ -83,13 +83,18 @@ def search_matches(
     outside = sorted({str(m.get("path")) for m in found} - _under(found, folder))
     if outside:
         return f"matches outside {folder}/: {', '.join(outside[:3])}", ""
-    captured = sorted(str((m.get("captures") or {}).get("G")) for m in found)
+    captured = sorted(str(_captured(m, "G")) for m in found)
     if len(found) != files or set(captured) != {str(generation)}:
         return "", f"expected {files} matches at generation {generation}, got {captured}"
     return "", ""
 
 
-def _under(matches: list[Mapping[str, Any]], folder: str) -> set[str]:
+def _captured(match: Mapping[str, JSONValue], name: str) -> JSONValue:
+    captures = match.get("captures")
+    return captures.get(name) if isinstance(captures, dict) else None
+
+
+def _under(matches: list[Mapping[str, JSONValue]], folder: str) -> set[str]:
     return {str(m.get("path")) for m in matches if str(m.get("path")).startswith(folder + "/")}
 
 

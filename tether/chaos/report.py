@@ -7,7 +7,7 @@ import collections
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from tether.chaos.faults import Fault, Recovery
 from tether.chaos.invariants import INVARIANTS, Violation
@@ -23,7 +23,29 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[rank - 1]
 
 
-def recovery_by_class(recoveries: Sequence[Recovery]) -> dict[str, dict[str, Any]]:
+class ClassRecovery(TypedDict):
+    """How one fault class's kills recovered (see `recovery_by_class`)."""
+
+    kills: int
+    observed: int
+    recovered: int
+    p50_s: float
+    max_s: float
+
+
+class ToolStats(TypedDict):
+    """One tool's calls in a chaos run (`Report.per_tool`)."""
+
+    calls: int
+    ok: int
+    errors: dict[str, int]  # error code -> how many
+    error_examples: dict[str, str]  # error code -> the start of one such error's text
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+
+
+def recovery_by_class(recoveries: Sequence[Recovery]) -> dict[str, ClassRecovery]:
     """Per fault class, how its kills recovered: `kills`, `observed` (a later call of what
     it took away was made), `recovered` (one answered again), and the p50 and max seconds
     until then (0.0 when none recovered). A fault class whose kills all healed in a second
@@ -31,7 +53,7 @@ def recovery_by_class(recoveries: Sequence[Recovery]) -> dict[str, dict[str, Any
     by_class: dict[str, list[Recovery]] = collections.defaultdict(list)
     for r in recoveries:
         by_class[r.fault.fault].append(r)
-    out = {}
+    out: dict[str, ClassRecovery] = {}
     for name, rs in sorted(by_class.items()):
         after = [r.after for r in rs if r.after is not None]
         out[name] = {
@@ -65,7 +87,7 @@ class Report:
     def ok(self) -> bool:
         return not self.violations
 
-    def per_tool(self) -> dict[str, dict[str, Any]]:
+    def per_tool(self) -> dict[str, ToolStats]:
         by_tool: dict[str, list[CallRecord]] = collections.defaultdict(list)
         for call in self.calls:
             by_tool[call.tool].append(call)
@@ -89,6 +111,7 @@ class Report:
         """Faults after which what they took away was called, and never answered."""
         return [r.fault.target for r in self.recoveries if r.after is None and r.tried]
 
+    # (Any: its fields are read back by `text`; the faults and violations are vars() dicts)
     def to_json(self) -> dict[str, Any]:
         recovered = self.recovered()
         return {

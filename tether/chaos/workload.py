@@ -19,12 +19,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tether.chaos import invariants as inv
 from tether.chaos.scratch import FILES, PROGRAM_LINE, TAG_LINE, Workspace, parse, render, tag
 from tether.chaos.scratch import tag_function as tag_fn
 from tether.debug.adapters import BY_NAME as DEBUG_ADAPTERS
+from tether.json_types import JSONObject, JSONValue
 from tether.lsp.servers import SERVERS
 from tether.tools.debug import DEFAULT_WAIT as DEBUG_WAIT
 from tether.tools.debug import INSPECT_TIMEOUT
@@ -34,6 +35,10 @@ from tether.tools.lsp_tool.on_write import WRITE_CAP
 from tether.tools.results import ToolResult
 from tether.tools.structural import SEARCH_TIMEOUT
 from tether.tools.vibe_workers import CALL_SLACK, CALL_TIMEOUT, PREPARE_TIMEOUT
+
+if TYPE_CHECKING:
+    from tether.run import Run
+    from tether.vibe_runner import WorkerIO
 
 EVAL_WALL = 20.0  # s: the eval budgets the harness gives its runs (a cell here takes ms)
 EVAL_INACTIVITY = 10.0
@@ -67,13 +72,13 @@ _CODE = re.compile(
 )
 
 
-def budget(tool: str, args: Mapping[str, Any]) -> float:
+def budget(tool: str, args: Mapping[str, JSONValue]) -> float:
     if tool == "debug" and args.get("op") == "launch":
         return DEBUG_LAUNCH
     return BUDGETS[tool]
 
 
-def echo_brief(brief: str, worker: Any) -> str:
+def echo_brief(brief: str, worker: WorkerIO) -> str:
     """The chaos run's vibe worker (a CallableBackend): answers with its own brief."""
     return f"echo {brief}"
 
@@ -128,7 +133,7 @@ class Conversation:
 
     def __init__(
         self,
-        run: Any,
+        run: Run,
         workspace: Workspace,
         ledger: Ledger,
         ops: Iterable[str],
@@ -185,7 +190,7 @@ class Conversation:
                 self.ledger.violate(inv.HARNESS, self.name, operation.__name__, detail)
 
     # --- one call -------------------------------------------------------------------
-    def call(self, tool: str, args: dict[str, Any], label: str = "") -> ToolResult:
+    def call(self, tool: str, args: Mapping[str, JSONValue], label: str = "") -> ToolResult:
         """One tool call, timed against its deadline and recorded (as `label` if given)."""
         deadline = budget(tool, args)
         started = self.ledger.now()
@@ -320,7 +325,12 @@ class Conversation:
     def lsp(self) -> None:
         index = self.rng.randrange(FILES)
         name = tag_fn(self.name, index)
-        args = {"action": "hover", "file": self.path(index), "line": TAG_LINE, "symbol": name}
+        args: JSONObject = {
+            "action": "hover",
+            "file": self.path(index),
+            "line": TAG_LINE,
+            "symbol": name,
+        }
         self.check_reply("lsp", self.call("lsp", args), name, self.file_tags(index))
 
     def eval(self) -> None:
@@ -341,7 +351,7 @@ class Conversation:
         token = f"tok_{self.name}_debug"
         program = f"{self.folder}/prog.py"
         try:
-            args = {"op": "breakpoints", "file": program, "lines": [PROGRAM_LINE]}
+            args: JSONObject = {"op": "breakpoints", "file": program, "lines": [PROGRAM_LINE]}
             marked = self.call("debug", args)
             if marked.is_error:
                 return
@@ -390,10 +400,10 @@ WEIGHTS = {
     "escape": 0.5,
     "search_project": 1.0,
 }
-PROJECT_SEARCH = {"pattern": "import $M", "language": "python", "max_results": 5}
+PROJECT_SEARCH: JSONObject = {"pattern": "import $M", "language": "python", "max_results": 5}
 OPS = tuple(WEIGHTS)
 # what the guard conversation tries on a read-only surface: every write and exec tool
-BREACHES: dict[str, Callable[[str, int], dict[str, Any]]] = {
+BREACHES: dict[str, Callable[[str, int], JSONObject]] = {
     "write": lambda path, _: {"path": path, "content": "breached\n"},
     "edit": lambda path, _: {"path": path, "old_string": "GENERATION", "new_string": "BREACHED"},
     "apply_patch": lambda path, _: {"patch": f"--- a/{path}\n+++ b/{path}\n@@ -1 +1 @@\n-x\n+y\n"},
