@@ -34,8 +34,8 @@ from typing import Any
 from tether.actors.base import FLUSH_RETRY, ResourceActor
 from tether.channels import OutBuffer
 from tether.health_node import HealthNode
-from tether.places import Place
 from tether.owned_process import OwnedProcess
+from tether.places import Place
 from tether.scratch import ProcessScratch
 
 STDERR_TAIL_BYTES = 8192
