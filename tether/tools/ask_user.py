@@ -11,8 +11,7 @@ approval guardrail does).
 
 from __future__ import annotations
 
-from typing import Any
-
+from tether.json_types import JSONObject
 from tether.questions import Answer, AnswerStatus, Card, CardKind, Option
 from tether.tools.results import ToolResult
 from tether.tools.spec import Needs, Tier, ToolContext, ToolSpec
@@ -25,7 +24,7 @@ PROCEED = (
 )
 
 
-def _ask_user(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+def _ask_user(ctx: ToolContext, args: JSONObject) -> ToolResult:
     ask = getattr(ctx, "ask_question", None)
     human = getattr(ctx, "human_connected", None)
     if ask is None or human is None:
@@ -35,8 +34,11 @@ def _ask_user(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
             "nobody is connected to answer, so the question was not shown. " + PROCEED,
             data={"status": "no_human"},
         )
+    given = args.get("options", [])  # (validated: a list of objects with a label)
     options = tuple(
-        Option(str(o["label"]), str(o.get("description", ""))) for o in args.get("options", [])
+        Option(str(o["label"]), str(o.get("description", "")))
+        for o in (given if isinstance(given, list) else [])
+        if isinstance(o, dict)
     )
     labels = [o.label for o in options]
     if len(set(labels)) != len(labels):

@@ -24,8 +24,9 @@ import base64
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+from tether.json_types import JSONObject, JSONValue
 from tether.kernels.layer import project_interpreter
 from tether.kernels.magics import MagicError, rewrite
 from tether.messages.calls import ErrorCode, ResourceError
@@ -64,8 +65,24 @@ class EvalSettings:
     kernels: set[str] = field(default_factory=set)  # languages that have had a kernel
 
 
+class EvalRun(Protocol):
+    """What `configure` and `prepare` need of a run (tether.run.Run)."""
+
+    state: dict[str, Any]  # (ToolContext.state: each family's own object, by family name)
+
+    def context(self) -> ToolContext: ...
+
+
+class PoolCaller(Protocol):
+    """What `warm_spares` needs of the runtime (tether.runtime.Runtime): one call."""
+
+    def call(
+        self, run_id: str, kind: str, key: str, op: str, args: JSONObject, timeout: float
+    ) -> object: ...  # (the answer is not read)
+
+
 def configure(
-    run: Any,
+    run: EvalRun,
     launcher: Sequence[str] = (),
     inactivity: float = DEFAULT_INACTIVITY,
     wall: float = DEFAULT_WALL,
@@ -80,7 +97,7 @@ def configure(
     settings.use_spares = bool(use_spares)
 
 
-def _settings(state: dict[str, Any]) -> EvalSettings:
+def _settings(state: dict[str, Any]) -> EvalSettings:  # (ToolContext.state)
     settings = state.get(FAMILY)
     if not isinstance(settings, EvalSettings):
         settings = state[FAMILY] = EvalSettings()
@@ -98,13 +115,14 @@ def check_description(description: str) -> str | None:
     )
 
 
-def _eval(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-    language = args.get("language", "python")
-    problem = check_description(args["description"])
+def _eval(ctx: ToolContext, args: JSONObject) -> ToolResult:
+    # (validated: strings, the language one of the enum's)
+    language, code = str(args.get("language", "python")), str(args["code"])
+    problem = check_description(str(args["description"]))
     if problem:
         return ToolResult.error(problem)
     try:
-        rewritten = rewrite(language, args["code"])
+        rewritten = rewrite(language, code)
     except MagicError as exc:
         return ToolResult.error(f"eval: {exc.message}")
     settings = _settings(ctx.state)
@@ -120,7 +138,7 @@ def _eval(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
         spare = _take_spare(ctx, language, create_actor=first)
     op = Execute(
         code=rewritten.code,
-        source=args["code"] if rewritten.code != args["code"] else "",
+        source=code if rewritten.code != code else "",
         reset=reset,
         inactivity=settings.inactivity,
         wall=settings.wall,
@@ -147,7 +165,7 @@ def _eval(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
 def _take_spare(ctx: ToolContext, language: str, create_actor: bool = False) -> Spare | None:
     """A started kernel from the pool, or None. create_actor (the run's first cell in this
     language): the run's kernel actor is created meanwhile (a process start), not after."""
-    calls: list[tuple[str, str, str, dict[str, Any]]] = [(POOL_KIND, language, "take", {})]
+    calls: list[tuple[str, str, str, JSONObject]] = [(POOL_KIND, language, "take", {})]
     if create_actor:
         calls.append((KIND, language, "status", {}))
     got = ctx.gather(calls, TAKE_TIMEOUT)[0]
@@ -157,11 +175,12 @@ def _take_spare(ctx: ToolContext, language: str, create_actor: bool = False) -> 
     return spare if isinstance(spare, Spare) else None
 
 
-def run_bridged(ctx: ToolContext, calls: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def run_bridged(ctx: ToolContext, calls: Sequence[Mapping[str, JSONValue]]) -> list[JSONObject]:
     """Run a cell's tool() calls through the run's pipeline; one result per call."""
 
-    def one(call: Mapping[str, Any]) -> dict[str, Any]:
-        result = ctx.call_tool(str(call["name"]), dict(call.get("args") or {}))
+    def one(call: Mapping[str, JSONValue]) -> JSONObject:
+        args = call.get("args")  # (the bridge made it an object: tether.kernels.bridge)
+        result = ctx.call_tool(str(call["name"]), dict(args) if isinstance(args, dict) else {})
         return {"ok": not result.is_error, "text": result.text, "data": result.data}
 
     if len(calls) == 1 or any(c["name"] in SERIAL_TOOLS for c in calls):
@@ -246,14 +265,16 @@ def specs() -> list[ToolSpec]:
 __all__ = ["configure", "specs", "render", "run_bridged", "ErrorCode"]
 
 
-def warm_spares(runtime: Any, languages: Sequence[str] = ("python",)) -> None:
+def warm_spares(runtime: PoolCaller, languages: Sequence[str] = ("python",)) -> None:
     """Start the spare pools now (they start on first use otherwise), so that even the
     first conversation's first cell finds a started kernel."""
     for language in languages:
         runtime.call("", POOL_KIND, language, "pool_status", {}, TAKE_TIMEOUT)
 
 
-def prepare(run: Any, languages: Sequence[str] = ("python",), start_kernels: bool = False) -> None:
+def prepare(
+    run: EvalRun, languages: Sequence[str] = ("python",), start_kernels: bool = False
+) -> None:
     """Create the run's kernel actors now, without kernels (a few MiB each), so that the
     first cell pays neither an actor start nor, with a spare in the pool, a kernel start.
     For hosts that open a conversation some time before its first eval. start_kernels:

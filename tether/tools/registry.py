@@ -30,8 +30,18 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from tether.json_types import JSONObject, JSONValue
 from tether.messages.calls import ResourceError
-from tether.questions import ALLOW, DENY, Answer, AnswerStatus, Card, CardKind, Option
+from tether.questions import (
+    ALLOW,
+    DENY,
+    Answer,
+    AnswerStatus,
+    Card,
+    CardKind,
+    Option,
+    QuestionPort,
+)
 from tether.tools.guardrails import Approval, Confinement, GuardrailError, decide
 from tether.tools.results import ToolResult
 from tether.tools.schema import ArgumentError, describe, format_errors, validate
@@ -48,7 +58,7 @@ FAMILY_MODULES: tuple[str, ...] = (
     "tether.tools.eval",
 )
 
-Wrapper = Callable[[ToolContext, dict[str, Any], Callable[[], ToolResult]], ToolResult]
+Wrapper = Callable[[ToolContext, JSONObject, Callable[[], ToolResult]], ToolResult]
 
 READ_ONLY_SURFACES = frozenset({Surface.PLAN, Surface.READONLY})
 MAX_NESTING = 8  # eval bridge re-entry depth: tool() inside a cell calling eval calling tool() ...
@@ -143,7 +153,7 @@ class CallSite(Protocol):
     """What the pipeline needs from the run a call belongs to (tether.run.Run implements it)."""
 
     surface: Surface
-    question_port: Any
+    question_port: QuestionPort | None
     approval_timeout: float
 
     def connected(self) -> frozenset[Needs]: ...
@@ -160,7 +170,7 @@ class CallSite(Protocol):
 
     def ask_card(self, card: Card, timeout: float) -> Answer: ...
 
-    def serial_lock(self, name: str) -> contextlib.AbstractContextManager[Any]: ...
+    def serial_lock(self, name: str) -> contextlib.AbstractContextManager[object]: ...  # (unused)
 
 
 def absence_reason(spec: ToolSpec, surface: Surface, connected: frozenset[Needs]) -> str:
@@ -245,8 +255,9 @@ class Registry:
         return [s.spec for s in self.status(surface, connected) if s.visible]
 
     # ---- the pipeline -------------------------------------------------------------------
-    def call(self, site: CallSite, name: Any, args: Any) -> ToolResult:
-        """Run one call through the whole pipeline; always returns a ToolResult."""
+    def call(self, site: CallSite, name: object, args: object) -> ToolResult:
+        """Run one call through the whole pipeline; always returns a ToolResult. `name` and
+        `args` are whatever the model or host sent: checked here."""
         try:
             return self._call(site, name, args)
         except GuardrailError as e:
@@ -262,7 +273,7 @@ class Registry:
                 "tool, not in your call; try another way or report it."
             )
 
-    def _call(self, site: CallSite, name: Any, args: Any) -> ToolResult:
+    def _call(self, site: CallSite, name: object, args: object) -> ToolResult:
         connected = site.connected()
         if not isinstance(name, str) or name not in self._specs:
             return self._unknown(site, name, connected)
@@ -289,22 +300,22 @@ class Registry:
                 format_errors(name, spec.schema, [ArgumentError("the arguments", problem)]),
                 data={"refused": "arguments"},
             )
-        args = dict(args)
-        errors = validate(spec.schema, args)
+        checked: JSONObject = dict(args)  # (JSON once validated: the errors say where not)
+        errors = validate(spec.schema, checked)
         if errors:
             return ToolResult.error(
-                format_errors(name, spec.schema, errors, args), data={"refused": "arguments"}
+                format_errors(name, spec.schema, errors, checked), data={"refused": "arguments"}
             )
-        self._check_paths(site, spec, args)
-        refusal = self._approve(site, spec, args)
+        self._check_paths(site, spec, checked)
+        refusal = self._approve(site, spec, checked)
         if refusal is not None:
             return refusal
         ctx = site.context()
         lock = contextlib.nullcontext() if spec.parallel_safe else site.serial_lock(name)
         with lock:
-            return self._run_wrapped(ctx, spec, args)
+            return self._run_wrapped(ctx, spec, checked)
 
-    def _unknown(self, site: CallSite, name: Any, connected: frozenset[Needs]) -> ToolResult:
+    def _unknown(self, site: CallSite, name: object, connected: frozenset[Needs]) -> ToolResult:
         visible = [s.name for s in self.visible(site.surface, connected)]
         close = difflib.get_close_matches(str(name), visible, n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
@@ -313,7 +324,7 @@ class Registry:
             data={"refused": "unknown"},
         )
 
-    def _check_paths(self, site: CallSite, spec: ToolSpec, args: dict[str, Any]) -> None:
+    def _check_paths(self, site: CallSite, spec: ToolSpec, args: JSONObject) -> None:
         for arg in spec.path_args:
             value = args.get(arg)
             if value is None or value == "*":
@@ -325,10 +336,12 @@ class Registry:
                 )
             values = value if isinstance(value, list | tuple) else [value]
             for v in values:
+                if not isinstance(v, str):  # (its schema says string: a bug in the family)
+                    raise TypeError(f"{spec.name}: path argument {arg!r} holds {v!r}")
                 if v != "*":
                     confinement.resolve(v, arg)
 
-    def _approve(self, site: CallSite, spec: ToolSpec, args: dict[str, Any]) -> ToolResult | None:
+    def _approve(self, site: CallSite, spec: ToolSpec, args: JSONObject) -> ToolResult | None:
         verdict = permission(site, spec.name, spec.tier, args)
         if verdict.allowed:
             return None
@@ -358,7 +371,7 @@ class Registry:
             data={"refused": "not_approved", "card": verdict.card},
         )
 
-    def _run_wrapped(self, ctx: ToolContext, spec: ToolSpec, args: dict[str, Any]) -> ToolResult:
+    def _run_wrapped(self, ctx: ToolContext, spec: ToolSpec, args: JSONObject) -> ToolResult:
         def handler() -> ToolResult:
             return _checked(spec.name, spec.handler(ctx, args))
 
@@ -383,7 +396,7 @@ class Verdict:
 
 
 def permission(
-    site: CallSite, tool: str, tier: Tier, args: Mapping[str, Any], asker: str = ""
+    site: CallSite, tool: str, tier: Tier, args: Mapping[str, JSONValue], asker: str = ""
 ) -> Verdict:
     """Apply the run's approval policy to a `tier` action; when it says ask, show a
     permission card through the run's question port (`asker`: who asks, e.g. a worker).
@@ -430,7 +443,7 @@ def _wrap(
     name: str,
     wrapper: Wrapper,
     ctx: ToolContext,
-    args: dict[str, Any],
+    args: JSONObject,
     inner: Callable[[], ToolResult],
 ) -> Callable[[], ToolResult]:
     """One wrapper layer. A wrapper that fails after the inner call succeeded does not turn
@@ -469,7 +482,7 @@ def _note(result: ToolResult, note: str) -> ToolResult:
     )
 
 
-def _checked(name: str, result: Any) -> ToolResult:
+def _checked(name: str, result: object) -> ToolResult:  # (a handler's, checked)
     if isinstance(result, ToolResult):
         return result
     return ToolResult.error(
@@ -477,7 +490,7 @@ def _checked(name: str, result: Any) -> ToolResult:
     )
 
 
-def _short_args(args: Mapping[str, Any], limit: int = 300) -> str:
+def _short_args(args: Mapping[str, JSONValue], limit: int = 300) -> str:
     import json
 
     try:

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tether.json_types import JSONObject, JSONValue
+
 if TYPE_CHECKING:
     from tether.call_scope import CallScope
     from tether.messages.calls import ResourceError
@@ -115,7 +117,7 @@ class ToolContext(Protocol):
     def relative(self, path: Path) -> str:
         """A resolved path as the model should see it: workspace-relative if inside."""
 
-    def call_tool(self, name: str, args: Mapping[str, Any]) -> ToolResult:
+    def call_tool(self, name: str, args: Mapping[str, JSONValue]) -> ToolResult:
         """Run another tool through the full pipeline (the eval bridge uses this)."""
 
     @property
@@ -124,7 +126,7 @@ class ToolContext(Protocol):
         (every call_resource is clamped to its deadline and ends when it is cancelled)."""
 
 
-Handler = Callable[[ToolContext, dict[str, Any]], "ToolResult"]
+Handler = Callable[[ToolContext, JSONObject], "ToolResult"]  # (arguments validated)
 
 
 @dataclass(frozen=True)
@@ -132,7 +134,9 @@ class ToolSpec:
     name: str
     tier: Tier
     description: str  # written for a model: what it does, when to use it, one example
-    schema: Mapping[str, Any]  # JSON Schema of the arguments (type: object)
+    # (JSON Schema of the arguments, type: object; Mapping[str, JSONValue] once the
+    # structural and vibe families annotate the sub-schemas they build apart)
+    schema: Mapping[str, Any]
     handler: Handler
     needs: frozenset[Needs] = field(default_factory=frozenset)
     path_args: tuple[str, ...] = ()  # argument names that hold workspace paths (guardrails)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from typing import Any
 
+from tether.json_types import JSONObject
 from tether.tools.harness.files import atomic_write, decode, open_checked
 from tether.tools.results import ToolResult
 from tether.tools.spec import ToolContext
@@ -19,10 +19,9 @@ def _line_of(text: str, index: int) -> int:
     return text.count("\n", 0, index) + 1
 
 
-def edit(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-    rel = args["path"]
-    old: str = args["old_string"]
-    new: str = args["new_string"]
+def edit(ctx: ToolContext, args: JSONObject) -> ToolResult:
+    # (validated: the schema makes these strings)
+    rel, old, new = str(args["path"]), str(args["old_string"]), str(args["new_string"])
     replace_all = bool(args.get("replace_all", False))
     path = ctx.resolve_path(rel)
     if old == new:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from tether import atomic_files, beneath
+from tether.json_types import JSONObject
 from tether.tools.harness.edit import MAX_EDIT_BYTES
 from tether.tools.harness.files import decode, lstat, open_checked, refused, root_of
 from tether.tools.results import ToolResult
@@ -46,9 +46,9 @@ def _current(ctx: ToolContext, path: Path, rel: str) -> bytes | None | ToolResul
         return f.read()
 
 
-def apply_patch(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+def apply_patch(ctx: ToolContext, args: JSONObject) -> ToolResult:
     try:
-        patches = parse_patch(args["patch"])
+        patches = parse_patch(str(args["patch"]))  # (a string: validated)
     except PatchError as e:
         return ToolResult.error(f"the patch cannot be parsed: {e}. Nothing was changed.")
     # Plan every file in memory; nothing touches the disk until all hunks applied.

@@ -8,8 +8,10 @@ after. The refusal says the size and shows the call that reads a range.
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Iterator
+from typing import BinaryIO
 
+from tether.json_types import JSONObject, JSONValue
 from tether.tools.harness.files import open_checked
 from tether.tools.results import ToolResult
 from tether.tools.spec import ToolContext
@@ -23,7 +25,7 @@ MAX_WHOLE_READ_BYTES = 8 * 1024 * 1024  # a larger file is read by range only
 _CHUNK = 64 * 1024
 
 
-def _bounded_lines(f: Any) -> Any:
+def _bounded_lines(f: BinaryIO) -> Iterator[bytes]:
     """The lines of a binary file, each cut to 64 KiB: a file that is one huge line (a
     minified bundle, a data dump) must not be loaded whole to show its first characters."""
     while True:
@@ -38,11 +40,18 @@ def _bounded_lines(f: Any) -> Any:
         yield line
 
 
-def read(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-    rel = args["path"]
+def _line(value: JSONValue) -> int:
+    """A line argument (validated: an integer, or a float that is one)."""
+    if isinstance(value, int | float):
+        return int(value)
+    raise TypeError(f"a line number, not {value!r}")
+
+
+def read(ctx: ToolContext, args: JSONObject) -> ToolResult:
+    rel = str(args["path"])  # (validated: a string)
     path = ctx.resolve_path(rel)
-    start = int(args.get("start_line", 1))
-    end = int(args["end_line"]) if "end_line" in args else None
+    start = _line(args.get("start_line", 1))
+    end = _line(args["end_line"]) if "end_line" in args else None
     if end is not None and end < start:
         return ToolResult.error(
             f"end_line ({end}) is before start_line ({start}); give start_line <= end_line."

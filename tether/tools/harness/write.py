@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import stat
-from typing import Any
 
 from tether import beneath
+from tether.json_types import JSONObject
 from tether.tools.harness.files import atomic_write, lstat, refused, regular_file
 from tether.tools.results import ToolResult
 from tether.tools.spec import ToolContext
@@ -13,9 +13,8 @@ from tether.tools.spec import ToolContext
 MAX_WRITE_BYTES = 10 * 1024 * 1024
 
 
-def write(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-    rel = args["path"]
-    content: str = args["content"]
+def write(ctx: ToolContext, args: JSONObject) -> ToolResult:
+    rel, content = str(args["path"]), str(args["content"])  # (strings: validated)
     path = ctx.resolve_path(rel)
     data = content.encode("utf-8", errors="surrogatepass")
     if len(data) > MAX_WRITE_BYTES:
