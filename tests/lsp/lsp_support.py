@@ -91,6 +91,17 @@ def kinds(**limits: Any) -> list:
     return out
 
 
+def hover(run: Any, file: str, line: int, symbol: str, scope: Any = None) -> Any:
+    """An `lsp hover` of `run` (under `scope`, a CallScope, when given)."""
+    args = {"action": "hover", "file": file, "line": line, "symbol": symbol}
+    return run.call("lsp", args, scope)
+
+
+def server_status(run: Any) -> dict:
+    """`lsp status`'s record of the run's (first) running server: pid, restarts, counts."""
+    return run.call("lsp", {"action": "status"}).data["running"][0]
+
+
 def timed(fn: Any, *args: Any) -> tuple[Any, float]:
     t0 = time.monotonic()
     result = fn(*args)

@@ -22,21 +22,21 @@ from typing import Any
 import pytest
 
 from tests.conftest import wait_until
-from tests.lsp.lsp_support import health_nodes, in_background, kinds, need, timed
+from tests.lsp.lsp_support import (
+    health_nodes,
+    hover,
+    in_background,
+    kinds,
+    need,
+    server_status,
+    timed,
+)
 from tether.call_scope import CallScope
 
 pytestmark = pytest.mark.slow
 _ids = itertools.count()
 BUDGET = 2.0
 REFERENCES_PER_FILE = 50
-
-
-def _hover(run: Any, file: str, line: int, symbol: str) -> Any:
-    return run.call("lsp", {"action": "hover", "file": file, "line": line, "symbol": symbol})
-
-
-def _status(run: Any) -> dict:
-    return run.call("lsp", {"action": "status"}).data["running"][0]
 
 
 def _slow_one_cancelled_while_others_answer(rt: Any, root: Path, slow: Any, cheap: Any) -> None:
@@ -47,7 +47,7 @@ def _slow_one_cancelled_while_others_answer(rt: Any, root: Path, slow: Any, chea
     a = rt.open_run(f"slow-{next(_ids)}", workdir=str(root))
     b = rt.open_run(f"cheap-{next(_ids)}", workdir=str(root))
     wait_until(lambda: not cheap(b).is_error, timeout=120, interval=0.2)  # loaded, analysed
-    pid = _status(b)["pid"]
+    pid = server_status(b)["pid"]
     thread, box = in_background(slow, a)
     wait_until(
         lambda: any(n["extra"].get("pending_requests") for n in health_nodes(rt)), timeout=20
@@ -60,7 +60,7 @@ def _slow_one_cancelled_while_others_answer(rt: Any, root: Path, slow: Any, chea
     assert took < BUDGET + 4, took
     assert all(not res.is_error for res, _ in answers), [res.text for res, _ in answers]
     assert answers[0][1] < BUDGET + 4, answers  # freed by the cancel
-    st = _status(b)
+    st = server_status(b)
     assert st["pid"] == pid and st["restarts"] == 0, st  # cancelled, not restarted
     assert st["cancelled_requests"] >= 1, st
 
@@ -100,7 +100,7 @@ def test_typescript_stops_a_cancelled_search_and_answers_the_next_call(
         lambda run: run.call(
             "lsp", {"action": "references", "file": "src/a.ts", "line": 1, "symbol": "hello"}
         ),
-        lambda run: _hover(run, "src/a.ts", 1, "hello"),
+        lambda run: hover(run, "src/a.ts", 1, "hello"),
     )
     _caller_cancels_and_the_server_is_free(rt, root.resolve())
 
@@ -111,7 +111,7 @@ def _caller_cancels_and_the_server_is_free(rt: Any, root: Path) -> None:
     conversation's hover is answered within 2 s of the cancel."""
     a = rt.open_run(f"gives-up-{next(_ids)}", workdir=str(root))
     b = rt.open_run(f"next-{next(_ids)}", workdir=str(root))
-    before = _status(b)["cancelled_requests"]
+    before = server_status(b)["cancelled_requests"]
     scope = CallScope.start(timeout=60)
     references = {"action": "references", "file": "src/a.ts", "line": 1, "symbol": "hello"}
     thread, box = in_background(lambda: a.call("lsp", references, scope))
@@ -122,10 +122,10 @@ def _caller_cancels_and_the_server_is_free(rt: Any, root: Path) -> None:
     scope.cancel("the client cancelled")
     thread.join(10)
     assert box and box[0][0].is_error and "cancelled" in box[0][0].text, box
-    hover, _ = timed(_hover, b, "src/a.ts", 1, "hello")
-    assert not hover.is_error, hover.text
+    answer, _ = timed(hover, b, "src/a.ts", 1, "hello")
+    assert not answer.is_error, answer.text
     assert time.monotonic() - cancelled_at < 2.0 + 0.5, "the server was still busy"
-    assert _status(b)["cancelled_requests"] == before + 1
+    assert server_status(b)["cancelled_requests"] == before + 1
 
 
 @need("clangd")
@@ -145,6 +145,6 @@ def test_clangd_answers_a_cancelled_request_and_serves_other_files(
     _slow_one_cancelled_while_others_answer(
         rt,
         root.resolve(),
-        lambda run: _hover(run, "slow.cpp", 3, "big"),
-        lambda run: _hover(run, "a.cpp", 1, "hello"),
+        lambda run: hover(run, "slow.cpp", 3, "big"),
+        lambda run: hover(run, "a.cpp", 1, "hello"),
     )

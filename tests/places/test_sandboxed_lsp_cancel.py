@@ -17,22 +17,21 @@ from typing import Any
 import pytest
 
 from tests.conftest import wait_until
-from tests.lsp.lsp_support import health_nodes, in_background, kinds, need, slow_source
+from tests.lsp.lsp_support import (
+    health_nodes,
+    hover,
+    in_background,
+    kinds,
+    need,
+    server_status,
+    slow_source,
+)
 from tests.places.test_places import needs_sandbox
 from tether.call_scope import CallScope
 
 pytestmark = [pytest.mark.slow, needs_sandbox, need("basedpyright-langserver")]
 
 NEXT_CALL = 2.0  # s from the cancel to the next call's answer
-
-
-def _hover(run: Any, file: str, line: int, symbol: str, scope: CallScope | None = None) -> Any:
-    args = {"action": "hover", "file": file, "line": line, "symbol": symbol}
-    return run.call("lsp", args, scope)
-
-
-def _status(run: Any) -> dict:
-    return run.call("lsp", {"action": "status"}).data["running"][0]
 
 
 def test_a_cancelled_request_frees_a_sandboxed_basedpyright(
@@ -49,12 +48,12 @@ def test_a_cancelled_request_frees_a_sandboxed_basedpyright(
     rt = runtime_factory(kinds=kinds(request_budget=120.0))
     a = rt.open_run("gives-up", workdir=str(root), place="sandbox")
     b = rt.open_run("next", workdir=str(root), place="sandbox")
-    wait_until(lambda: not _hover(b, "a.py", 1, "hello").is_error, timeout=120, interval=0.2)
+    wait_until(lambda: not hover(b, "a.py", 1, "hello").is_error, timeout=120, interval=0.2)
     (server,) = health_nodes(rt)
     assert server["place"] == "sandbox (bubblewrap, network off)", server
-    before = _status(b)
+    before = server_status(b)
     scope = CallScope.start(timeout=120)
-    thread, box = in_background(_hover, a, "slow.py", src.count("\n"), "r", scope)
+    thread, box = in_background(hover, a, "slow.py", src.count("\n"), "r", scope)
     wait_until(
         lambda: any(n["extra"].get("pending_requests") for n in health_nodes(rt)), timeout=20
     )
@@ -62,10 +61,10 @@ def test_a_cancelled_request_frees_a_sandboxed_basedpyright(
     scope.cancel("the client cancelled")
     thread.join(10)
     assert box and box[0][0].is_error and "cancelled" in box[0][0].text, box
-    hover = _hover(b, "a.py", 1, "hello")
+    answer = hover(b, "a.py", 1, "hello")
     took = time.monotonic() - cancelled_at
-    assert not hover.is_error and "hello" in hover.text, hover.text
+    assert not answer.is_error and "hello" in answer.text, answer.text
     assert took < NEXT_CALL, f"the next hover came {took:.1f} s after the cancel"
-    after = _status(b)
+    after = server_status(b)
     assert (after["pid"], after["restarts"]) == (before["pid"], before["restarts"]), after
     assert after["cancelled_requests"] == before["cancelled_requests"] + 1, after
