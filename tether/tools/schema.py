@@ -28,11 +28,13 @@ import difflib
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
+
+from tether.json_types import JSONObject, JSONValue
 
 # the validator (tether.tools.validation), its names importable from here too
 from tether.tools.validation import JSON_SAFE_INTEGER as JSON_SAFE_INTEGER
 from tether.tools.validation import ArgumentError as ArgumentError
+from tether.tools.validation import Schema, _list, _number, _properties, _schemas
 from tether.tools.validation import describe as describe
 from tether.tools.validation import validate as validate
 
@@ -74,7 +76,7 @@ class SchemaError(ValueError):
     """A tool's schema uses something the validator does not support (a bug in the family)."""
 
 
-def check_schema(schema: Mapping[str, Any], where: str = "schema") -> None:
+def check_schema(schema: object, where: str = "schema") -> None:
     """Raise SchemaError if `schema` uses a keyword outside the supported subset."""
     if not isinstance(schema, Mapping):
         raise SchemaError(f"{where}: a schema must be an object, got {type(schema).__name__}")
@@ -87,14 +89,20 @@ def check_schema(schema: Mapping[str, Any], where: str = "schema") -> None:
                 f"(supported: {', '.join(sorted(SUPPORTED))})"
             )
         if key == "properties":
+            if not isinstance(value, Mapping):
+                raise SchemaError(f"{where}: properties must be an object, got {value!r}")
             for name, sub in value.items():
                 check_schema(sub, f"{where}.properties.{name}")
         elif key == "items" or (key == "additionalProperties" and isinstance(value, Mapping)):
             check_schema(value, f"{where}.{key}")
         elif key in ("anyOf", "oneOf"):
+            if not isinstance(value, list | tuple):
+                raise SchemaError(f"{where}: {key} must be a list of schemas, got {value!r}")
             for i, sub in enumerate(value):
                 check_schema(sub, f"{where}.{key}[{i}]")
         elif key == "pattern":
+            if not isinstance(value, str):
+                raise SchemaError(f"{where}: pattern {value!r} is not a string")
             try:
                 re.compile(value)
             except re.error as e:
@@ -102,7 +110,7 @@ def check_schema(schema: Mapping[str, Any], where: str = "schema") -> None:
     _check_bounded(schema, where)
 
 
-def _check_bounded(schema: Mapping[str, Any], where: str) -> None:
+def _check_bounded(schema: Schema, where: str) -> None:
     t = schema.get("type")
     types = t if isinstance(t, list) else [t]
     if not {"integer", "number"} & set(types):
@@ -143,34 +151,38 @@ _PLACEHOLDERS = {
 }
 
 
-def example(schema: Mapping[str, Any], name: str = "") -> Any:
+def example(schema: Schema, name: str = "") -> JSONValue:
     """A value that satisfies `schema`: its first `examples` entry, else a synthesized one."""
     if schema.get("examples"):
-        return schema["examples"][0]
+        return _list(schema, "examples")[0]
     if "const" in schema:
         return schema["const"]
     if schema.get("enum"):
-        return schema["enum"][0]
+        return _list(schema, "enum")[0]
     if "default" in schema:
         return schema["default"]
     for key in ("anyOf", "oneOf"):
         if schema.get(key):
-            return example(schema[key][0], name)
+            return example(_schemas(schema, key)[0], name)
     t = schema.get("type")
     if isinstance(t, list):
         t = next((x for x in t if x != "null"), t[0] if t else None)
     if t == "object" or "properties" in schema:
-        props = schema.get("properties", {})
-        return {k: example(props.get(k, {}), k) for k in schema.get("required", ())}
+        props = _properties(schema)
+        return {k: example(props.get(k, {}), k) for k in _required(schema)}
     if t == "array":
         items = schema.get("items", {})
-        count = max(1, schema.get("minItems", 1))
-        return [example(items, name) for _ in range(count)] if items else []
+        count = max(1, int(_number(schema, "minItems")) if "minItems" in schema else 1)
+        return (
+            [example(items, name) for _ in range(count)]
+            if isinstance(items, Mapping) and items
+            else []
+        )
     if t == "integer":
         low, high = schema.get("minimum"), schema.get("maximum")
-        if low is not None:
+        if isinstance(low, int | float):
             return int(low)
-        return 1 if high is None or high >= 1 else int(high)
+        return 1 if not isinstance(high, int | float) or high >= 1 else int(high)
     if t == "number":
         return schema.get("minimum", 1.0)
     if t == "boolean":
@@ -178,16 +190,21 @@ def example(schema: Mapping[str, Any], name: str = "") -> Any:
     if t == "null":
         return None
     text = _PLACEHOLDERS.get(name, name or "text")
-    need = schema.get("minLength", 0)
+    need = int(_number(schema, "minLength")) if "minLength" in schema else 0
     return text + "x" * max(0, need - len(text))
 
 
-def _mend(schema: Mapping[str, Any], value: Any, name: str) -> Any:
+def _required(schema: Schema) -> list[str]:
+    return [str(k) for k in _list(schema, "required")] if "required" in schema else []
+
+
+def _mend(schema: Schema, value: JSONValue, name: str) -> JSONValue:
     """The nearest valid value to a bad one: "5" -> 5, "hovr" -> "hover", else an example."""
-    candidates: list[Any] = []
+    candidates: list[JSONValue] = []
     if isinstance(value, str) and schema.get("enum"):
-        close = difflib.get_close_matches(value, [str(e) for e in schema["enum"]], n=1)
-        candidates += [e for e in schema["enum"] if close and str(e) == close[0]]
+        enum = _list(schema, "enum")
+        close = difflib.get_close_matches(value, [str(e) for e in enum], n=1)
+        candidates += [e for e in enum if close and str(e) == close[0]]
     if isinstance(value, str):
         text = value.strip()
         if text.lower() in ("true", "false"):
@@ -198,9 +215,9 @@ def _mend(schema: Mapping[str, Any], value: Any, name: str) -> Any:
             candidates.append(float(text))
     elif isinstance(value, int | float) and not isinstance(value, bool):
         low, high = schema.get("minimum"), schema.get("maximum")
-        if low is not None and value < low:
+        if isinstance(low, int | float) and value < low:
             candidates.append(low)
-        if high is not None and value > high:
+        if isinstance(high, int | float) and value > high:
             candidates.append(high)
         with contextlib.suppress(ValueError):  # no str() for a 10**5000
             candidates.append(str(value))
@@ -210,14 +227,14 @@ def _mend(schema: Mapping[str, Any], value: Any, name: str) -> Any:
     return example(schema, name)
 
 
-def repair(schema: Mapping[str, Any], args: Any) -> Any:
+def repair(schema: Schema, args: object) -> JSONValue:
     """The model's own call made valid: good arguments kept, bad ones replaced by an
     example value, missing required ones added, unknown ones dropped. Falls back to
     `example(schema)` when that does not validate (e.g. anyOf constraints)."""
     if not isinstance(args, dict) or "properties" not in schema:
         return example(schema)
-    props: Mapping[str, Any] = schema["properties"]
-    fixed: dict[str, Any] = {}
+    props = _properties(schema)
+    fixed: JSONObject = {}
     for name, value in args.items():
         if name in props:
             fixed[name] = (
@@ -225,14 +242,14 @@ def repair(schema: Mapping[str, Any], args: Any) -> Any:
             )
         elif schema.get("additionalProperties", True) is not False:
             fixed[name] = value
-    for name in schema.get("required", ()):
+    for name in _required(schema):
         if name not in fixed:
             fixed[name] = example(props.get(name, {}), name)
     return fixed if not validate(schema, fixed) else example(schema)
 
 
 def format_errors(
-    tool: str, schema: Mapping[str, Any], errors: list[ArgumentError], args: Any = None
+    tool: str, schema: Schema, errors: list[ArgumentError], args: object = None
 ) -> str:
     """The model-facing message for a failed validation; with `args`, the correct call shown
     is the model's own call repaired."""

@@ -17,9 +17,12 @@ import math
 import re
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from tether.json_types import JSONValue
+
+# A JSON Schema as the tool families write it (Python literals; a MappingProxy or tuples
+# are fine): check_schema checks its keywords, these helpers the types of their values
+Schema = Mapping[str, JSONValue]
 
 # |integer| above this is not exact in a JSON number (an IEEE double), whatever the schema
 JSON_SAFE_INTEGER = 2**53 - 1
@@ -44,7 +47,7 @@ class ArgumentError:
         return f"{self.where}: {self.problem}"
 
 
-def _type_matches(value: Any, name: str) -> bool:
+def _type_matches(value: object, name: str) -> bool:  # (anything a caller passes)
     if name == "object":
         return isinstance(value, dict)
     if name == "array":
@@ -64,7 +67,7 @@ def _type_matches(value: Any, name: str) -> bool:
     return True
 
 
-def describe(value: Any) -> str:
+def describe(value: object) -> str:
     """A short rendering of a value a model sent, with its JSON type."""
     if value is None:
         return "null"
@@ -95,7 +98,7 @@ def describe(value: Any) -> str:
     return f"{text} ({kind})"
 
 
-def _expected(schema: Mapping[str, Any]) -> str:
+def _expected(schema: Schema) -> str:
     t = schema.get("type")
     if isinstance(t, list):
         return " or ".join(_TYPE_NAMES.get(str(x), str(x)) for x in t)
@@ -114,19 +117,20 @@ def _label(path: str) -> str:
     return f"`{path}`" if path else "the arguments"
 
 
-def validate(schema: Mapping[str, Any], value: Any, path: str = "") -> list[ArgumentError]:
-    """Every way `value` breaks `schema` (empty list: valid)."""
+def validate(schema: Schema, value: object, path: str = "") -> list[ArgumentError]:
+    """Every way `value` breaks `schema` (empty list: valid). `value`: whatever the model or
+    a Python caller sent (a tuple, a key that is no string: each is refused, saying so)."""
     errors: list[ArgumentError] = []
     _validate(schema, value, path, errors)
     return errors
 
 
-def _validate(schema: Mapping[str, Any], value: Any, path: str, out: list[ArgumentError]) -> None:
+def _validate(schema: Schema, value: object, path: str, out: list[ArgumentError]) -> None:
     where = _label(path)
     t = schema.get("type")
     if t is not None:
         names = t if isinstance(t, list) else [t]
-        if not any(_type_matches(value, n) for n in names):
+        if not any(_type_matches(value, str(n)) for n in names):
             out.append(ArgumentError(where, f"expected {_expected(schema)}, got {describe(value)}"))
             return
     if "const" in schema and value != schema["const"]:
@@ -134,10 +138,10 @@ def _validate(schema: Mapping[str, Any], value: Any, path: str, out: list[Argume
             ArgumentError(where, f"must be {json.dumps(schema['const'])}, got {describe(value)}")
         )
         return
-    if "enum" in schema and value not in schema["enum"]:
-        choices = ", ".join(json.dumps(c) for c in schema["enum"])
+    if "enum" in schema and value not in (enum := _list(schema, "enum")):
+        choices = ", ".join(json.dumps(c) for c in enum)
         close = (
-            difflib.get_close_matches(value, [str(c) for c in schema["enum"]], n=1)
+            difflib.get_close_matches(value, [str(c) for c in enum], n=1)
             if isinstance(value, str)
             else []
         )
@@ -154,23 +158,20 @@ def _validate(schema: Mapping[str, Any], value: Any, path: str, out: list[Argume
         _check_object(schema, value, path, out)
     for key in ("anyOf", "oneOf"):
         if key in schema:
-            _check_alternatives(key, schema[key], value, path, out)
+            _check_alternatives(key, _schemas(schema, key), value, path, out)
 
 
-def _check_string(
-    schema: Mapping[str, Any], value: str, where: str, out: list[ArgumentError]
-) -> None:
-    if "minLength" in schema and len(value) < schema["minLength"]:
-        need = schema["minLength"]
+def _check_string(schema: Schema, value: str, where: str, out: list[ArgumentError]) -> None:
+    if "minLength" in schema and len(value) < (need := _number(schema, "minLength")):
         what = "must not be empty" if need == 1 else f"must be at least {need} characters long"
         out.append(ArgumentError(where, f"{what}; got {describe(value)}"))
-    if "maxLength" in schema and len(value) > schema["maxLength"]:
+    if "maxLength" in schema and len(value) > _number(schema, "maxLength"):
         out.append(
             ArgumentError(
                 where, f"must be at most {schema['maxLength']} characters long; got {len(value)}"
             )
         )
-    if "pattern" in schema and not re.search(schema["pattern"], value):
+    if "pattern" in schema and not re.search(_text(schema, "pattern"), value):
         out.append(
             ArgumentError(
                 where, f"must match the pattern {schema['pattern']!r}; got {describe(value)}"
@@ -185,21 +186,19 @@ def _number_text(value: float) -> str:
     return str(value)
 
 
-def _check_number(
-    schema: Mapping[str, Any], value: float, where: str, out: list[ArgumentError]
-) -> None:
+def _check_number(schema: Schema, value: float, where: str, out: list[ArgumentError]) -> None:
     if isinstance(value, float) and not math.isfinite(value):
         out.append(ArgumentError(where, f"must be a finite number; got {value}"))
         return
     got = _number_text(value)
     before = len(out)
-    if "minimum" in schema and value < schema["minimum"]:
+    if "minimum" in schema and value < _number(schema, "minimum"):
         out.append(ArgumentError(where, f"must be >= {schema['minimum']}; got {got}"))
-    if "maximum" in schema and value > schema["maximum"]:
+    if "maximum" in schema and value > _number(schema, "maximum"):
         out.append(ArgumentError(where, f"must be <= {schema['maximum']}; got {got}"))
-    if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
+    if "exclusiveMinimum" in schema and value <= _number(schema, "exclusiveMinimum"):
         out.append(ArgumentError(where, f"must be > {schema['exclusiveMinimum']}; got {got}"))
-    if "exclusiveMaximum" in schema and value >= schema["exclusiveMaximum"]:
+    if "exclusiveMaximum" in schema and value >= _number(schema, "exclusiveMaximum"):
         out.append(ArgumentError(where, f"must be < {schema['exclusiveMaximum']}; got {got}"))
     if len(out) == before and abs(value) > JSON_SAFE_INTEGER:
         out.append(
@@ -211,17 +210,17 @@ def _check_number(
 
 
 def _check_array(
-    schema: Mapping[str, Any],
+    schema: Schema,
     value: list[JSONValue] | tuple[JSONValue, ...],
     path: str,
     out: list[ArgumentError],
 ) -> None:
     where = _label(path)
-    if "minItems" in schema and len(value) < schema["minItems"]:
+    if "minItems" in schema and len(value) < _number(schema, "minItems"):
         out.append(
             ArgumentError(where, f"needs at least {schema['minItems']} item(s); got {len(value)}")
         )
-    if "maxItems" in schema and len(value) > schema["maxItems"]:
+    if "maxItems" in schema and len(value) > _number(schema, "maxItems"):
         out.append(
             ArgumentError(where, f"takes at most {schema['maxItems']} item(s); got {len(value)}")
         )
@@ -239,20 +238,21 @@ def _check_array(
 
 
 def _check_object(
-    schema: Mapping[str, Any],
+    schema: Schema,
     value: Mapping[Hashable, JSONValue],  # a Python caller's keys may be anything
     path: str,
     out: list[ArgumentError],
 ) -> None:
     where = _label(path)
-    props: Mapping[str, Any] = schema.get("properties", {})
-    for name in schema.get("required", ()):
-        if name not in value:
-            sub = props.get(name, {})
+    props = _properties(schema)
+    required = _list(schema, "required") if "required" in schema else []
+    for needed in map(str, required):  # (names: strings already)
+        if needed not in value:
+            sub = props.get(needed, {})
             hint = f" ({sub['description']})" if sub.get("description") else ""
             out.append(
                 ArgumentError(
-                    _label(_join(path, name)), f"is required{hint}: expected {_expected(sub)}"
+                    _label(_join(path, needed)), f"is required{hint}: expected {_expected(sub)}"
                 )
             )
     extra = schema.get("additionalProperties", True)
@@ -271,14 +271,14 @@ def _check_object(
             )
         elif isinstance(extra, Mapping):
             _validate(extra, item, _join(path, name), out)
-    if "minProperties" in schema and len(value) < schema["minProperties"]:
+    if "minProperties" in schema and len(value) < _number(schema, "minProperties"):
         out.append(ArgumentError(where, f"needs at least {schema['minProperties']} argument(s)"))
-    if "maxProperties" in schema and len(value) > schema["maxProperties"]:
+    if "maxProperties" in schema and len(value) > _number(schema, "maxProperties"):
         out.append(ArgumentError(where, f"takes at most {schema['maxProperties']} argument(s)"))
 
 
 def _check_alternatives(
-    key: str, alts: list[Mapping[str, Any]], value: Any, path: str, out: list[ArgumentError]
+    key: str, alts: list[Schema], value: object, path: str, out: list[ArgumentError]
 ) -> None:
     results = [validate(alt, value, path) for alt in alts]
     passing = sum(1 for r in results if not r)
@@ -296,3 +296,43 @@ def _check_alternatives(
     out.append(
         ArgumentError(_label(path), "matches none of the allowed forms: " + " | ".join(forms))
     )
+
+
+# ---- a schema's values, by their types (a value of another type is a bug in the family's
+# schema: TypeError, as comparing or iterating it raised before) -------------------------
+
+
+def _number(schema: Schema, key: str) -> float:
+    value = schema[key]
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return value
+    raise TypeError(f"schema keyword {key!r} needs a number, got {value!r}")
+
+
+def _text(schema: Schema, key: str) -> str:
+    value = schema[key]
+    if isinstance(value, str):
+        return value
+    raise TypeError(f"schema keyword {key!r} needs a string, got {value!r}")
+
+
+def _list(schema: Schema, key: str) -> list[JSONValue]:
+    value = schema[key]
+    if isinstance(value, list | tuple):
+        return list(value)
+    raise TypeError(f"schema keyword {key!r} needs a list, got {value!r}")
+
+
+def _schemas(schema: Schema, key: str) -> list[Schema]:
+    """anyOf / oneOf: a list of schemas."""
+    alts: list[Schema] = [alt for alt in _list(schema, key) if isinstance(alt, Mapping)]
+    if len(alts) != len(_list(schema, key)):
+        raise TypeError(f"schema keyword {key!r} needs a list of schemas")
+    return alts
+
+
+def _properties(schema: Schema) -> Mapping[str, Schema]:
+    props = schema.get("properties", {})
+    if not isinstance(props, Mapping) or not all(isinstance(p, Mapping) for p in props.values()):
+        raise TypeError(f"schema keyword 'properties' needs an object of schemas, got {props!r}")
+    return {name: sub for name, sub in props.items() if isinstance(sub, Mapping)}
