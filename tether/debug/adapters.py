@@ -59,7 +59,8 @@ class AdapterRow:
     launch_extra: Mapping[str, JSONValue] = field(default_factory=dict)
     # regex over console output that gives the exit code when no `exited` event comes
     exit_console: str = ""
-    startup_timeout: float = 10.0  # initialize must answer within this
+    startup_timeout: float = 20.0  # initialize must answer within this (as a language server's:
+    # 10 s refused debugpy and lldb-dap three times at load 10-15, each fine alone)
     launch_timeout: float = 60.0  # launch may build first (delve: go build)
     # attach to a port: "connect" = the port is a DAP server already (debugpy --listen, dlv
     # --headless): tether connects to it and starts no adapter of its own; "adapter" = the
