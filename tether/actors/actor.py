@@ -90,15 +90,15 @@ class TetherActor(Actor):
         self._host_create_time = 0.0
         self._watchdog_armed = False
         self._got_start = False
-        # (a decoded message: any type tether.messages.codec registers, untyped there)
-        self._early: list[tuple[Any, bytes, ActorAddress | None, ActorAddress]] = []
+        # (a decoded message: any type tether.messages.codec registers; matched on)
+        self._early: list[tuple[object, bytes, ActorAddress | None, ActorAddress]] = []
         self._pids_due = False  # owned pids changed: tell the parent after this message
 
     needs_start: ClassVar[bool] = True  # hold other messages until Start arrived
 
     # --- thespian entry point --------------------------------------------------------
     # (`msg`: whatever thespian delivers - bytes, a tuple, its own system messages)
-    def receiveMessage(self, msg: Any, sender: ActorAddress) -> ThespianWatch | None:  # noqa: N802
+    def receiveMessage(self, msg: object, sender: ActorAddress) -> ThespianWatch | None:  # noqa: N802
         try:
             try:
                 self._dispatch(msg, sender)
@@ -110,7 +110,7 @@ class TetherActor(Actor):
             self._log_exception(exc)
         return self._watch()
 
-    def _dispatch(self, msg: Any, sender: ActorAddress) -> None:  # (msg: as above)
+    def _dispatch(self, msg: object, sender: ActorAddress) -> None:  # (msg: as above)
         if isinstance(msg, bytes):
             self._handle_encoded(msg, None, sender)
         elif isinstance(msg, tuple) and len(msg) == 2 and isinstance(msg[0], bytes):
@@ -203,7 +203,7 @@ class TetherActor(Actor):
         themselves once on_start returned)."""
 
     def handle_message(
-        self, obj: Any, data: bytes, extra: ActorAddress | None, sender: ActorAddress
+        self, obj: object, data: bytes, extra: ActorAddress | None, sender: ActorAddress
     ) -> None:  # (obj: a decoded message, as in `_early`)
         pass
 

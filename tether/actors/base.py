@@ -219,8 +219,8 @@ class ResourceActor(TetherActor):
 
     # --- a call's way in and out -----------------------------------------------------
     def handle_message(
-        self, obj: Any, data: bytes, extra: ActorAddress | None, sender: ActorAddress
-    ) -> None:  # (obj: a decoded message of any registered type; codec.decode is untyped)
+        self, obj: object, data: bytes, extra: ActorAddress | None, sender: ActorAddress
+    ) -> None:  # (obj: a decoded message of any registered type: matched on)
         if isinstance(obj, Call):
             self._receive_call(obj, extra if extra is not None else sender)
         elif isinstance(obj, Start):

@@ -16,7 +16,6 @@ import json
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any
 
 from thespian.actors import Actor, ActorAddress
 
@@ -126,7 +125,7 @@ class RawEchoActor(Actor):
     beside them, if any): the anchor benchmarks/routing.py compares tether's calls with."""
 
     # (msg: whatever thespian delivers; only bytes and (bytes, address) are answered)
-    def receiveMessage(self, msg: Any, sender: ActorAddress) -> None:  # noqa: N802
+    def receiveMessage(self, msg: object, sender: ActorAddress) -> None:  # noqa: N802
         if isinstance(msg, bytes):
             self.send(sender, msg)
         elif isinstance(msg, tuple) and len(msg) == 2 and isinstance(msg[0], bytes):
@@ -140,7 +139,7 @@ class RawForwardActor(Actor):
     target: ActorAddress | None = None
 
     # (msg: whatever thespian delivers; bytes, or ("target", address))
-    def receiveMessage(self, msg: Any, sender: ActorAddress) -> None:  # noqa: N802
+    def receiveMessage(self, msg: object, sender: ActorAddress) -> None:  # noqa: N802
         if isinstance(msg, bytes):
             self.send(self.target, (msg, sender))
         elif isinstance(msg, tuple) and msg and msg[0] == "target":

@@ -499,7 +499,7 @@ class Supervisor(TetherActor):
     def supervisor_node(self) -> dict[str, Any]:
         return {**self.health_node(), "name": self.name or "root", "kind": self.kind or "root"}
 
-    def health_extra_node(self) -> dict[str, Any]:
+    def health_extra_node(self) -> JSONObject:
         return {}
 
     def handle_exit_request(self) -> None:

@@ -21,6 +21,7 @@ from thespian.actors import ActorAddress
 
 from tether.capacity.usage import UsageRecord, traits_of
 from tether.health_node import HealthNode, NodeState, health_node
+from tether.json_types import JSONObject
 from tether.messages.control import HealthQuery, HealthReport
 from tether.processes import pid_running
 
@@ -34,7 +35,7 @@ class GatherHost(Protocol):
     children: dict[tuple[str, str], ChildRecord]
 
     def supervisor_node(self) -> dict[str, Any]: ...
-    def health_extra_node(self) -> dict[str, Any]: ...
+    def health_extra_node(self) -> JSONObject: ...
     # (msg: any message tether.messages.codec.encode takes, untyped there)
     def send_encoded(self, address: ActorAddress, msg: Any) -> None: ...
     def wakeupAfter(self, timePeriod: float, payload: object = None) -> None: ...  # noqa: N802, N803

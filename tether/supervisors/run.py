@@ -15,11 +15,12 @@ After a crash its supervisor starts it again, and the next call starts fresh res
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from thespian.actors import ActorAddress
 
 from tether.health_node import NodeState
+from tether.json_types import JSONObject
 from tether.kinds import KindSpec, Scope
 from tether.messages.calls import ErrorCode
 from tether.messages.codec import decode
@@ -72,5 +73,5 @@ class RunActor(Supervisor):
             return
         self.route_to_resource(route, call, reply_to, spec, f"{self.name}/{spec.kind}:{call.key}")
 
-    def health_extra_node(self) -> dict[str, Any]:
+    def health_extra_node(self) -> JSONObject:
         return {"extra": {"calls_routed": self.calls_routed}}

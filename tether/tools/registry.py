@@ -28,7 +28,7 @@ import importlib
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import NotRequired, Protocol, TypedDict, Unpack
 
 from tether.json_types import JSONObject, JSONValue
 from tether.messages.calls import ResourceError
@@ -149,6 +149,20 @@ class ToolStatus:
         return self.spec.needs
 
 
+class CardFields(TypedDict):
+    """A card's fields but its number (the run numbers it): `CallSite.new_card`."""
+
+    kind: CardKind
+    question: str
+    context: NotRequired[str]
+    header: NotRequired[str]
+    options: NotRequired[tuple[Option, ...]]
+    allow_free_text: NotRequired[bool]
+    multi_select: NotRequired[bool]
+    tool: NotRequired[str]
+    arguments: NotRequired[JSONObject]
+
+
 class CallSite(Protocol):
     """What the pipeline needs from the run a call belongs to (tether.run.Run implements it)."""
 
@@ -166,7 +180,7 @@ class CallSite(Protocol):
 
     def context(self) -> ToolContext: ...
 
-    def new_card(self, **fields: Any) -> Card: ...
+    def new_card(self, **fields: Unpack[CardFields]) -> Card: ...
 
     def ask_card(self, card: Card, timeout: float) -> Answer: ...
 
