@@ -7,11 +7,12 @@ import collections
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from tether.chaos.faults import Fault, Recovery
 from tether.chaos.invariants import INVARIANTS, Violation
 from tether.chaos.workload import CallRecord
+from tether.json_types import JSONObject
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -66,6 +67,36 @@ def recovery_by_class(recoveries: Sequence[Recovery]) -> dict[str, ClassRecovery
     return out
 
 
+class ReportJSON(TypedDict):
+    """A chaos run's report as `tether chaos --json` prints it (`Report.to_json`)."""
+
+    ok: bool
+    seed: int
+    runs: int
+    seconds: float
+    workspace: str
+    exercised: list[str]
+    not_exercised: dict[str, str]
+    calls: int
+    calls_per_s: float
+    per_tool: dict[str, ToolStats]
+    faults: list[JSONObject]  # each Fault's fields
+    faults_by_class: dict[str, int]
+    faults_skipped: list[str]
+    recoveries: int
+    kills: int
+    kills_observed: int
+    unrecovered: list[str]
+    recovery_p50_s: float
+    recovery_max_s: float
+    recovery_by_class: dict[str, ClassRecovery]
+    processes_seen: int
+    violations: list[JSONObject]  # each Violation's fields
+    notices: list[JSONObject]
+    violations_by_invariant: dict[str, int]
+    notes: list[str]
+
+
 @dataclass
 class Report:
     seed: int
@@ -111,8 +142,7 @@ class Report:
         """Faults after which what they took away was called, and never answered."""
         return [r.fault.target for r in self.recoveries if r.after is None and r.tried]
 
-    # (Any: its fields are read back by `text`; the faults and violations are vars() dicts)
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ReportJSON:
         recovered = self.recovered()
         return {
             "ok": self.ok,
@@ -168,10 +198,11 @@ class Report:
             f"call answered again (p50 {data['recovery_p50_s']:.2f} s, max "
             f"{data['recovery_max_s']:.2f} s); {data['kills']} kills in all"
         )
-        for name, row in data["recovery_by_class"].items():
+        for name, healed in data["recovery_by_class"].items():
             lines.append(
-                f"  {name}: {row['recovered']} of {row['observed']} seen "
-                f"({row['kills']} kills), p50 {row['p50_s']:.2f} s, max {row['max_s']:.2f} s"
+                f"  {name}: {healed['recovered']} of {healed['observed']} seen "
+                f"({healed['kills']} kills), p50 {healed['p50_s']:.2f} s, "
+                f"max {healed['max_s']:.2f} s"
             )
         if data["unrecovered"]:
             lines.append(

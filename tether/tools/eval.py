@@ -24,7 +24,7 @@ import base64
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from tether.json_types import JSONObject, JSONValue
 from tether.kernels.layer import project_interpreter
@@ -68,7 +68,7 @@ class EvalSettings:
 class EvalRun(Protocol):
     """What `configure` and `prepare` need of a run (tether.run.Run)."""
 
-    state: dict[str, Any]  # (ToolContext.state: each family's own object, by family name)
+    state: dict[str, object]  # (ToolContext.state: each family's own object, by family name)
 
     def context(self) -> ToolContext: ...
 
@@ -97,7 +97,7 @@ def configure(
     settings.use_spares = bool(use_spares)
 
 
-def _settings(state: dict[str, Any]) -> EvalSettings:  # (ToolContext.state)
+def _settings(state: dict[str, object]) -> EvalSettings:  # (ToolContext.state: narrowed)
     settings = state.get(FAMILY)
     if not isinstance(settings, EvalSettings):
         settings = state[FAMILY] = EvalSettings()
