@@ -90,7 +90,7 @@ class ToolContext(Protocol):
         kind: str,
         key: str,
         op: Any,
-        args: Mapping[str, Any] | None,
+        args: Mapping[str, JSONValue] | None,
         timeout: float,
         idempotent: bool = False,
         deliver_cancelled: bool = False,
@@ -103,7 +103,7 @@ class ToolContext(Protocol):
 
     def gather(
         self,
-        calls: Iterable[tuple[str, str, Any, Mapping[str, Any] | None]],
+        calls: Iterable[tuple[str, str, Any, Mapping[str, JSONValue] | None]],
         timeout: float,
         idempotent: bool = False,
     ) -> list[Mapping[str, Any] | ResourceError]:
