@@ -27,8 +27,8 @@ from tether.chaos.scratch import tag_function as tag_fn
 from tether.debug.adapters import BY_NAME as DEBUG_ADAPTERS
 from tether.json_types import JSONObject, JSONValue
 from tether.lsp.servers import SERVERS
-from tether.tools.debug import DEFAULT_WAIT as DEBUG_WAIT
-from tether.tools.debug import INSPECT_TIMEOUT
+from tether.tools.debug_tool.actions import DEFAULT_WAIT as DEBUG_WAIT
+from tether.tools.debug_tool.actions import INSPECT_TIMEOUT
 from tether.tools.eval import REPLY_SLACK, TAKE_TIMEOUT
 from tether.tools.lsp_tool.actions import QUERY_TIMEOUT
 from tether.tools.lsp_tool.on_write import WRITE_CAP

@@ -53,7 +53,7 @@ FAMILY_MODULES: tuple[str, ...] = (
     "tether.tools.ask_user",
     "tether.tools.structural",
     "tether.tools.lsp_tool",
-    "tether.tools.debug",
+    "tether.tools.debug_tool",
     "tether.tools.vibe",
     "tether.tools.eval",
 )

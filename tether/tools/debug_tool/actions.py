@@ -24,19 +24,6 @@ from typing import TypedDict
 
 from tether.debug import adapters
 from tether.debug import breakpoints as bp
-from tether.debug.render import (
-    frame_line,
-    rel,
-    render_adapters,
-    render_all_breakpoints,
-    render_breakpoints,
-    render_exceptions,
-    render_functions,
-    render_launch,
-    render_outcome,
-    render_status,
-    variables_lines,
-)
 from tether.json_types import JSONObject, JSONValue
 from tether.messages.calls import ResourceError
 from tether.messages.debug_ops import (
@@ -85,6 +72,19 @@ from tether.messages.debug_ops import (
 )
 from tether.messages.ops import op_args, op_name
 from tether.places import Place
+from tether.tools.debug_tool.render import (
+    frame_line,
+    rel,
+    render_adapters,
+    render_all_breakpoints,
+    render_breakpoints,
+    render_exceptions,
+    render_functions,
+    render_launch,
+    render_outcome,
+    render_status,
+    variables_lines,
+)
 from tether.tools.results import ToolResult
 from tether.tools.schema import JSON_SAFE_INTEGER, MAX_LINE
 from tether.tools.spec import Needs, Tier, ToolContext, ToolSpec
