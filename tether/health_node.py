@@ -15,9 +15,10 @@ the readers of older dumps keep working.
 from __future__ import annotations
 
 import enum
-from typing import Any, NotRequired, TypedDict
+from typing import NotRequired, TypedDict
 
-from tether.processes import process_info
+from tether.json_types import JSONObject
+from tether.processes import ProcessInfo, process_info
 
 
 class NodeState(enum.StrEnum):
@@ -33,16 +34,6 @@ class NodeState(enum.StrEnum):
     UNRESPONSIVE = "unresponsive"  # health only: did not answer the health query in time
 
 
-class ProcessInfo(TypedDict):
-    """One OS process of a node (tether.processes.process_info)."""
-
-    pid: int
-    cmd: str
-    rss: int  # bytes
-    cpu: float  # percent
-    alive: bool
-
-
 class HealthNode(TypedDict):
     """One node of `rt.health()`; `children` holds the subtree."""
 
@@ -54,14 +45,14 @@ class HealthNode(TypedDict):
     restarts: int
     last_error: str
     pending: int  # calls open or queued
-    pids: list[dict[str, Any]]  # ProcessInfo, as process_info builds it
+    pids: list[ProcessInfo]
     children: list[HealthNode]
-    usage: NotRequired[dict[str, Any]]  # tether.capacity.usage.UsageRecord.to_wire()
+    usage: NotRequired[JSONObject]  # tether.capacity.usage.UsageRecord.to_wire()
     place: NotRequired[str]  # where its subprocess runs (tether.places)
-    extra: NotRequired[dict[str, Any]]  # the kind's own fields (health_extra)
+    extra: NotRequired[JSONObject]  # the kind's own fields (health_extra)
     call_channel: NotRequired[dict[str, int]]  # connections, refused
     admin_port: NotRequired[int]  # root only
-    capacity: NotRequired[dict[str, Any]]  # root only: the governor's summary
+    capacity: NotRequired[JSONObject]  # root only: the governor's summary
 
 
 def health_node(
@@ -75,7 +66,7 @@ def health_node(
     last_error: str = "",
     pending: int = 0,
     pids: list[int] | None = None,
-    usage: dict[str, Any] | None = None,
+    usage: JSONObject | None = None,
 ) -> HealthNode:
     """A node with its processes looked up now (psutil: ~10 ms for a big process tree, so
     build a node once per health query)."""

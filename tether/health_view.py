@@ -32,6 +32,7 @@ import psutil
 
 from tether.health_node import HealthNode, NodeState
 from tether.host import thespian_patches
+from tether.processes import ProcessInfo
 
 STATE_MARK: dict[str, str] = {  # (a StrEnum key is found by its plain string)
     NodeState.READY: "",
@@ -281,7 +282,7 @@ def top_rows(health: HealthNode, cpu: CpuSampler | None = None) -> list[tuple[st
     CPU column is measured here between frames (the report's own is a single look)."""
     rows: list[tuple[str, ...]] = []
 
-    def cpu_of(p: dict[str, Any]) -> float:
+    def cpu_of(p: ProcessInfo) -> float:
         return cpu.percent(int(p["pid"])) if cpu is not None else float(p.get("cpu", 0))
 
     def walk(node: HealthNode, depth: int) -> None:

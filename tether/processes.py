@@ -22,10 +22,20 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import psutil
 from setproctitle import setproctitle
+
+
+class ProcessInfo(TypedDict):
+    """One OS process of a node (process_info; a health node's pids)."""
+
+    pid: int
+    cmd: str
+    rss: int  # bytes
+    cpu: float  # percent
+    alive: bool
 
 
 def host_alive(pid: int, create_time: float) -> bool:
@@ -41,7 +51,7 @@ def host_alive(pid: int, create_time: float) -> bool:
         return False
 
 
-def process_info(pid: int) -> dict[str, Any]:
+def process_info(pid: int) -> ProcessInfo:
     """pid, command, RSS (bytes) and CPU percent of one process, for health."""
     try:
         proc = psutil.Process(pid)
