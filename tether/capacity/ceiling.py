@@ -47,6 +47,7 @@ from tether import cgroups
 from tether.capacity.measure import tree_cgroup
 from tether.capacity.usage import MIB
 from tether.cgroups import Cgroup, CgroupError
+from tether.json_types import JSONObject
 from tether.places.place import Limits
 
 OVER_POLLED = 2  # a resource's ceiling, as a multiple of the limit it polls itself
@@ -115,7 +116,7 @@ class Ceiling:
         if self.cgroup is not None:
             self.cgroup.remove()
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> JSONObject:
         return {"limit": self.limit, "how": self.how or "none"}
 
 

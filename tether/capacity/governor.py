@@ -44,6 +44,7 @@ from tether.capacity.usage import (
     traits_of,
 )
 from tether.cgroups import Cgroup, CgroupError
+from tether.json_types import JSONObject
 from tether.messages.calls import Call, ErrorCode, ResourceError
 
 SAMPLE_PERIOD = 2.0  # s between samples of the tree (a health query costs ~0.1 s of CPU)
@@ -138,7 +139,7 @@ class Governor:
             self._pressure = None
         return self.budget.bytes
 
-    def pressure(self, budget: int | float, seconds: float | None) -> dict[str, Any]:
+    def pressure(self, budget: int | float, seconds: float | None) -> JSONObject:
         """Shrink the budget (bytes, or a fraction of the configured one) for `seconds`
         (None: until the next pressure; budget=1.0 lifts it). Enforced at once."""
         if isinstance(budget, bool) or not isinstance(budget, int | float) or budget <= 0:
@@ -366,7 +367,7 @@ class Governor:
         )
 
     # --- what the host can ask ahead -------------------------------------------------
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> JSONObject:
         """rt.capacity(): budget, used, per-kind use, reserved, how many more fit.
 
         `fit` counts as room what admission would free for a newcomer (`evictable`): idle

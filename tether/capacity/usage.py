@@ -33,6 +33,7 @@ from typing import Any
 import psutil
 
 from tether.health_node import NodeState
+from tether.json_types import JSONObject
 
 MIB = 2**20
 # the first words of an evicted resource's end (Start.previous_end); its successor's first
@@ -134,7 +135,7 @@ class UsageRecord:
             evictable=traits.evictable,
         )
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> JSONObject:
         return asdict(self)
 
     @classmethod

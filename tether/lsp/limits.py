@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from tether.json_types import JSONObject
+
 MB = 1024 * 1024
 
 
@@ -38,7 +40,7 @@ class LspLimits:
             if not isinstance(value, int | float) or not 0 < value < 24 * 3600:
                 raise ValueError(f"{name} must be seconds in (0, 86400), got {value!r}")
 
-    def to_config(self) -> dict[str, Any]:
+    def to_config(self) -> JSONObject:
         return asdict(self)
 
     @classmethod

@@ -25,6 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tether.json_types import JSONObject
+
 KINDS = ("host", "sandbox", "prefix")
 
 
@@ -51,7 +53,7 @@ class Limits:
             _positive(name, getattr(self, name), optional=True)
         _positive("tmp_mb", self.tmp_mb, optional=False)
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> JSONObject:
         return {
             "memory_mb": self.memory_mb,
             "pids": self.pids,
@@ -149,7 +151,7 @@ class Place:
         raise PlaceError(f"a place is a Place, 'host' or 'sandbox'; got {type(value).__name__}")
 
     # --- wire ------------------------------------------------------------------------------
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> JSONObject:
         return {
             "kind": self.kind,
             "network": self.network,

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
+from tether.json_types import JSONObject
 from tether.messages.calls import Call
 
 
@@ -100,5 +101,5 @@ class SerialRuns:
         waiting = {call.call_id for call in open_calls}
         return any(call.call_id in waiting for call in self.running)
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> JSONObject:
         return {"waiting": len(self.waiting), "runs": self.run_no}
