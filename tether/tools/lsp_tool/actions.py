@@ -12,6 +12,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
+from tether.json_types import JSONValue
 from tether.lsp.servers import SERVERS, resolve
 from tether.messages.calls import ResourceError
 from tether.messages.language_server_ops import (
@@ -219,7 +220,7 @@ def _symbols(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     )
 
 
-def _relevant(rec: Mapping[str, Any], query: str) -> bool:
+def _relevant(rec: Mapping[str, JSONValue], query: str) -> bool:
     """Inside the workspace every server match counts; outside it (a toolchain's sources) only
     names that contain the query: gopls fuzzy-matches "Stock" to syscall.SYS_GETSOCKOPT, and a
     hundred of those would bury the project's own `Stock`."""
@@ -228,7 +229,7 @@ def _relevant(rec: Mapping[str, Any], query: str) -> bool:
     return query.lower() in str(rec.get("name", "")).lower()
 
 
-def _symbol_rank(rec: Mapping[str, Any], query: str) -> tuple[bool, bool, bool, bool, bool]:
+def _symbol_rank(rec: Mapping[str, JSONValue], query: str) -> tuple[bool, bool, bool, bool, bool]:
     """Exact name, then case-insensitive, prefix, substring, then the servers' fuzzy
     matches (gopls matches "Item" to "IFA_F_TEMPORARY"); inside the workspace first."""
     name, q = str(rec.get("name", "")).rsplit(".", 1)[-1], query

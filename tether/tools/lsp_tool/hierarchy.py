@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any, cast
 
+from tether.json_types import JSONValue
 from tether.messages.language_server_ops import Hierarchy, HierarchyDirection, HierarchyReply
 from tether.tools.lsp_tool import render
 from tether.tools.lsp_tool.model_records import Lines, model_records
@@ -31,7 +32,7 @@ def _directions(action: str) -> str:
     return " or ".join(f'"{d}" ({why})' for d, why in DIRECTIONS[action].items())
 
 
-def bad_direction(action: str, direction: Any) -> ToolResult | None:
+def bad_direction(action: str, direction: JSONValue) -> ToolResult | None:
     """The error for a missing or wrong `direction` (None: it is one of the action's)."""
     example = (
         f'{{"action": "{action}", "file": "src/app.py", "line": 12, "symbol": "load_config", '

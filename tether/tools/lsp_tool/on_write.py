@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tether.json_types import JSONValue
 from tether.lsp.limits import size_text
 from tether.lsp.servers import Resolution, rows_for
 from tether.messages.calls import ErrorCode, ResourceError
@@ -47,15 +48,16 @@ def _patch_targets(patch: str) -> list[str]:
         return []
 
 
-def _candidates(tool: str, args: Mapping[str, Any]) -> list[str]:
-    if tool in ("write", "edit") and isinstance(args.get("path"), str):
-        return [args["path"]]
-    if tool == "apply_patch" and isinstance(args.get("patch"), str):
-        return _patch_targets(args["patch"])
+def _candidates(tool: str, args: Mapping[str, JSONValue]) -> list[str]:
+    path, patch = args.get("path"), args.get("patch")
+    if tool in ("write", "edit") and isinstance(path, str):
+        return [path]
+    if tool == "apply_patch" and isinstance(patch, str):
+        return _patch_targets(patch)
     return []
 
 
-def _staged_targets(ctx: ToolContext, args: Mapping[str, Any]) -> list[str]:
+def _staged_targets(ctx: ToolContext, args: Mapping[str, JSONValue]) -> list[str]:
     """The files a `resolve accept` will write (the structural family's staged edit)."""
     if args.get("action") != "accept":
         return []
