@@ -380,6 +380,20 @@ def test_an_idle_kernel_is_reaped_and_the_next_cell_says_so(
     assert "idle" in after.text and "lost" in after.text
 
 
+def test_a_kernel_starts_without_jedi_and_debugpy_and_a_cell_may_import_them(
+    runtime_factory: Any, workdir: Path
+) -> None:
+    """The kernel is started with IPython's completion (jedi) and Jupyter's debugger
+    (debugpy) held off, ~12 MiB of every kernel that tether never asks for; a cell that
+    wants them imports them as usual."""
+    rt = start(runtime_factory)
+    run = rt.open_run("r1", workdir=workdir)
+    loaded = ev(run, "import sys\nsorted(m for m in ('jedi', 'debugpy') if m in sys.modules)")
+    assert loaded.text.splitlines()[0] == "[]", loaded.text
+    used = ev(run, "import jedi, debugpy\nprint(jedi.__name__, debugpy.__name__)")
+    assert not used.is_error and "jedi debugpy" in used.text, used.text
+
+
 def test_a_kernel_over_its_memory_limit_is_restarted_with_a_clear_message(
     runtime_factory: Any, workdir: Path
 ) -> None:

@@ -57,7 +57,16 @@ def install(
     _interleave_streams()
     _inline_figures()
     _register_tables(rows, columns, cell_chars)
+    _release_held_off()
     _give_back_freed()
+
+
+def _release_held_off() -> None:
+    """Let a cell import what the kernel was started without (`launch.HELD_OFF`: a None in
+    sys.modules makes an import fail; ipykernel has run without them by now)."""
+    for name in ("jedi", "debugpy"):
+        if name in sys.modules and sys.modules[name] is None:
+            del sys.modules[name]
 
 
 def _give_back_freed() -> None:
