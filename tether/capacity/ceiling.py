@@ -39,7 +39,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import psutil
 
@@ -47,7 +46,7 @@ from tether import cgroups
 from tether.capacity.measure import tree_cgroup
 from tether.capacity.usage import MIB
 from tether.cgroups import Cgroup, CgroupError
-from tether.json_types import JSONObject
+from tether.json_types import JSONObject, JSONValue
 from tether.places.place import Limits
 
 OVER_POLLED = 2  # a resource's ceiling, as a multiple of the limit it polls itself
@@ -165,7 +164,7 @@ def out_of_memory_line(output: str) -> str:
     return ""
 
 
-def configured(kind: str, config: Mapping[str, Any]) -> int:
+def configured(kind: str, config: Mapping[str, JSONValue]) -> int:
     """The ceiling in bytes that a kind's config asks for (`memory_ceiling_mb`, else
     DEFAULT_MB[kind]; 0: no ceiling). A bad value is a ValueError saying what to write."""
     mb = config.get("memory_ceiling_mb", DEFAULT_MB.get(kind, 0))
@@ -193,7 +192,7 @@ class ResourceCeiling:
     process is replaced or the resource ends. Off the host (a sandbox or prefix place)
     nothing is put: the place's own cgroup bounds the whole run."""
 
-    def __init__(self, kind: str, config: Mapping[str, Any]) -> None:
+    def __init__(self, kind: str, config: Mapping[str, JSONValue]) -> None:
         self.kind = kind
         self.limit = configured(kind, config)
         self.current: Ceiling | None = None

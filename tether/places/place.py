@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tether.json_types import JSONObject
+from tether.json_types import JSONObject, JSONValue
 
 KINDS = ("host", "sandbox", "prefix")
 
@@ -62,7 +62,7 @@ class Limits:
         }
 
 
-def _positive(name: str, value: Any, optional: bool) -> None:
+def _positive(name: str, value: int | None, optional: bool) -> None:
     if value is None and optional:
         return
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -130,7 +130,9 @@ class Place:
         return cls("prefix", command=tuple(command), paths=tuple(pairs), limits=limits or Limits())
 
     @classmethod
-    def parse(cls, value: Any, default: Place | None = None) -> Place:
+    def parse(
+        cls, value: Place | str | Mapping[str, JSONValue] | None, default: Place | None = None
+    ) -> Place:
         """A Place from what a host passes: a Place, "host" / "sandbox", a wire dict, or
         None (the default)."""
         if value is None:
