@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
+
+from tether.json_types import JSONObject
 
 
 class Restart(enum.Enum):
@@ -85,7 +87,7 @@ class ChildSpec:
                 f"({self.backoff_initial!r})"
             )
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> ChildSpecWire:
         return {
             "restart": self.restart.value,
             "shutdown_timeout": self.shutdown_timeout,
@@ -98,8 +100,40 @@ class ChildSpec:
         }
 
     @classmethod
-    def from_wire(cls, data: dict[str, Any]) -> ChildSpec:
-        return cls(**{**data, "restart": Restart(data["restart"])})
+    def from_wire(cls, data: ChildSpecWire) -> ChildSpec:
+        return cls(
+            restart=Restart(data["restart"]),
+            shutdown_timeout=data["shutdown_timeout"],
+            max_restarts=data["max_restarts"],
+            period=data["period"],
+            backoff_initial=data["backoff_initial"],
+            backoff_max=data["backoff_max"],
+            ttl=data["ttl"],
+            idle_ttl=data["idle_ttl"],
+        )
+
+
+class ChildSpecWire(TypedDict):
+    """A ChildSpec as it crosses to an actor (msgpack): its fields, the restart by value."""
+
+    restart: str
+    shutdown_timeout: float
+    max_restarts: int
+    period: float
+    backoff_initial: float
+    backoff_max: float
+    ttl: float | None
+    idle_ttl: float | None
+
+
+class KindSpecWire(TypedDict):
+    """A KindSpec as it crosses to a supervisor (msgpack)."""
+
+    kind: str
+    actor_class: str
+    scope: str
+    child: ChildSpecWire
+    config: JSONObject
 
 
 @dataclass(frozen=True)
@@ -115,7 +149,7 @@ class KindSpec:
     actor_class: str
     scope: Scope = Scope.SHARED
     child: ChildSpec = field(default_factory=ChildSpec)
-    config: dict[str, Any] = field(default_factory=dict)
+    config: JSONObject = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if (
@@ -151,7 +185,7 @@ class KindSpec:
         ):
             raise ValueError(f"KindSpec.config['keys'] must be a list of str, got {keys!r}")
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> KindSpecWire:
         return {
             "kind": self.kind,
             "actor_class": self.actor_class,
@@ -161,7 +195,7 @@ class KindSpec:
         }
 
     @classmethod
-    def from_wire(cls, data: dict[str, Any]) -> KindSpec:
+    def from_wire(cls, data: KindSpecWire) -> KindSpec:
         return cls(
             kind=data["kind"],
             actor_class=data["actor_class"],

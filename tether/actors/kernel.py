@@ -414,7 +414,7 @@ def kinds(
 ) -> list[KindSpec]:
     """The kernel kinds with a host's settings (`Runtime.start(kinds=...)`); KINDS has the
     defaults. spares: started kernels kept per language (0: no pool)."""
-    config = {
+    config: JSONObject = {
         "idle_reap": idle_reap,
         "memory_limit_mb": memory_limit_mb,
         "interrupt_grace": interrupt_grace,

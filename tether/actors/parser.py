@@ -334,6 +334,6 @@ KINDS: list[KindSpec] = [
         "tether.actors.parser:ParserActor",
         Scope.SHARED,
         ChildSpec(Restart.PERMANENT, max_restarts=5, period=60.0, backoff_initial=0.05),
-        config={"keys": POOL_KEYS},
+        config={"keys": [*POOL_KEYS]},
     ),
 ]

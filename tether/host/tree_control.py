@@ -54,8 +54,9 @@ def declared_keys(kinds: Mapping[str, KindSpec], kind: str) -> list[str] | None:
         raise ResourceError(
             ErrorCode.BAD_REQUEST, f"no resource kind {kind!r}; connected kinds: {connected}"
         )
-    if spec.config.get("keys") is not None:
-        return list(spec.config["keys"])
+    keys = spec.config.get("keys")
+    if isinstance(keys, list | tuple):  # (KindSpec checked: a list of str)
+        return [str(k) for k in keys]
     return None if spec.scope is Scope.SHARED else []
 
 

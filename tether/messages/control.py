@@ -12,6 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tether.json_types import JSONObject
+from tether.kinds import ChildSpecWire, KindSpecWire
+
 
 @dataclass(frozen=True)
 class Start:
@@ -20,13 +23,13 @@ class Start:
 
     kind: str
     key: str
-    config: dict[str, Any] = field(default_factory=dict)
-    child: dict[str, Any] = field(default_factory=dict)
+    config: JSONObject = field(default_factory=dict)
+    child: ChildSpecWire | dict[str, None] = field(default_factory=dict)  # {}: none given
     host_pid: int = 0
     host_create_time: float = 0.0
     incarnation: int = 0
     name: str = ""  # the health name, e.g. "echo:k1" or "run:conv-1/kernel:python"
-    kinds: list[dict[str, Any]] = field(default_factory=list)
+    kinds: list[KindSpecWire] = field(default_factory=list)
     channel: bool = False  # open a call channel for the host (shared kinds; tether.channels)
     restarts: int = 0  # how often the supervisor restarted this child before (for status)
     # why the previous actor of this (kind, key) ended, when it was stopped and forgotten
@@ -132,7 +135,7 @@ class Inject:
     call_id: str
     fault: str
     target: str
-    args: dict[str, Any] = field(default_factory=dict)
+    args: JSONObject = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -173,4 +176,4 @@ class Hello:
     call_id: str
     host_pid: int
     host_create_time: float
-    kinds: list[dict[str, Any]] = field(default_factory=list)
+    kinds: list[KindSpecWire] = field(default_factory=list)

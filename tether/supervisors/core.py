@@ -38,7 +38,7 @@ from thespian.actors import ActorAddress
 from tether.actors.base import TetherActor
 from tether.health_node import NodeState
 from tether.json_types import JSONObject
-from tether.kinds import ChildSpec, KindSpec
+from tether.kinds import ChildSpec, KindSpec, KindSpecWire
 from tether.messages.calls import Call, ErrorCode
 from tether.messages.codec import encode
 from tether.messages.control import (
@@ -83,7 +83,7 @@ class ChildRecord:
     spec: ChildSpec
     actor_class: str
     config: JSONObject  # (plain msgpack-able data: tether.kinds.KindSpec)
-    kinds: list[dict[str, Any]] = field(default_factory=list)  # for children that supervise
+    kinds: list[KindSpecWire] = field(default_factory=list)  # for children that supervise
     address: ActorAddress | None = None
     incarnation: int = 0
     state: NodeState = NodeState.STARTING  # starting | ready | restarting | stopping | failed
@@ -151,7 +151,7 @@ class Supervisor(TetherActor):
         spec: ChildSpec,
         actor_class: str,
         config: JSONObject,
-        kinds: list[dict[str, Any]] | None = None,
+        kinds: list[KindSpecWire] | None = None,
     ) -> ChildRecord:
         rec = self.children.get((kind, key))
         if rec is None:

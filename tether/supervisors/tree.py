@@ -18,13 +18,12 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-from typing import Any
 
 import psutil
 from thespian.actors import ActorAddress
 
 from tether.health_node import NodeState
-from tether.kinds import ChildSpec, KindSpec, Restart, Scope
+from tether.kinds import ChildSpec, KindSpec, KindSpecWire, Restart, Scope
 from tether.messages.calls import Call, ErrorCode, Reply
 from tether.messages.codec import decode, encode
 from tether.messages.control import (
@@ -86,7 +85,7 @@ class RunSupervisor(Supervisor):
 
     def __init__(self) -> None:
         super().__init__()
-        self.kinds: list[dict[str, Any]] = []
+        self.kinds: list[KindSpecWire] = []
         self.opening: dict[str, list[tuple[str, ActorAddress]]] = {}  # run id -> OpenRuns to answer
 
     def handle_message(
