@@ -44,7 +44,7 @@ from tether.capacity.usage import (
     traits_of,
 )
 from tether.cgroups import Cgroup, CgroupError
-from tether.json_types import JSONObject
+from tether.json_types import JSONObject, JSONValue
 from tether.messages.calls import Call, ErrorCode, ResourceError
 
 SAMPLE_PERIOD = 2.0  # s between samples of the tree (a health query costs ~0.1 s of CPU)
@@ -104,7 +104,7 @@ class Governor:
         health: Callable[[float], Mapping[str, Any]],
         top_pids: Callable[[], list[int]],
         evict: Callable[[str, str], bool],
-        kind_configs: Mapping[str, Mapping[str, Any]] | None = None,
+        kind_configs: Mapping[str, Mapping[str, JSONValue]] | None = None,
         status_file: Path | None = None,
     ):
         self.budget = budget

@@ -33,7 +33,7 @@ from typing import Any
 import psutil
 
 from tether.health_node import NodeState
-from tether.json_types import JSONObject
+from tether.json_types import JSONObject, JSONValue
 
 MIB = 2**20
 # the first words of an evicted resource's end (Start.previous_end); its successor's first
@@ -95,7 +95,7 @@ DEFAULT_TRAITS = KindTraits(30 * MIB)  # a kind not in the table (the test kinds
 TREE_TRAITS = KindTraits(10 * MIB, evictable=False)  # root, supervisors, runs: the tree itself
 
 
-def traits_of(kind: str, config: Mapping[str, Any] | None = None) -> KindTraits:
+def traits_of(kind: str, config: Mapping[str, JSONValue] | None = None) -> KindTraits:
     """The traits of `kind`, with its config's `capacity` overrides."""
     base = KIND_TRAITS.get(kind, DEFAULT_TRAITS)
     given = (config or {}).get("capacity")
