@@ -4,7 +4,8 @@ bubblewrap's user namespace is made with every privilege at hand; here the runti
 `nobody` (setpriv), so the sandbox is made unprivileged (bwrap is not setuid here; user namespaces:
 user.max_user_namespaces is 96367, and this kernel has no unprivileged_userns_clone), and a sandboxed cell still reads nothing of another run,
 writes nothing outside its workspace, and sees no port file, state dir or tree process; and
-a debuggee (debugpy) and a scripted vibe worker (tests/vibe/worker.py) of a sandboxed run of
+a debuggee (debugpy), a scripted vibe worker (tests/vibe/worker.py) and a project checker
+run (cc's -wrapper from compile_flags.txt, as in test_hostile_tools) of a sandboxed run of
 the same runtime run the hostile program (tests/places/hostile_probe.py: another run's file,
 a write outside, the port file, the host's loopback, a signal, ptrace and /proc of an actor)
 and see every attempt fail. One runtime for all of it: the venv below is the expensive part.
@@ -42,6 +43,10 @@ pytestmark = [
         not os.access(SYSTEM_PYTHON, os.X_OK) or shutil.which("setpriv") is None,
         reason=f"needs {SYSTEM_PYTHON} (tether's site-packages are built for it) and setpriv",
     ),
+    pytest.mark.skipif(
+        shutil.which("clangd") is None or shutil.which("cc") is None,
+        reason="the checker's vector needs clangd (its row owns C's checker) and cc",
+    ),
 ]
 
 HOST = (
@@ -51,13 +56,14 @@ HOST = (
     from pathlib import Path
     from tests.conftest import wait_until
     from tests.places.hostile_probe import actor_pid, probe_source
-    from tether.actors import debug_session, vibe
+    from tether.actors import checker, debug_session, language_server, vibe
     from tether.actors.kernel import kinds
     from tether.tools.vibe_workers import CommandBackend, VibeConfig
     from tether.runtime import Runtime
     top = Path(sys.argv[1])
     state = Path(tempfile.mkdtemp(prefix="tk-"))  # (short: a kernel's socket paths fit)
     every = [*kinds(spares=0), *debug_session.KINDS, *vibe.KINDS]
+    every += [*language_server.KINDS, *checker.KINDS]
     rt = Runtime.start(kinds=every, state_dir=str(state))
     try:
         print("runtime uid", os.getuid(), "portfile-name", rt.port_file.name, flush=True)
@@ -122,6 +128,32 @@ HOST = (
             return out if "exit 0" in out else None
 
         print("--- worker", wait_until(worker_output, 60), sep="\\n", flush=True)
+        # a checker run of a sandboxed run: cc runs the program its compile_flags.txt names
+        # as its -wrapper (the vector of test_hostile_tools), here the hostile program
+        checked = top / "checked"
+        (checked / "probe_checker.py").write_text(
+            probe_source(
+                secret=str(top / "b" / "secret.txt"),
+                outside=str(top / "planted-checker"),
+                port_file=str(rt.port_file),
+                state=str(state),
+                tree_pid=pid,
+                port=listener.getsockname()[1],
+            )
+        )
+        wrapper = checked / "probe.sh"
+        run_probe = f"/usr/bin/python3 {{checked}}/probe_checker.py > {{checked}}/found.txt 2>&1"
+        wrapper.write_text(f"#!/bin/sh\\n{{run_probe}}\\n")
+        wrapper.chmod(0o755)
+        (checked / "compile_flags.txt").write_text(f"-wrapper\\n/bin/sh,{{wrapper}}\\n")
+        (checked / "a.c").write_text("int a(void) {{ return 1; }}\\n")
+        crun = rt.open_run("checked", workdir=checked, place="sandbox")
+        crun.call("lsp", {{"action": "diagnostics", "file": "*"}})
+        found = checked / "found.txt"
+        done = lambda: (lambda t: t if "probe done" in t else None)(  # noqa: E731
+            found.read_text() if found.exists() else ""
+        )
+        print("--- checker", wait_until(done, 60), sep="\\n", flush=True)
     finally:
         rt.shutdown()
     """
@@ -155,7 +187,7 @@ def plain_top() -> Iterator[Path]:
     sandbox and boxed (the debuggee's and worker's run); the top dir is writable by nobody, so only the place stops a write there."""
     top = Path(tempfile.mkdtemp(prefix="tether-plain-ws-"))
     top.chmod(0o777)
-    for name in ("b", "host", "sandbox", "boxed"):
+    for name in ("b", "host", "sandbox", "boxed", "checked"):
         (top / name).mkdir()
         (top / name).chmod(0o777)
     (top / "b" / "secret.txt").write_text("B's secret\n")
@@ -164,7 +196,7 @@ def plain_top() -> Iterator[Path]:
     shutil.rmtree(top, ignore_errors=True)
 
 
-def test_a_plain_users_sandboxed_cell_debuggee_and_worker_are_kept_in_their_place(
+def test_a_plain_users_sandboxed_cell_debuggee_worker_and_checker_are_kept_in_their_place(
     plain_python: str, plain_top: Path
 ) -> None:
     repo = Path(__file__).parents[2]
@@ -184,6 +216,7 @@ def test_a_plain_users_sandboxed_cell_debuggee_and_worker_are_kept_in_their_plac
     host, boxed = out.split("--- host")[1].split("--- sandbox")
     boxed, debuggee = boxed.split("--- debuggee")
     debuggee, worker = debuggee.split("--- worker")
+    worker, checked = worker.split("--- checker")
     # the differential: a host cell of the same runtime reaches what nobody may
     assert "B's secret" in host and "portfile OPEN" in host and "signal OPEN" in host, host
     assert "uid 65534" in host, host
@@ -201,6 +234,6 @@ def test_a_plain_users_sandboxed_cell_debuggee_and_worker_are_kept_in_their_plac
     # same reads, write and port file, and the tree process by signal, ptrace and /proc
     assert debuggee.startswith(" error=False"), debuggee
     port_file = out.split("portfile-name ")[1].split()[0]
-    for kind, text in (("debuggee", debuggee), ("worker", worker)):
+    for kind, text in (("debuggee", debuggee), ("worker", worker), ("checker", checked)):
         kept_in_its_place(kind, text, port_file, plain_top / f"planted-{kind}")
         assert "B's secret" not in text, (kind, text)
