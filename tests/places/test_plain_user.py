@@ -5,8 +5,9 @@ bubblewrap's user namespace is made with every privilege at hand; here the runti
 user.max_user_namespaces is 96367, and this kernel has no unprivileged_userns_clone), and a sandboxed cell still reads nothing of another run,
 writes nothing outside its workspace, and sees no port file, state dir or tree process; and
 a debuggee (debugpy), a scripted vibe worker (tests/vibe/worker.py) and a project checker
-run (cc's -wrapper from compile_flags.txt, as in test_hostile_tools) of a sandboxed run of
-the same runtime run the hostile program (tests/places/hostile_probe.py: another run's file,
+run (cc's -wrapper from compile_flags.txt) and a tsserver plugin named by the project's
+tsconfig.json (the vectors of test_hostile_tools) of a sandboxed run of the same runtime
+run the hostile program (tests/places/hostile_probe.py: another run's file,
 a write outside, the port file, the host's loopback, a signal, ptrace and /proc of an actor)
 and see every attempt fail. One runtime for all of it: the venv below is the expensive part.
 
@@ -44,8 +45,9 @@ pytestmark = [
         reason=f"needs {SYSTEM_PYTHON} (tether's site-packages are built for it) and setpriv",
     ),
     pytest.mark.skipif(
-        shutil.which("clangd") is None or shutil.which("cc") is None,
-        reason="the checker's vector needs clangd (its row owns C's checker) and cc",
+        not all(shutil.which(b) for b in ("clangd", "cc", "typescript-language-server", "tsc")),
+        reason="the checker's and the plugin's vectors need clangd (its row owns C's checker)"
+        ", cc, typescript-language-server and tsc",
     ),
 ]
 
@@ -154,6 +156,44 @@ HOST = (
             found.read_text() if found.exists() else ""
         )
         print("--- checker", wait_until(done, 60), sep="\\n", flush=True)
+        # a language-server plugin of a sandboxed run: tsserver loads the plugin the
+        # project's tsconfig.json names from its own node_modules (test_hostile_tools'
+        # vector), which runs the hostile program
+        plugged = top / "plugged"
+        modules = plugged / "node_modules"
+        installed = Path(shutil.which("tsc")).resolve().parents[1]  # .../typescript
+        shutil.copytree(installed, modules / "typescript", symlinks=True)
+        (modules / "evil-plugin").mkdir()
+        (modules / "evil-plugin" / "package.json").write_text(
+            '{{"name": "evil-plugin", "version": "1.0.0", "main": "index.js"}}'
+        )
+        (plugged / "probe_plugin.py").write_text(
+            probe_source(
+                secret=str(top / "b" / "secret.txt"),
+                outside=str(top / "planted-plugin"),
+                port_file=str(rt.port_file),
+                state=str(state),
+                tree_pid=pid,
+                port=listener.getsockname()[1],
+            )
+        )
+        command = f"/usr/bin/python3 {{plugged}}/probe_plugin.py > {{plugged}}/found.txt 2>&1"
+        (modules / "evil-plugin" / "index.js").write_text(
+            "module.exports = function init() {{\\n"
+            f"  require('child_process').execFileSync('/bin/sh', ['-c', {{command!r}}]);\\n"
+            "  return {{ create: (info) => info.languageService }};\\n"
+            "}};\\n"
+        )
+        (plugged / "package.json").write_text('{{"name": "p", "version": "1.0.0"}}')
+        (plugged / "tsconfig.json").write_text(
+            '{{"compilerOptions": {{"strict": true, "plugins": [{{"name": "evil-plugin"}}]}}}}'
+        )
+        (plugged / "a.ts").write_text("export const a: number = 1;\\n")
+        prun = rt.open_run("plugged", workdir=plugged, place="sandbox")
+        hover = {{"action": "hover", "file": "a.ts", "line": 1, "symbol": "a"}}
+        print("hover error", prun.call("lsp", hover).is_error, flush=True)
+        found = plugged / "found.txt"
+        print("--- plugin", wait_until(done, 60), sep="\\n", flush=True)
     finally:
         rt.shutdown()
     """
@@ -187,7 +227,7 @@ def plain_top() -> Iterator[Path]:
     sandbox and boxed (the debuggee's and worker's run); the top dir is writable by nobody, so only the place stops a write there."""
     top = Path(tempfile.mkdtemp(prefix="tether-plain-ws-"))
     top.chmod(0o777)
-    for name in ("b", "host", "sandbox", "boxed", "checked"):
+    for name in ("b", "host", "sandbox", "boxed", "checked", "plugged"):
         (top / name).mkdir()
         (top / name).chmod(0o777)
     (top / "b" / "secret.txt").write_text("B's secret\n")
@@ -196,7 +236,7 @@ def plain_top() -> Iterator[Path]:
     shutil.rmtree(top, ignore_errors=True)
 
 
-def test_a_plain_users_sandboxed_cell_debuggee_worker_and_checker_are_kept_in_their_place(
+def test_a_plain_users_sandboxed_cell_debuggee_worker_checker_and_plugin_are_kept_in_place(
     plain_python: str, plain_top: Path
 ) -> None:
     repo = Path(__file__).parents[2]
@@ -217,6 +257,7 @@ def test_a_plain_users_sandboxed_cell_debuggee_worker_and_checker_are_kept_in_th
     boxed, debuggee = boxed.split("--- debuggee")
     debuggee, worker = debuggee.split("--- worker")
     worker, checked = worker.split("--- checker")
+    checked, plugin = checked.split("--- plugin")
     # the differential: a host cell of the same runtime reaches what nobody may
     assert "B's secret" in host and "portfile OPEN" in host and "signal OPEN" in host, host
     assert "uid 65534" in host, host
@@ -234,6 +275,7 @@ def test_a_plain_users_sandboxed_cell_debuggee_worker_and_checker_are_kept_in_th
     # same reads, write and port file, and the tree process by signal, ptrace and /proc
     assert debuggee.startswith(" error=False"), debuggee
     port_file = out.split("portfile-name ")[1].split()[0]
-    for kind, text in (("debuggee", debuggee), ("worker", worker), ("checker", checked)):
+    kinds = [("debuggee", debuggee), ("worker", worker), ("checker", checked), ("plugin", plugin)]
+    for kind, text in kinds:
         kept_in_its_place(kind, text, port_file, plain_top / f"planted-{kind}")
         assert "B's secret" not in text, (kind, text)
