@@ -13,7 +13,7 @@ import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from tether.json_types import JSONValue
 from tether.lsp.limits import size_text
@@ -32,7 +32,14 @@ FAMILY = "lsp"
 WRITE_CAP = 2.5  # s: hard cap on waiting for fresh diagnostics after a write
 
 
-def _state(ctx: ToolContext) -> dict[str, Any]:
+class LspState(TypedDict):
+    """The family's per-run state, `ctx.state["lsp"]` (tether.serve.run_state reads it)."""
+
+    ledger: Ledger
+    lock: threading.Lock  # held while the ledger is read or folded
+
+
+def _state(ctx: ToolContext) -> LspState:
     st = ctx.state.setdefault(FAMILY, {})
     st.setdefault("ledger", Ledger())
     st.setdefault("lock", threading.Lock())
@@ -99,7 +106,7 @@ def _baseline(ctx: ToolContext, rels: list[str], heard: list[DiagnosticsReply]) 
     (but its replies go to `heard`: a baseline can be a server's first answer, whose notes
     the write's result must carry)."""
     st = _state(ctx)
-    ledger: Ledger = st["ledger"]
+    ledger = st["ledger"]
     fresh = [r for r in rels if not ledger.known(r) and (ctx.workdir / r).is_file()]
     for key, (_res, paths) in _group(ctx, fresh).items():
         for p in paths:
@@ -125,7 +132,7 @@ def _diagnose_written(
     """Sync + save the written files through their servers; (new diagnostics, pending, note).
     The servers' replies are added to `heard` (for their notes)."""
     st = _state(ctx)
-    ledger: Ledger = st["ledger"]
+    ledger = st["ledger"]
     new: list[dict[str, Any]] = []
     pending: list[str] = []
     notes: list[str] = []
