@@ -37,6 +37,32 @@ FIELD_STRATEGIES = {
     "list[dict[str, Any]]": st.lists(st.dictionaries(st.text(), json_like, max_size=3), max_size=3),
     "JSONObject": st.dictionaries(st.text(), json_like, max_size=4),  # (Spare.connection)
 }
+# a kind's wire form (tether.kinds): Start.child, Start.kinds and Hello.kinds
+child_wire = st.fixed_dictionaries(
+    {
+        "restart": st.sampled_from(["permanent", "transient", "temporary"]),
+        "shutdown_timeout": st.floats(0.1, 10.0),
+        "max_restarts": st.integers(0, 10),
+        "period": st.floats(0.1, 100.0),
+        "backoff_initial": st.floats(0.01, 1.0),
+        "backoff_max": st.floats(1.0, 10.0),
+        "ttl": st.none() | st.floats(0.1, 100.0),
+        "idle_ttl": st.none() | st.floats(0.1, 100.0),
+    }
+)
+FIELD_STRATEGIES["ChildSpecWire | dict[str, None]"] = child_wire | st.just({})
+FIELD_STRATEGIES["list[KindSpecWire]"] = st.lists(
+    st.fixed_dictionaries(
+        {
+            "kind": st.text(),
+            "actor_class": st.text(),
+            "scope": st.sampled_from(["shared", "run"]),
+            "child": child_wire,
+            "config": FIELD_STRATEGIES["JSONObject"],
+        }
+    ),
+    max_size=3,
+)
 # a registered dataclass inside a field (Spare.layer), built from the table above
 FIELD_STRATEGIES["Layer | None"] = st.none() | st.builds(
     Layer, *(FIELD_STRATEGIES[f.type] for f in dataclasses.fields(Layer))

@@ -199,7 +199,7 @@ class ResourceActor(TetherActor):
     def moved(self, call: Call, message: str, started: bool) -> None:
         """Tell the host this incarnation cannot serve `call` (it is going): the host sends
         it on to a newer incarnation than ours - as its one retry if we had `started` it."""
-        payload = {"incarnation": self.incarnation, "started": started}
+        payload: JSONObject = {"incarnation": self.incarnation, "started": started}
         reply = Reply(call.call_id, False, payload, ErrorCode.MOVED, message)
         self._settle(call, reply)
 

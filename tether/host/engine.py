@@ -381,9 +381,14 @@ class CallEngine:
         )
         assert isinstance(addresses, dict)  # (the root sends its supervisors' addresses by name)
         self.learn_tree(reply.payload, addresses)
-        return {
-            name: (state, error) for name, (state, error) in reply.payload.get("down", {}).items()
-        }
+        down = reply.payload.get("down", {})
+        assert isinstance(down, dict)  # {"kind:key": [state, last_error]} (RootSupervisor)
+        found: dict[str, tuple[str, str]] = {}
+        for name, entry in down.items():
+            assert isinstance(entry, list)
+            state, error = entry
+            found[name] = (str(state), str(error))
+        return found
 
     def learn_tree(self, payload: Mapping[str, Any], addresses: Mapping[str, ActorAddress]) -> None:
         """The root's answer to Hello or ListHops: where its supervisors are."""

@@ -31,10 +31,9 @@ def open_run(engine: CallEngine, call_id: str, run_id: str, timeout: float) -> N
     )
     if not reply.ok:
         raise ResourceError(reply.error, reply.message)
-    payload = reply.payload
-    engine.routes.add(
-        ("", "run", run_id), address, int(payload["incarnation"]), int(payload["pid"])
-    )
+    incarnation, pid = reply.payload["incarnation"], reply.payload["pid"]
+    assert isinstance(incarnation, int) and isinstance(pid, int)  # (RunSupervisor._opened)
+    engine.routes.add(("", "run", run_id), address, incarnation, pid)
 
 
 def close_run(engine: CallEngine, call_id: str, run_id: str, timeout: float) -> None:
@@ -66,7 +65,9 @@ def running_keys(engine: CallEngine, call_id: str, kind: str, timeout: float) ->
     what = f"list the keys of {kind!r}"
     msg = ListKeys(call_id, kind)
     reply, _ = engine.ask_node(target, msg, call_id, timeout, what, expect=Reply)
-    return [str(key) for key in reply.payload.get("keys", [])]
+    keys = reply.payload.get("keys", [])
+    assert isinstance(keys, list)  # (a KindSupervisor's answer to ListKeys)
+    return [str(key) for key in keys]
 
 
 def tree_health(engine: CallEngine, query_id: str, deadline: float, timeout: float) -> HealthNode:

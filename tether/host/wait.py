@@ -214,7 +214,8 @@ class CallWait:
 
     def _moved(self, flight: Flight, reply: Reply) -> None:
         """The actor serving the call is going and could not serve it: send it once more."""
-        incarnation = int(reply.payload.get("incarnation", 0))
+        incarnation = reply.payload.get("incarnation", 0)
+        assert isinstance(incarnation, int)  # (ResourceActor.moved sends its incarnation)
         if incarnation <= flight.after_incarnation:
             return  # from an incarnation this call was already sent on from
         self.engine.routes.forget(flight.target, incarnation)

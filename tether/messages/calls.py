@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+
+from tether.json_types import JSONObject
 
 
 @dataclass(frozen=True)
@@ -20,7 +21,7 @@ class Call:
     kind: str  # resource kind: "language_server", "parser", "echo", ...
     key: str  # which resource of that kind: a root + server, a pool slot, ...
     op: str  # what to do; meaning is the kind's own
-    args: dict[str, Any] = field(default_factory=dict)  # msgpack-able values only
+    args: JSONObject = field(default_factory=dict)  # msgpack-able values only
     deadline: float = 0.0  # absolute time.monotonic(); past it the caller has given up
     idempotent: bool = False  # safe to run twice: retried once if its actor dies or restarts
     run_scoped: bool = False  # its kind is RUN-scoped: (run_id, kind, key) names the actor
@@ -31,7 +32,7 @@ class Call:
 class Reply:
     call_id: str
     ok: bool
-    payload: dict[str, Any] = field(default_factory=dict)
+    payload: JSONObject = field(default_factory=dict)
     error: str = ""  # error code, see ErrorCode
     message: str = ""  # for the model: what failed and what to do next
 

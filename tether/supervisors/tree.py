@@ -23,6 +23,7 @@ import psutil
 from thespian.actors import ActorAddress
 
 from tether.health_node import NodeState
+from tether.json_types import JSONObject
 from tether.kinds import ChildSpec, KindSpec, KindSpecWire, Restart, Scope
 from tether.messages.calls import Call, ErrorCode, Reply
 from tether.messages.codec import decode, encode
@@ -71,7 +72,7 @@ class KindSupervisor(Supervisor):
             self.route_to_resource(obj, call, reply_to, self.spec, f"{self.spec.kind}:{call.key}")
         elif isinstance(obj, ListKeys):
             keys = sorted(k for (_, k), rec in self.children.items())
-            self.send(sender, encode(Reply(obj.call_id, True, {"keys": keys})))
+            self.send(sender, encode(Reply(obj.call_id, True, {"keys": [*keys]})))
         elif isinstance(obj, Inject) and obj.target == self.name:
             self.reply_inject(
                 sender if extra is None else extra, obj, False, _not_a_target(self.name)
@@ -129,7 +130,7 @@ class RunSupervisor(Supervisor):
         )
 
     def _opened(self, rec: ChildRecord, call_id: str, reply_to: ActorAddress) -> None:
-        payload = {"run_id": rec.key, "pid": rec.pid, "incarnation": rec.incarnation}
+        payload: JSONObject = {"run_id": rec.key, "pid": rec.pid, "incarnation": rec.incarnation}
         self.send(reply_to, (encode(Reply(call_id, True, payload)), rec.address))
 
     def on_child_started(self, rec: ChildRecord) -> None:
@@ -248,7 +249,7 @@ class RootSupervisor(Supervisor):
     def _answer_hops(self, call_id: str, reply_to: ActorAddress) -> None:
         # the token proves this tree was forked from the host that says Hello (tether.runtime)
         up = {f"{rec.kind}:{rec.key}": rec for rec in self.children.values() if _up(rec)}
-        payload = {
+        payload: JSONObject = {
             "pid": os.getpid(),
             "admin_pid": os.getppid(),
             "token": os.environ.get(TOKEN_ENV),
