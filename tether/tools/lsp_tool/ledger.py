@@ -17,14 +17,15 @@ Lives host-side in `ctx.state["lsp"]` (plain data, one per run); paths are works
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+
+from tether.messages.language_server_ops import DiagnosticRecord
 
 Key = tuple[int, str, str]
 
 
-def key_of(d: Mapping[str, Any]) -> Key:
+def key_of(d: DiagnosticRecord) -> Key:
     return (int(d.get("severity") or 1), str(d.get("code") or ""), str(d.get("message") or ""))
 
 
@@ -36,19 +37,19 @@ class Ledger:
     def known(self, path: str) -> bool:
         return path in self.counts
 
-    def baseline(self, path: str, diagnostics: Iterable[Mapping[str, Any]]) -> None:
+    def baseline(self, path: str, diagnostics: Iterable[DiagnosticRecord]) -> None:
         """Record what a file had before the agent touched it, reporting nothing."""
         self.fold(path, diagnostics)
 
-    def fold(self, path: str, diagnostics: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    def fold(self, path: str, diagnostics: Iterable[DiagnosticRecord]) -> list[DiagnosticRecord]:
         """Replace the file's snapshot with `diagnostics`; return the ones that are new."""
-        diags = [dict(d) for d in diagnostics]
+        diags = [d.copy() for d in diagnostics]
         prev = self.counts.get(path, Counter())
         prev_lines = self.lines.get(path, {})
-        by_key: dict[Key, list[dict[str, Any]]] = defaultdict(list)
+        by_key: dict[Key, list[DiagnosticRecord]] = defaultdict(list)
         for d in diags:
             by_key[key_of(d)].append(d)
-        new: list[dict[str, Any]] = []
+        new: list[DiagnosticRecord] = []
         for k, items in by_key.items():
             extra = len(items) - prev.get(k, 0)
             if extra <= 0:

@@ -11,10 +11,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from tether import atomic_files, beneath
 from tether.lsp.positions import from_character
+from tether.messages.language_server_ops import DiagnosticRecord
 from tether.tools.spec import ToolContext
 
 
@@ -103,6 +104,18 @@ def model_records(
     return out
 
 
-def severe(recs: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+class ModelDiagnostic(DiagnosticRecord):
+    """A server's diagnostic as the model reads it (diagnostics on write): its path
+    workspace-relative, and `text`, the code line."""
+
+    text: str
+
+
+# a language server's diagnostic, or a project checker's finding (CheckReply.records, whose
+# type is still dict[str, Any])
+_Diagnostic = TypeVar("_Diagnostic", DiagnosticRecord, dict[str, Any])
+
+
+def severe(recs: Sequence[_Diagnostic]) -> list[_Diagnostic]:
     """SPEC: diagnostics are errors and warnings (hints and infos are left out)."""
     return [d for d in recs if int(d.get("severity") or 1) <= 2]

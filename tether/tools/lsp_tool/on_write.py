@@ -19,10 +19,15 @@ from tether.json_types import JSONValue
 from tether.lsp.limits import size_text
 from tether.lsp.servers import Resolution, rows_for
 from tether.messages.calls import ErrorCode, ResourceError
-from tether.messages.language_server_ops import Diagnostics, DiagnosticsReply, Sync
+from tether.messages.language_server_ops import (
+    DiagnosticRecord,
+    Diagnostics,
+    DiagnosticsReply,
+    Sync,
+)
 from tether.tools.lsp_tool import render
 from tether.tools.lsp_tool.ledger import Ledger
-from tether.tools.lsp_tool.model_records import Lines, relative, severe
+from tether.tools.lsp_tool.model_records import Lines, ModelDiagnostic, relative, severe
 from tether.tools.lsp_tool.notes import noted
 from tether.tools.lsp_tool.targets import ask, limits, resolve_cached
 from tether.tools.results import ToolResult
@@ -128,12 +133,12 @@ def _diagnose_written(
     written: list[str],
     created: Sequence[str] = (),
     heard: list[DiagnosticsReply] | None = None,
-) -> tuple[list[dict[str, Any]], list[str], str]:
+) -> tuple[list[ModelDiagnostic], list[str], str]:
     """Sync + save the written files through their servers; (new diagnostics, pending, note).
     The servers' replies are added to `heard` (for their notes)."""
     st = _state(ctx)
     ledger = st["ledger"]
-    new: list[dict[str, Any]] = []
+    found: list[DiagnosticRecord] = []  # new ones, as the servers gave them
     pending: list[str] = []
     notes: list[str] = []
     lines = Lines(ctx)
@@ -171,7 +176,7 @@ def _diagnose_written(
             for p in synced.deleted:
                 ledger.forget(relative(ctx, p))
             for p, raw in synced.files.items():
-                new += ledger.fold(relative(ctx, p), severe(raw or []))
+                found += ledger.fold(relative(ctx, p), severe(raw or []))
             for p, before, now in synced.changed():
                 rel = relative(ctx, p)
                 if os.path.isabs(rel):
@@ -182,10 +187,11 @@ def _diagnose_written(
                         ledger.baseline(rel, after)
                         continue
                     ledger.baseline(rel, severe(before))
-                new += ledger.fold(rel, after)
-    for d in new:
+                found += ledger.fold(rel, after)
+    new: list[ModelDiagnostic] = []
+    for d in found:
         d["path"] = relative(ctx, d["path"]) if os.path.isabs(d["path"]) else d["path"]
-        d["text"] = lines(d["path"], int(d["line"]))
+        new.append({**d, "text": lines(d["path"], int(d["line"]))})
     order = {rel: i for i, rel in enumerate(written)}
     new.sort(key=lambda d: (order.get(d["path"], len(order)), d["path"], d["line"]))
     return new, pending, "; ".join(notes)

@@ -14,10 +14,12 @@ workspace), line, column, end_line, end_column (1-based, code points), text.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from tether.lsp.diagnostics import SEVERITY_NAMES
 from tether.messages.language_server_ops import CodeActionRecord, RenameFile
+from tether.tools.lsp_tool.model_records import ModelDiagnostic
 
 CAPS = {"references": 50, "definition": 50, "type_definition": 50, "implementation": 50,
         "call_hierarchy": 50, "type_hierarchy": 50,
@@ -88,7 +90,7 @@ def symbols(records: list[dict[str, Any]], total: int, header: str) -> str:
     return "\n".join(out)
 
 
-def diagnostic_line(d: dict[str, Any]) -> str:
+def diagnostic_line(d: Mapping[str, Any]) -> str:  # ModelDiagnostic, or a checker's finding
     sev = SEVERITY_NAMES.get(int(d.get("severity") or 1), "error")
     code = f" [{d['code']}]" if d.get("code") else ""
     msg = str(d.get("message", "")).replace("\n", "\n    ")
@@ -140,7 +142,7 @@ def rename(
     return "\n".join(out)
 
 
-def folded(new: list[dict[str, Any]], pending: list[str], cap: int = CAPS["folded"]) -> str:
+def folded(new: list[ModelDiagnostic], pending: list[str], cap: int = CAPS["folded"]) -> str:
     """The block diagnostics-on-write appends to a write's result ("" when nothing to say)."""
     out = []
     if new:
