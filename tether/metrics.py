@@ -20,6 +20,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
+from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import (
     CollectorRegistry,
@@ -31,6 +32,7 @@ from prometheus_client import Counter as CallCounter
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import start_http_server
 
+from tether.health_node import HealthNode
 from tether.tools.results import ToolResult
 
 SCRAPE_HEALTH_TIMEOUT = 2.0  # a scrape never waits longer on the tree than this
@@ -59,7 +61,7 @@ def outcome(result: ToolResult) -> str:
 class TreeCollector:
     """Reads the actor tree at scrape time (a custom prometheus collector)."""
 
-    def __init__(self, health: Callable[[float], Mapping[str, Any]]):
+    def __init__(self, health: Callable[[float], HealthNode]):
         self._health = health
         # A counter never goes down, but the tree reports restarts per live actor (an actor
         # that went took its count with it): so the collector adds each actor's increases.
@@ -67,7 +69,7 @@ class TreeCollector:
         self._seen: dict[str, int] = {}
         self._restarts: Counter[str] = Counter()
 
-    def _count_restarts(self, tree: Mapping[str, Any]) -> None:
+    def _count_restarts(self, tree: HealthNode) -> None:
         with self._lock:
             for node in _walk(tree):
                 if node is tree:  # the root's restarts are the tree's rebuilds
@@ -174,7 +176,7 @@ class CapacityCollector:
         yield from (by_kind, evictions)
 
 
-def _walk(node: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+def _walk(node: HealthNode) -> Iterator[HealthNode]:
     yield node
     for child in node.get("children", []):
         yield from _walk(child)
@@ -185,7 +187,7 @@ class Metrics:
 
     def __init__(
         self,
-        health: Callable[[float], Mapping[str, Any]],
+        health: Callable[[float], HealthNode],
         capacity: Callable[[], Mapping[str, Any]] | None = None,
     ):
         self.registry = CollectorRegistry()
@@ -210,7 +212,7 @@ class Metrics:
         ProcessCollector(registry=self.registry)  # the host process: CPU, memory, fds
         if capacity is not None:
             self.registry.register(CapacityCollector(capacity))  # type: ignore[arg-type]
-        self._server: Any = None
+        self._server: WSGIServer | None = None
         self.port = 0
 
     def observe(self, tool: str, seconds: float, result: ToolResult) -> None:
