@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal, NotRequired, TypedDict, TypeVar, overload
+from typing import ClassVar, Literal, NotRequired, TypedDict, TypeVar, cast, overload
 
 from tether.json_types import JSONValue
 from tether.messages.nested import plain, record_lists, record_or_none, records
@@ -447,8 +447,7 @@ def read_reply(
         args["scopes"] = records(RECORDS, ScopeRow, args.get("scopes"), f"{name}.scopes")
     elif expect is VariablesReply:
         args["variables"] = records(RECORDS, Variable, args.get("variables"), f"{name}.variables")
-    reply: Declared = REPLIES.build(expect, args)
-    return reply
+    return REPLIES.build(cast("type[R]", expect), args)  # (not OutcomeReply: read above)
 
 
 def _read_outcome(payload: Mapping[str, object]) -> Outcome:

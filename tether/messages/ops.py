@@ -33,9 +33,15 @@ import re
 import types
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
+from tether.json_types import JSONObject
 from tether.messages.calls import Call, ErrorCode, ResourceError
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T")
 
 
 class OpError(ResourceError):
@@ -49,14 +55,14 @@ def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
-def op_name(op: Any) -> str:
+def op_name(op: object) -> str:  # (an op instance or class: its class is read)
     """The wire name of an op instance or class: `op_name` if it sets one, else its class
     name in snake case (`Hover` -> "hover", `ApplyEdit` -> "apply_edit")."""
     cls = op if isinstance(op, type) else type(op)
     return str(getattr(cls, "op_name", "") or _snake(cls.__name__))
 
 
-def op_args(op: Any) -> dict[str, Any]:
+def op_args(op: DataclassInstance) -> JSONObject:
     """An op instance's fields, as the call's args (shallow: values must be msgpack-able);
     its `rest_field`, if it has one, spread flat."""
     rest = _rest_field(type(op))
@@ -70,14 +76,14 @@ def _rest_field(cls: type) -> str:
     return str(getattr(cls, "rest_field", "") or "")
 
 
-def is_op(value: Any) -> bool:
+def is_op(value: object) -> bool:
     return dataclasses.is_dataclass(value) and not isinstance(value, type)
 
 
 class _Field(NamedTuple):
-    type: Any
+    type: object  # the field's annotation (get_type_hints: a class, a union, a Literal, ...)
     required: bool
-    fits: Callable[[Any], bool]  # does a value (as msgpack gives it back) fit the type?
+    fits: Callable[[object], bool]  # does a value (as msgpack gives it back) fit the type?
 
 
 class Vocabulary:
@@ -111,6 +117,7 @@ class Vocabulary:
         self.ops[name] = cls
         return cls
 
+    # (Any: an op of whichever class call.op names; each actor matches it on the class)
     def parse(self, call: Call) -> Any:
         """The op `call` asks for, checked against its class; OpError if it does not fit."""
         cls = self.ops.get(call.op)
@@ -120,7 +127,7 @@ class Vocabulary:
             )
         return self.build(cls, call.args)
 
-    def build(self, cls: type, args: Mapping[str, Any]) -> Any:
+    def build(self, cls: type[T], args: Mapping[str, object]) -> T:
         fields = self._fields[cls]
         rest = _rest_field(cls)
         if rest:  # the arguments that are no other field are the rest
@@ -153,13 +160,13 @@ def _signature(fields: Mapping[str, _Field]) -> str:
     )
 
 
-def _type_name(tp: Any) -> str:
+def _type_name(tp: object) -> str:
     if isinstance(tp, type):
         return tp.__name__
     return str(tp).replace("typing.", "")
 
 
-def _checker(tp: Any) -> Callable[[Any], bool]:
+def _checker(tp: object) -> Callable[[object], bool]:
     """Whether a value (as msgpack gives it back) fits the annotation `tp`, as a function
     made once per field. Checks the outer type only (a list is a list; its items are the
     handler's business)."""
