@@ -28,7 +28,6 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from tether.capacity.measure import Budget
 from tether.capacity.policy import Settings, candidates, decide, tier
@@ -44,6 +43,7 @@ from tether.capacity.usage import (
     traits_of,
 )
 from tether.cgroups import Cgroup, CgroupError
+from tether.health_node import HealthNode
 from tether.json_types import JSONObject, JSONValue
 from tether.messages.calls import Call, ErrorCode, ResourceError
 
@@ -101,7 +101,7 @@ class Governor:
         budget: Budget,
         cgroup: Cgroup | None,
         settings: Settings,
-        health: Callable[[float], Mapping[str, Any]],
+        health: Callable[[float], HealthNode],  # rt.health(timeout)
         top_pids: Callable[[], list[int]],
         evict: Callable[[str, str], bool],
         kind_configs: Mapping[str, Mapping[str, JSONValue]] | None = None,

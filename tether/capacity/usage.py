@@ -32,7 +32,7 @@ from typing import Any
 
 import psutil
 
-from tether.health_node import NodeState
+from tether.health_node import HealthNode, NodeState
 from tether.json_types import JSONObject, JSONValue
 
 MIB = 2**20
@@ -175,7 +175,7 @@ def pss_bytes(pids: Iterable[int]) -> int:
     return total
 
 
-def records(tree: Mapping[str, Any]) -> list[UsageRecord]:
+def records(tree: HealthNode) -> list[UsageRecord]:
     """Every usage record of a health tree (rt.health()), depth first, each marked
     `stopping` as its node's state says."""
     found: list[UsageRecord] = []
