@@ -237,7 +237,7 @@ class KernelSession:
         cell.tool_pending = True
         call, cell.call = cell.call, None
         if call is not None:
-            calls = [{"name": name, "args": args} for name, args in request.calls]
+            calls: list[JSONObject] = [{"name": name, "args": args} for name, args in request.calls]
             self.io.reply(call, ToolRequest(cell.cell_id, calls))
 
     # --- a cell's end --------------------------------------------------------------------

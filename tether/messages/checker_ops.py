@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
+from tether.json_types import JSONObject, JSONValue
 from tether.messages.ops import Vocabulary
 
 CHECKER = Vocabulary("checker")
@@ -23,11 +23,11 @@ class CheckReply:
     """What the checker found, as diagnostics records (JSON objects with an absolute
     "path"), and its exit code (which says what it found, not whether it ran)."""
 
-    records: list[dict[str, Any]]
+    records: list[JSONObject]
     returncode: int | None
 
 
-def read_check_reply(payload: Mapping[str, Any]) -> CheckReply:
+def read_check_reply(payload: Mapping[str, JSONValue]) -> CheckReply:
     """The `Reply` payload back as a CheckReply (OpError if a field is missing or mistyped)."""
     reply: CheckReply = REPLIES.build(CheckReply, payload)
     return reply

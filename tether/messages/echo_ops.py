@@ -8,8 +8,9 @@ into `data` (`rest_field`); the other ops have typed fields.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
+from tether.json_types import JSONObject, JSONValue  # noqa: F401 (get_type_hints of an op resolves JSONObject's "JSONValue" here)
 from tether.messages.ops import Vocabulary
 
 ECHO = Vocabulary("echo")  # EchoActor: answers in its own message loop
@@ -25,7 +26,7 @@ class Echo:
     makes it answer that many seconds later, like a slow server)."""
 
     rest_field: ClassVar[str] = "data"
-    data: dict[str, Any] = field(default_factory=dict)
+    data: JSONObject = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from tether.json_types import JSONObject
+from tether.json_types import JSONObject, JSONValue
 from tether.messages.ops import OpError, Vocabulary, op_args
 
 KERNEL = Vocabulary("kernel")
@@ -71,7 +71,7 @@ class Execute:
     launcher: list[str] = field(default_factory=list)  # command prefix (isolated env)
     cwd: str = ""  # where a new kernel starts (the run's working directory)
     spare: Spare | None = None  # a started kernel handed over by the spare pool
-    place: dict[str, Any] | None = None  # the run's place (tether.places wire form); None: host
+    place: JSONObject | None = None  # the run's place (tether.places wire form); None: host
 
 
 # --- replies ------------------------------------------------------------------------------
@@ -101,7 +101,7 @@ class ToolRequest:
     """A running cell's `tool()` calls, each {"name", "args"}: answer them with ToolAnswer."""
 
     cell: str
-    calls: list[dict[str, Any]]
+    calls: list[JSONObject]
     status: Literal["tool"] = "tool"
 
 
@@ -109,12 +109,12 @@ CellReply = CellDone | ToolRequest
 _BY_STATUS: dict[str, type[CellDone] | type[ToolRequest]] = {"done": CellDone, "tool": ToolRequest}
 
 
-def cell_payload(reply: CellReply) -> dict[str, Any]:
+def cell_payload(reply: CellReply) -> JSONObject:
     """A reply as the `Reply` payload: its fields, flat."""
     return op_args(reply)
 
 
-def read_cell_reply(payload: Mapping[str, Any]) -> CellReply:
+def read_cell_reply(payload: Mapping[str, JSONValue]) -> CellReply:
     """The `Reply` payload back as the reply its status names (OpError if it names none, or
     a field is missing or mistyped)."""
     cls = _BY_STATUS.get(str(payload.get("status")))
@@ -131,7 +131,7 @@ def read_cell_reply(payload: Mapping[str, Any]) -> CellReply:
 @dataclass(frozen=True)
 class ToolAnswer:
     cell: str
-    results: list[dict[str, Any]]  # one {"ok", "text", "data"} per requested call, in order
+    results: list[JSONObject]  # one {"ok", "text", "data"} per requested call, in order
 
 
 @KERNEL.op

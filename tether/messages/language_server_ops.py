@@ -23,8 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, NotRequired, TypedDict, TypeVar
+from typing import ClassVar, Literal, NotRequired, TypedDict, TypeVar
 
+from tether.json_types import JSONObject, JSONValue
 from tether.messages.ops import Vocabulary, op_args
 
 LANGUAGE_SERVER = Vocabulary("language_server")
@@ -225,7 +226,7 @@ LanguageServerReply = (
 R = TypeVar("R", bound=LanguageServerReply)
 
 
-def reply_payload(reply: LanguageServerReply) -> dict[str, Any]:
+def reply_payload(reply: LanguageServerReply) -> JSONObject:
     """A reply as the `Reply` payload: its fields, flat (msgpack-able); `server_ms` only
     when the server was asked (as before replies were typed); `notes` always, empty or
     not (the base actor appends an eviction's cold-start note to a payload that has it)."""
@@ -235,7 +236,7 @@ def reply_payload(reply: LanguageServerReply) -> dict[str, Any]:
     return payload
 
 
-def read_reply(expect: type[R], payload: Mapping[str, Any]) -> R:
+def read_reply(expect: type[R], payload: Mapping[str, JSONValue]) -> R:
     """The `Reply` payload back as `expect` (OpError if a field is missing or mistyped)."""
     reply: R = REPLIES.build(expect, payload)
     return reply

@@ -202,7 +202,7 @@ class Spawn:
     reap_after: float = 600.0  # s a finished worker is kept for list/wait, then reaped
     view: str = ""  # worker_views.KINDS: its runs work on its own view of cwd ("": none)
     caps: dict[str, float] = field(default_factory=dict)  # CAP_NAMES -> limit, per run
-    place: dict[str, Any] | None = None  # the run's place (tether.places wire); None: host
+    place: JSONObject | None = None  # the run's place (tether.places wire); None: host
     reply: ClassVar[type[WorkerSnapshot]] = WorkerSnapshot
 
 
