@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias, TypedDict
 
 from tether.call_scope import CancelHandle
 from tether.health_node import HealthNode
+from tether.json_types import JSONObject, JSONValue
 from tether.messages.calls import ResourceError
 from tether.metrics import Metrics
 from tether.places import Place
@@ -36,7 +37,7 @@ class OpInstance(Protocol):
 
 Op: TypeAlias = "str | OpInstance"  # an op instance, or an op's name with its args
 # one call of a gather: (kind, key, op, args)
-GatherCall: TypeAlias = "tuple[str, str, Op, Mapping[str, Any] | None]"
+GatherCall: TypeAlias = "tuple[str, str, Op, Mapping[str, JSONValue] | None]"
 
 
 class RuntimePort(Protocol):
@@ -57,11 +58,11 @@ class RuntimePort(Protocol):
         kind: str,
         key: str,
         op: Op,
-        args: Mapping[str, Any] | None = None,
+        args: Mapping[str, JSONValue] | None = None,
         timeout: float = ...,  # (default: tether.host.engine.DEFAULT_CALL_TIMEOUT)
         idempotent: bool = False,
         cancel: CancelHandle | None = None,
-    ) -> dict[str, Any]:
+    ) -> JSONObject:
         """Ask the resource actor (kind, key) of run `run_id` to do `op`: its reply's
         payload, or a ResourceError saying what failed. Never waits past `timeout`."""
         ...
@@ -73,7 +74,7 @@ class RuntimePort(Protocol):
         timeout: float = ...,  # (default: tether.host.engine.DEFAULT_CALL_TIMEOUT)
         idempotent: bool = False,
         cancel: CancelHandle | None = None,
-    ) -> list[dict[str, Any] | ResourceError]:
+    ) -> list[JSONObject | ResourceError]:
         """Several calls at once, answers in order (a failed one: its ResourceError)."""
         ...
 

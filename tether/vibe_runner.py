@@ -20,6 +20,7 @@ import traceback
 from collections.abc import Mapping
 from typing import Any
 
+from tether.json_types import JSONValue
 from tether.messages.worker_ops import PROTOCOL_PREFIX
 
 
@@ -41,7 +42,7 @@ class WorkerIO:
         print(PROTOCOL_PREFIX + json.dumps({"usage": usage}), flush=True)
 
     def ask_permission(
-        self, tool: str, tier: str = "", arguments: Mapping[str, Any] | None = None
+        self, tool: str, tier: str = "", arguments: Mapping[str, JSONValue] | None = None
     ) -> bool:
         ask = {
             "id": next(self._ids),
@@ -59,6 +60,7 @@ class WorkerIO:
         return bool(answer.get("allow"))
 
 
+# (Any: whatever attribute `target` names in a module imported by name, as getattr gives it)
 def load(target: str) -> Any:
     module_name, _, attr = target.partition(":")
     obj: Any = importlib.import_module(module_name)
