@@ -20,7 +20,8 @@ garbage as messages.
 from __future__ import annotations
 
 import json
-from typing import Any
+
+from tether.json_types import JSONValue
 
 _HEADER_END = b"\r\n\r\n"
 _MAX_HEADER = 8192  # a header block longer than this means we are not reading a framed stream
@@ -30,7 +31,7 @@ class FramingError(ValueError):
     """The byte stream is not Content-Length framed JSON; the peer must be restarted."""
 
 
-def encode(msg: Any) -> bytes:
+def encode(msg: JSONValue) -> bytes:
     """Frame one JSON-able message (compact JSON, UTF-8, Content-Length in bytes)."""
     body = json.dumps(msg, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     return b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
@@ -45,9 +46,9 @@ class FrameDecoder:
         self._buf = bytearray()
         self._need = -1  # body length of the frame being read, -1 while reading headers
 
-    def feed(self, data: bytes) -> list[Any]:
+    def feed(self, data: bytes) -> list[JSONValue]:
         self._buf += data
-        out: list[Any] = []
+        out: list[JSONValue] = []
         while True:
             if self._need < 0:
                 end = self._buf.find(_HEADER_END)
