@@ -32,6 +32,7 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
+from tether.json_types import JSONObject, JSONValue
 from tether.run import Run
 from tether.tools.results import ToolResult
 from tether.tools.spec import Surface
@@ -72,7 +73,7 @@ ANNOTATIONS: dict[str, dict[str, bool]] = {
 
 # Every result may carry `structuredContent` (the ToolResult's data), of a shape per tool
 # and action: the schema says it is an object, and each result is one.
-OUTPUT_SCHEMA: dict[str, Any] = {"type": "object", "additionalProperties": True}
+OUTPUT_SCHEMA: JSONObject = {"type": "object", "additionalProperties": True}
 
 
 def mcp_tool(schema: dict[str, Any]) -> types.Tool:
@@ -93,7 +94,7 @@ def mcp_result(result: ToolResult) -> types.CallToolResult:
     return types.CallToolResult.model_validate(out)
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> JSONValue:  # (any data a tool gave: JSON, or its text)
     import json
 
     try:
@@ -141,6 +142,7 @@ class McpFace:
         result = await self.run.acall(params.name, dict(params.arguments or {}))
         return mcp_result(result)
 
+    # (the mcp library's lifespan context type, untyped there; this server has none)
     def server(self) -> Server[Any]:
         return Server(
             SERVER_NAME,
