@@ -60,7 +60,7 @@ class WorkerIO:
         return bool(answer.get("allow"))
 
 
-# (Any: whatever attribute `target` names in a module imported by name, as getattr gives it)
+# (untyped: whatever attribute `target` names in a module imported by name, as getattr gives it)
 def load(target: str) -> Any:
     module_name, _, attr = target.partition(":")
     obj: Any = importlib.import_module(module_name)

@@ -17,7 +17,7 @@ import signal
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from thespian.actors import (
     Actor,
@@ -263,7 +263,7 @@ class TetherActor(Actor):
         )
 
     def send_encoded(
-        self, address: ActorAddress, msg: Any, extra: ActorAddress | None = None
-    ) -> None:  # (msg: any message tether.messages.codec.encode takes, untyped there)
+        self, address: ActorAddress, msg: object, extra: ActorAddress | None = None
+    ) -> None:  # (msg: a registered message, as tether.messages.codec.encode takes it)
         data = encode(msg)
         self.send(address, data if extra is None else (data, extra))

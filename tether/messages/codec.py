@@ -86,7 +86,7 @@ def _unnested(code: int, data: bytes) -> object:
     return _CLASSES[tag](*fields)
 
 
-def encode(msg: Any) -> bytes:
+def encode(msg: object) -> bytes:  # (any value: a registered message class's, or CodecError)
     try:
         names = _FIELDS[type(msg)]
     except KeyError:
@@ -102,6 +102,7 @@ def encode(msg: Any) -> bytes:
         ) from exc
 
 
+# (untyped: an instance of whichever registered class the data names; readers match or know it)
 def decode(data: bytes) -> Any:
     try:
         tag, *values = msgpack.unpackb(data, strict_map_key=False, ext_hook=_unnested)

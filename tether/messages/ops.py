@@ -117,7 +117,7 @@ class Vocabulary:
         self.ops[name] = cls
         return cls
 
-    # (Any: an op of whichever class call.op names; each actor matches it on the class)
+    # (untyped: an op of whichever class call.op names; each actor matches it on the class)
     def parse(self, call: Call) -> Any:
         """The op `call` asks for, checked against its class; OpError if it does not fit."""
         cls = self.ops.get(call.op)
