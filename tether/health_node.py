@@ -55,6 +55,12 @@ class HealthNode(TypedDict):
     capacity: NotRequired[JSONObject]  # root only: the governor's summary
 
 
+class NodeExtra(TypedDict, total=False):
+    """What a supervisor adds to its own node (its health_extra_node)."""
+
+    extra: JSONObject
+
+
 def health_node(
     name: str,
     kind: str,

@@ -32,7 +32,7 @@ FIELD_STRATEGIES = {
     "bool": st.booleans(),
     "bytes": st.binary(),
     "dict[str, Any]": st.dictionaries(st.text(), json_like, max_size=4),
-    "Mapping[str, Any]": st.dictionaries(st.text(), json_like, max_size=4),  # (HealthReport.node)
+    "HealthNode": st.dictionaries(st.text(), json_like, max_size=4),  # (HealthReport.node)
     "list[int]": st.lists(st.integers(0, 2**31), max_size=4),
     "list[dict[str, Any]]": st.lists(st.dictionaries(st.text(), json_like, max_size=3), max_size=3),
     "JSONObject": st.dictionaries(st.text(), json_like, max_size=4),  # (Spare.connection)

@@ -226,7 +226,7 @@ class ResourceActor(TetherActor):
         elif isinstance(obj, Start):
             self._start(obj)
         elif isinstance(obj, HealthQuery):
-            node: dict[str, Any] = {**self.health_node()}  # (a plain dict: HealthReport.node)
+            node: HealthNode = {**self.health_node()}  # (a plain dict: HealthReport.node)
             self.send_encoded(sender, HealthReport(obj.query_id, node))
         elif isinstance(obj, Inject):
             self._inject(obj, extra if extra is not None else sender)

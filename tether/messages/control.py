@@ -8,10 +8,9 @@ encoded bytes in the thespian message `(bytes, address)`, see `tether.messages.c
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
+from tether.health_node import HealthNode
 from tether.json_types import JSONObject
 from tether.kinds import ChildSpecWire, KindSpecWire
 
@@ -125,7 +124,7 @@ class HealthReport:
     """One node of the health tree; `node["children"]` holds the subtree."""
 
     query_id: str
-    node: Mapping[str, Any]  # a tether.health_node.HealthNode (a dict on the wire)
+    node: HealthNode  # (a dict on the wire)
 
 
 @dataclass(frozen=True)

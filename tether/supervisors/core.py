@@ -31,12 +31,12 @@ import os
 import signal
 import time
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, cast
+from typing import ClassVar, cast
 
 from thespian.actors import ActorAddress
 
 from tether.actors.base import TetherActor
-from tether.health_node import NodeState
+from tether.health_node import HealthNode, NodeExtra, NodeState
 from tether.json_types import JSONObject
 from tether.kinds import ChildSpec, KindSpec, KindSpecWire
 from tether.messages.calls import Call, ErrorCode
@@ -496,10 +496,10 @@ class Supervisor(TetherActor):
         self.reply_inject(reply_to, inject, True, said)
 
     # --- health ----------------------------------------------------------------------
-    def supervisor_node(self) -> dict[str, Any]:
+    def supervisor_node(self) -> HealthNode:
         return {**self.health_node(), "name": self.name or "root", "kind": self.kind or "root"}
 
-    def health_extra_node(self) -> JSONObject:
+    def health_extra_node(self) -> NodeExtra:
         return {}
 
     def handle_exit_request(self) -> None:

@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from thespian.actors import ActorAddress
 
 from tether.capacity.usage import UsageRecord, traits_of
-from tether.health_node import HealthNode, NodeState, health_node
-from tether.json_types import JSONObject
+from tether.health_node import HealthNode, NodeExtra, NodeState, health_node
 from tether.messages.control import HealthQuery, HealthReport
 from tether.processes import pid_running
 
@@ -34,8 +32,8 @@ class GatherHost(Protocol):
 
     children: dict[tuple[str, str], ChildRecord]
 
-    def supervisor_node(self) -> dict[str, Any]: ...
-    def health_extra_node(self) -> JSONObject: ...
+    def supervisor_node(self) -> HealthNode: ...
+    def health_extra_node(self) -> NodeExtra: ...
     # (msg: a registered message, as tether.messages.codec.encode takes it)
     def send_encoded(self, address: ActorAddress, msg: object) -> None: ...
     def wakeupAfter(self, timePeriod: float, payload: object = None) -> None: ...  # noqa: N802, N803
@@ -54,9 +52,9 @@ class _Gather:
 
     reply_to: ActorAddress
     reply_query_id: str
-    node: dict[str, Any]
+    node: HealthNode
     waiting: dict[str, ChildRecord]  # sub-query id -> child
-    children: list[Mapping[str, Any]]  # HealthNodes: built here, or as the child sent them
+    children: list[HealthNode]  # built here, or as the child sent them
 
 
 def record_node(rec: ChildRecord) -> HealthNode:
@@ -129,7 +127,7 @@ class HealthGathers:
         rec = gather.waiting.pop(report.query_id, None)
         if rec is None:
             return
-        node = dict(report.node)
+        node: HealthNode = {**report.node}
         node["restarts"] = rec.restarts
         if rec.state != NodeState.READY:
             node["state"] = (

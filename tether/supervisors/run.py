@@ -19,8 +19,7 @@ from typing import ClassVar
 
 from thespian.actors import ActorAddress
 
-from tether.health_node import NodeState
-from tether.json_types import JSONObject
+from tether.health_node import NodeExtra, NodeState
 from tether.kinds import KindSpec, Scope
 from tether.messages.calls import ErrorCode
 from tether.messages.codec import decode
@@ -73,5 +72,5 @@ class RunActor(Supervisor):
             return
         self.route_to_resource(route, call, reply_to, spec, f"{self.name}/{spec.kind}:{call.key}")
 
-    def health_extra_node(self) -> JSONObject:
+    def health_extra_node(self) -> NodeExtra:
         return {"extra": {"calls_routed": self.calls_routed}}
