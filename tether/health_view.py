@@ -32,6 +32,7 @@ import psutil
 
 from tether.health_node import HealthNode, NodeState
 from tether.host import thespian_patches
+from tether.json_types import JSONObject
 from tether.processes import ProcessInfo
 
 STATE_MARK: dict[str, str] = {  # (a StrEnum key is found by its plain string)
@@ -61,13 +62,14 @@ def fetch_health(port: int, timeout: float = 5.0) -> HealthNode:
                 "(its admin port is Runtime.admin_port, also in its port file)"
             )
     secret = _secret(port)
-    result: dict[str, Any] = {}
+    result: dict[str, HealthNode] = {}
+    failed: dict[str, Exception] = {}
 
     def fetch() -> None:
         try:
             result["health"] = _fetch(port, timeout, secret)
         except Exception as exc:  # reported below, with the port
-            result["error"] = exc
+            failed["error"] = exc
 
     worker = threading.Thread(target=fetch, name="tether-status", daemon=True)
     worker.start()
@@ -78,9 +80,9 @@ def fetch_health(port: int, timeout: float = 5.0) -> HealthNode:
         if capacity is not None:
             health["capacity"] = capacity
         return health
-    if "error" in result:
+    if "error" in failed:
         raise StatusError(
-            f"could not read the health of the runtime on port {port}: {result['error']}"
+            f"could not read the health of the runtime on port {port}: {failed['error']}"
         )
     raise StatusError(f"the runtime on port {port} did not answer within {timeout:g} s")
 
@@ -101,7 +103,7 @@ def _secret(port: int) -> bytes:
         raise StatusError(f"cannot read the transport secret of port {port}: {exc}") from None
 
 
-def _capacity(port: int) -> dict[str, Any] | None:
+def _capacity(port: int) -> JSONObject | None:
     """The runtime's capacity summary, which its governor keeps beside the port file
     (`<port>.capacity`, 0600, rewritten at each sample: tether.capacity.governor)."""
     import json

@@ -101,7 +101,7 @@ def kill_tree(pid: int, grace: float = 0.5, group: bool = True, wait: bool = Tru
     return signalled
 
 
-def close_inherited_fds(actor: Any) -> list[int]:
+def close_inherited_fds(actor: object) -> list[int]:  # (a thespian actor: read by getattr)
     """Close the pipes this actor process inherited from its parent actor.
 
     Thespian forks every actor from its parent actor and closes only the parent's own
@@ -178,6 +178,7 @@ def die_with_parent(sig: int) -> None:
 SETPRIV = shutil.which("setpriv")
 
 
+# (kwargs: subprocess.Popen's own, of as many types as it takes)
 def popen_dying_with_us(argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[bytes]:
     """`subprocess.Popen(argv, **kwargs)` whose process gets SIGKILL when the calling process
     dies (Linux parent-death signal), even if the caller is SIGKILLed itself. A program
