@@ -36,6 +36,7 @@ FIELD_STRATEGIES = {
     "list[int]": st.lists(st.integers(0, 2**31), max_size=4),
     "list[dict[str, Any]]": st.lists(st.dictionaries(st.text(), json_like, max_size=3), max_size=3),
     "JSONObject": st.dictionaries(st.text(), json_like, max_size=4),  # (Spare.connection)
+    "Wire": st.dictionaries(st.text(), json_like, max_size=4),  # (Call.args, Reply.payload)
 }
 # a kind's wire form (tether.kinds): Start.child, Start.kinds and Hello.kinds
 child_wire = st.fixed_dictionaries(

@@ -42,7 +42,7 @@ from tether.capacity.usage import EVICTED, UsageRecord, evicted_note, traits_of
 from tether.channels import ChannelPeer
 from tether.health_node import HealthNode
 from tether.json_types import JSONObject
-from tether.messages.calls import Call, ErrorCode, Reply, ResourceError
+from tether.messages.calls import Call, ErrorCode, Reply, ResourceError, Wire
 from tether.messages.codec import encode
 from tether.messages.control import (
     CancelCall,
@@ -199,7 +199,7 @@ class ResourceActor(TetherActor):
     def moved(self, call: Call, message: str, started: bool) -> None:
         """Tell the host this incarnation cannot serve `call` (it is going): the host sends
         it on to a newer incarnation than ours - as its one retry if we had `started` it."""
-        payload: JSONObject = {"incarnation": self.incarnation, "started": started}
+        payload: Wire = {"incarnation": self.incarnation, "started": started}
         reply = Reply(call.call_id, False, payload, ErrorCode.MOVED, message)
         self._settle(call, reply)
 

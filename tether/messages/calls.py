@@ -10,8 +10,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TYPE_CHECKING, TypeAlias
 
-from tether.json_types import JSONObject
+from tether.json_types import JSONValue
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+# What a call's args and a reply's payload hold: JSON values, or a registered record
+# (tether.messages.codec.register), which msgpack carries as an extension: a kernel
+# pool's Take reply holds a Spare, an Execute's args a Layer.
+Wire: TypeAlias = "dict[str, JSONValue | DataclassInstance]"
 
 
 @dataclass(frozen=True)
@@ -21,7 +30,7 @@ class Call:
     kind: str  # resource kind: "language_server", "parser", "echo", ...
     key: str  # which resource of that kind: a root + server, a pool slot, ...
     op: str  # what to do; meaning is the kind's own
-    args: JSONObject = field(default_factory=dict)  # msgpack-able values only
+    args: Wire = field(default_factory=dict)  # msgpack-able values only
     deadline: float = 0.0  # absolute time.monotonic(); past it the caller has given up
     idempotent: bool = False  # safe to run twice: retried once if its actor dies or restarts
     run_scoped: bool = False  # its kind is RUN-scoped: (run_id, kind, key) names the actor
@@ -32,7 +41,7 @@ class Call:
 class Reply:
     call_id: str
     ok: bool
-    payload: JSONObject = field(default_factory=dict)
+    payload: Wire = field(default_factory=dict)
     error: str = ""  # error code, see ErrorCode
     message: str = ""  # for the model: what failed and what to do next
 

@@ -23,9 +23,8 @@ import psutil
 from thespian.actors import ActorAddress
 
 from tether.health_node import NodeState
-from tether.json_types import JSONObject
 from tether.kinds import ChildSpec, KindSpec, KindSpecWire, Restart, Scope
-from tether.messages.calls import Call, ErrorCode, Reply
+from tether.messages.calls import Call, ErrorCode, Reply, Wire
 from tether.messages.codec import decode, encode
 from tether.messages.control import (
     CloseRun,
@@ -130,7 +129,7 @@ class RunSupervisor(Supervisor):
         )
 
     def _opened(self, rec: ChildRecord, call_id: str, reply_to: ActorAddress) -> None:
-        payload: JSONObject = {"run_id": rec.key, "pid": rec.pid, "incarnation": rec.incarnation}
+        payload: Wire = {"run_id": rec.key, "pid": rec.pid, "incarnation": rec.incarnation}
         self.send(reply_to, (encode(Reply(call_id, True, payload)), rec.address))
 
     def on_child_started(self, rec: ChildRecord) -> None:
@@ -249,7 +248,7 @@ class RootSupervisor(Supervisor):
     def _answer_hops(self, call_id: str, reply_to: ActorAddress) -> None:
         # the token proves this tree was forked from the host that says Hello (tether.runtime)
         up = {f"{rec.kind}:{rec.key}": rec for rec in self.children.values() if _up(rec)}
-        payload: JSONObject = {
+        payload: Wire = {
             "pid": os.getpid(),
             "admin_pid": os.getppid(),
             "token": os.environ.get(TOKEN_ENV),
