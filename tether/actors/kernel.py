@@ -405,6 +405,9 @@ class _CellIO:
         self.actor.after(self.actor.idle_reap, Reap())
 
 
+POOL_ACTOR_MB, SPARE_MB = 10, 80  # a pool's actor, and each spare kernel it keeps
+
+
 def kinds(
     idle_reap: float = IDLE_REAP,
     memory_limit_mb: float = MEMORY_LIMIT_MB,
@@ -435,7 +438,12 @@ def kinds(
             "tether.actors.kernel_pool:KernelPoolActor",
             Scope.SHARED,
             ChildSpec(Restart.TRANSIENT, backoff_initial=0.5),
-            config={"spares": int(spares)},
+            # what the memory budget reserves for it: its actor and its spares (a pool of
+            # none holds only its actor; the table's 90 MiB is one spare's)
+            config={
+                "spares": int(spares),
+                "capacity": {"expected_mb": POOL_ACTOR_MB + SPARE_MB * int(spares)},
+            },
         ),
     ]
 
