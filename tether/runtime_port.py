@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias, TypedDict
 
 from tether.call_scope import CancelHandle
 from tether.health_node import HealthNode
-from tether.json_types import JSONObject, JSONValue
-from tether.messages.calls import ResourceError
+from tether.messages.calls import ResourceError, Wire, WireValue
 from tether.metrics import Metrics
 from tether.places import Place
 
@@ -37,7 +36,7 @@ class OpInstance(Protocol):
 
 Op: TypeAlias = "str | OpInstance"  # an op instance, or an op's name with its args
 # one call of a gather: (kind, key, op, args)
-GatherCall: TypeAlias = "tuple[str, str, Op, Mapping[str, JSONValue] | None]"
+GatherCall: TypeAlias = "tuple[str, str, Op, Mapping[str, WireValue] | None]"
 
 
 class RuntimePort(Protocol):
@@ -58,11 +57,11 @@ class RuntimePort(Protocol):
         kind: str,
         key: str,
         op: Op,
-        args: Mapping[str, JSONValue] | None = None,
+        args: Mapping[str, WireValue] | None = None,
         timeout: float = ...,  # (default: tether.host.engine.DEFAULT_CALL_TIMEOUT)
         idempotent: bool = False,
         cancel: CancelHandle | None = None,
-    ) -> JSONObject:
+    ) -> Wire:
         """Ask the resource actor (kind, key) of run `run_id` to do `op`: its reply's
         payload, or a ResourceError saying what failed. Never waits past `timeout`."""
         ...
@@ -74,7 +73,7 @@ class RuntimePort(Protocol):
         timeout: float = ...,  # (default: tether.host.engine.DEFAULT_CALL_TIMEOUT)
         idempotent: bool = False,
         cancel: CancelHandle | None = None,
-    ) -> list[JSONObject | ResourceError]:
+    ) -> list[Wire | ResourceError]:
         """Several calls at once, answers in order (a failed one: its ResourceError)."""
         ...
 

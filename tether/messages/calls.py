@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 # What a call's args and a reply's payload hold: JSON values, or a registered record
 # (tether.messages.codec.register), which msgpack carries as an extension: a kernel
 # pool's Take reply holds a Spare, an Execute's args a Layer.
-Wire: TypeAlias = "dict[str, JSONValue | DataclassInstance]"
+WireValue: TypeAlias = "JSONValue | DataclassInstance"
+Wire: TypeAlias = "dict[str, WireValue]"
 
 
 @dataclass(frozen=True)

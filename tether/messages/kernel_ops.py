@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 from tether.json_types import JSONObject, JSONValue
+from tether.messages.calls import Wire
 from tether.messages.ops import OpError, Vocabulary, op_args
 
 KERNEL = Vocabulary("kernel")
@@ -109,7 +110,7 @@ CellReply = CellDone | ToolRequest
 _BY_STATUS: dict[str, type[CellDone] | type[ToolRequest]] = {"done": CellDone, "tool": ToolRequest}
 
 
-def cell_payload(reply: CellReply) -> JSONObject:
+def cell_payload(reply: CellReply) -> Wire:
     """A reply as the `Reply` payload: its fields, flat."""
     return op_args(reply)
 

@@ -25,7 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal, NotRequired, TypedDict, TypeVar
 
-from tether.json_types import JSONObject, JSONValue
+from tether.json_types import JSONValue
+from tether.messages.calls import Wire
 from tether.messages.ops import Vocabulary, op_args
 
 LANGUAGE_SERVER = Vocabulary("language_server")
@@ -226,7 +227,7 @@ LanguageServerReply = (
 R = TypeVar("R", bound=LanguageServerReply)
 
 
-def reply_payload(reply: LanguageServerReply) -> JSONObject:
+def reply_payload(reply: LanguageServerReply) -> Wire:
     """A reply as the `Reply` payload: its fields, flat (msgpack-able); `server_ms` only
     when the server was asked (as before replies were typed); `notes` always, empty or
     not (the base actor appends an eviction's cold-start note to a payload that has it)."""

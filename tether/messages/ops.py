@@ -35,8 +35,7 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from tether.json_types import JSONObject
-from tether.messages.calls import Call, ErrorCode, ResourceError
+from tether.messages.calls import Call, ErrorCode, ResourceError, Wire
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -62,7 +61,7 @@ def op_name(op: object) -> str:  # (an op instance or class: its class is read)
     return str(getattr(cls, "op_name", "") or _snake(cls.__name__))
 
 
-def op_args(op: DataclassInstance) -> JSONObject:
+def op_args(op: DataclassInstance) -> Wire:
     """An op instance's fields, as the call's args (shallow: values must be msgpack-able);
     its `rest_field`, if it has one, spread flat."""
     rest = _rest_field(type(op))

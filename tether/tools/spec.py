@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tether.json_types import JSONObject, JSONValue
+from tether.messages.calls import WireValue
 
 if TYPE_CHECKING:
     from tether.call_scope import CallScope
@@ -90,7 +91,7 @@ class ToolContext(Protocol):
         kind: str,
         key: str,
         op: Any,
-        args: Mapping[str, JSONValue] | None,
+        args: Mapping[str, WireValue] | None,
         timeout: float,
         idempotent: bool = False,
         deliver_cancelled: bool = False,
@@ -103,7 +104,7 @@ class ToolContext(Protocol):
 
     def gather(
         self,
-        calls: Iterable[tuple[str, str, Any, Mapping[str, JSONValue] | None]],
+        calls: Iterable[tuple[str, str, Any, Mapping[str, WireValue] | None]],
         timeout: float,
         idempotent: bool = False,
     ) -> list[Mapping[str, Any] | ResourceError]:
