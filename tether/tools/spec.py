@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tether.json_types import JSONObject, JSONValue
-from tether.messages.calls import WireValue
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (`import tether` needs no msgpack: a bare python imports tether.places)
     from tether.call_scope import CallScope
-    from tether.messages.calls import ResourceError
+    from tether.messages.calls import ResourceError, WireValue
     from tether.tools.results import ToolResult
 
 
