@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,7 +18,12 @@ import pytest
 from tests.conftest import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
-BUSY = "import time\nt = time.time()\nwhile time.time() - t < 12:\n    pass\n'done'"
+# spins until the test has seen it (a `stop` file in the workdir), 60 s at most: a fixed
+# 12 s could end before a loaded machine had the kernel and `top` both up
+BUSY = (
+    "import os, time\nt = time.time()\n"
+    "while time.time() - t < 60 and not os.path.exists('stop'):\n    pass\n'done'"
+)
 
 
 def tmux(*args: str) -> subprocess.CompletedProcess[str]:
@@ -43,16 +49,20 @@ def test_top_in_an_80x24_terminal_shows_real_cpu_fits_the_width_and_quits_on_q(
 
         def busy_row() -> list[str] | None:
             pane = tmux("capture-pane", "-p", "-t", "top").stdout.splitlines()
-            kernels = [line for line in pane if "kernel" in line and line.endswith("%")]
-            hot = [line for line in kernels if int(line.rsplit(None, 1)[1][:-1]) >= 20]
+            # (the cpu column is not always the last: a place column follows once a node
+            # names its place, cut at the terminal's width)
+            cpu = [re.findall(r" (\d+)%", line) for line in pane if "kernel" in line]
+            hot = [found for found in cpu if found and int(found[-1]) >= 20]
             return pane if hot else None
 
-        pane = wait_until(busy_row, timeout=30, interval=0.2)
+        pane = wait_until(busy_row, timeout=50, interval=0.2)
+        (tmp_path / "stop").touch()
         assert pane[0].startswith("tether top  127.0.0.1:"), pane  # the header stays on top
         assert all(len(line) <= 80 for line in pane)
         tmux("send-keys", "-t", "top", "q")
         wait_until(lambda: tmux("has-session", "-t", "top").returncode != 0, timeout=10)
     finally:
+        (tmp_path / "stop").touch()
         tmux("kill-server")
         busy.join(timeout=30)
 
