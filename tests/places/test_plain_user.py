@@ -99,8 +99,9 @@ HOST = (
         listener = socket.socket()
         listener.bind(("127.0.0.1", 0))
         listener.listen()
-        for who in ("debuggee", "worker"):
-            (work / f"probe_{{who}}.py").write_text(
+
+        def plant(where, who):  # the hostile program, as where/probe_<who>.py
+            (where / f"probe_{{who}}.py").write_text(
                 probe_source(
                     secret=str(top / "b" / "secret.txt"),
                     outside=str(top / f"planted-{{who}}"),
@@ -110,6 +111,9 @@ HOST = (
                     port=listener.getsockname()[1],
                 )
             )
+
+        plant(work, "debuggee")
+        plant(work, "worker")
         res = boxed.call("debug", {"op": "launch", "program": "probe_debuggee.py"})
         done = res.is_error or "probe done" in res.text
         text = res.text if done else wait_until(
@@ -133,16 +137,7 @@ HOST = (
         # a checker run of a sandboxed run: cc runs the program its compile_flags.txt names
         # as its -wrapper (the vector of test_hostile_tools), here the hostile program
         checked = top / "checked"
-        (checked / "probe_checker.py").write_text(
-            probe_source(
-                secret=str(top / "b" / "secret.txt"),
-                outside=str(top / "planted-checker"),
-                port_file=str(rt.port_file),
-                state=str(state),
-                tree_pid=pid,
-                port=listener.getsockname()[1],
-            )
-        )
+        plant(checked, "checker")
         wrapper = checked / "probe.sh"
         run_probe = f"/usr/bin/python3 {{checked}}/probe_checker.py > {{checked}}/found.txt 2>&1"
         wrapper.write_text(f"#!/bin/sh\\n{{run_probe}}\\n")
@@ -167,16 +162,7 @@ HOST = (
         (modules / "evil-plugin" / "package.json").write_text(
             '{{"name": "evil-plugin", "version": "1.0.0", "main": "index.js"}}'
         )
-        (plugged / "probe_plugin.py").write_text(
-            probe_source(
-                secret=str(top / "b" / "secret.txt"),
-                outside=str(top / "planted-plugin"),
-                port_file=str(rt.port_file),
-                state=str(state),
-                tree_pid=pid,
-                port=listener.getsockname()[1],
-            )
-        )
+        plant(plugged, "plugin")
         command = f"/usr/bin/python3 {{plugged}}/probe_plugin.py > {{plugged}}/found.txt 2>&1"
         (modules / "evil-plugin" / "index.js").write_text(
             "module.exports = function init() {{\\n"

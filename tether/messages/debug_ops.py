@@ -347,23 +347,6 @@ class TerminateReply:
     processes_left: list[int] = field(default_factory=list)
 
 
-DebugReply = (
-    Stopped
-    | Exited
-    | Running
-    | Started
-    | StatusReply
-    | BreakpointsReply
-    | FunctionsReply
-    | ExceptionsReply
-    | ThreadsReply
-    | StackReply
-    | ScopesReply
-    | VariablesReply
-    | EvaluateReply
-    | OutputReply
-    | TerminateReply
-)
 # the replies a reader builds as they are (an outcome is read as the one it names)
 Declared = (
     Started
@@ -379,6 +362,7 @@ Declared = (
     | OutputReply
     | TerminateReply
 )
+DebugReply = Stopped | Exited | Running | Declared
 R = TypeVar("R", bound=Declared)
 T = TypeVar("T")
 
