@@ -3,6 +3,7 @@ admission of spares, on a tree given as data."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
@@ -256,3 +257,65 @@ def test_fit_says_what_admission_does(servers_busy, spare, fit, evicted):
         with pytest.raises(ResourceError) as refused:
             admit_a_conversation(tree.gov)
         assert refused.value.code == ErrorCode.CAPACITY and tree.evicted == []
+
+
+# --- what stopping a resource frees: its bytes and what is still reserved for its start
+# (admission holds a new resource's expected size until a sample shows it holding it;
+# both go with it). The policy counted the bytes only: admission refused a start that one
+# eviction made room for, and pressure stopped more than it had to ---------------------
+SERVER = "language_server:basedpyright:/p"
+
+
+def test_a_stop_frees_what_is_still_reserved_for_the_resource_too():
+    young = rec("language_server:py:/b", 150, 60)  # 200 expected: 50 MiB still reserved
+    reserved = {young.name: 50 * MIB, "language_server:ts:/b": 200 * MIB}  # (not a record)
+    plan = decide([young, LS_OLD], 200 * MIB, NOW, DEFAULT, reserved=reserved)
+    assert (list(plan.stop), plan.freed, plan.enough) == ([LS_OLD], 200 * MIB, True)
+    plan = decide([young], 200 * MIB, NOW, DEFAULT, reserved=reserved)
+    assert (list(plan.stop), plan.freed, plan.enough) == ([young], 200 * MIB, True)
+    assert decide([young], 201 * MIB, NOW, DEFAULT, reserved=reserved).enough is False
+    assert decide([young], 200 * MIB, NOW, DEFAULT).enough is False  # (what it was)
+
+
+def young_server(tree: Tree, mib: int, idle: float) -> tuple[UsageRecord, str]:
+    """An idle server of `mib` seen, started < RESERVE_TTL ago: 200 MiB reserved for it."""
+    tree.gov._reserved[SERVER] = _Reservation("language_server", 200 * MIB, time.monotonic() + 30)
+    record = UsageRecord(
+        SERVER, "language_server", mib * MIB, time.monotonic() - idle, False, False
+    )
+    return record, "ready"
+
+
+def test_admission_counts_what_an_eviction_releases_of_a_reservation():
+    # 150 MiB seen, 50 still reserved, 1 free: a second server (200) fits in the first
+    # one's place (150 + 50 + 1 >= 200); it used to be refused (150 + 1 < 200)
+    tree = Tree(budget_mib=201)
+    tree.show(young_server(tree, 150, idle=60))
+    assert tree.gov.summary()["evictable"] == 200 * MIB  # (fit counts it as admission does)
+    tree.gov.admit_resource("language_server:typescript:/p", "language_server")
+    assert tree.evicted == [SERVER] and tree.gov.refusals == 0
+    assert set(tree.gov._reserved) == {"language_server:typescript:/p"}
+
+
+def test_pressure_stops_no_more_than_the_stops_free_with_their_reservations():
+    # over the budget by 184 MiB at LOW_WATER: the least recently used server frees 150 +
+    # its 50 reserved, enough; the other one (100) used to be stopped as well
+    tree = Tree(budget_mib=1000)
+    other = UsageRecord("language_server:ts:/p", "language_server", 100 * MIB, 0.0, False, False)
+    other = dataclasses.replace(other, last_use=time.monotonic() - 30)
+    server = young_server(tree, 150, idle=60)
+    kernel = live("run:c1/kernel:python", 100, holds_state=True, busy=False)
+    tree.show(server, (other, "ready"), kernel)
+    assert tree.evicted == []
+    tree.show(server, (other, "ready"), kernel, budget_mib=240)  # held 400, 0.9 x 240 = 216
+    assert tree.evicted == [SERVER]
+
+
+def test_a_refused_eviction_holds_the_reservation_again():
+    # the server took a call between the plan and its stop: it runs on and grows to what
+    # was reserved for it, so its reservation counts again (it was released with the plan)
+    tree = Tree(budget_mib=201)
+    tree.show(young_server(tree, 150, idle=60))
+    tree.gov._evict = lambda name, why: False
+    tree.gov.admit_resource("run:c1/kernel:python", "kernel")
+    assert tree.gov.summary()["reserved"] == (50 + 100) * MIB and tree.gov._stopping == {}

@@ -78,6 +78,9 @@ class _Leaving:
 
     answered: float = math.inf  # time.monotonic() its eviction was answered (inf: not yet)
     counts_out: bool = True  # False once a successor was admitted: its bytes count again
+    # what was still reserved for its start: released with the eviction, held again if
+    # the eviction is refused (a call came in meanwhile: it runs on, and grows)
+    reservation: _Reservation | None = None
 
     def still(self, rec: UsageRecord | None, asked: float) -> bool:
         """Whether a sample asked at `asked` that found `rec` under its name (None: no
@@ -227,7 +230,14 @@ class Governor:
             if held <= self.effective_budget(now):
                 return
             need = held - int(self.effective_budget(now) * LOW_WATER)
-            plan = decide(self._candidates(), need, now, self.settings, partial=True)
+            plan = decide(
+                self._candidates(),
+                need,
+                now,
+                self.settings,
+                partial=True,
+                reserved=self._residuals(),
+            )
             self._stopping_now(plan.stop)
         why = f"{EVICTED} (it was {mib(self.used)} of {mib(self.effective_budget(now))})"
         for rec in plan.stop:
@@ -240,30 +250,37 @@ class Governor:
             leaving = self._stopping.get(rec.name)
             if stopped and leaving is not None:
                 leaving.answered = time.monotonic()
-            elif not stopped:  # busy by now, or gone: it counts again
-                self._stopping.pop(rec.name, None)
+            elif not stopped:  # busy by now, or gone: it counts again, and its reservation
+                left = self._stopping.pop(rec.name, None)
+                if left is not None and left.reservation is not None:
+                    self._reserved.setdefault(rec.name, left.reservation)
         if stopped:
             self.evictions[rec.kind] = self.evictions.get(rec.kind, 0) + 1
 
     def _candidates(self) -> list[UsageRecord]:
         return [r for r in self.records if r.name not in self._stopping]
 
+    def _residuals(self, names: Collection[str] | None = None) -> dict[str, int]:
+        """By name, what starting resources (or those of `names`) will hold beyond what
+        the last sample saw them hold: what is still reserved for them. Stopping one frees
+        it with its bytes (`_stopping_now` releases it), so the policy counts both."""
+        seen = {r.name: r.bytes for r in self.records}
+        return {
+            n: max(r.bytes - seen.get(n, 0), 0)
+            for n, r in self._reserved.items()
+            if names is None or n in names
+        }
+
     def _reserved_bytes(self, names: Collection[str] | None = None) -> int:
         """What starting resources (or those of `names`) will hold beyond what they hold
         already."""
-        seen = {r.name: r.bytes for r in self.records}
-        return sum(
-            max(r.bytes - seen.get(n, 0), 0)
-            for n, r in self._reserved.items()
-            if names is None or n in names
-        )
+        return sum(self._residuals(names).values())
 
     def _stopping_now(self, stop: tuple[UsageRecord, ...]) -> None:
         """`stop` is being stopped: its bytes are on their way out, and what was reserved
         for its start is no longer held for it (under the lock)."""
         for rec in stop:
-            self._stopping[rec.name] = _Leaving()
-            self._reserved.pop(rec.name, None)
+            self._stopping[rec.name] = _Leaving(reservation=self._reserved.pop(rec.name, None))
 
     # --- admission -------------------------------------------------------------------
     def admit(self, call: Call) -> None:
@@ -298,12 +315,28 @@ class Governor:
                     )
                 plan = decide((), 0, now, self.settings)
             else:
-                plan = decide(self._candidates(), need - free, now, self.settings, protect={name})
+                # (what a candidate's stop frees: its bytes, and what is still reserved
+                # for it: `free` counted that as held)
+                residual = self._residuals()
+                plan = decide(
+                    self._candidates(),
+                    need - free,
+                    now,
+                    self.settings,
+                    protect={name},
+                    reserved=residual,
+                )
                 if not plan.enough:  # then the room held for starting spares, first
                     spares = [n for n, r in self._reserved.items() if r.spare and n != name]
                     room = free + self._reserved_bytes(spares)
                     plan = decide(
-                        self._candidates(), need - room, now, self.settings, protect={name}
+                        self._candidates(),
+                        need - room,
+                        now,
+                        self.settings,
+                        protect={name},
+                        # (the spares' residuals are in `room` already)
+                        reserved={n: b for n, b in residual.items() if n not in spares},
                     )
                 if not plan.enough:
                     self.refusals += 1
@@ -387,9 +420,14 @@ class Governor:
             average = used // runs if runs else EXPECTED_CONVERSATION
             kinds = by_kind(self.records)
             # what admission would free for a newcomer counts as room: what the policy would
-            # stop (spares, idle servers), and the room of spares still starting
-            evictable = sum(r.bytes for r in candidates(self._candidates(), now, self.settings))
-            evictable += self._reserved_bytes([n for n, r in self._reserved.items() if r.spare])
+            # stop (spares, idle servers) with what is still reserved for them, and the
+            # room of spares still starting
+            residual = self._residuals()
+            may_go = {r.name: r.bytes for r in candidates(self._candidates(), now, self.settings)}
+            evictable = sum(b + residual.get(n, 0) for n, b in may_go.items())
+            evictable += sum(
+                b for n, b in residual.items() if self._reserved[n].spare and n not in may_go
+            )
             counts = {k: sum(1 for r in self.records if _kind(r) == k) for k in kinds}
             return {
                 "budget": budget,

@@ -15,6 +15,9 @@ in this order, each tier least recently used first:
 Never a resource with a call in flight (`busy`), never one that is not `evictable`
 (vibe workers are running work; supervisors are the tree), never one just used
 (`min_idle`: stopping a server that answered a moment ago only makes it start again).
+What stopping a resource frees is what it holds (its record's bytes) and what is still
+reserved for its start beyond that (`reserved`: the governor's admission holds a new
+resource's expected size until it is seen to hold it), which goes with it.
 A plan that cannot free `need` says so (`enough` False): admission refuses the new
 resource rather than stopping half of what it would have to; a tree already over its
 budget (`partial`) stops all it may.
@@ -22,7 +25,7 @@ budget (`partial`) stops all it may.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from tether.capacity.usage import UsageRecord
@@ -89,20 +92,23 @@ def decide(
     settings: Settings,
     protect: Collection[str] = (),
     partial: bool = False,
+    reserved: Mapping[str, int] | None = None,
 ) -> Plan:
     """The fewest stops, in candidate order, that free `need` bytes (none if need <= 0).
-    `protect`: names that must stay (the resource the call is for). Where not enough may
-    go: no stops (admission refuses instead), or with `partial` all that may (the tree is
-    over its budget already: whatever helps)."""
+    `protect`: names that must stay (the resource the call is for). `reserved`: by name,
+    what is still held for a resource's start beyond its bytes (stopping it frees both).
+    Where not enough may go: no stops (admission refuses instead), or with `partial` all
+    that may (the tree is over its budget already: whatever helps)."""
     if need <= 0:
         return Plan((), 0, True)
+    held_for = reserved or {}
     stop: list[UsageRecord] = []
     freed = 0
     for rec in candidates(records, now, settings, protect):
         if freed >= need:
             break
         stop.append(rec)
-        freed += rec.bytes
+        freed += rec.bytes + held_for.get(rec.name, 0)
     if freed < need:
         return Plan(tuple(stop), freed, False) if partial else Plan((), 0, False)
     return Plan(tuple(stop), freed, True)
