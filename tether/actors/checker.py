@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 from tether.actors.base import ResourceUnavailable
 from tether.actors.process import ProcessActor
 from tether.capacity.ceiling import ResourceCeiling
+from tether.json_types import JSONObject
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.lsp.checkers import CHECKER_TIMEOUT, parse_checker_output
 from tether.lsp.servers import BY_NAME, CheckerUnavailable, checker_argv, split_key
@@ -48,7 +48,7 @@ class CheckerActor(ProcessActor):
         self.runs = SerialRuns(self._run, MAX_OUTPUT)
         self.failure = ""  # why the current run was stopped, if it was
 
-    def on_start(self, key: str, config: dict[str, Any]) -> None:
+    def on_start(self, key: str, config: JSONObject) -> None:
         try:
             name, self.root = split_key(key)
         except ValueError as exc:
@@ -113,7 +113,7 @@ class CheckerActor(ProcessActor):
             self.failure = why
             self.kill_process()  # (its exit settles the calls)
 
-    def on_timer(self, tag: Any) -> None:
+    def on_timer(self, tag: RunDeadline | CallersCheck) -> None:
         match tag:
             case RunDeadline() | CallersCheck() if not self.runs.is_current(tag):
                 pass  # (about an earlier run)
@@ -150,7 +150,7 @@ class CheckerActor(ProcessActor):
                 self._settle_running(None, ErrorCode.FAILED, message)
             else:
                 for rec in records:
-                    path = Path(rec["path"])
+                    path = Path(str(rec["path"]))  # (a str: the parsers write it)
                     rec["path"] = str(path if path.is_absolute() else (self.root / path).resolve())
                 self._settle_running(CheckReply(records, returncode))
         self.runs.next()
@@ -167,7 +167,7 @@ class CheckerActor(ProcessActor):
         if hasattr(self, "ceiling"):
             self.ceiling.release()
 
-    def health_extra(self) -> dict[str, Any]:
+    def health_extra(self) -> JSONObject:
         return {
             "root": str(getattr(self, "root", "")),
             "running": self._running(),

@@ -12,19 +12,21 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TypedDict
+
+from tether.json_types import JSONObject, JSONValue
 
 CHECKER_TIMEOUT = 300.0  # s one run of a project checker may take
 
 _SEVERITY = {"error": 1, "warning": 2, "information": 3, "info": 3, "hint": 4, "note": 3}
 
 
-def _pyright_json(out: str) -> list[dict[str, Any]]:
+def _pyright_json(out: str) -> list[JSONObject]:
     start = out.find("{")
     if start < 0:
         return []
     data = json.loads(out[start:])
-    res = []
+    res: list[JSONObject] = []
     for d in data.get("generalDiagnostics", []):
         r = d.get("range", {}).get("start", {})
         res.append(
@@ -48,8 +50,8 @@ _GCC = re.compile(
 )
 
 
-def _tsc(out: str) -> list[dict[str, Any]]:
-    res = []
+def _tsc(out: str) -> list[JSONObject]:
+    res: list[JSONObject] = []
     for line in out.splitlines():
         m = _TSC.match(line.strip())
         if m:
@@ -68,8 +70,8 @@ def _tsc(out: str) -> list[dict[str, Any]]:
     return res
 
 
-def _gcc(out: str) -> list[dict[str, Any]]:
-    res = []
+def _gcc(out: str) -> list[JSONObject]:
+    res: list[JSONObject] = []
     for line in out.splitlines():
         if line.startswith("#") or line.startswith(" "):
             continue
@@ -92,8 +94,8 @@ def _gcc(out: str) -> list[dict[str, Any]]:
     return res
 
 
-def _dart_machine(out: str) -> list[dict[str, Any]]:
-    res = []
+def _dart_machine(out: str) -> list[JSONObject]:
+    res: list[JSONObject] = []
     for line in out.splitlines():
         f = line.split("|")
         if len(f) < 8 or f[0] not in ("ERROR", "WARNING", "INFO"):
@@ -111,7 +113,7 @@ def _dart_machine(out: str) -> list[dict[str, Any]]:
     return res
 
 
-PARSERS: dict[str, Callable[[str], list[dict[str, Any]]]] = {
+PARSERS: dict[str, Callable[[str], list[JSONObject]]] = {
     "pyright-json": _pyright_json,
     "tsc": _tsc,
     "gcc": _gcc,
@@ -119,6 +121,39 @@ PARSERS: dict[str, Callable[[str], list[dict[str, Any]]]] = {
 }
 
 
-def parse_checker_output(parser: str, out: str) -> list[dict[str, Any]]:
-    """Findings as records {path (as printed), line, column (1-based), severity, code, message}."""
+def parse_checker_output(parser: str, out: str) -> list[JSONObject]:
+    """Findings as records {path (as printed), line, column (1-based), severity, code, message}
+    (JSON objects: they cross to the host as a CheckReply; `finding` reads one back)."""
     return PARSERS[parser](out)
+
+
+class Finding(TypedDict):
+    """One finding of a project checker, as `parse_checker_output` makes it."""
+
+    path: str
+    line: int
+    column: int
+    severity: int
+    code: str
+    message: str
+
+
+def finding(rec: JSONObject) -> Finding:
+    """A record off the wire as a Finding, its fields in the parsers' order (a field of
+    another type than the parsers write reads as its zero)."""
+    return {
+        "path": _text(rec.get("path")),
+        "line": _whole(rec.get("line")),
+        "column": _whole(rec.get("column")),
+        "severity": _whole(rec.get("severity")),
+        "code": _text(rec.get("code")),
+        "message": _text(rec.get("message")),
+    }
+
+
+def _text(v: JSONValue) -> str:
+    return v if isinstance(v, str) else ""
+
+
+def _whole(v: JSONValue) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import os
 import typing
-from collections.abc import Mapping
-from typing import Any
 
-from tether.json_types import JSONValue
+from tether.json_types import JSONObject
 from tether.lsp.servers import SERVERS, resolve
 from tether.messages.calls import ResourceError
 from tether.messages.language_server_ops import (
@@ -33,10 +31,16 @@ from tether.messages.language_server_ops import (
 from tether.tools.lsp_tool import render
 from tether.tools.lsp_tool.checker import project_check
 from tether.tools.lsp_tool.hierarchy import DIRECTIONS, hierarchy
-from tether.tools.lsp_tool.model_records import Lines, model_records, relative, severe
+from tether.tools.lsp_tool.model_records import (
+    Lines,
+    ModelSymbol,
+    model_records,
+    relative,
+    severe,
+)
 from tether.tools.lsp_tool.notes import noted
 from tether.tools.lsp_tool.status import reload, status
-from tether.tools.lsp_tool.targets import ask, file_server, locate
+from tether.tools.lsp_tool.targets import ask, file_server, line_arg, locate, text_arg
 from tether.tools.results import ToolResult
 from tether.tools.spec import ToolContext
 
@@ -46,15 +50,16 @@ HIERARCHIES = tuple(DIRECTIONS)  # call_hierarchy, type_hierarchy
 ACTIONS = ("diagnostics", *NAV, *HIERARCHIES, "symbols", "status", "reload")
 
 
-def lsp(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+def lsp(ctx: ToolContext, args: JSONObject) -> ToolResult:
     action = args["action"]
-    if action in NAV:
-        return _nav(ctx, action, args)
+    nav = next((a for a in NAV if a == action), None)
+    if nav is not None:
+        return _nav(ctx, nav, args)
     if action in HIERARCHIES:
         bad = _unexpected(action, args, {"file", "line", "symbol", "direction"})
-        return bad or hierarchy(ctx, action, args)
+        return bad or hierarchy(ctx, str(action), args)
     if action == "diagnostics":
-        file = args.get("file")
+        file = text_arg(args, "file")
         if not file:
             return ToolResult.error(
                 'diagnostics needs file: a workspace-relative path, or "*" for the whole '
@@ -64,11 +69,11 @@ def lsp(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     if action == "symbols":
         return _symbols(ctx, args)
     if action == "status":
-        return status(ctx, args.get("file"))
-    return reload(ctx, args.get("file"))
+        return status(ctx, text_arg(args, "file"))
+    return reload(ctx, text_arg(args, "file"))
 
 
-def _unexpected(action: str, args: dict[str, Any], allowed: set[str]) -> ToolResult | None:
+def _unexpected(action: str, args: JSONObject, allowed: set[str]) -> ToolResult | None:
     extra = sorted(k for k in args if k not in allowed and k != "action")
     if extra:
         return ToolResult.error(
@@ -77,11 +82,11 @@ def _unexpected(action: str, args: dict[str, Any], allowed: set[str]) -> ToolRes
     return None
 
 
-def _nav(ctx: ToolContext, action: NavAction, args: dict[str, Any]) -> ToolResult:
+def _nav(ctx: ToolContext, action: NavAction, args: JSONObject) -> ToolResult:
     bad = _unexpected(action, args, {"file", "line", "symbol"})
     if bad:
         return bad
-    file, line, symbol = args.get("file"), args.get("line"), args.get("symbol")
+    file, line, symbol = text_arg(args, "file"), line_arg(args), text_arg(args, "symbol")
     if not file or line is None:
         return ToolResult.error(
             f'{action} needs file, line and symbol, e.g. {{"action": "{action}", '
@@ -156,11 +161,11 @@ def _file_diagnostics(ctx: ToolContext, file: str) -> ToolResult:
     return noted(ctx, result, diags)
 
 
-def _symbols(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
+def _symbols(ctx: ToolContext, args: JSONObject) -> ToolResult:
     bad = _unexpected("symbols", args, {"file", "query"})
     if bad:
         return bad
-    file, query = args.get("file"), args.get("query")
+    file, query = text_arg(args, "file"), text_arg(args, "query")
     if not file and not query:
         return ToolResult.error(
             'symbols needs query (workspace search, e.g. {"action": "symbols", "query": '
@@ -220,7 +225,7 @@ def _symbols(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     )
 
 
-def _relevant(rec: Mapping[str, JSONValue], query: str) -> bool:
+def _relevant(rec: ModelSymbol, query: str) -> bool:
     """Inside the workspace every server match counts; outside it (a toolchain's sources) only
     names that contain the query: gopls fuzzy-matches "Stock" to syscall.SYS_GETSOCKOPT, and a
     hundred of those would bury the project's own `Stock`."""
@@ -229,7 +234,7 @@ def _relevant(rec: Mapping[str, JSONValue], query: str) -> bool:
     return query.lower() in str(rec.get("name", "")).lower()
 
 
-def _symbol_rank(rec: Mapping[str, JSONValue], query: str) -> tuple[bool, bool, bool, bool, bool]:
+def _symbol_rank(rec: ModelSymbol, query: str) -> tuple[bool, bool, bool, bool, bool]:
     """Exact name, then case-insensitive, prefix, substring, then the servers' fuzzy
     matches (gopls matches "Item" to "IFA_F_TEMPORARY"); inside the workspace first."""
     name, q = str(rec.get("name", "")).rsplit(".", 1)[-1], query
@@ -243,9 +248,12 @@ def _symbol_rank(rec: Mapping[str, JSONValue], query: str) -> tuple[bool, bool, 
     )
 
 
-def lsp_rename(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-    file, line, symbol, new_name = args["file"], args["line"], args["symbol"], args["new_name"]
-    if not str(new_name).strip():
+def lsp_rename(ctx: ToolContext, args: JSONObject) -> ToolResult:
+    file, line, symbol = text_arg(args, "file"), line_arg(args), text_arg(args, "symbol")
+    new_name = text_arg(args, "new_name")
+    if file is None or line is None or symbol is None or new_name is None:  # (all required)
+        return ToolResult.error("lsp_rename needs file, line, symbol and new_name.")
+    if not new_name.strip():
         return ToolResult.error("new_name is empty; pass the new identifier.")
     located = locate(ctx, file, line, symbol)
     if isinstance(located, ToolResult):
@@ -283,7 +291,11 @@ def lsp_rename(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     server = [relative(ctx, p) for p in done.server_edits]
     written = sorted({f["path"] for f in files} | set(created) | set(server))
     text = render.rename(symbol, new_name, files, extra)
-    data: dict[str, Any] = {"files": files, **extra, "written": written}
+    data: dict[str, list[RenameFile] | list[str] | list[list[str]]] = {
+        "files": files,
+        **extra,
+        "written": written,
+    }
     if server:  # the server's own workspace/applyEdit, accepted during this write-tier call
         text += f"\nThe language server itself also changed: {', '.join(server)}."
         data["server_edits"] = server

@@ -8,14 +8,14 @@ the actor answers with the same records as a language server's diagnostics.
 
 from __future__ import annotations
 
-from tether.lsp.checkers import CHECKER_TIMEOUT
+from tether.lsp.checkers import CHECKER_TIMEOUT, finding
 from tether.lsp.servers import SERVERS, make_key, resolve
 from tether.messages.calls import ResourceError
 from tether.messages.checker_ops import Check, read_check_reply
 from tether.places import Place
 from tether.places.registry import placed_key
 from tether.tools.lsp_tool import render
-from tether.tools.lsp_tool.model_records import Lines, model_records, severe
+from tether.tools.lsp_tool.model_records import Lines, ModelFinding, model_records, severe
 from tether.tools.results import ToolResult
 from tether.tools.spec import ToolContext
 
@@ -31,7 +31,9 @@ def project_check(ctx: ToolContext) -> ToolResult:
             f"workspace root; none is there (looked for {', '.join(markers)}). Pass a file "
             "instead."
         )
-    parts, recs, ran = [], [], []
+    parts: list[str] = []
+    recs: list[ModelFinding] = []
+    ran: list[str] = []
     for t in targets:
         row = t.row
         if row.checker is None:
@@ -52,9 +54,9 @@ def project_check(ctx: ToolContext) -> ToolResult:
             parts.append(f"{row.checker_name}: not run - {e.message}")
             continue
         ran.append(row.checker_name)
-        found = model_records(ctx, severe(list(found)), Lines(ctx))
-        recs += found
-        parts.append(f"{row.checker_name}: {len(found)} finding(s)")
+        model = model_records(ctx, severe([finding(r) for r in found]), Lines(ctx))
+        recs += model
+        parts.append(f"{row.checker_name}: {len(model)} finding(s)")
     if not ran:  # (not "no errors or warnings": nothing was checked)
         return ToolResult.error(
             "project check: no checker ran (" + "; ".join(parts) + "); check a file instead"

@@ -10,14 +10,14 @@ that can.
 from __future__ import annotations
 
 import os
-from typing import Any, cast
+from typing import cast
 
-from tether.json_types import JSONValue
+from tether.json_types import JSONObject, JSONValue
 from tether.messages.language_server_ops import Hierarchy, HierarchyDirection, HierarchyReply
 from tether.tools.lsp_tool import render
 from tether.tools.lsp_tool.model_records import Lines, model_records
 from tether.tools.lsp_tool.notes import noted
-from tether.tools.lsp_tool.targets import ask, locate
+from tether.tools.lsp_tool.targets import ask, line_arg, locate, text_arg
 from tether.tools.results import ToolResult
 from tether.tools.spec import ToolContext
 
@@ -49,13 +49,13 @@ def bad_direction(action: str, direction: JSONValue) -> ToolResult | None:
     )
 
 
-def hierarchy(ctx: ToolContext, action: str, args: dict[str, Any]) -> ToolResult:
+def hierarchy(ctx: ToolContext, action: str, args: JSONObject) -> ToolResult:
     """call_hierarchy / type_hierarchy (the arguments are checked by name already)."""
     direction = args.get("direction")
     bad = bad_direction(action, direction)
     if bad:
         return bad
-    file, line, symbol = args.get("file"), args.get("line"), args.get("symbol")
+    file, line, symbol = text_arg(args, "file"), line_arg(args), text_arg(args, "symbol")
     if not file or line is None:
         return ToolResult.error(
             f'{action} needs file, line, symbol and direction, e.g. {{"action": "{action}", '
@@ -72,7 +72,7 @@ def hierarchy(ctx: ToolContext, action: str, args: dict[str, Any]) -> ToolResult
     found = ask(ctx, target.key, op, HierarchyReply, QUERY_TIMEOUT)
     lines = Lines(ctx)
     enc = found.encoding
-    items = [_with_sites(ctx, r, lines, enc) for r in model_records(ctx, found.items, lines, enc)]
+    items = model_records(ctx, found.items, lines, enc)
     items.sort(key=lambda r: (os.path.isabs(r["path"]), r["path"], r["line"]))
     origin = model_records(ctx, found.origin, lines, enc)
     total = found.total
@@ -93,13 +93,3 @@ def hierarchy(ctx: ToolContext, action: str, args: dict[str, Any]) -> ToolResult
         "server_ms": found.server_ms,
     }
     return noted(ctx, ToolResult.ok(text, data=data), found)
-
-
-def _with_sites(ctx: ToolContext, rec: dict[str, Any], lines: Lines, enc: str) -> dict[str, Any]:
-    """A caller's or callee's call sites as model records (path, line, column, code)."""
-    where = rec.pop("sites_path", None)
-    if where is not None:
-        rec["sites"] = model_records(
-            ctx, [{"path": where, **s} for s in rec.get("sites") or []], lines, enc
-        )
-    return rec

@@ -11,11 +11,18 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import NotRequired, TypedDict, TypeVar, cast, overload
 
 from tether import atomic_files, beneath
+from tether.lsp.checkers import Finding
 from tether.lsp.positions import from_character
-from tether.messages.language_server_ops import DiagnosticRecord
+from tether.messages.language_server_ops import (
+    DiagnosticRecord,
+    HierarchyRecord,
+    LocationRecord,
+    Span,
+    SymbolRecord,
+)
 from tether.tools.spec import ToolContext
 
 
@@ -82,26 +89,35 @@ class Lines:
         return lines[line - 1].rstrip("\r") if 0 < line <= len(lines) else ""
 
 
-def model_records(
-    ctx: ToolContext, raw: Sequence[Mapping[str, Any]], lines: Lines, encoding: str = ""
-) -> list[dict[str, Any]]:
-    """Actor records -> model records: workspace-relative path, 1-based code-point columns
-    (converted from the server's encoding when given as `character`), and the code line."""
-    out: list[dict[str, Any]] = []
-    for r in raw:
-        path = lines.relative(r["path"])
-        text = lines(path, int(r["line"]))
-        rec: dict[str, Any] = {"path": path, "line": r["line"]}
-        if "character" in r:
-            enc = encoding or "utf-16"
-            end_text = text if r["end_line"] == r["line"] else lines(path, int(r["end_line"]))
-            rec["column"] = from_character(text, int(r["character"]), enc) + 1
-            rec["end_line"] = r["end_line"]
-            rec["end_column"] = from_character(end_text, int(r["end_character"]), enc) + 1
-        rec.update((k, v) for k, v in r.items() if k not in rec and "character" not in k)
-        rec["text"] = text
-        out.append(rec)
-    return out
+class ModelLocation(TypedDict):
+    """A location as the model reads it: workspace-relative path, 1-based code-point
+    columns, and `text`, the code line. (The keys of every model record below come in the
+    actor record's order, then `text`: the model sees them rendered so.)"""
+
+    path: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    text: str
+
+
+class ModelSymbol(ModelLocation):
+    name: str
+    kind: str
+    container: str
+    detail: str
+
+
+class ModelHierarchyItem(ModelLocation):
+    """A caller, callee or type; a caller or callee has its call sites as locations (the
+    first SITES_CAP of `sites_total`)."""
+
+    name: str
+    kind: str
+    detail: str
+    sites: NotRequired[list[ModelLocation]]
+    sites_total: NotRequired[int]
 
 
 class ModelDiagnostic(DiagnosticRecord):
@@ -111,9 +127,77 @@ class ModelDiagnostic(DiagnosticRecord):
     text: str
 
 
-# a language server's diagnostic, or a project checker's finding (CheckReply.records, whose
-# type is still dict[str, Any])
-_Diagnostic = TypeVar("_Diagnostic", DiagnosticRecord, dict[str, Any])
+class ModelFinding(Finding):
+    """A project checker's finding as the model reads it: its path workspace-relative, and
+    `text`, the code line."""
+
+    text: str
+
+
+_ActorRecord = LocationRecord | SymbolRecord | HierarchyRecord | DiagnosticRecord | Finding
+
+
+@overload
+def model_records(
+    ctx: ToolContext, raw: Sequence[SymbolRecord], lines: Lines, encoding: str = ""
+) -> list[ModelSymbol]: ...
+@overload
+def model_records(
+    ctx: ToolContext, raw: Sequence[HierarchyRecord], lines: Lines, encoding: str = ""
+) -> list[ModelHierarchyItem]: ...
+@overload
+def model_records(
+    ctx: ToolContext, raw: Sequence[LocationRecord], lines: Lines, encoding: str = ""
+) -> list[ModelLocation]: ...
+@overload
+def model_records(
+    ctx: ToolContext, raw: Sequence[DiagnosticRecord], lines: Lines, encoding: str = ""
+) -> list[ModelDiagnostic]: ...
+@overload
+def model_records(
+    ctx: ToolContext, raw: Sequence[Finding], lines: Lines, encoding: str = ""
+) -> list[ModelFinding]: ...
+def model_records(
+    ctx: ToolContext, raw: Sequence[_ActorRecord], lines: Lines, encoding: str = ""
+) -> Sequence[Mapping[str, object]]:
+    """Actor records -> model records: workspace-relative path, 1-based code-point columns
+    (converted from the server's encoding when given as `character`), and the code line; a
+    caller's or callee's call sites (in the file `sites_path`) as model locations too."""
+    out: list[Mapping[str, object]] = []
+    for r in raw:
+        path = lines.relative(r["path"])
+        text = lines(path, int(r["line"]))
+        # (built key by key in the actor record's order; the overloads name its shape)
+        rec: dict[str, object] = {"path": path, "line": r["line"]}
+        if "character" in r:  # a location (its span in the server's encoding)
+            sp = cast(Span, r)
+            enc = encoding or "utf-16"
+            end_text = text if sp["end_line"] == sp["line"] else lines(path, int(sp["end_line"]))
+            rec["column"] = from_character(text, int(sp["character"]), enc) + 1
+            rec["end_line"] = sp["end_line"]
+            rec["end_column"] = from_character(end_text, int(sp["end_character"]), enc) + 1
+        sites_path = r.get("sites_path")
+        for k, v in r.items():
+            if k in rec or "character" in k or k == "sites_path":
+                continue
+            if k == "sites" and isinstance(sites_path, str):
+                v = _sites(ctx, sites_path, cast(list[Span], v), lines, encoding)
+            rec[k] = v
+        rec["text"] = text
+        out.append(rec)
+    return out
+
+
+def _sites(
+    ctx: ToolContext, where: str, sites: list[Span], lines: Lines, encoding: str
+) -> list[ModelLocation]:
+    """A caller's or callee's call sites as model records (path, line, column, code)."""
+    located: list[LocationRecord] = [{"path": where, **s} for s in sites]
+    return model_records(ctx, located, lines, encoding)
+
+
+# a language server's diagnostic, or a project checker's finding
+_Diagnostic = TypeVar("_Diagnostic", DiagnosticRecord, Finding)
 
 
 def severe(recs: Sequence[_Diagnostic]) -> list[_Diagnostic]:

@@ -13,9 +13,9 @@ import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TypedDict
 
-from tether.json_types import JSONValue
+from tether.json_types import JSONObject, JSONValue
 from tether.lsp.limits import size_text
 from tether.lsp.servers import Resolution, rows_for
 from tether.messages.calls import ErrorCode, ResourceError
@@ -199,8 +199,8 @@ def _diagnose_written(
 
 def _wrapper(
     tool: str,
-) -> Callable[[ToolContext, dict[str, Any], Callable[[], ToolResult]], ToolResult]:
-    def wrap(ctx: ToolContext, args: dict[str, Any], run: Callable[[], ToolResult]) -> ToolResult:
+) -> Callable[[ToolContext, JSONObject, Callable[[], ToolResult]], ToolResult]:
+    def wrap(ctx: ToolContext, args: JSONObject, run: Callable[[], ToolResult]) -> ToolResult:
         cands = _candidates(tool, args) or (_staged_targets(ctx, args) if tool == "resolve" else [])
         heard: list[DiagnosticsReply] = []  # every server reply: their notes end the result
         if cands:

@@ -14,12 +14,17 @@ workspace), line, column, end_line, end_column (1-based, code points), text.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Sequence
 
 from tether.lsp.diagnostics import SEVERITY_NAMES
 from tether.messages.language_server_ops import CodeActionRecord, RenameFile
-from tether.tools.lsp_tool.model_records import ModelDiagnostic
+from tether.tools.lsp_tool.model_records import (
+    ModelDiagnostic,
+    ModelFinding,
+    ModelHierarchyItem,
+    ModelLocation,
+    ModelSymbol,
+)
 
 CAPS = {"references": 50, "definition": 50, "type_definition": 50, "implementation": 50,
         "call_hierarchy": 50, "type_hierarchy": 50,
@@ -43,7 +48,7 @@ def _plural(n: int, word: str) -> str:
 
 
 def locations(
-    action: str, symbol: str, records: list[dict[str, Any]], total: int, where: str
+    action: str, symbol: str, records: Sequence[ModelLocation], total: int, where: str
 ) -> str:
     """definition / type_definition / implementation / references."""
     what = WHAT[action]
@@ -55,7 +60,7 @@ def locations(
             [head, *(f"{r['path']}:{r['line']}: {r.get('text', '').strip()}" for r in records)]
         )
     out = [head]
-    by_file: dict[str, list[dict[str, Any]]] = {}
+    by_file: dict[str, list[ModelLocation]] = {}
     for r in records:
         by_file.setdefault(r["path"], []).append(r)
     for path, recs in by_file.items():
@@ -79,7 +84,7 @@ def hover(symbol: str, where: str, text: str) -> str:
     return f"`{symbol}` at {where}:\n{body}"
 
 
-def symbols(records: list[dict[str, Any]], total: int, header: str) -> str:
+def symbols(records: Sequence[ModelSymbol], total: int, header: str) -> str:
     if not records:
         return f"{header}: none found."
     out = [f"{header}: {total}{capped(len(records), total)}"]
@@ -90,7 +95,7 @@ def symbols(records: list[dict[str, Any]], total: int, header: str) -> str:
     return "\n".join(out)
 
 
-def diagnostic_line(d: Mapping[str, Any]) -> str:  # ModelDiagnostic, or a checker's finding
+def diagnostic_line(d: ModelDiagnostic | ModelFinding) -> str:
     sev = SEVERITY_NAMES.get(int(d.get("severity") or 1), "error")
     code = f" [{d['code']}]" if d.get("code") else ""
     msg = str(d.get("message", "")).replace("\n", "\n    ")
@@ -100,7 +105,9 @@ def diagnostic_line(d: Mapping[str, Any]) -> str:  # ModelDiagnostic, or a check
     return line
 
 
-def diagnostics(records: list[dict[str, Any]], total: int, header: str) -> str:
+def diagnostics(
+    records: Sequence[ModelDiagnostic] | Sequence[ModelFinding], total: int, header: str
+) -> str:
     if not records:
         return f"{header}: no errors or warnings."
     errors = sum(1 for d in records if int(d.get("severity") or 1) == 1)
@@ -170,10 +177,10 @@ SITES_SHOWN = 5  # call sites shown under each caller or callee
 def hierarchy(
     direction: str,
     symbol: str,
-    records: list[dict[str, Any]],
+    records: Sequence[ModelHierarchyItem],
     total: int,
     where: str,
-    origin: list[dict[str, Any]],
+    origin: Sequence[ModelHierarchyItem],
 ) -> str:
     """call_hierarchy / type_hierarchy: the items grouped by file like references; under
     each caller the lines where it calls the symbol, under each callee where it is called."""
@@ -190,7 +197,7 @@ def hierarchy(
     if not records:
         return f"no {what}s of {about}."
     out = [f"{_plural(total, what)} of {about}{capped(len(records), total)}:"]
-    by_file: dict[str, list[dict[str, Any]]] = {}
+    by_file: dict[str, list[ModelHierarchyItem]] = {}
     for r in records:
         by_file.setdefault(r["path"], []).append(r)
     for path, recs in by_file.items():
@@ -207,7 +214,7 @@ def hierarchy(
     return "\n".join(out)
 
 
-def _hierarchy_item(r: dict[str, Any], direction: str) -> str:
+def _hierarchy_item(r: ModelHierarchyItem, direction: str) -> str:
     if direction in ("supertypes", "subtypes"):
         code = r.get("text", "").strip()
         return f"{r['line']}: {code or r['kind'] + ' ' + r['name']}"

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from tether import atomic_files, beneath
+from tether.json_types import JSONObject
 from tether.lsp.limits import LspLimits, too_large
 from tether.lsp.positions import PositionError, SymbolSpan, find_symbol
 from tether.lsp.servers import SERVERS, Resolution, ServerRow, resolve, rows_for
@@ -162,3 +163,15 @@ def locate(
     if isinstance(target, ToolResult):
         return target
     return path, span, target
+
+
+def text_arg(args: JSONObject, name: str) -> str | None:
+    """A string argument (the schema checked its type); None when not given."""
+    value = args.get(name)
+    return value if isinstance(value, str) else None
+
+
+def line_arg(args: JSONObject) -> int | None:
+    """The `line` argument (the schema checked it is an integer); None when not given."""
+    value = args.get("line")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
