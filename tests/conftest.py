@@ -82,6 +82,29 @@ def alive(procs: list[psutil.Process]) -> list[psutil.Process]:
     return [p for p in procs if still_running(p)]
 
 
+def state_dir_processes(state_dir: Path) -> list[psutil.Process]:
+    """Every live process of the runtimes whose port files are in `state_dir`, found the way
+    a runtime finds its own (`rt.processes()`: tether.host.accounting.ProcessAccount, the
+    admin's session and descendants, and whatever carries the token) from what each port
+    file records: for a runtime in another process that cannot be asked (a host the test
+    kills; its port file stays)."""
+    from tether.host.accounting import Admin, ProcessAccount
+    from tether.host.portfile import port_files, read_port_file
+
+    found: dict[int, psutil.Process] = {}
+    for path in port_files(state_dir):
+        rec = read_port_file(path)
+        account = ProcessAccount(str(rec["token"]))
+        account.admin = Admin(
+            pid=int(rec["admin_pid"]),
+            create_time=float(rec["admin_create_time"]),
+            sid=int(rec["admin_sid"]),
+            root_pid=int(rec["root_pid"]),
+        )
+        found.update((p.pid, p) for p in account.processes())
+    return alive(list(found.values()))
+
+
 def shutdown_without_orphans(rt: Any, timeout: float = 10.0) -> None:
     """Shut `rt` down; fail if any of its processes is alive 5 s later (the check
     `tether chaos` makes too: Runtime.left_behind)."""

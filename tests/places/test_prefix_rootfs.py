@@ -164,11 +164,14 @@ HOST = textwrap.dedent(
     import sys
     from pathlib import Path
     sys.path.insert(0, {repo!r})
+    {hold_a_start}
+    from tether.actors.echo import KINDS as ECHO_KINDS
     from tether.actors.kernel import kinds
     from tether.places.rootfs import debian_root, rootfs_place
     from tether.runtime import Runtime
     state = Path({state!r})
-    rt = Runtime.start(kinds=kinds(spares=0), state_dir=state)
+    rt = Runtime.start(kinds=[*kinds(spares=0), *ECHO_KINDS], state_dir=state)
+    {call_the_held}
     place = rootfs_place(debian_root(), {{{work!r}: "/srv/ws"}}, state / "kernels" / "px")
     run = rt.open_run("k", workdir={work!r}, place=place)
     res = run.call("eval", {{"code": "import subprocess\\n"
