@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tether.actors.echo import ECHO_SCRIPT, RawEchoActor, RawForwardActor  # noqa: E402
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope  # noqa: E402
 from tether.messages.calls import ResourceError  # noqa: E402
+from tether.messages.echo_ops import Hang, HangOnce, Pid  # noqa: E402
 from tether.runtime import Runtime, load_kinds  # noqa: E402
 
 ECHO_IN_RUN = KindSpec(
@@ -148,10 +149,10 @@ def recovery(faults: int) -> None:
             for idempotent in (False, True):
                 took = []
                 for _ in range(faults):
-                    rt.call("bench", "slow", "k", "pid", {}, 10.0, idempotent=True)
-                    op, args = ("hang_once", marker()) if idempotent else ("hang", {})
+                    rt.call("bench", "slow", "k", Pid(idempotent=True), None, 10.0)
+                    op = HangOnce(**marker(), idempotent=True) if idempotent else Hang()
                     result: list = []
-                    worker = threading.Thread(target=_outcome, args=(rt, op, args, result))
+                    worker = threading.Thread(target=_outcome, args=(rt, op, result))
                     worker.start()
                     in_flight(rt, name, timeout=5.0)
                     start = time.perf_counter()
@@ -167,10 +168,9 @@ def recovery(faults: int) -> None:
                 )
 
 
-def _outcome(rt: Runtime, op: str, args: dict, out: list) -> None:
-    idempotent = op == "hang_once"
+def _outcome(rt: Runtime, op: HangOnce | Hang, out: list) -> None:
     try:
-        rt.call("bench", "slow", "k", op, args, 10.0, idempotent=idempotent)
+        rt.call("bench", "slow", "k", op, None, 10.0)
         out.append(("answer", time.perf_counter()))
     except ResourceError as exc:
         out.append((exc.code, time.perf_counter()))

@@ -115,11 +115,10 @@ class RunContext:
         op: Op,
         args: Mapping[str, Any] | None,
         timeout: float,
-        idempotent: bool = False,
         deliver_cancelled: bool = False,
     ) -> Mapping[str, Any]:
-        """runtime.call; `idempotent=True` lets the runtime retry once if the actor dies.
-        Clamped to the call's deadline, and ended by its cancel handle (`scope`).
+        """runtime.call (retried once if the actor dies, when `op` is idempotent). Clamped
+        to the call's deadline, and ended by its cancel handle (`scope`).
         `deliver_cancelled`: sent even when the scope was cancelled already, so that the
         actor gets it and the cancel right after it (the eval bridge hands a cell the
         answers it waits for, and the cell is then interrupted)."""
@@ -134,9 +133,7 @@ class RunContext:
             timeout = min(timeout, CANCELLED_DELIVERY)
         else:
             timeout = self._within(scope, timeout, f"{kind} {key!r}")
-        return rt.call(
-            self.run_id, kind, key, op, args, timeout, idempotent, cancel=scope.cancel_handle
-        )
+        return rt.call(self.run_id, kind, key, op, args, timeout, cancel=scope.cancel_handle)
 
     @property
     def scope(self) -> CallScope:
@@ -164,7 +161,6 @@ class RunContext:
         self,
         calls: Iterable[GatherCall],
         timeout: float,
-        idempotent: bool = False,
     ) -> list[Mapping[str, Any] | ResourceError]:
         """Concurrent fan-out (e.g. to every parser of the pool): runtime.gather. A failed
         or late call is a ResourceError in its slot."""
@@ -177,7 +173,7 @@ class RunContext:
         timeout = self._within(scope, timeout, f"{len(batch)} resources")
         cancel = scope.cancel_handle
         answers: list[Mapping[str, Any] | ResourceError] = [
-            *rt.gather(self.run_id, batch, timeout, idempotent, cancel=cancel)
+            *rt.gather(self.run_id, batch, timeout, cancel=cancel)
         ]
         return answers
 

@@ -366,24 +366,22 @@ class Runtime:
         op: Op,
         args: Mapping[str, Any] | None = None,
         timeout: float = DEFAULT_CALL_TIMEOUT,
-        idempotent: bool = False,
         cancel: CancelHandle | None = None,
     ) -> dict[str, Any]:
         """Ask the resource actor (kind, key) of run `run_id` to do `op` (CallEngine.call)."""
         engine, left = self._engine_within(timeout)
-        return engine.call(run_id, kind, key, op, args, left, idempotent, cancel)
+        return engine.call(run_id, kind, key, op, args, left, cancel)
 
     def gather(
         self,
         run_id: str,
         calls: Sequence[GatherCall],
         timeout: float = DEFAULT_CALL_TIMEOUT,
-        idempotent: bool = False,
         cancel: CancelHandle | None = None,
     ) -> list[dict[str, Any] | ResourceError]:
         """Several calls at once, answers in order (CallEngine.gather)."""
         engine, left = self._engine_within(timeout)
-        return engine.gather(run_id, calls, left, idempotent, cancel)
+        return engine.gather(run_id, calls, left, cancel)
 
     def _system_died(self, what: str) -> ResourceError | None:
         return self._account.system_died(what)

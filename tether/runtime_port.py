@@ -59,11 +59,11 @@ class RuntimePort(Protocol):
         op: Op,
         args: Mapping[str, WireValue] | None = None,
         timeout: float = ...,  # (default: tether.host.engine.DEFAULT_CALL_TIMEOUT)
-        idempotent: bool = False,
         cancel: CancelHandle | None = None,
     ) -> Wire:
         """Ask the resource actor (kind, key) of run `run_id` to do `op`: its reply's
-        payload, or a ResourceError saying what failed. Never waits past `timeout`."""
+        payload, or a ResourceError saying what failed. Never waits past `timeout`. Retried
+        once on a new actor if `op` is idempotent (its vocabulary says: tether.messages.ops)."""
         ...
 
     def gather(
@@ -71,7 +71,6 @@ class RuntimePort(Protocol):
         run_id: str,
         calls: Sequence[GatherCall],
         timeout: float = ...,  # (default: tether.host.engine.DEFAULT_CALL_TIMEOUT)
-        idempotent: bool = False,
         cancel: CancelHandle | None = None,
     ) -> list[Wire | ResourceError]:
         """Several calls at once, answers in order (a failed one: its ResourceError)."""

@@ -25,6 +25,7 @@ from tether.channels import ChannelGone, FrameReader, HostChannels, OutBuffer, f
 from tether.kinds import Scope
 from tether.messages.calls import Call, ErrorCode, ResourceError
 from tether.messages.codec import encode
+from tether.messages.echo_ops import Echo
 
 # the fault cases run for a shared kind and for its run-scoped twin
 BOTH_SCOPES = pytest.mark.parametrize("scope", [Scope.SHARED, Scope.RUN], ids=["shared", "run"])
@@ -272,7 +273,9 @@ def test_callers_on_channels_get_one_clear_answer_each_while_actors_are_killed(
             args = {"n": n, "i": i}
             start = time.monotonic()
             try:
-                got: object = runtime.call("r", kind, "k", "echo", args, 5, idempotent=n % 2 == 0)
+                got: object = runtime.call(
+                    "r", kind, "k", Echo(args, idempotent=n % 2 == 0), None, 5
+                )
                 if got["echo"] != args:  # type: ignore[index]
                     got = ("another call's reply", got)
             except ResourceError as exc:

@@ -22,6 +22,7 @@ import pytest
 
 from tests.conftest import gone, health_node, wait_until
 from tether.messages.calls import ErrorCode, ResourceError
+from tether.messages.echo_ops import Echo
 
 ECHO_KINDS = ["tether.actors.echo"]
 CALL_TIMEOUT = 3.0
@@ -101,7 +102,7 @@ class Load:
         start = time.monotonic()
         try:
             reply = self.rt.call(
-                run, kind, "k", "echo", {"token": token}, CALL_TIMEOUT, idempotent=idempotent
+                run, kind, "k", Echo({"token": token}, idempotent=idempotent), None, CALL_TIMEOUT
             )
         except ResourceError as exc:
             return Outcome(start, time.monotonic(), kind, exc.code, exc.message)

@@ -18,6 +18,7 @@ from tests.conftest import health_node, in_flight, wait_until
 from tests.runtime.actors import marker
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import ErrorCode, ResourceError
+from tether.messages.echo_ops import Echo, Hang, HangOnce, Pid
 
 SLOW = KindSpec(
     "slow",
@@ -104,7 +105,9 @@ def test_shared_calls_start_no_run_actor(runtime) -> None:
 def test_an_idempotent_call_survives_its_actor_process_being_killed(runtime_factory, scope) -> None:
     rt = runtime_factory(kinds=[SLOW_RUN if scope is Scope.RUN else SLOW])
     first = learn_route(rt, "slow")
-    t, out = call_in_thread(rt.call, "r", "slow", "k", "hang_once", marker(), 10, idempotent=True)
+    t, out = call_in_thread(
+        rt.call, "r", "slow", "k", HangOnce(**marker(), idempotent=True), None, 10
+    )
     in_flight(rt, name(scope, "slow"), timeout=3.0)
     start = time.monotonic()
     rt.inject("crash_actor", target=name(scope, "slow"))
@@ -153,7 +156,9 @@ def test_an_idempotent_call_moves_when_the_server_under_its_actor_dies(
     rt = runtime_factory(kinds=[SLOW_RUN if scope is Scope.RUN else SLOW])
     learn_route(rt, "slow")
     server = rt.call("r", "slow", "k", "pid", {}, 5)["pid"]
-    t, out = call_in_thread(rt.call, "r", "slow", "k", "hang_once", marker(), 10, idempotent=True)
+    t, out = call_in_thread(
+        rt.call, "r", "slow", "k", HangOnce(**marker(), idempotent=True), None, 10
+    )
     in_flight(rt, name(scope, "slow"), timeout=3.0)
     os.kill(server, signal.SIGKILL)  # the actor says MOVED; the host sends it once more
     t.join(8)
@@ -162,7 +167,7 @@ def test_an_idempotent_call_moves_when_the_server_under_its_actor_dies(
 
 
 def _live_server(rt, killed: list[int]) -> int | None:
-    pid = rt.call("r", "slow", "k", "pid", {}, 5, idempotent=True)["pid"]
+    pid = rt.call("r", "slow", "k", Pid(idempotent=True), None, 5)["pid"]
     return pid if pid not in killed and psutil.pid_exists(pid) else None
 
 
@@ -170,7 +175,7 @@ def _live_server(rt, killed: list[int]) -> int | None:
 def test_a_retried_call_is_retried_only_once(runtime_factory, scope, idempotent) -> None:
     rt = runtime_factory(kinds=[SLOW_RUN if scope is Scope.RUN else SLOW])
     learn_route(rt, "slow")
-    t, out = call_in_thread(rt.call, "r", "slow", "k", "hang", {}, 15, idempotent=idempotent)
+    t, out = call_in_thread(rt.call, "r", "slow", "k", Hang(idempotent=idempotent), None, 15)
     killed: list[int] = []
     for _ in range(2 if idempotent else 1):  # kill the first incarnation, then the retry's
         in_flight(rt, name(scope, "slow"), timeout=5.0)
@@ -200,7 +205,7 @@ def test_a_call_waiting_for_a_newer_incarnation_gets_a_fresh_actor(runtime_facto
     route = learn_route(rt, "echo_ttl")
     # what a host sends after it saw this incarnation go: the supervisor holds it for a
     # newer one; the TTL stop forgets the record, and the waiting call starts a fresh actor
-    call, data = rt.engine.make_call("r", "echo_ttl", "k", "pid", {}, 5.0, True)
+    call, data = rt.engine.make_call("r", "echo_ttl", "k", Pid(idempotent=True), None, 5.0)
     flight = Flight(call, data)
     flight.send_after(route.incarnation, as_retry=False)
     [(_, reply)] = rt.engine.run_flights([flight], call.deadline)
@@ -230,7 +235,7 @@ def test_idle_caller_threads_never_stall_a_supervisor(runtime, scope) -> None:
         os.kill(routed[-1]["actor_pid"], signal.SIGKILL)
         start = time.monotonic()
         assert runtime.call("r", kind, "other", "echo", {"n": 1}, 5)["echo"] == {"n": 1}
-        again = runtime.call("r", kind, "k", "echo", {"n": 2}, 5, idempotent=True)
+        again = runtime.call("r", kind, "k", Echo({"n": 2}, idempotent=True), None, 5)
         assert again["echo"] == {"n": 2}  # (idempotent: it waits out the restart)
         assert time.monotonic() - start < 3.0
     finally:
@@ -250,7 +255,7 @@ def test_a_call_survives_or_hears_of_its_run_supervisors_dying(
     rt = runtime_factory(kinds=[SLOW_RUN])
     first = learn_route(rt, "slow")
     t, out = call_in_thread(
-        rt.call, "r", "slow", "k", "hang_once", marker(), 10, idempotent=idempotent
+        rt.call, "r", "slow", "k", HangOnce(**marker(), idempotent=idempotent), None, 10
     )
     in_flight(rt, name(Scope.RUN, "slow"), timeout=3.0)
     start = time.monotonic()
@@ -269,7 +274,7 @@ def test_a_call_survives_or_hears_of_its_run_supervisors_dying(
         assert err.message.startswith("run:r/slow:k") and "call again" in err.message, err
     assert took < 3.0, f"took {took:.2f} s"
     # and the run works again (an idempotent call rides out what is still restarting)
-    assert rt.call("r", "slow", "k", "pid", {}, 5, idempotent=True)["pid"]
+    assert rt.call("r", "slow", "k", Pid(idempotent=True), None, 5)["pid"]
 
 
 def test_a_stopped_supervisor_on_the_way_holds_its_caller_no_longer_than_the_deadline(
@@ -292,7 +297,7 @@ def test_a_stopped_supervisor_on_the_way_holds_its_caller_no_longer_than_the_dea
     assert err.value.code == ErrorCode.DEADLINE, err.value
     assert took < 1.5, f"took {took:.2f} s"
     # and once it runs again, so does the tool
-    assert rt.call("r", "slow", "k", "pid", {}, 5, idempotent=True)["pid"]
+    assert rt.call("r", "slow", "k", Pid(idempotent=True), None, 5)["pid"]
 
 
 def test_a_first_call_survives_its_run_actor_dying_on_the_way(runtime_factory) -> None:
@@ -303,7 +308,7 @@ def test_a_first_call_survives_its_run_actor_dying_on_the_way(runtime_factory) -
     run_actor = pid_of(rt, "run:r")
     rt.engine.routes.clear()  # the next call goes through the RunActor, like a first call
     os.kill(run_actor, signal.SIGSTOP)
-    t, out = call_in_thread(rt.call, "r", "slow", "k", "pid", {}, 10, idempotent=True)
+    t, out = call_in_thread(rt.call, "r", "slow", "k", Pid(idempotent=True), None, 10)
     wait_until(
         lambda: rt.engine.routes.get(("", "run", "r")) is not None and t.is_alive(), timeout=10.0
     )

@@ -10,7 +10,7 @@ import pytest
 from tether.messages.calls import Call, ErrorCode
 from tether.messages.ops import OpError, Vocabulary, op_args, op_name
 
-DEMO = Vocabulary("demo")
+DEMO = Vocabulary("demo", idempotent=False)
 
 
 @DEMO.op
@@ -104,3 +104,97 @@ def test_the_engine_sends_an_op_instance_as_its_name_and_fields(runtime) -> None
         x: int
 
     assert runtime.call("r", "echo", "k", Echo(7), timeout=5)["echo"] == {"x": 7}
+
+
+# --- which calls are idempotent: declared by each kind's vocabulary --------------------------
+
+# today's behaviour, op by op: the ops whose calls are sent idempotent (retried once on a new
+# actor when theirs dies, waiting out a restart); every other op of the kind is not
+IDEMPOTENT = {
+    "language_server": {"navigate", "hierarchy", "document_symbols", "workspace_symbols"}
+    | {"diagnostics"},  # queries; sync, rename, status and reload are not
+    "debug_session": {  # every op (tether.tools.debug_tool.actions says why)
+        *("status", "breakpoints", "function_breakpoints", "exception_breakpoints"),
+        *("launch", "attach", "continue", "pause"),
+        *("step_over", "step_in", "step_out", "threads", "stack", "scopes", "variables"),
+        *("evaluate", "output", "terminate"),
+    },
+    "parser": {"search", "edit"},  # structural search and its edit proposals fan out so
+    "kernel": set(),
+    "kernel_pool": set(),
+    "vibe_worker": set(),
+    "git": set(),
+    "checker": set(),
+    # the runtime tests' kinds: their ops take it per call (a field), the others are not
+    "echo": set(),
+    "echo_process": set(),
+    "slow": set(),
+    "probe": set(),
+    "stubborn": set(),
+}
+PER_CALL = {
+    "echo": {"echo", "pid"},
+    "echo_process": {"echo", "pid"},
+    "slow": {"pid", "hang", "hang_once"},
+    "probe": {"pid"},
+}
+
+
+def _vocabularies() -> dict[str, Vocabulary]:
+    """Every kind's vocabulary in tether.messages (a Records of replies is none)."""
+    import importlib
+    import pkgutil
+
+    import tether.messages
+
+    found: dict[str, Vocabulary] = {}
+    for info in pkgutil.iter_modules(tether.messages.__path__):
+        module = importlib.import_module(f"tether.messages.{info.name}")
+        for value in vars(module).values():
+            if isinstance(value, Vocabulary):
+                found[value.kind] = value
+    return found
+
+
+def test_every_op_of_every_vocabulary_declares_its_idempotency_as_today() -> None:
+    vocabularies = _vocabularies()
+    assert set(vocabularies) == set(IDEMPOTENT)
+    for kind, vocabulary in vocabularies.items():
+        assert set(vocabulary.idempotency) == set(vocabulary.ops), kind  # (each op: declared)
+        said = vocabulary.idempotency
+        assert {op for op, idem in said.items() if idem} == IDEMPOTENT[kind], kind
+        assert {op for op, idem in said.items() if idem is None} == PER_CALL.get(kind, set())
+
+
+def test_a_call_is_idempotent_as_its_op_says_and_never_by_its_bare_name() -> None:
+    from tether.host.engine import CallEngine
+    from tether.kinds import KindSpec
+    from tether.messages.debug_ops import Launch, Status
+    from tether.messages.echo_ops import ECHO, Echo, HangOnce
+    from tether.messages.language_server_ops import Navigate, Sync
+    from tether.messages.ops import is_idempotent
+    from tether.messages.parser_ops import Search, Stats
+
+    assert is_idempotent(Navigate("hover", "/a.py", 0, 0))
+    assert not is_idempotent(Sync(["/a.py"]))
+    assert is_idempotent(Status()) and is_idempotent(Launch("debugpy", "/a.py", "/"))
+    assert is_idempotent(Search(root="/", lang="python", pattern="f()"))
+    assert not is_idempotent(Stats())
+    assert is_idempotent(HangOnce("/m", idempotent=True))
+    assert not is_idempotent(HangOnce("/m"))
+    assert not is_idempotent(Hover("/a.py", 1))  # (DEMO's: not idempotent)
+    assert not is_idempotent("navigate")  # a bare name is never retried
+
+    # the engine sets the call's `idempotent` from the op as it builds the call
+    echo = KindSpec("echo", "tether.actors.echo:EchoActor")
+    ids = iter(range(10))
+    engine = CallEngine(None, {"echo": echo}, lambda: str(next(ids)), lambda: False, lambda _: None)
+    for op, args, expected in [
+        (Echo({"n": 1}, idempotent=True), None, True),
+        (Echo({"n": 1}), None, False),
+        ("echo", {"n": 1}, False),
+    ]:
+        call, _ = engine.make_call("r", "echo", "k", op, args, 5.0)
+        assert call.idempotent is expected and call.op == "echo"
+        assert call.args == {"n": 1}  # (a per-call field crosses as the call's idempotent)
+        assert ECHO.parse(call) == Echo({"n": 1}, idempotent=expected)  # (and is put back)

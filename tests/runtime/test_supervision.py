@@ -14,6 +14,7 @@ from tests.conftest import in_flight, wait_until
 from tests.runtime.actors import marker
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.messages.calls import ErrorCode, ResourceError
+from tether.messages.echo_ops import HangOnce
 
 
 def call(rt, kind="echo_process", key="k", op="echo", args=None, timeout=5.0, run="r1", **kw):
@@ -90,7 +91,7 @@ def test_idempotent_call_is_retried_once_on_the_new_incarnation(runtime_factory,
     results = []
     t = threading.Thread(
         target=lambda: results.append(
-            rt.call("r", "slow", "k", "hang_once", marker(), 5, idempotent=True)
+            rt.call("r", "slow", "k", HangOnce(**marker(), idempotent=True), None, 5)
         )
     )
     t.start()

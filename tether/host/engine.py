@@ -15,7 +15,8 @@ through `CallEngine.call` (or `gather`, several at once). One path for every kin
 - **Watch and retry.** While it waits, the host watches the process holding each call:
   the resource actor (its call channel closing tells at once, its pid within
   `WATCH_PERIOD`) or the supervisor on the way. A call on a process that went is retried
-  once if it is idempotent and failed with `resource_died` otherwise
+  once if it is idempotent (its op's vocabulary says so: `is_idempotent`, set on the call
+  as it is built) and failed with `resource_died` otherwise
   (`policy.call_outcome_when_gone`); an actor that is going says MOVED for the calls it
   cannot serve.
 
@@ -55,7 +56,7 @@ from tether.messages.control import (
     OpenRun,
     Route,
 )
-from tether.messages.ops import op_args, op_name
+from tether.messages.ops import is_idempotent, op_args, op_name
 
 if TYPE_CHECKING:
     from thespian.actors import ActorAddress, ActorSystem, ExternalContext  # (no published types)
@@ -126,11 +127,11 @@ class CallEngine:
         op: Op,
         args: Mapping[str, Any] | None,
         timeout: float,
-        idempotent: bool,
     ) -> tuple[Call, bytes]:
         """`op`: an op instance of the kind's vocabulary (`tether.messages.ops`), or its
         name with `args`. (`args`, like Call.args and Reply.payload: msgpack values and the
-        registered dataclasses that travel inside them, shaped by each op.)"""
+        registered dataclasses that travel inside them, shaped by each op.) The call is
+        idempotent when its op's vocabulary says so (`is_idempotent`: never a bare name)."""
         if isinstance(op, str):
             name = op
         else:
@@ -160,7 +161,7 @@ class CallEngine:
             op=name,
             args=dict(args or {}),
             deadline=time.monotonic() + timeout,
-            idempotent=bool(idempotent),
+            idempotent=is_idempotent(op),
             run_scoped=spec.scope is Scope.RUN,
         )
         try:
@@ -180,7 +181,6 @@ class CallEngine:
         op: Op,
         args: Mapping[str, Any] | None = None,
         timeout: float = DEFAULT_CALL_TIMEOUT,
-        idempotent: bool = False,
         cancel: CancelHandle | None = None,
     ) -> dict[str, Any]:
         """Ask the resource actor (kind, key) of run `run_id` to do `op` (an op instance, or
@@ -189,7 +189,7 @@ class CallEngine:
         `timeout`; a `cancel` that fires ends the wait (CANCELLED) and tells the actor.
         Thread-safe."""
         self.check_open()
-        call, data = self.make_call(run_id, kind, key, op, args, timeout, idempotent)
+        call, data = self.make_call(run_id, kind, key, op, args, timeout)
         flights = self.run_flights([Flight(call, data)], call.deadline, cancel)
         return self._payload(flights[0], timeout)
 
@@ -198,7 +198,6 @@ class CallEngine:
         run_id: str,
         calls: Sequence[GatherCall],
         timeout: float = DEFAULT_CALL_TIMEOUT,
-        idempotent: bool = False,
         cancel: CancelHandle | None = None,
     ) -> list[dict[str, Any] | ResourceError]:
         """Send every (kind, key, op, args) at once and collect the answers, in order.
@@ -208,9 +207,7 @@ class CallEngine:
         prepared: list[Flight | ResourceError] = []
         for kind, key, op, args in calls:
             try:
-                prepared.append(
-                    Flight(*self.make_call(run_id, kind, key, op, args, timeout, idempotent))
-                )
+                prepared.append(Flight(*self.make_call(run_id, kind, key, op, args, timeout)))
             except ResourceError as exc:
                 prepared.append(exc)
         flights = [f for f in prepared if isinstance(f, Flight)]

@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tether.json_types import JSONObject, JSONValue
-from tether.messages.ops import Vocabulary
+from tether.messages.ops import Records, Vocabulary
 
-CHECKER = Vocabulary("checker")
-REPLIES = Vocabulary("checker reply")  # checks a reply as it comes off the wire
+CHECKER = Vocabulary("checker", idempotent=False)
+REPLIES = Records("checker reply")  # checks a reply as it comes off the wire
 
 
 @REPLIES.op

@@ -33,13 +33,16 @@ from typing import ClassVar, Literal, NotRequired, TypedDict, TypeVar, cast, ove
 
 from tether.json_types import JSONValue
 from tether.messages.nested import plain, record_lists, record_or_none, records
-from tether.messages.ops import OpError, Vocabulary
+from tether.messages.ops import OpError, Records, Vocabulary
 
 KIND = "debug_session"
 KEY = "session"  # one session per conversation: every run's session actor has this key
-DEBUG = Vocabulary(KIND)
-REPLIES = Vocabulary("debug_session reply")  # checks a reply as it comes off the wire
-RECORDS = Vocabulary("debug_session record")  # and the records inside one
+# every op is idempotent: a call whose session actor went away (its TTL, terminate, a crash)
+# is retried once on the run's next one, which has no program of the old one to act on and
+# answers with why the previous session ended
+DEBUG = Vocabulary(KIND, idempotent=True)
+REPLIES = Records("debug_session reply")  # checks a reply as it comes off the wire
+RECORDS = Records("debug_session record")  # and the records inside one
 
 
 # --- breakpoints as the agent asks for them (checked by tether.debug.breakpoints) -----------

@@ -2,7 +2,10 @@
 (`tests/runtime/actors.py`): resources that exist to be called, slowed, failed and killed.
 
 `Echo` takes any arguments and answers with them, so its class collects every argument
-into `data` (`rest_field`); the other ops have typed fields.
+into `data` (`rest_field`); the other ops have typed fields. These kinds exist to test the
+retry of idempotent calls, so the ops a test sends both ways (echo, pid, hang, hang_once)
+take the call's idempotency as a field the caller sets (`Echo(idempotent=True)`); an op
+sent by its bare name is not idempotent.
 """
 
 from __future__ import annotations
@@ -13,11 +16,13 @@ from typing import ClassVar
 from tether.json_types import JSONObject, JSONValue  # noqa: F401 (get_type_hints of an op resolves JSONObject's "JSONValue" here)
 from tether.messages.ops import Vocabulary
 
-ECHO = Vocabulary("echo")  # EchoActor: answers in its own message loop
-ECHO_PROCESS = Vocabulary("echo_process")  # EchoProcessActor: through a real subprocess
-SLOW = Vocabulary("slow")  # SlowProcessActor: calls that never answer
-PROBE = Vocabulary("probe")  # ProbeActor: what the thespian loop patches are for
-STUBBORN = Vocabulary("stubborn")  # StubbornProcessActor: a subprocess ignoring SIGTERM
+ECHO = Vocabulary("echo", idempotent=False)  # EchoActor: answers in its own message loop
+# EchoProcessActor: through a real subprocess
+ECHO_PROCESS = Vocabulary("echo_process", idempotent=False)
+SLOW = Vocabulary("slow", idempotent=False)  # SlowProcessActor: calls that never answer
+PROBE = Vocabulary("probe", idempotent=False)  # ProbeActor: what the loop patches are for
+# StubbornProcessActor: a subprocess ignoring SIGTERM
+STUBBORN = Vocabulary("stubborn", idempotent=False)
 
 
 @dataclass(frozen=True)
@@ -27,11 +32,14 @@ class Echo:
 
     rest_field: ClassVar[str] = "data"
     data: JSONObject = field(default_factory=dict)
+    idempotent: bool = False  # (per call: see the module docstring)
 
 
 @dataclass(frozen=True)
 class Pid:
     """The pid of the actor process (of the subprocess, for process actors)."""
+
+    idempotent: bool = False
 
 
 @dataclass(frozen=True)
@@ -76,6 +84,8 @@ class Stderr:
 class Hang:
     """Never answered."""
 
+    idempotent: bool = False
+
 
 @dataclass(frozen=True)
 class HangOnce:
@@ -83,6 +93,7 @@ class HangOnce:
     by any later one: an idempotent call retried after a restart."""
 
     marker: str
+    idempotent: bool = False
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from tether.messages.ops import Vocabulary
+from tether.messages.ops import Records, Vocabulary
 
-GIT = Vocabulary("git")
-REPLIES = Vocabulary("git reply")  # checks a reply as it comes off the wire
+GIT = Vocabulary("git", idempotent=False)
+REPLIES = Records("git reply")  # checks a reply as it comes off the wire
 
 # How git runs against a workspace from the host: a conversation can write its repository's
 # .git/config, and git reads it. What in there would run a command for `ls-files

@@ -20,9 +20,9 @@ from typing import Literal
 
 from tether.json_types import JSONObject, JSONValue
 from tether.messages.calls import Wire
-from tether.messages.ops import OpError, Vocabulary, op_args
+from tether.messages.ops import OpError, Records, Vocabulary, op_args
 
-KERNEL = Vocabulary("kernel")
+KERNEL = Vocabulary("kernel", idempotent=False)
 
 DEFAULT_INACTIVITY = 300.0  # s without output (and without a pending bridged call)
 DEFAULT_WALL = 3600.0  # s a cell may run at most, whatever it does
@@ -76,7 +76,7 @@ class Execute:
 
 
 # --- replies ------------------------------------------------------------------------------
-REPLIES = Vocabulary("kernel reply")  # checks a reply as it comes off the wire
+REPLIES = Records("kernel reply")  # checks a reply as it comes off the wire
 
 
 @REPLIES.op
@@ -141,7 +141,7 @@ class Status:
     pass
 
 
-POOL = Vocabulary("kernel_pool")
+POOL = Vocabulary("kernel_pool", idempotent=False)
 
 
 @POOL.op

@@ -27,10 +27,10 @@ from typing import ClassVar, Literal, NotRequired, TypedDict, TypeVar
 
 from tether.json_types import JSONValue
 from tether.messages.calls import Wire
-from tether.messages.ops import Vocabulary, op_args
+from tether.messages.ops import Records, Vocabulary, op_args
 
-LANGUAGE_SERVER = Vocabulary("language_server")
-REPLIES = Vocabulary("language_server reply")  # checks a reply as it comes off the wire
+LANGUAGE_SERVER = Vocabulary("language_server", idempotent=False)  # (its queries are)
+REPLIES = Records("language_server reply")  # checks a reply as it comes off the wire
 
 
 # --- records: the shapes inside replies -----------------------------------------------------
@@ -263,6 +263,7 @@ class Navigate:
     char: int
     end_char: int = 0
     limit: int = 0
+    idempotent: ClassVar[bool] = True  # a query: retried once on the restarted server
 
     @property
     def reply(self) -> type[NavReply]:
@@ -289,6 +290,7 @@ class Hierarchy:
     char: int
     limit: int = 0
     reply: ClassVar[type[HierarchyReply]] = HierarchyReply
+    idempotent: ClassVar[bool] = True
 
     @property
     def action(self) -> str:
@@ -301,6 +303,7 @@ class Hierarchy:
 class DocumentSymbols:
     path: str
     reply: ClassVar[type[SymbolsReply]] = SymbolsReply
+    idempotent: ClassVar[bool] = True
 
 
 @LANGUAGE_SERVER.op
@@ -308,6 +311,7 @@ class DocumentSymbols:
 class WorkspaceSymbols:
     query: str
     reply: ClassVar[type[SymbolsReply]] = SymbolsReply
+    idempotent: ClassVar[bool] = True
 
 
 @LANGUAGE_SERVER.op
@@ -318,6 +322,7 @@ class Diagnostics:
     path: str
     cap: float = 10.0
     reply: ClassVar[type[DiagnosticsReply]] = DiagnosticsReply
+    idempotent: ClassVar[bool] = True
 
 
 @LANGUAGE_SERVER.op

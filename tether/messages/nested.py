@@ -4,7 +4,7 @@ A reply (`tether.messages.*_ops`) is a frozen dataclass whose fields cross flat 
 `Reply` payload; a field may hold records of its own (a parser's proposed files, a
 worker's prompts), themselves frozen dataclasses registered in their kind's record
 vocabulary. On the wire such a record is a plain map of its fields (`plain`: msgpack
-carries no class); the host's reader builds each back with `Vocabulary.build`, so every
+carries no class); the host's reader builds each back with `Records.build`, so every
 record field is checked as the reply's own fields are (`records`, `record_or_none`,
 `record_lists`), and a missing or mistyped one is an OpError naming where it was.
 """
@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tether.messages.ops import OpError, Vocabulary
+from tether.messages.ops import OpError, Records
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -67,26 +67,26 @@ def _plain(value: object) -> object:
     return plain(value)
 
 
-def _one(vocabulary: Vocabulary, cls: type[T], value: object, where: str) -> T:
+def _one(vocabulary: Records, cls: type[T], value: object, where: str) -> T:
     if not isinstance(value, Mapping):
         raise OpError(f"{where} must be a map of {cls.__name__}, got {type(value).__name__}")
     record: T = vocabulary.build(cls, value)
     return record
 
 
-def records(vocabulary: Vocabulary, cls: type[T], value: object, where: str) -> list[T]:
+def records(vocabulary: Records, cls: type[T], value: object, where: str) -> list[T]:
     """A list of records (`where`: the field, for the error)."""
     if not isinstance(value, list | tuple):
         raise OpError(f"{where} must be a list, got {type(value).__name__}")
     return [_one(vocabulary, cls, item, where) for item in value]
 
 
-def record_or_none(vocabulary: Vocabulary, cls: type[T], value: object, where: str) -> T | None:
+def record_or_none(vocabulary: Records, cls: type[T], value: object, where: str) -> T | None:
     return None if value is None else _one(vocabulary, cls, value, where)
 
 
 def record_lists(
-    vocabulary: Vocabulary, cls: type[T], value: object, where: str
+    vocabulary: Records, cls: type[T], value: object, where: str
 ) -> dict[str, list[T]]:
     """A map of name -> list of records."""
     if not isinstance(value, Mapping):

@@ -7,7 +7,7 @@ builds a call from an op (`op_name(op)`, `op_args(op)`; `CallEngine.call` takes 
 instance in place of a name); the actor turns the call back into its op with
 `vocabulary.parse(call)` and dispatches with one `match`:
 
-    LSP = Vocabulary("language_server")
+    LSP = Vocabulary("language_server", idempotent=False)
 
     @LSP.op
     @dataclass(frozen=True)
@@ -24,6 +24,16 @@ argument of the wrong type with `OpError`, whose message says what was expected 
 answers it as BAD_REQUEST), so no handler sees a malformed call. An op that takes any
 arguments (an echo) names a dict field as its `rest_field`: arguments that are no other
 field land there, and go back onto the wire flat.
+
+A vocabulary also knows which of its ops are idempotent (safe to run twice: the runtime
+retries such a call once on the next incarnation when its actor dies or restarts under it,
+and lets it wait out a restart). `Vocabulary(kind, idempotent=...)` says it for all its
+ops; an op class says otherwise with `idempotent: ClassVar[bool]`, and the test kinds'
+ops with a field `idempotent: bool` the caller sets per call. The host derives the call's
+`idempotent` from the op as it builds the call (`is_idempotent`): no caller passes it.
+
+`Records` checks what comes back the other way, a reply and the records inside one, with
+the same `build`; they are no calls, so they say nothing of idempotency.
 """
 
 from __future__ import annotations
@@ -63,9 +73,11 @@ def op_name(op: object) -> str:  # (an op instance or class: its class is read)
 
 def op_args(op: DataclassInstance) -> Wire:
     """An op instance's fields, as the call's args (shallow: values must be msgpack-able);
-    its `rest_field`, if it has one, spread flat."""
+    its `rest_field`, if it has one, spread flat. A per-call `idempotent` field is no
+    argument: it crosses as the call's own `idempotent` (and `parse` puts it back)."""
     rest = _rest_field(type(op))
-    args = {f.name: getattr(op, f.name) for f in dataclasses.fields(op) if f.name != rest}
+    skip = {rest, "idempotent"} if _IDEMPOTENT.get(type(op), False) is None else {rest}
+    args = {f.name: getattr(op, f.name) for f in dataclasses.fields(op) if f.name not in skip}
     if rest:
         args.update(getattr(op, rest))
     return args
@@ -85,8 +97,9 @@ class _Field(NamedTuple):
     fits: Callable[[object], bool]  # does a value (as msgpack gives it back) fit the type?
 
 
-class Vocabulary:
-    """The ops of one resource kind (or of several kinds served by one actor class)."""
+class Records:
+    """Frozen dataclasses checked field by field as they come off the wire (`build`): a
+    kind's replies, the records inside them, and (a Vocabulary) its ops."""
 
     def __init__(self, kind: str):
         self.kind = kind
@@ -94,7 +107,7 @@ class Vocabulary:
         self._fields: dict[type, dict[str, _Field]] = {}
 
     def op(self, cls: type) -> type:
-        """Class decorator: register a frozen dataclass as an op of this kind."""
+        """Class decorator: register a frozen dataclass (by its op name)."""
         params = getattr(cls, "__dataclass_params__", None)
         if params is None or not params.frozen:
             raise TypeError(f"{cls.__name__} must be a frozen dataclass to be an op")
@@ -115,16 +128,6 @@ class Vocabulary:
         }
         self.ops[name] = cls
         return cls
-
-    # (untyped: an op of whichever class call.op names; each actor matches it on the class)
-    def parse(self, call: Call) -> Any:
-        """The op `call` asks for, checked against its class; OpError if it does not fit."""
-        cls = self.ops.get(call.op)
-        if cls is None:
-            raise OpError(
-                f"{self.kind} has no op {call.op!r}; its ops: {', '.join(sorted(self.ops))}"
-            )
-        return self.build(cls, call.args)
 
     def build(self, cls: type[T], args: Mapping[str, object]) -> T:
         fields = self._fields[cls]
@@ -151,6 +154,64 @@ class Vocabulary:
                     f"got {type(value).__name__} {value!r:.80}"
                 )
         return cls(**args)
+
+
+class Vocabulary(Records):
+    """The ops of one resource kind (or of several kinds served by one actor class), and
+    which of them are idempotent: `idempotent` says it for every op that does not say it
+    itself (`idempotent: ClassVar[bool]` on its class; a field `idempotent`: per call)."""
+
+    def __init__(self, kind: str, *, idempotent: bool):
+        super().__init__(kind)
+        self.idempotent = idempotent
+        # op name -> whether its calls are idempotent (None: each call says, in its field)
+        self.idempotency: dict[str, bool | None] = {}
+
+    def op(self, cls: type) -> type:
+        """Class decorator: register a frozen dataclass as an op of this kind."""
+        super().op(cls)
+        declared = _declared_idempotency(cls, self.idempotent)
+        known = _IDEMPOTENT.setdefault(cls, declared)
+        if known != declared:  # (an op class several kinds serve: the same everywhere)
+            raise TypeError(
+                f"{cls.__name__} is idempotent={known} elsewhere but {declared} in {self.kind}: "
+                "say which on the class"
+            )
+        self.idempotency[op_name(cls)] = declared
+        return cls
+
+    # (untyped: an op of whichever class call.op names; each actor matches it on the class)
+    def parse(self, call: Call) -> Any:
+        """The op `call` asks for, checked against its class; OpError if it does not fit."""
+        cls = self.ops.get(call.op)
+        if cls is None:
+            raise OpError(
+                f"{self.kind} has no op {call.op!r}; its ops: {', '.join(sorted(self.ops))}"
+            )
+        if self.idempotency[call.op] is None:  # (per call: the call's own, see op_args)
+            return self.build(cls, {**call.args, "idempotent": call.idempotent})
+        return self.build(cls, call.args)
+
+
+# every registered op class -> its calls' idempotency (None: a field of each call says)
+_IDEMPOTENT: dict[type, bool | None] = {}
+
+
+def _declared_idempotency(cls: type, default: bool) -> bool | None:
+    if any(f.name == "idempotent" for f in dataclasses.fields(cls)):
+        return None  # (a test kind's op: the caller sets it per call)
+    own = getattr(cls, "idempotent", None)
+    return own if isinstance(own, bool) else default
+
+
+def is_idempotent(op: object) -> bool:
+    """Whether a call of `op` is idempotent, as its vocabulary declared it: an op instance
+    of a registered class (its own field for the test kinds' ops). A bare op name (sent
+    with its args) and an unregistered class are not: send the op instance to be retried."""
+    if isinstance(op, str) or not is_op(op):
+        return False
+    declared = _IDEMPOTENT.get(type(op), False)
+    return bool(getattr(op, "idempotent", False)) if declared is None else declared
 
 
 def _signature(fields: Mapping[str, _Field]) -> str:

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from typing import ClassVar, TypeVar
 
 from tether.messages.nested import record_lists, records
-from tether.messages.ops import Vocabulary
+from tether.messages.ops import Records, Vocabulary
 
-PARSER = Vocabulary("parser")
-REPLIES = Vocabulary("parser reply")  # checks a reply as it comes off the wire
-RECORDS = Vocabulary("parser record")  # and the records inside one
+PARSER = Vocabulary("parser", idempotent=False)  # (its searches and edits are)
+REPLIES = Records("parser reply")  # checks a reply as it comes off the wire
+RECORDS = Records("parser record")  # and the records inside one
 
 
 # --- records and replies ------------------------------------------------------------------
@@ -164,6 +164,7 @@ class Search(Sharded):
     budget_steps: int = 0
     budget_node_steps: int = 0  # steps one candidate may take
     reply: ClassVar[type[SearchReply]] = SearchReply
+    idempotent: ClassVar[bool] = True  # retried once on a restarted slot
 
 
 @PARSER.op
@@ -179,6 +180,7 @@ class Edit(Sharded):
     budget_steps: int = 0
     budget_node_steps: int = 0
     reply: ClassVar[type[EditReply]] = EditReply
+    idempotent: ClassVar[bool] = True  # (it only proposes)
 
 
 @PARSER.op

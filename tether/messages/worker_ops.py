@@ -30,11 +30,11 @@ from typing import Any, ClassVar, Literal, TypeVar
 
 from tether.json_types import JSONObject, JSONValue
 from tether.messages.nested import record_or_none, records
-from tether.messages.ops import Vocabulary
+from tether.messages.ops import Records, Vocabulary
 
-WORKER = Vocabulary("vibe_worker")
-REPLIES = Vocabulary("vibe_worker reply")  # checks a reply as it comes off the wire
-RECORDS = Vocabulary("vibe_worker record")  # and the records inside one
+WORKER = Vocabulary("vibe_worker", idempotent=False)
+REPLIES = Records("vibe_worker reply")  # checks a reply as it comes off the wire
+RECORDS = Records("vibe_worker record")  # and the records inside one
 
 PROTOCOL_PREFIX = "@tether "
 BRIEF_MODES = ("arg", "stdin")

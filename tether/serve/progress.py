@@ -88,7 +88,7 @@ def indexing(run: Run) -> str:
             if root != workdir and workdir not in root.parents:
                 continue
             with contextlib.suppress(Exception):  # one server's silence is not the others'
-                status = ask(ctx, key, Status(), StatusReply, PROBE_TIMEOUT, idem=False)
+                status = ask(ctx, key, Status(), StatusReply, PROBE_TIMEOUT)
                 carry(ctx, status.notes)  # (a cold start's note: for the call's own result)
                 if status.indexing:
                     said.append(f"{name} indexing: {', '.join(status.indexing)}")

@@ -92,20 +92,19 @@ class ToolContext(Protocol):
         op: Any,
         args: Mapping[str, WireValue] | None,
         timeout: float,
-        idempotent: bool = False,
         deliver_cancelled: bool = False,
     ) -> Mapping[str, Any]:
         """Ask the resource actor (kind, key) to do `op`: an op of the kind's vocabulary
         (`tether.messages.*_ops`, args None), or its name with `args`. Raises
-        `ResourceError` on failure. `idempotent=True` lets the runtime retry it once if the
-        actor dies under it. `deliver_cancelled`: sent even once the call's scope was
-        cancelled, so the actor hears the cancel right after it."""
+        `ResourceError` on failure. An op its vocabulary declares idempotent is retried
+        once if the actor dies under it (a bare name never is). `deliver_cancelled`: sent
+        even once the call's scope was cancelled, so the actor hears the cancel right
+        after it."""
 
     def gather(
         self,
         calls: Iterable[tuple[str, str, Any, Mapping[str, WireValue] | None]],
         timeout: float,
-        idempotent: bool = False,
     ) -> list[Mapping[str, Any] | ResourceError]:
         """`call_resource` for many (kind, key, op, args) at once, concurrently (e.g. every
         parser of the pool); a failed or late call is a ResourceError in its slot."""

@@ -104,7 +104,7 @@ def _fan_out(
             fam["listed"] = (op.lang, [s.files for s in shares])
     work = [(key, s) for key, s in zip(keys, shares, strict=True) if ops.has_work(s)]
     calls = [(KIND, key, share, None) for key, share in work]
-    replies = ctx.gather(calls, SEARCH_TIMEOUT, idempotent=True) if calls else []
+    replies = ctx.gather(calls, SEARCH_TIMEOUT) if calls else []
     out: list[R] = []
     for (key, _), reply in zip(work, replies, strict=True):
         if isinstance(reply, ResourceError):

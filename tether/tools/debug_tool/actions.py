@@ -6,9 +6,9 @@ program's directory up to the workspace AND the adapter's binary), then sends a 
 (`tether.messages.debug_ops`) to the run's one DebugSessionActor and renders its answer.
 `adapters` needs no session: it is answered here.
 
-Every call is sent as idempotent: a call whose actor went away (its TTL, `terminate`, a
-crash) is retried once on the run's next session actor, which has no program of the old
-one to act on - it answers with why the previous session ended.
+Every op is idempotent (`DEBUG`, its vocabulary, says so): a call whose actor went away
+(its TTL, `terminate`, a crash) is retried once on the run's next session actor, which has
+no program of the old one to act on - it answers with why the previous session ended.
 
 The breakpoints a run set are its intent until it clears them (or `terminate` does), so
 the host keeps them (`ctx.state["debug"]`) and sends them with every launch and attach: a
@@ -70,7 +70,6 @@ from tether.messages.debug_ops import (
     debug_payload,
     read_reply,
 )
-from tether.messages.ops import op_args, op_name
 from tether.places import Place
 from tether.tools.debug_tool.render import (
     frame_line,
@@ -133,7 +132,7 @@ class Kept(TypedDict, total=False):
 
 
 def _call(ctx: ToolContext, op: DebugOp, timeout: float) -> Mapping[str, object]:
-    return ctx.call_resource(KIND, KEY, op_name(op), op_args(op), timeout, idempotent=True)
+    return ctx.call_resource(KIND, KEY, op, None, timeout)  # (every op: idempotent)
 
 
 def _ask(ctx: ToolContext, op: DebugOp, expect: type[R], timeout: float) -> R:

@@ -275,7 +275,6 @@ def lsp_rename(ctx: ToolContext, args: JSONObject) -> ToolResult:
             ),
             RenameReply,
             QUERY_TIMEOUT,
-            idem=False,
         )
     except ResourceError as e:
         return ToolResult.error(f"lsp_rename: {e.message}", data={"code": e.code})

@@ -75,7 +75,7 @@ def status(ctx: ToolContext, file: str | None) -> ToolResult:
         place = _place_of(ctx, key)
         rec: ServerStatus = {"server": name, "root": relative(ctx, root) or ".", "place": place}
         try:
-            st = ask(ctx, key, Status(), StatusReply, STATUS_TIMEOUT, idem=False)
+            st = ask(ctx, key, Status(), StatusReply, STATUS_TIMEOUT)
             heard.append(st)
             restarts = st.restarts + st.reloads
             rec.update(
@@ -182,7 +182,7 @@ def reload(ctx: ToolContext, file: str | None) -> ToolResult:
     for key in keys:
         name, root = split_key(key)
         try:
-            st = ask(ctx, key, Reload(), StatusReply, RELOAD_TIMEOUT, idem=False)
+            st = ask(ctx, key, Reload(), StatusReply, RELOAD_TIMEOUT)
             heard.append(st)
             out.append(f"restarted {name} for {relative(ctx, root) or '.'} (pid {st.pid})")
             data.append({"server": name, "root": relative(ctx, root), "pid": st.pid})

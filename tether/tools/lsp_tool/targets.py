@@ -31,15 +31,14 @@ def ask(
     op: LanguageServerOp,
     expect: type[R],
     timeout: float,
-    idem: bool = True,
 ) -> R:
     """One call to the actor for `key`, answered with `expect`, the reply `op` declares
-    (`op.reply`). Queries are idempotent: if the server dies under them the runtime
-    retries them once on the restarted server."""
+    (`op.reply`). Queries are idempotent (their op classes say so): if the server dies
+    under them the runtime retries them once on the restarted server."""
     if op.reply is not expect:
         raise TypeError(f"{type(op).__name__} answers {op.reply.__name__}, not {expect.__name__}")
     key = placed_key(key, getattr(ctx, "place", None) or Place.host())  # (shared per place)
-    return read_reply(expect, ctx.call_resource(KIND, key, op, None, timeout, idempotent=idem))
+    return read_reply(expect, ctx.call_resource(KIND, key, op, None, timeout))
 
 
 _RESOLVED: dict[tuple[str, str], tuple[float, Resolution]] = {}
