@@ -10,17 +10,13 @@ Every op is idempotent (`DEBUG`, its vocabulary, says so): a call whose actor we
 (its TTL, `terminate`, a crash) is retried once on the run's next session actor, which has
 no program of the old one to act on - it answers with why the previous session ended.
 
-The breakpoints a run set are its intent until it clears them (or `terminate` does), so
-the host keeps them (`ctx.state["debug"]`) and sends them with every launch and attach: a
-session actor that lost them (restarted after a crash or its TTL, built anew with its
-RunActor or the whole tree, or a retried launch on a new incarnation) sets them again
-before it starts the program, and says so.
+Every launch and attach carries the breakpoints the run keeps (`kept`), so a session actor
+that lost them sets them again before it starts the program.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TypedDict
 
 from tether.debug import adapters
 from tether.debug import breakpoints as bp
@@ -30,19 +26,14 @@ from tether.messages.debug_ops import (
     KEY,
     KIND,
     Attach,
-    BreakpointRow,
     BreakpointsReply,
     Continue,
     DebugOp,
     Evaluate,
     EvaluateReply,
     ExceptionsReply,
-    FeatureReport,
-    FunctionRow,
-    FunctionSpec,
     FunctionsReply,
     Launch,
-    LineSpec,
     Outcome,
     Output,
     OutputReply,
@@ -71,6 +62,15 @@ from tether.messages.debug_ops import (
     read_reply,
 )
 from tether.places import Place
+from tether.tools.debug_tool.kept import (
+    forget_breakpoints,
+    keep_exceptions,
+    keep_functions,
+    keep_launch,
+    keep_lines,
+    kept,
+    seen,
+)
 from tether.tools.debug_tool.render import (
     frame_line,
     rel,
@@ -85,10 +85,8 @@ from tether.tools.debug_tool.render import (
     variables_lines,
 )
 from tether.tools.results import ToolResult
-from tether.tools.schema import JSON_SAFE_INTEGER, MAX_LINE
-from tether.tools.spec import Needs, Tier, ToolContext, ToolSpec
+from tether.tools.spec import ToolContext
 
-FAMILY = "debug"
 OPS = (
     "adapters",
     "status",
@@ -118,17 +116,6 @@ STEPS: dict[str, type[Continue] | type[StepOver] | type[StepIn] | type[StepOut]]
     "step_in": StepIn,
     "step_out": StepOut,
 }
-
-
-class Kept(TypedDict, total=False):
-    """What the run keeps of its debugging (`ctx.state["debug"]`, saved with the run by
-    `tether.serve.run_state`): its breakpoints, sent with every launch, and what each
-    adapter said it does with breakpoints."""
-
-    breakpoints: dict[str, list[LineSpec]]
-    functions: list[FunctionSpec]
-    exceptions: list[str]
-    features: dict[str, FeatureReport]
 
 
 def _call(ctx: ToolContext, op: DebugOp, timeout: float) -> Mapping[str, object]:
@@ -175,7 +162,8 @@ def _run_place(ctx: ToolContext) -> Place | None:
     return place
 
 
-def _debug(ctx: ToolContext, args: JSONObject) -> ToolResult:
+def debug(ctx: ToolContext, args: JSONObject) -> ToolResult:
+    """The `debug` tool's handler: one op."""
     op = str(args["op"])
     ws = ctx.workdir
     given_wait = args.get("wait")
@@ -187,9 +175,9 @@ def _debug(ctx: ToolContext, args: JSONObject) -> ToolResult:
     if op == "adapters":
         place = _run_place(ctx)
         rows = adapters.adapters_report(ws, place.kind if place is not None else "host")
-        seen = _seen(ctx).get("features", {})
+        said = seen(ctx).get("features", {})
         for r in rows:  # what an adapter said of itself in this run beats the table
-            r["breakpoints"] = seen.get(r["adapter"], r["breakpoints"])
+            r["breakpoints"] = said.get(r["adapter"], r["breakpoints"])
         where = f"adapters run in this run's place: {place.describe() if place else 'host'}"
         return ToolResult.ok(
             f"{where}\n{render_adapters(rows)}", data={"adapters": rows, "place": where}
@@ -249,10 +237,7 @@ def _debug(ctx: ToolContext, args: JSONObject) -> ToolResult:
         return ToolResult.ok(dropped + (out.output or "(no output yet)"), data=debug_payload(out))
     if op == "terminate":
         end = _ask(ctx, Terminate(), TerminateReply, INSPECT_TIMEOUT)
-        kept = _seen(ctx)  # (terminate clears the run's breakpoints)
-        kept.pop("breakpoints", None)
-        kept.pop("functions", None)
-        kept.pop("exceptions", None)
+        forget_breakpoints(ctx)
         left = end.processes_left
         ended = (
             "detached from the attached program (its breakpoints removed, left running)"
@@ -301,18 +286,18 @@ def _start(ctx: ToolContext, args: JSONObject, op: str, wait: float) -> ToolResu
         )
     root = str(res.root)
     timeout = wait + row.startup_timeout + row.launch_timeout + 10.0
-    state = _seen(ctx)
-    kept = dict(state.get("breakpoints", {}))
+    state = seen(ctx)
+    lines = dict(state.get("breakpoints", {}))
     fns, kinds = list(state.get("functions") or []), state.get("exceptions")
     start: Launch | Attach
     if op == "launch":
         extra = [str(a) for a in _list(args.get("args"))]
-        start = Launch(row.name, str(where), root, extra, wait, kept, fns, kinds, _place(ctx))
+        start = Launch(row.name, str(where), root, extra, wait, lines, fns, kinds, _place(ctx))
     else:
         port, pid = _int(args, "port"), _int(args, "pid")
-        start = Attach(row.name, root, port, pid, wait, kept, fns, kinds, _place(ctx))
+        start = Attach(row.name, root, port, pid, wait, lines, fns, kinds, _place(ctx))
     started = _ask(ctx, start, Started, timeout)
-    _keep_launch(ctx, started, row.name)
+    keep_launch(ctx, started, row.name)
     return ToolResult.ok(render_launch(started, ws), data=debug_payload(started))
 
 
@@ -343,7 +328,7 @@ def _breakpoints(ctx: ToolContext, args: JSONObject) -> ToolResult:
         st = _ask(ctx, Status(), StatusReply, INSPECT_TIMEOUT)
         text = render_all_breakpoints(st, ws)
         lost = {
-            f: v for f, v in _kept(ctx).get("breakpoints", {}).items() if f not in st.breakpoints
+            f: v for f, v in kept(ctx).get("breakpoints", {}).items() if f not in st.breakpoints
         }
         if lost:  # the session actor was started anew: the run still has them
             spots = ", ".join(
@@ -355,176 +340,19 @@ def _breakpoints(ctx: ToolContext, args: JSONObject) -> ToolResult:
     if "file" in given:
         path = str(ctx.resolve_path(str(args["file"])))
         lines = _ask(ctx, SetBreakpoints(path, specs), BreakpointsReply, INSPECT_TIMEOUT)
-        _keep_lines(ctx, {path: lines.breakpoints}, replace=[path])
+        keep_lines(ctx, {path: lines.breakpoints}, replace=[path])
         texts.append(render_breakpoints(rel(path, ws), lines.breakpoints, lines.sent))
         data.update(debug_payload(lines))
     if "functions" in given:
         set_fns = SetFunctionBreakpoints(fns)
         got = _ask(ctx, set_fns, FunctionsReply, INSPECT_TIMEOUT)
-        _keep_functions(ctx, got.functions)
+        keep_functions(ctx, got.functions)
         texts.append(render_functions(got.functions, got.sent))
         data.update(debug_payload(got))
     if "exceptions" in given:
         set_kinds = SetExceptionBreakpoints(kinds)
         report = _ask(ctx, set_kinds, ExceptionsReply, INSPECT_TIMEOUT)
-        _kept(ctx)["exceptions"] = kinds
+        keep_exceptions(ctx, kinds)
         texts.append(render_exceptions(report.exceptions, report.sent))
         data.update(debug_payload(report))
     return ToolResult.ok("\n".join(texts), data=data)
-
-
-def _kept(ctx: ToolContext) -> Kept:
-    kept: Kept = ctx.state.setdefault(FAMILY, {})
-    return kept
-
-
-def _seen(ctx: ToolContext) -> Kept:
-    """What the run keeps, without making it keep anything ({}: nothing yet)."""
-    kept: Kept = ctx.state.get(FAMILY, {})
-    return kept
-
-
-def _keep_lines(
-    ctx: ToolContext, rows: dict[str, list[BreakpointRow]], replace: list[str] | None = None
-) -> None:
-    """The run's line breakpoints, as the session answered them (their anchors, and their
-    lines as the last launch moved them); `replace`: files whose set is exactly `rows`."""
-    kept = _kept(ctx).setdefault("breakpoints", {})
-    for path in replace or []:
-        kept.pop(path, None)
-    for path, file_rows in rows.items():
-        if file_rows:
-            kept[path] = [r.spec for r in file_rows]
-
-
-def _keep_functions(ctx: ToolContext, rows: list[FunctionRow]) -> None:
-    _kept(ctx)["functions"] = [f.spec for f in rows]
-
-
-def _keep_launch(ctx: ToolContext, started: Started, adapter: str) -> None:
-    """After a launch: the breakpoints as it moved them, and what the adapter said it can do."""
-    _keep_lines(ctx, started.breakpoints)
-    if started.functions:
-        _keep_functions(ctx, started.functions)
-    if started.features:
-        _kept(ctx).setdefault("features", {})[adapter] = started.features
-
-
-_DESCRIPTION = """Drive a debugger (Python: debugpy, C/C++/Rust binaries: lldb-dap, Go: delve, Dart). \
-One session per conversation (hard TTL 30 min); calls run one at a time.
-Ops:
-- adapters: which adapters can be used here, and why not
-- status: whether a session runs, and where it is stopped
-- breakpoints: file + lines[] (empty clears the file); each line a number or {"line": 12, \
-"condition": "x > 3", "hit_condition": "900", "log_message": "x={x}"} (hit_condition: N = the Nth hit \
-only, ">= N" = from the Nth on, "% N" = every Nth; log_message: a logpoint, written to output, no stop); \
-functions: [name or {"name", "condition", "hit_condition"}] (replaces them); exceptions: ["raised", \
-"uncaught"] (replaces; [] stops on none). May be set before launch; no arguments: lists them all. \
-A breakpoint follows its line's text: an edit while a program runs leaves it on the code that \
-runs ("changed since launch"); the next launch moves it to where its text is now, or says it lost it
-- launch: program (a .py file, a Go package dir or .go file, an executable built with -g), args[]; \
-stops at your breakpoints, or says it exited (code, output tail) or still runs
-- attach: adapter + port (debugpy --listen, lldb gdb-remote, dlv --headless) or pid (lldb, delve); \
-terminate detaches and leaves that program running
-- continue / step_over / step_in / step_out / pause: thread_id? ; wait? seconds
-- threads; stack: thread_id? (30 frames); scopes: frame_id; variables: reference (50 children)
-- evaluate: expression, frame_id? ; output: the program's output (bounded) ; terminate
-Frame ids and references go stale when the program moves: call stack again after a step.
-Example: {"op": "breakpoints", "file": "app.py", "lines": [12]} then {"op": "launch", "program": "app.py"}"""
-
-
-_CONDITIONS: JSONObject = {
-    "condition": {"type": "string", "description": "stop only when this expression is true"},
-    "hit_condition": {
-        "type": ["string", "integer"],
-        "minimum": 1,
-        "maximum": 10**9,
-        "description": 'N: the Nth hit only; ">= N": from the Nth on; "% N": every Nth',
-    },
-}
-
-
-def specs() -> list[ToolSpec]:
-    return [
-        ToolSpec(
-            name="debug",
-            tier=Tier.EXEC,
-            description=_DESCRIPTION,
-            schema={
-                "type": "object",
-                "properties": {
-                    "op": {"type": "string", "enum": list(OPS)},
-                    "file": {"type": "string", "description": "workspace-relative source file"},
-                    "lines": {
-                        "type": "array",
-                        "items": {
-                            "anyOf": [
-                                {"type": "integer", "minimum": 1, "maximum": MAX_LINE},
-                                {
-                                    "type": "object",
-                                    "properties": {
-                                        "line": {
-                                            "type": "integer",
-                                            "minimum": 1,
-                                            "maximum": MAX_LINE,
-                                        },
-                                        **_CONDITIONS,
-                                        "log_message": {
-                                            "type": "string",
-                                            "description": "a logpoint: {expr} interpolated",
-                                        },
-                                    },
-                                    "required": ["line"],
-                                    "additionalProperties": False,
-                                },
-                            ]
-                        },
-                    },
-                    "functions": {
-                        "type": "array",
-                        "items": {
-                            "anyOf": [
-                                {"type": "string", "minLength": 1},
-                                {
-                                    "type": "object",
-                                    "properties": {
-                                        "name": {"type": "string", "minLength": 1},
-                                        **_CONDITIONS,
-                                    },
-                                    "required": ["name"],
-                                    "additionalProperties": False,
-                                },
-                            ]
-                        },
-                    },
-                    "exceptions": {
-                        "type": "array",
-                        "items": {"type": "string", "enum": list(bp.EXCEPTION_KINDS)},
-                    },
-                    "program": {"type": "string", "description": "workspace-relative program"},
-                    "args": {"type": "array", "items": {"type": "string"}},
-                    "adapter": {"type": "string", "enum": list(adapters.BY_NAME)},
-                    "port": {"type": "integer", "minimum": 1, "maximum": 65535},
-                    "pid": {"type": "integer", "minimum": 1, "maximum": 2**22},  # Linux pid_max
-                    "thread_id": {"type": "integer", "minimum": 0, "maximum": JSON_SAFE_INTEGER},
-                    "frame_id": {"type": "integer", "minimum": 0, "maximum": JSON_SAFE_INTEGER},
-                    "reference": {"type": "integer", "minimum": 1, "maximum": JSON_SAFE_INTEGER},
-                    "expression": {"type": "string", "minLength": 1},
-                    "wait": {
-                        "type": "number",
-                        "exclusiveMinimum": 0,
-                        "maximum": MAX_WAIT,
-                        "description": (
-                            "seconds a run-control op waits for a stop (default 10; attach 2)"
-                        ),
-                    },
-                },
-                "required": ["op"],
-                "additionalProperties": False,
-            },
-            handler=_debug,
-            needs=frozenset({Needs.WORKDIR, Needs.CONVERSATION, Needs.DEBUG_SESSIONS}),
-            path_args=("file", "program"),
-            parallel_safe=False,
-        )
-    ]
