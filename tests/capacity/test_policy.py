@@ -4,10 +4,12 @@ admission of spares, on a tree given as data."""
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 
 import pytest
 
+from tests.conftest import wait_until
 from tether.capacity.governor import Governor, _Reservation
 from tether.capacity.measure import Budget
 from tether.capacity.policy import Settings, candidates, decide
@@ -319,3 +321,32 @@ def test_a_refused_eviction_holds_the_reservation_again():
     tree.gov._evict = lambda name, why: False
     tree.gov.admit_resource("run:c1/kernel:python", "kernel")
     assert tree.gov.summary()["reserved"] == (50 + 100) * MIB and tree.gov._stopping == {}
+
+
+def test_memory_pressure_returns_once_what_a_sample_in_progress_stops_is_counted():
+    # the sampling thread found the tree over budget and is stopping the server (its
+    # eviction not answered yet) when memory_pressure shrinks the budget: pressure's own
+    # sample finds the server already leaving, and used to return at once, before the
+    # stop it caused was counted (test_eviction_stop read evictions {'kernel_pool': 1})
+    tree = Tree(budget_mib=1000)
+    tree.show(young_server(tree, 150, idle=60))
+    answered = threading.Event()
+
+    def slow_evict(name: str, why: str) -> bool:
+        answered.wait(10.0)
+        tree.evicted.append(name)
+        return True
+
+    tree.gov._evict = slow_evict
+    tree.gov.budget = Budget(100 * MIB, "test")
+    sampling = threading.Thread(target=tree.gov.sample)  # (the sampling thread's turn)
+    sampling.start()
+    wait_until(lambda: SERVER in tree.gov._stopping, timeout=5.0)
+    pressing = threading.Thread(target=tree.gov.pressure, args=(50 * MIB, None))
+    pressing.start()
+    pressing.join(0.3)
+    assert pressing.is_alive()  # it waits for the stop in progress ...
+    answered.set()
+    pressing.join(10.0)
+    assert tree.gov.evictions == {"language_server": 1}  # ... and returns with it counted
+    sampling.join(10.0)

@@ -119,6 +119,10 @@ class Governor:
         self._configs = dict(kind_configs or {})
         self.status_file = status_file
         self._lock = threading.Lock()
+        # one enforcement at a time, its stops included: a sample that finds the tree over
+        # its budget (the sampling thread's, or memory_pressure's own) returns once what
+        # any of them stopped for it is stopped and counted
+        self._enforcing = threading.Lock()
         self.records: list[UsageRecord] = []
         self.used = 0
         self.used_source = "not sampled yet"
@@ -225,23 +229,24 @@ class Governor:
         return max(used - leaving, 0)
 
     def _enforce(self, now: float) -> None:
-        with self._lock:
-            held = self._live_used() + self._reserved_bytes()
-            if held <= self.effective_budget(now):
-                return
-            need = held - int(self.effective_budget(now) * LOW_WATER)
-            plan = decide(
-                self._candidates(),
-                need,
-                now,
-                self.settings,
-                partial=True,
-                reserved=self._residuals(),
-            )
-            self._stopping_now(plan.stop)
-        why = f"{EVICTED} (it was {mib(self.used)} of {mib(self.effective_budget(now))})"
-        for rec in plan.stop:
-            self._stop_one(rec, why)
+        with self._enforcing:
+            with self._lock:
+                held = self._live_used() + self._reserved_bytes()
+                if held <= self.effective_budget(now):
+                    return
+                need = held - int(self.effective_budget(now) * LOW_WATER)
+                plan = decide(
+                    self._candidates(),
+                    need,
+                    now,
+                    self.settings,
+                    partial=True,
+                    reserved=self._residuals(),
+                )
+                self._stopping_now(plan.stop)
+            why = f"{EVICTED} (it was {mib(self.used)} of {mib(self.effective_budget(now))})"
+            for rec in plan.stop:
+                self._stop_one(rec, why)
 
     def _stop_one(self, rec: UsageRecord, why: str) -> None:
         idle = time.monotonic() - rec.last_use
