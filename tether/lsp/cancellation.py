@@ -35,14 +35,22 @@ class FileCancellation:
         self.dir = tmpdir / LAYOUT / self.folder
         self.dir.mkdir(parents=True, mode=0o700)
         self.arg = arg_template.format(folder=self.folder)
+        self._made: set[int] = set()  # the ids whose file `cancel` made (or tried to)
 
     def _file(self, rid: int) -> Path:
         return self.dir / f"cancellation-{rid}.tmp"
 
     def cancel(self, rid: int) -> None:
+        self._made.add(rid)
         with contextlib.suppress(OSError):  # a missing file only means no early stop
             self._file(rid).touch()
 
     def forget(self, rid: int) -> None:
+        """The request was answered: remove its file, if `cancel` made one (only this
+        client makes them; `forget` runs on every answer, between the server's answer and
+        the call's reply, so an answer nobody cancelled costs no unlink)."""
+        if rid not in self._made:
+            return
+        self._made.discard(rid)
         with contextlib.suppress(OSError):
             self._file(rid).unlink(missing_ok=True)

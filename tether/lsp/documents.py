@@ -42,7 +42,15 @@ CREATED, CHANGED, DELETED = 1, 2, 3
 
 
 def uri_of(path: Path | str) -> str:
-    return Path(path).absolute().as_uri()
+    name = os.fspath(path)
+    if os.path.isabs(name):  # (a relative one depends on the working directory: not kept)
+        return _absolute_uri(name)
+    return Path(name).absolute().as_uri()
+
+
+@functools.lru_cache(maxsize=4096)  # each call on a file asks its uri again
+def _absolute_uri(name: str) -> str:
+    return Path(name).as_uri()
 
 
 @functools.lru_cache(maxsize=4096)  # a references answer names the same few files many times
