@@ -76,6 +76,7 @@ ANNOTATIONS: dict[str, dict[str, bool]] = {
 OUTPUT_SCHEMA: JSONObject = {"type": "object", "additionalProperties": True}
 
 
+# (Any: serve.face declares its own two tools as literal dicts, not yet typed JSONObject)
 def mcp_tool(schema: dict[str, Any]) -> types.Tool:
     """A tool declaration (`export_schema(spec, "mcp")`) as MCP's `Tool`."""
     name = schema["name"]
@@ -128,13 +129,13 @@ class McpFace:
         self.run = run
 
     async def list_tools(
-        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+        self, ctx: ServerRequestContext[JSONObject], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         tools = [mcp_tool(t) for t in self.run.tool_schemas("mcp")]
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(
-        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+        self, ctx: ServerRequestContext[JSONObject], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         known = [t.name for t in self.run.tools()]
         if params.name not in known:
@@ -142,8 +143,8 @@ class McpFace:
         result = await self.run.acall(params.name, dict(params.arguments or {}))
         return mcp_result(result)
 
-    # (the mcp library's lifespan context type, untyped there; this server has none)
-    def server(self) -> Server[Any]:
+    # (Server's parameter is its lifespan's context: the default lifespan's, `{}`)
+    def server(self) -> Server[JSONObject]:
         return Server(
             SERVER_NAME,
             version=server_version(),

@@ -19,7 +19,6 @@ import platform
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import (
@@ -33,6 +32,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import start_http_server
 
 from tether.health_node import HealthNode
+from tether.json_types import JSONObject, JSONValue
 from tether.tools.results import ToolResult
 
 SCRAPE_HEALTH_TIMEOUT = 2.0  # a scrape never waits longer on the tree than this
@@ -139,7 +139,7 @@ class BuildInfo:
 class CapacityCollector:
     """The governor's summary at scrape time (no tree query: it keeps its last sample)."""
 
-    def __init__(self, capacity: Callable[[], Mapping[str, Any]]):
+    def __init__(self, capacity: Callable[[], Mapping[str, JSONValue]]):
         self._capacity = capacity
 
     def collect(self) -> Iterator[Metric]:
@@ -155,25 +155,43 @@ class CapacityCollector:
             ("tether_conversations_fit", "fit", "More conversations of the average size that fit"),
         ):
             gauge = GaugeMetricFamily(name, text)
-            gauge.add_metric([], float(cap.get(key, 0) or 0))
+            gauge.add_metric([], _figure(cap.get(key)))
             yield gauge
         # (counts since the runtime started: counters, so a rate() over them means something)
         refusals = CounterMetricFamily(
             "tether_capacity_refusals", "Calls refused with a capacity error"
         )
-        refusals.add_metric([], float(cap.get("refusals", 0) or 0))
+        refusals.add_metric([], _figure(cap.get("refusals")))
         yield refusals
         by_kind = GaugeMetricFamily(
             "tether_memory_bytes", "Memory (PSS) held by kind", labels=["kind"]
         )
-        for kind, held in sorted(cap.get("by_kind", {}).items()):
-            by_kind.add_metric([kind], float(held.get("bytes", 0)))
+        for kind, held in sorted(_table(cap.get("by_kind")).items()):
+            by_kind.add_metric([kind], _figure(_table(held).get("bytes")))
         evictions = CounterMetricFamily(
             "tether_capacity_evictions", "Resources stopped to keep the budget", labels=["kind"]
         )
-        for kind, n in sorted(cap.get("evictions", {}).items()):
-            evictions.add_metric([kind], float(n))
+        for kind, n in sorted(_table(cap.get("evictions")).items()):
+            evictions.add_metric([kind], _figure(n))
         yield from (by_kind, evictions)
+
+
+def _figure(value: JSONValue) -> float:
+    """A number of the governor's summary (absent: 0); TypeError if it is not one."""
+    if isinstance(value, int | float | str):  # (what float() takes; a bool is an int)
+        return float(value or 0)
+    if value is None:
+        return 0.0
+    raise TypeError(f"not a number: {value!r}")
+
+
+def _table(value: JSONValue) -> JSONObject:
+    """An object of the governor's summary (absent: empty); TypeError if it is not one."""
+    if isinstance(value, dict):
+        return value
+    if value is None:
+        return {}
+    raise TypeError(f"not an object: {value!r}")
 
 
 def _walk(node: HealthNode) -> Iterator[HealthNode]:
@@ -188,7 +206,7 @@ class Metrics:
     def __init__(
         self,
         health: Callable[[float], HealthNode],
-        capacity: Callable[[], Mapping[str, Any]] | None = None,
+        capacity: Callable[[], Mapping[str, JSONValue]] | None = None,
     ):
         self.registry = CollectorRegistry()
         self.calls = CallCounter(

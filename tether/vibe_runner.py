@@ -17,8 +17,7 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
 
 from tether.json_types import JSONValue
 from tether.messages.worker_ops import PROTOCOL_PREFIX
@@ -60,12 +59,15 @@ class WorkerIO:
         return bool(answer.get("allow"))
 
 
-# (untyped: whatever attribute `target` names in a module imported by name, as getattr gives it)
-def load(target: str) -> Any:
+def load(target: str) -> Callable[[str, WorkerIO], object]:
+    """The worker function `target` names ("module:function", the function's name dotted
+    when it is an attribute of an attribute), called with the brief and a WorkerIO."""
     module_name, _, attr = target.partition(":")
-    obj: Any = importlib.import_module(module_name)
+    obj: object = importlib.import_module(module_name)
     for part in attr.split("."):
         obj = getattr(obj, part)
+    if not callable(obj):
+        raise TypeError(f"{target} is not callable: {type(obj).__name__}")
     return obj
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from thespian.actors import ActorAddress, ActorExitRequest, ThespianWatch
@@ -42,7 +43,7 @@ from tether.capacity.usage import EVICTED, UsageRecord, evicted_note, traits_of
 from tether.channels import ChannelPeer
 from tether.health_node import HealthNode
 from tether.json_types import JSONObject
-from tether.messages.calls import Call, ErrorCode, Reply, ResourceError, Wire
+from tether.messages.calls import Call, ErrorCode, Reply, ResourceError, Wire, WireValue
 from tether.messages.codec import encode
 from tether.messages.control import (
     CancelCall,
@@ -89,7 +90,8 @@ class ResourceActor(TetherActor):
 
     def __init__(self) -> None:
         super().__init__()
-        self._open = OpenCalls()  # (subclasses ask `call.call_id in self._open`)
+        # (subclasses ask `call.call_id in self._open`)
+        self._open: OpenCalls[ActorAddress | ChannelPeer] = OpenCalls()
         self._faults = Faults()
         self._channel = CallChannel()  # the host's direct calls
         self._life = Lifecycle()
@@ -129,14 +131,15 @@ class ResourceActor(TetherActor):
         return {}
 
     # --- provided --------------------------------------------------------------------
-    def reply(self, call: Call, payload: dict[str, Any]) -> None:  # (Reply.payload's type)
+    def reply(self, call: Call, payload: Mapping[str, WireValue]) -> None:
         """Settle `call` with a result. Ignored if it was settled already."""
-        if self._evicted_note and call.call_id in self._open and "notes" in payload:
+        notes = payload.get("notes")
+        if self._evicted_note and call.call_id in self._open and isinstance(notes, list):
             # (only a reply that carries notes already: replies are typed, and a field
             # their kind does not declare is refused by the host - a kernel's cell has one)
-            payload = {**payload, "notes": [*payload["notes"], self._evicted_note]}
+            payload = {**payload, "notes": [*notes, self._evicted_note]}
             self._evicted_note = ""
-        self._settle(call, Reply(call_id=call.call_id, ok=True, payload=payload))
+        self._settle(call, Reply(call_id=call.call_id, ok=True, payload=dict(payload)))
 
     def fail(self, call: Call, code: str, message: str) -> None:
         """Settle `call` with an error (an ErrorCode and a message saying what to do next)."""

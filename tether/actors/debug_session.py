@@ -35,7 +35,8 @@ import dataclasses
 import socket
 import time
 from pathlib import Path
-from typing import Any
+
+from thespian.actors import ActorAddress
 
 from tether.actors.base import ResourceUnavailable
 from tether.actors.process import ProcessActor
@@ -116,7 +117,9 @@ class DebugSessionActor(ProcessActor):
         self._ending = False  # we are ending the adapter ourselves (terminate, relaunch)
         self._program_reported = False  # the supervisor knows the program's pids
 
-    def handle_message(self, obj: Any, data: bytes, extra: Any, sender: Any) -> None:
+    def handle_message(
+        self, obj: object, data: bytes, extra: ActorAddress | None, sender: ActorAddress
+    ) -> None:
         if isinstance(obj, Start):
             self.ttl = obj.child.get("ttl")
             self.previous_end = obj.previous_end

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import Any
 
 from tether.actors.base import ResourceUnavailable
 from tether.actors.process import ProcessActor
@@ -90,7 +89,7 @@ class GitActor(ProcessActor):
         if not self.runs.keep("out", data):
             self.kill_process()
 
-    def on_timer(self, tag: Any) -> None:
+    def on_timer(self, tag: RunDeadline) -> None:
         if isinstance(tag, RunDeadline) and self.runs.is_current(tag):
             self.timed_out = True
             self.kill_process()  # (its exit answers the calls)
@@ -126,7 +125,7 @@ class GitActor(ProcessActor):
             self.reply(call, plain(FilesReply([path[len(prefix) :] for path in listed])))
         self.runs.next()
 
-    def health_extra(self) -> dict[str, Any]:
+    def health_extra(self) -> JSONObject:
         running = bool(self.runs.running)
         return {"root": getattr(self, "root", ""), "running": running, **self.runs.health()}
 

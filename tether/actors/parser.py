@@ -36,7 +36,6 @@ import os
 import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
-from typing import Any
 
 from tether.actors.base import ResourceActor
 from tether.json_types import JSONObject
@@ -131,7 +130,7 @@ class ParserActor(ResourceActor):
         self.finished: deque[_Running] = deque(maxlen=FINISHED_KEPT)
         self.work_armed = False
 
-    def on_timer(self, tag: Any) -> None:
+    def on_timer(self, tag: WorkTick | IndexTick) -> None:
         match tag:
             case WorkTick():
                 self.work_armed = False
@@ -315,10 +314,10 @@ class ParserActor(ResourceActor):
             out.setdefault(job.run, []).append(job.searched())
         return out
 
-    def health_extra(self) -> dict[str, Any]:
+    def health_extra(self) -> JSONObject:
         return {
             "calls": getattr(self, "calls", 0),
-            "cache": self.cache.stats(),
+            "cache": {**self.cache.stats()},  # (a copy typed as JSON)
             "indexing": len(getattr(self, "index_queue", ())),
             "indexed": getattr(self, "indexed", 0),
             "jobs": sum(self._jobs_by_run().values()) if hasattr(self, "jobs") else 0,

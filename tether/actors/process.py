@@ -28,8 +28,8 @@ import contextlib
 import os
 import signal
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from tether.actors.base import FLUSH_RETRY, ResourceActor
 from tether.channels import OutBuffer
@@ -227,7 +227,7 @@ class ProcessActor(ResourceActor):
         if proc is not None and proc.stdout is not None and not proc.stdout.closed:
             self._read(proc.stdout.fileno(), self._dispatch_stdout)
 
-    def _read(self, fd: int, sink: Any) -> None:
+    def _read(self, fd: int, sink: Callable[[bytes], None]) -> None:
         while True:
             try:
                 data = os.read(fd, READ_CHUNK)
@@ -308,7 +308,7 @@ class ProcessActor(ResourceActor):
             self._flush_armed = True
             self.wakeupAfter(FLUSH_RETRY, StdinFlush())
 
-    def handle_wakeup(self, payload: Any) -> None:
+    def handle_wakeup(self, payload: object) -> None:  # (a tag of any class: matched on)
         match payload:
             case StdinFlush():
                 self._flush_armed = False

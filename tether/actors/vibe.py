@@ -26,7 +26,7 @@ import dataclasses
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from tether import worker_views
 from tether.actors.base import ResourceUnavailable
@@ -451,7 +451,7 @@ class VibeWorkerActor(ProcessActor):
                 del self.held[call_id]
                 self.reply(call, plain(self.snapshot()))
 
-    def on_timer(self, tag: Any) -> None:
+    def on_timer(self, tag: HeldDue | CloseStdin | CapDue | Reap) -> None:
         match tag:
             case HeldDue(call_id=call_id):
                 entry = self.held.pop(call_id, None)
@@ -498,7 +498,7 @@ class VibeWorkerActor(ProcessActor):
         if hasattr(self, "ceiling"):
             self.ceiling.release()
 
-    def health_extra(self) -> dict[str, Any]:
+    def health_extra(self) -> JSONObject:
         return {
             "worker": {k: v for k, v in plain(self.snapshot()).items() if k != "output"},
             "memory_ceiling": self.ceiling.how() if hasattr(self, "ceiling") else "",

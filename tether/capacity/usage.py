@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
 
 import psutil
 
@@ -58,7 +57,7 @@ class KindTraits:
                 f"KindTraits.expected_bytes must be an int >= 0, got {self.expected_bytes!r}"
             )
 
-    def override(self, given: Mapping[str, Any] | None) -> KindTraits:
+    def override(self, given: Mapping[str, JSONValue] | None) -> KindTraits:
         """These traits with a kind config's `capacity` entries applied (expected_mb,
         holds_state, spare, evictable); an unknown entry is an error that names it."""
         if not given:
@@ -70,6 +69,8 @@ class KindTraits:
                 f"unknown capacity setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
             )
         mb = given.get("expected_mb")
+        if mb is not None and not isinstance(mb, int | float):
+            raise ValueError(f"capacity setting expected_mb must be a number, got {mb!r}")
         return KindTraits(
             expected_bytes=int(mb * MIB) if mb is not None else self.expected_bytes,
             holds_state=bool(given.get("holds_state", self.holds_state)),
@@ -139,12 +140,12 @@ class UsageRecord:
         return asdict(self)
 
     @classmethod
-    def from_wire(cls, data: Mapping[str, Any]) -> UsageRecord:
+    def from_wire(cls, data: Mapping[str, JSONValue]) -> UsageRecord:
         return cls(
             name=str(data["name"]),
             kind=str(data["kind"]),
-            bytes=int(data["bytes"]),
-            last_use=float(data["last_use"]),
+            bytes=int(_number(data["bytes"])),
+            last_use=float(_number(data["last_use"])),
             holds_state=bool(data["holds_state"]),
             busy=bool(data["busy"]),
             spare=bool(data.get("spare", False)),
@@ -158,6 +159,13 @@ class UsageRecord:
         resources "run:<id>/<kind>:<key>"."""
         head, sep, _ = self.name.partition("/")
         return head[len("run:") :] if sep and head.startswith("run:") else ""
+
+
+def _number(value: JSONValue) -> int | float | str:
+    """A field as int() and float() take it (the wire carries numbers); TypeError else."""
+    if isinstance(value, int | float | str):
+        return value
+    raise TypeError(f"not a number: {value!r}")
 
 
 def pss_bytes(pids: Iterable[int]) -> int:

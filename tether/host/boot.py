@@ -19,7 +19,6 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import psutil
 
@@ -31,7 +30,7 @@ from tether.host.accounting import Admin
 from tether.host.engine import CallEngine
 from tether.host.portfile import pick_port, port_listening
 from tether.kinds import KindSpec
-from tether.messages.calls import Reply
+from tether.messages.calls import Reply, Wire, WireValue
 from tether.messages.control import Hello
 from tether.private_dirs import STATE_DIR_ENV
 from tether.processes import (
@@ -197,7 +196,7 @@ class RootHello:
     """The root's answer to the host's hello: who runs the tree, and where its nodes are."""
 
     root: ActorAddress  # the root supervisor's
-    payload: dict[str, Any]
+    payload: Wire
     addresses: dict[str, ActorAddress]
 
 
@@ -220,13 +219,19 @@ def greet_root(asys: ActorSystem, engine: CallEngine, call_id: str, timeout: flo
     return RootHello(root, dict(reply.payload), dict(addresses))
 
 
-def admin_of(payload: Mapping[str, Any]) -> Admin:
+def admin_of(payload: Mapping[str, WireValue]) -> Admin:
     """The top of the tree, from the root's answer to the hello."""
-    admin_pid = int(payload["admin_pid"])
+    admin_pid = _pid(payload["admin_pid"])
     admin_sid = 0
     with contextlib.suppress(OSError):
         admin_sid = os.getsid(admin_pid)
-    return Admin(admin_pid, proc_create_time(admin_pid), admin_sid, int(payload["pid"]))
+    return Admin(admin_pid, proc_create_time(admin_pid), admin_sid, _pid(payload["pid"]))
+
+
+def _pid(value: WireValue) -> int:
+    if isinstance(value, int | float | str):  # (what int() takes; the root sends ints)
+        return int(value)
+    raise TypeError(f"not a pid: {value!r}")
 
 
 def child_pids() -> set[int]:

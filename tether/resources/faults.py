@@ -9,7 +9,7 @@ if lost: the caller's deadline answers). The others act on what the actor owns
 
 from __future__ import annotations
 
-from typing import Any
+from tether.json_types import JSONObject, JSONValue
 
 
 class Faults:
@@ -17,11 +17,11 @@ class Faults:
         self.delays: list[float] = []  # seconds, one per next call
         self.drops = 0  # how many next replies to drop
 
-    def plan(self, fault: str, args: dict[str, Any], name: str) -> str | None:
+    def plan(self, fault: str, args: JSONObject, name: str) -> str | None:
         """Take `fault` on, saying what will happen to `name`; None: not one of these."""
-        count = int(args.get("count", 1))
+        count = int(_scalar(args, "count", 1))
         if fault == "delay":
-            seconds = float(args.get("seconds", 1.0))
+            seconds = float(_scalar(args, "seconds", 1.0))
             self.delays.extend([seconds] * count)
             return f"the next {count} call(s) to {name} wait {seconds:g} s"
         if fault == "drop_reply":
@@ -39,3 +39,11 @@ class Faults:
             self.drops -= 1
             return True
         return False
+
+
+def _scalar(args: JSONObject, name: str, default: float) -> float | str:
+    """An argument as int() and float() take it (a number or its text); TypeError else."""
+    value: JSONValue = args.get(name, default)
+    if isinstance(value, int | float | str):
+        return value
+    raise TypeError(f"{name} must be a number, not {value!r}")

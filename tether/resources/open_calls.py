@@ -9,32 +9,35 @@ on another connection, or in the same read): it is kept for that call, bounded, 
 cancel for a call that never comes cannot grow the actor.
 
 `reply_to` is the caller's address as the actor's transport knows it (a thespian address
-or a call channel's peer); the table only keeps it beside the call.
+or a call channel's peer): the table only keeps it beside the call, so its type is the
+table's parameter `R`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Generic, TypeVar
 
 from tether.messages.calls import Call
+
+R = TypeVar("R")  # where a reply goes
 
 CANCELS_KEPT = 64  # cancels kept for calls that have not arrived yet
 
 
-class OpenCalls:
+class OpenCalls(Generic[R]):
     def __init__(self) -> None:
-        self.open: dict[str, tuple[Call, Any]] = {}  # call_id -> (call, reply_to)
-        self.queued: list[tuple[Call, Any]] = []  # taken before the resource was ready
+        self.open: dict[str, tuple[Call, R]] = {}  # call_id -> (call, reply_to)
+        self.queued: list[tuple[Call, R]] = []  # taken before the resource was ready
         self._cancelled_ahead: dict[str, str] = {}  # call id -> why, for a call not yet here
 
     def __contains__(self, call_id: str) -> bool:
         return call_id in self.open
 
-    def enter(self, call: Call, reply_to: Any) -> None:
+    def enter(self, call: Call, reply_to: R) -> None:
         """`call` is open: its reply goes to `reply_to`, once."""
         self.open[call.call_id] = (call, reply_to)
 
-    def settle(self, call_id: str) -> tuple[Call, Any] | None:
+    def settle(self, call_id: str) -> tuple[Call, R] | None:
         """The call and its reply_to, leaving the table; None when it was settled already
         (or expired): that reply is dropped."""
         return self.open.pop(call_id, None)
@@ -46,10 +49,10 @@ class OpenCalls:
     def calls(self) -> list[Call]:
         return [call for call, _ in self.open.values()]
 
-    def queue(self, call: Call, reply_to: Any) -> None:
+    def queue(self, call: Call, reply_to: R) -> None:
         self.queued.append((call, reply_to))
 
-    def take_queued(self) -> list[tuple[Call, Any]]:
+    def take_queued(self) -> list[tuple[Call, R]]:
         queued, self.queued = self.queued, []
         return queued
 

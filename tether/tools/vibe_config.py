@@ -19,9 +19,13 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tether.json_types import JSONValue
 from tether.messages.worker_ops import BRIEF_MODES, CAP_NAMES
+
+if TYPE_CHECKING:
+    from tether.vibe_runner import WorkerIO
 
 TIERS = ("fast", "good")
 
@@ -59,7 +63,7 @@ class CallableBackend:
     tether.vibe_runner (so it can be killed like any worker). `target` is the function or
     "module:function"; it must be importable by that name (no lambdas, no closures)."""
 
-    target: str | Callable[..., str]  # f(brief, worker) -> its result
+    target: str | Callable[[str, WorkerIO], str]  # f(brief, worker) -> its result
     python: str = sys.executable
 
     def __post_init__(self) -> None:
@@ -78,7 +82,7 @@ class CallableBackend:
         return argv, "arg", {"PYTHONPATH": path}
 
 
-def _import_name(target: str | Callable[..., str]) -> str:
+def _import_name(target: str | Callable[[str, WorkerIO], str]) -> str:
     if isinstance(target, str):
         return target
     module, qualname = getattr(target, "__module__", ""), getattr(target, "__qualname__", "")

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from tether import worker_views
-from tether.json_types import JSONValue
+from tether.json_types import JSONObject, JSONValue
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.messages.worker_ops import (
     EndView,
@@ -548,6 +548,6 @@ def workers_of(ctx: Any) -> VibeWorkers:
     return table  # type: ignore[no-any-return]
 
 
-def _place(run: WorkerRun) -> dict[str, Any] | None:
+def _place(run: WorkerRun) -> JSONObject | None:
     """The run's place for its workers (tether.places wire form; None: the host)."""
     return run.place.to_wire() if run.place.kind != "host" else None

@@ -161,6 +161,7 @@ def _diagnose_written(
                 ),
                 DiagnosticsReply,
                 WRITE_CAP + res.row.startup_timeout + 2.0,
+                idem=False,
             )
         except ResourceError as e:
             if e.code == ErrorCode.DEADLINE:
@@ -196,9 +197,12 @@ def _diagnose_written(
     return new, pending, "; ".join(notes)
 
 
-def _wrapper(
-    tool: str,
-) -> Callable[[ToolContext, JSONObject, Callable[[], ToolResult]], ToolResult]:
+# a write tool's wrapper (tether.tools.registry.Wrapper): the call's context and arguments,
+# and the write itself to run
+Wrap = Callable[[ToolContext, JSONObject, Callable[[], ToolResult]], ToolResult]
+
+
+def _wrapper(tool: str) -> Wrap:
     def wrap(ctx: ToolContext, args: JSONObject, run: Callable[[], ToolResult]) -> ToolResult:
         cands = _candidates(tool, args) or (_staged_targets(ctx, args) if tool == "resolve" else [])
         heard: list[DiagnosticsReply] = []  # every server reply: their notes end the result
@@ -230,5 +234,5 @@ def _wrapper(
     return wrap
 
 
-def wrappers() -> dict[str, Callable[..., ToolResult]]:
+def wrappers() -> dict[str, Wrap]:
     return {t: _wrapper(t) for t in ("write", "edit", "apply_patch", "resolve")}
