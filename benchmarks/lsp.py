@@ -305,6 +305,7 @@ def main() -> int:
 
     from tether.runtime import RESOURCE_KIND_MODULES, Runtime
 
+    load_before = os.getloadavg()[0]  # (the figures move with the machine's load: say it)
     tmp = Path(tempfile.mkdtemp(prefix="tether-lsp-bench-"))
     raw_root = make_project(tmp / "raw")
     tether_root = make_project(tmp / "tether")
@@ -356,12 +357,14 @@ def main() -> int:
 
             # where the added time goes, measured interleaved per position: the raw client, the
             # runtime's round trip to a trivial actor, the language-server actor asked directly
-            # (no tool pipeline, no rendering), and the whole lsp tool
+            # (no tool pipeline, no rendering), and the whole lsp tool; own: each minus its
+            # server_ms, so own(direct) - echo is the actor's share, own(tool) - own(direct)
+            # the host's tool pipeline (lookup, position, rendering)
             from tether.lsp.servers import make_key
             from tether.messages.language_server_ops import Navigate
 
             key = make_key("basedpyright", tether_root.resolve())
-            raws, floor, direct, tool = [], [], [], []
+            raws, floor, direct, tool, direct_own, tool_own = [], [], [], [], [], []
             for _ in range(2):
                 for s in sites:
                     hover = Navigate("hover", str(tether_root.resolve() / s[0]), s[1] - 1, s[3])
@@ -370,16 +373,18 @@ def main() -> int:
                     t1 = time.perf_counter()
                     rt.call("bench", "echo", "floor", "echo", {}, 10)
                     t2 = time.perf_counter()
-                    rt.call("bench", "language_server", key, hover, None, 10)  # (idempotent)
+                    d = rt.call("bench", "language_server", key, hover, None, 10)  # (idempotent)
                     t3 = time.perf_counter()
-                    teth("hover", s)
+                    r = teth("hover", s)
                     t4 = time.perf_counter()
                     raws.append(t1 - t0)
                     floor.append(t2 - t1)
                     direct.append(t3 - t2)
                     tool.append(t4 - t3)
-            results.append(row("hover (interleaved)", raws, tool))
-            results.append(row("hover, actor direct", raws, direct))
+                    direct_own.append(direct[-1] - d["server_ms"] / 1e3)
+                    tool_own.append(tool[-1] - r.data["server_ms"] / 1e3)
+            results.append(row("hover (interleaved)", raws, tool, tool_own))
+            results.append(row("hover, actor direct", raws, direct, direct_own))
             results.append(
                 {
                     "what": "runtime round trip (echo)",
@@ -432,6 +437,8 @@ def main() -> int:
         raw_client.close()
         shutil.rmtree(tmp, ignore_errors=True)
 
+    load = f"load average {load_before:.2f} at the start, {os.getloadavg()[0]:.2f} at the end"
+    print(f"{load}, on {os.cpu_count()} cores")
     if opts.json:
         print(json.dumps(results, indent=2))
     cols = [
@@ -456,6 +463,15 @@ def main() -> int:
     print(
         f"of the added time, {echo['tether_p50_ms']} ms is the runtime's own round trip "
         "(host -> actor -> host), measured on the echo actor"
+    )
+    inter = {r["what"]: r for r in results}
+    own_tool = inter["hover (interleaved)"]["own_p50_ms"]
+    own_direct = inter["hover, actor direct"]["own_p50_ms"]
+    print(
+        f"hover, interleaved: tether's own {own_tool} ms at p50 = the round trip "
+        f"{echo['tether_p50_ms']} + the actor's share {own_direct - echo['tether_p50_ms']:.2f} "
+        f"(own when asked directly: {own_direct}) + the host's lsp tool "
+        f"{own_tool - own_direct:.2f} (differences of medians)"
     )
     w = [r for r in results if r["what"].startswith("write->diagnostics")][0]
     ok_own = all(r["own_p50_ms"] <= 2.0 for r in q)
