@@ -38,21 +38,34 @@ import timeit
 import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-_STATE: dict[str, Any] = {"user_ns": {}, "hidden": frozenset(), "oldpwd": None, "groups": set()}
+if TYPE_CHECKING:  # (types only: the kernel runs none of this, and starts no slower for it)
+    from typing import IO, TextIO, TypedDict, TypeVar
+
+    from IPython.core.interactiveshell import InteractiveShell
+
+    class _State(TypedDict):
+        user_ns: dict[str, object]  # the user's namespace: whatever the cells made
+        hidden: frozenset[str]  # its names at start (%who leaves them out)
+        oldpwd: str | None  # for %cd -
+        groups: set[int]  # process groups `!cmd &` left running
+
+    _T = TypeVar("_T")
+
+_STATE: _State = {"user_ns": {}, "hidden": frozenset(), "oldpwd": None, "groups": set()}
 _FIELD = re.compile(r"\$\$|\{\{|\}\}|\{([^{}]*)\}|\$([A-Za-z_]\w*)")
 _QUIET_AFTER_EXIT = 0.1  # seconds of silence after the shell exits before leaving its pipes
 _SECRET = re.compile(r"KEY|TOKEN|SECRET|PASS|CREDENTIAL|AUTH", re.IGNORECASE)
 
 
 def install(
-    user_ns: dict[str, Any], rows: int = 20, columns: int = 12, cell_chars: int = 40
+    user_ns: dict[str, object], rows: int = 20, columns: int = 12, cell_chars: int = 40
 ) -> None:
     """Put the helpers into `user_ns` and set up figures and tables (once, at kernel start)."""
     helpers = {name: value for name, value in globals().items() if name.startswith("_tether_")}
     user_ns.update(helpers)
-    _STATE.update(user_ns=user_ns, hidden=frozenset(user_ns))
+    _STATE["user_ns"], _STATE["hidden"] = user_ns, frozenset(user_ns)
     atexit.register(_kill_groups)
     _interleave_streams()
     _inline_figures()
@@ -84,7 +97,7 @@ def _give_back_freed() -> None:
 # ---- expansion of {expr} and $name, as IPython does it -------------------------------------
 
 
-def _expand(text: str, frame: Any) -> str:
+def _expand(text: str, frame: types.FrameType) -> str:
     """`text` with `{expr}` and `$name` replaced by their values in the caller's scope;
     a field that does not evaluate stays as written (`{print $1}` for awk, `$HOME`)."""
 
@@ -180,7 +193,8 @@ def _pump(proc: subprocess.Popen[bytes], captured: list[str] | None) -> None:
                 else:
                     sinks[key.fd].write(text)
                     sinks[key.fd].flush()
-        left_open = [key.fileobj for key in selector.get_map().values()]
+        still = {key.fileobj for key in selector.get_map().values()}
+        left_open = [pipe for pipe in (proc.stdout, proc.stderr) if pipe in still]
     for pipe in (proc.stdout, proc.stderr):
         if pipe not in left_open:
             pipe.close()
@@ -194,7 +208,7 @@ def _pump(proc: subprocess.Popen[bytes], captured: list[str] | None) -> None:
         threading.Thread(target=_discard, args=(left_open,), daemon=True).start()
 
 
-def _discard(pipes: list[Any]) -> None:
+def _discard(pipes: list[IO[bytes]]) -> None:
     """Read a background process's pipes to their end so it never blocks on a full one."""
     for pipe in pipes:
         while os.read(pipe.fileno(), 65536):
@@ -247,7 +261,7 @@ def _tether_pwd() -> str:
     return os.getcwd()
 
 
-def _tether_env(args: str = "") -> Any:
+def _tether_env(args: str = "") -> dict[str, str] | str | None:
     """`%env` lists (secrets hidden), `%env NAME` reads, `%env NAME=value` sets."""
     text = _expand(args, sys._getframe(1)).strip()
     if not text:
@@ -311,7 +325,7 @@ def _tether_whos(types: str = "") -> None:
         print(f"{name:<{width}}   {type_name:<{kind}}   {info}")
 
 
-def _short(value: Any, limit: int = 60) -> str:
+def _short(value: object, limit: int = 60) -> str:
     try:
         text = repr(value).replace("\n", " ")
     except Exception as error:  # a broken __repr__ must not break %whos
@@ -339,7 +353,7 @@ def _tether_timer() -> Iterator[None]:
         print(f"Wall time: {spent} (CPU {_duration(time.process_time() - cpu)})")
 
 
-def _tether_time(thunk: Callable[[], Any]) -> Any:
+def _tether_time(thunk: Callable[[], _T]) -> _T:
     with _tether_timer():
         return thunk()
 
@@ -387,7 +401,7 @@ def _canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-Installed = dict[str, dict[str, Any]]  # canonical name -> version -> distribution
+Installed = dict[str, dict[str, importlib.metadata.Distribution]]  # name -> version -> it
 
 
 def _distributions() -> Installed:
@@ -401,7 +415,7 @@ def _distributions() -> Installed:
     return found
 
 
-def _top_levels(name: str, dist: Any) -> set[str]:
+def _top_levels(name: str, dist: importlib.metadata.Distribution) -> set[str]:
     """The importable top-level names a distribution installs."""
     try:
         listed = dist.read_text("top_level.txt")
@@ -503,12 +517,12 @@ def _interleave_streams() -> None:
     the other stream whenever the writer switches keeps the order the cell wrote in."""
     if not all(type(s).__module__.startswith("ipykernel") for s in (sys.stdout, sys.stderr)):
         return
-    last: list[Any] = [None]
+    last: list[TextIO | None] = [None]
 
-    def ordered(stream: Any, other: Any) -> Callable[[str], Any]:
+    def ordered(stream: TextIO, other: TextIO) -> Callable[[str], int]:
         write = stream.write
 
-        def write_in_order(text: str) -> Any:
+        def write_in_order(text: str) -> int:
             if last[0] is other:
                 other.flush()
             last[0] = stream
@@ -531,7 +545,7 @@ def _inline_figures() -> None:
         shell.run_line_magic("matplotlib", "inline")
 
 
-def _ipython() -> Any:
+def _ipython() -> InteractiveShell | None:
     try:
         from IPython import get_ipython
     except ImportError:
@@ -541,11 +555,11 @@ def _ipython() -> Any:
 
 def _register_tables(rows: int, columns: int, cell_chars: int) -> None:
     shell = _ipython()
-    if shell is None:
+    if shell is None or shell.display_formatter is None:  # (not in an IPython kernel)
         return
     markdown = shell.display_formatter.formatters["text/markdown"]
 
-    def table(value: Any) -> str:
+    def table(value: Any) -> str:  # (a pandas DataFrame or Series: pandas is untyped)
         return _tether_markdown_table(value, rows, columns, cell_chars)
 
     # pandas 3 names its classes' module "pandas", earlier versions the defining module
@@ -558,7 +572,7 @@ def _register_tables(rows: int, columns: int, cell_chars: int) -> None:
 
 def _tether_markdown_table(
     frame: Any, rows: int = 20, columns: int = 12, cell_chars: int = 40
-) -> str:
+) -> str:  # (frame: a pandas DataFrame or Series; pandas is untyped here)
     """A DataFrame (or Series) as a markdown table: the first and last rows and columns
     when it is bigger than `rows` x `columns`, with a line saying what was left out."""
     if frame.ndim == 1:
@@ -567,7 +581,7 @@ def _tether_markdown_table(
     picked_rows, picked_columns = _pick(n_rows, rows), _pick(n_columns, columns)
     index_name = ", ".join(str(n) for n in frame.index.names if n is not None)
 
-    def cell(value: Any) -> str:
+    def cell(value: object) -> str:
         return _cell(value, cell_chars)
 
     header = [cell(index_name)] + [
@@ -602,11 +616,11 @@ def _shape_note(n_rows: int, n_columns: int, rows: int, columns: int) -> str:
     return note + (f"; showing {' and '.join(shown)}]" if shown else "]")
 
 
-def _label(value: Any) -> Any:
+def _label(value: object) -> object:
     return " / ".join(str(part) for part in value) if isinstance(value, tuple) else value
 
 
-def _cell(value: Any, limit: int) -> str:
+def _cell(value: object, limit: int) -> str:
     if isinstance(value, float):
         text = "NaN" if math.isnan(value) else f"{value:.6g}"
     else:
