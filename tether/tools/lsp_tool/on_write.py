@@ -161,7 +161,6 @@ def _diagnose_written(
                 ),
                 DiagnosticsReply,
                 WRITE_CAP + res.row.startup_timeout + 2.0,
-                idem=False,
             )
         except ResourceError as e:
             if e.code == ErrorCode.DEADLINE:
