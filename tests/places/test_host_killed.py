@@ -28,8 +28,8 @@ pytestmark = needs_sandbox
 # is (its Start) when the host dies: its supervisor holds back the Start of echo:held, as
 # when a parent actor dies between a child's fork and its Start (seen after a kill -9: a
 # supervisor restarting a child as the host went). It must die with its parent all the
-# same (TetherActor.__init__'s parent-death signal, thespian_patches'
-# _die_with_the_parent_actor): nothing else watches it, it never arms its watchdog.
+# same (TetherActor.__init__'s parent-death signal: thespian makes the instance as the
+# actor process starts its loop): nothing else watches it, it never arms its watchdog.
 HOLD_A_START = """
 from tether.messages.control import Start
 from tether.supervisors.core import Supervisor

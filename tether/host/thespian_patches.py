@@ -49,18 +49,16 @@ from __future__ import annotations
 import errno
 import importlib
 import importlib.metadata
-import multiprocessing
 import os
 import select
 import selectors
-import signal
 import socket
 import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from tether.host import transport_auth
-from tether.processes import die_with_parent, title_tree_process
+from tether.processes import title_tree_process
 
 if TYPE_CHECKING:  # (thespian publishes no types: mypy cannot check these)
     from thespian.actors import ActorAddress
@@ -286,22 +284,6 @@ def _make_stack_trampoline() -> _Trampoline:
 _in_fresh_stack_chunk = _make_stack_trampoline()
 
 
-def _die_with_the_parent_actor(manager: ActorManager) -> None:
-    """An actor process gets SIGKILL when its parent actor dies, from the start of its loop.
-    Thespian makes the actor's instance (whose __init__ sets this, tether.actors.actor) only
-    at its first message: a parent that died before sending one left the child polling
-    without a timeout for ever, an orphan (seen once after a kill -9 of the host). If the
-    parent is gone already, exit now. Not the admin: a daemon that shutdown ends."""
-    from thespian.system.multiprocCommon import MultiProcManager
-
-    if not isinstance(manager, MultiProcManager):
-        return
-    parent = multiprocessing.parent_process()
-    die_with_parent(signal.SIGKILL)
-    if parent is not None and parent.pid and os.getppid() != parent.pid:
-        os._exit(0)
-
-
 def run_actors_in_fresh_stack_chunk() -> None:
     """Idempotent. Make thespian run the message loop of every actor process from a fresh
     frame-stack chunk (see `_make_stack_trampoline`).
@@ -321,7 +303,6 @@ def run_actors_in_fresh_stack_chunk() -> None:
         return
 
     def run(self: ActorManager) -> None:
-        _die_with_the_parent_actor(self)
         _in_fresh_stack_chunk(original, self)  # (thespian's run returns nothing)
 
     run.__wrapped__ = original  # type: ignore[attr-defined]
