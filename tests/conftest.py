@@ -146,3 +146,150 @@ def runtime_factory(tether_state_dir: Path) -> Iterator[Callable[..., Any]]:
 @pytest.fixture
 def runtime(runtime_factory: Callable[..., Any]) -> Any:
     return runtime_factory()
+
+
+# --- one runtime for a module's tests --------------------------------------------------
+# A test that kills, injects faults into, restarts, shuts down or counts the processes of
+# the tree, sets kinds or options of its own, or reads the tree's initial state takes the
+# `runtime`/`runtime_factory` fixtures above. A test a fresh tree proves nothing for takes
+# `shared`: the module's runtime (`shared_tree`, a module fixture a test module may
+# override with its kinds), with run ids of its own, its runs closed at its end.
+
+HEALTHY_STATES = frozenset({"ready", "busy"})
+
+
+def tree_problems(health: dict, prefix: str = "") -> list[str]:
+    """What keeps a shared tree from serving the next test as a fresh one would: a node
+    not ready, restarted (the root's restarts are the host's rebuilds), holding a call,
+    or a run of the test with run ids starting with `prefix` still open."""
+    found: list[str] = []
+
+    def walk(node: dict) -> None:
+        name = node.get("name", "?")
+        if node.get("state") not in HEALTHY_STATES:
+            found.append(f"{name}: {node.get('state')} ({node.get('last_error') or 'no error'})")
+        if node.get("restarts"):
+            found.append(f"{name}: restarted {node['restarts']} times ({node.get('last_error')})")
+        if node.get("pending"):
+            found.append(f"{name}: {node['pending']} calls open")
+        if prefix and name.startswith(f"run:{prefix}"):
+            found.append(f"{name}: its run was closed, it is still there")
+        for child in node.get("children", []):
+            walk(child)
+
+    walk(health)
+    return found
+
+
+class SharedTest:
+    """One test's view of the module's runtime: `rt`, and run ids no other test uses
+    (`run_id(name)`, `open_run(name, ...)`, `call(name, ...)`); its runs are closed when
+    the test ends."""
+
+    def __init__(self, rt: Any, prefix: str) -> None:
+        self.rt = rt
+        self.prefix = prefix
+        self.run_ids: list[str] = []
+        self.runs: list[Any] = []
+
+    def run_id(self, name: str) -> str:
+        run_id = f"{self.prefix}{name}"
+        if run_id not in self.run_ids:
+            self.run_ids.append(run_id)
+        return run_id
+
+    def open_run(self, name: str, **options: Any) -> Any:
+        run = self.rt.open_run(self.run_id(name), **options)
+        self.runs.append(run)
+        return run
+
+    def call(self, run: str, *call: Any, **options: Any) -> Any:
+        """`Runtime.call` in this test's run `run` (named as for `run_id`)."""
+        return self.rt.call(self.run_id(run), *call, **options)
+
+    def close(self) -> None:
+        for run in self.runs:
+            run.close()
+        for run_id in self.run_ids:
+            self.rt.close_run(run_id)
+
+
+class SharedTree:
+    """A runtime shared by the tests of one module. Each test starts on a healthy tree
+    (`tree_problems` finds nothing); a test that leaves it otherwise (a node failed or
+    restarted, a call still open, a run not gone) fails in its teardown, saying what it
+    left, and the next test gets a new runtime: one test's fault never reaches another."""
+
+    def __init__(self, state_dir: Path, **start: Any) -> None:
+        self.start = {"state_dir": state_dir, **start}
+        if "kinds" not in start:  # as runtime_factory: every production kind + echo
+            from tether.runtime import RESOURCE_KIND_MODULES
+
+            self.start.setdefault("kind_modules", [*RESOURCE_KIND_MODULES, "tether.actors.echo"])
+        self.rt: Any = None
+        self.tests = 0
+        self.last = "the runtime's start"  # the test that had it last
+        self.settle: Callable[[Any], None] = lambda rt: None  # e.g. wait for a spare
+
+    def runtime(self) -> Any:
+        from tether.runtime import Runtime
+
+        if self.rt is None or self.rt.closed:
+            self.rt = Runtime.start(**self.start)
+            self.settle(self.rt)
+        return self.rt
+
+    def problems(self, prefix: str = "", timeout: float = 15.0) -> list[str]:
+        """What is wrong with the tree, after waiting (bounded) for it to settle."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = tree_problems(self.rt.health(), prefix)
+            if not found or time.monotonic() > deadline:
+                return found
+            time.sleep(0.1)
+
+    def test(self, name: str) -> Iterator[SharedTest]:
+        rt = self.runtime()
+        found = self.problems()
+        if found:  # (a fault that showed only after the last test's end: not this test's)
+            self.replace()
+            raise AssertionError(f"{self.last} left the shared runtime unhealthy: {found}")
+        self.tests += 1
+        self.last = name
+        view = SharedTest(rt, f"t{self.tests}-")
+        yield view
+        if rt.closed:
+            self.rt = None
+            raise AssertionError("a test on the shared runtime shut it down: use `runtime`")
+        try:
+            view.close()
+            found = self.problems(view.prefix)
+        except Exception:  # a tree that cannot close a run or answer health serves no one
+            self.replace()
+            raise
+        if found:
+            self.replace()
+            raise AssertionError(f"the test left the shared runtime unhealthy: {found}")
+        self.settle(rt)
+
+    def replace(self) -> None:
+        rt, self.rt = self.rt, None
+        shutdown_without_orphans(rt)
+
+    def close(self) -> None:
+        if self.rt is not None:
+            shutdown_without_orphans(self.rt)
+
+
+@pytest.fixture(scope="module")
+def shared_tree(tether_state_dir: Path) -> Iterator[SharedTree]:
+    """The module's runtime (every kind + echo); override it for other kinds."""
+    tree = SharedTree(tether_state_dir)
+    yield tree
+    tree.close()
+
+
+@pytest.fixture
+def shared(shared_tree: SharedTree, request: pytest.FixtureRequest) -> Iterator[SharedTest]:
+    """The module's runtime, healthy, with run ids of this test's own (SharedTree)."""
+    yield from shared_tree.test(request.node.nodeid)

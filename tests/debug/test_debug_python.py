@@ -1,4 +1,6 @@
-"""debug with debugpy: the whole tool surface on a real Python program."""
+"""debug with debugpy: the whole tool surface on a real Python program. A test that kills
+or crashes a session, an adapter or a run actor, or sets kinds of its own, runs its own
+runtime; the others share the module's (`shared`: runs of their own on a healthy tree)."""
 
 from __future__ import annotations
 
@@ -11,8 +13,8 @@ from tests.conftest import gone, wait_until
 from tests.debug.support import err, keeps_running, ok, session_pids
 
 
-def test_breakpoints_launch_inspect_step_and_exit(runtime, py_project) -> None:
-    run = runtime.open_run("py", workdir=str(py_project))
+def test_breakpoints_launch_inspect_step_and_exit(shared, py_project) -> None:
+    run = shared.open_run("py", workdir=str(py_project))
     set_ = ok(run, {"op": "breakpoints", "file": "app.py", "lines": [5, 999]})
     assert "set (verified when a program is launched)" in set_.text and "total = a + b" in set_.text
     first = ok(run, {"op": "launch", "program": "app.py"})
@@ -62,8 +64,8 @@ def test_breakpoints_launch_inspect_step_and_exit(runtime, py_project) -> None:
     ok(run, {"op": "terminate"})
 
 
-def test_variables_are_capped_and_values_shortened(runtime, py_project) -> None:
-    run = runtime.open_run("caps", workdir=str(py_project))
+def test_variables_are_capped_and_values_shortened(shared, py_project) -> None:
+    run = shared.open_run("caps", workdir=str(py_project))
     ok(run, {"op": "breakpoints", "file": "app.py", "lines": [16]})
     res = ok(run, {"op": "launch", "program": "app.py"})
     assert res.data["frames"][0]["line"] == 16, res.text
@@ -76,8 +78,8 @@ def test_variables_are_capped_and_values_shortened(runtime, py_project) -> None:
     ok(run, {"op": "terminate"})
 
 
-def test_an_uncaught_exception_stops_with_its_type_and_message(runtime, py_project) -> None:
-    run = runtime.open_run("exc", workdir=str(py_project))
+def test_an_uncaught_exception_stops_with_its_type_and_message(shared, py_project) -> None:
+    run = shared.open_run("exc", workdir=str(py_project))
     res = ok(run, {"op": "launch", "program": "app.py", "args": ["crash"]})
     assert "(exception)" in res.text, res.text
     assert "exception: ValueError: bad value 3" in res.text
@@ -85,11 +87,11 @@ def test_an_uncaught_exception_stops_with_its_type_and_message(runtime, py_proje
     ok(run, {"op": "terminate"})
 
 
-def test_a_second_launch_is_refused_and_terminate_leaves_no_process(runtime, py_project) -> None:
-    run = runtime.open_run("two", workdir=str(py_project))
+def test_a_second_launch_is_refused_and_terminate_leaves_no_process(shared, py_project) -> None:
+    run = shared.open_run("two", workdir=str(py_project))
     ok(run, {"op": "breakpoints", "file": "app.py", "lines": [5]})
     ok(run, {"op": "launch", "program": "app.py"})
-    pids = session_pids(runtime, "two")
+    pids = session_pids(shared.rt, run.run_id)
     assert len(pids) >= 2, pids  # the adapter and the program (and debugpy's launcher)
     again = err(run, {"op": "launch", "program": "app.py"})
     assert "already running" in again.text and "terminate" in again.text
@@ -193,23 +195,23 @@ def test_the_ttl_ends_the_session_and_the_next_call_says_why(runtime_factory, py
     assert "ttl of 10 s expired" in res.text, res.text
 
 
-def test_two_runs_have_independent_sessions(runtime, py_project) -> None:
-    a = runtime.open_run("a", workdir=str(py_project))
-    b = runtime.open_run("b", workdir=str(py_project))
+def test_two_runs_have_independent_sessions(shared, py_project) -> None:
+    a = shared.open_run("a", workdir=str(py_project))
+    b = shared.open_run("b", workdir=str(py_project))
     ok(a, {"op": "breakpoints", "file": "app.py", "lines": [5]})
     ok(b, {"op": "breakpoints", "file": "app.py", "lines": [10]})
     assert ok(a, {"op": "launch", "program": "app.py"}).data["frames"][0]["line"] == 5
     assert ok(b, {"op": "launch", "program": "app.py"}).data["frames"][0]["line"] == 10
     ok(a, {"op": "terminate"})
     assert ok(b, {"op": "stack"}).data["frames"][0]["line"] == 10
-    pids = session_pids(runtime, "b")
-    runtime.close_run("b")
+    pids = session_pids(shared.rt, b.run_id)
+    shared.rt.close_run(b.run_id)
     wait_until(lambda: gone(pids), timeout=5.0)
 
 
-def test_adapters_and_the_intersection_rule(runtime, tmp_path) -> None:
+def test_adapters_and_the_intersection_rule(shared, tmp_path) -> None:
     (tmp_path / "loose.py").write_text("print(1)\n")
-    run = runtime.open_run("rules", workdir=str(tmp_path))
+    run = shared.open_run("rules", workdir=str(tmp_path))
     res = ok(run, {"op": "adapters"})
     assert "debugpy: not usable here: no root marker" in res.text
     assert "dart: not usable here" in res.text
@@ -234,9 +236,9 @@ for _ in range(12000):  # short sleeps: debugpy pauses a thread only in Python c
 """
 
 
-def test_a_forking_loud_program_is_bounded_and_dies_with_the_session(runtime, py_project) -> None:
+def test_a_forking_loud_program_is_bounded_and_dies_with_the_session(shared, py_project) -> None:
     (py_project / "forker.py").write_text(FORKER)
-    run = runtime.open_run("fork", workdir=str(py_project))
+    run = shared.open_run("fork", workdir=str(py_project))
     res = ok(run, {"op": "launch", "program": "forker.py", "wait": 2})
     assert res.data["outcome"] == "running" and "pause" in res.text
     wait_until(lambda: "END" in ok(run, {"op": "output"}).text, timeout=10)
@@ -244,7 +246,7 @@ def test_a_forking_loud_program_is_bounded_and_dies_with_the_session(runtime, py
     assert len(out.data["output"]) <= 64 * 1024 and out.data["dropped"] > 0
     assert "were dropped" in out.text
     pids = wait_until(
-        lambda: (p := session_pids(runtime, "fork")) and len(p) >= 4 and p, timeout=20
+        lambda: (p := session_pids(shared.rt, run.run_id)) and len(p) >= 4 and p, timeout=20
     )
     paused = ok(run, {"op": "pause"})
     assert paused.data["outcome"] == "stopped" and paused.data["reason"] == "pause", paused.text
@@ -252,7 +254,7 @@ def test_a_forking_loud_program_is_bounded_and_dies_with_the_session(runtime, py
     wait_until(lambda: gone(pids), timeout=10.0)
 
 
-def test_attach_to_a_debugpy_listener(runtime, py_project) -> None:
+def test_attach_to_a_debugpy_listener(shared, py_project) -> None:
     import socket
     import subprocess
     import sys
@@ -269,7 +271,7 @@ def test_attach_to_a_debugpy_listener(runtime, py_project) -> None:
         cwd=py_project,
     )
     try:
-        run = runtime.open_run("attach", workdir=str(py_project))
+        run = shared.open_run("attach", workdir=str(py_project))
         wait_until(lambda: _listening(port), timeout=10)
         ok(run, {"op": "attach", "adapter": "debugpy", "port": port})
         paused = ok(run, {"op": "pause"})
@@ -291,13 +293,13 @@ def _listening(port: int) -> bool:
     )
 
 
-def test_the_project_virtualenv_python_runs_the_program(runtime, py_project) -> None:
+def test_the_project_virtualenv_python_runs_the_program(shared, py_project) -> None:
     import sys
 
     venv_bin = py_project / ".venv" / "bin"
     venv_bin.mkdir(parents=True)
     (venv_bin / "python").symlink_to(sys.executable)
-    run = runtime.open_run("venv", workdir=str(py_project))
+    run = shared.open_run("venv", workdir=str(py_project))
     ok(run, {"op": "breakpoints", "file": "app.py", "lines": [5]})
     ok(run, {"op": "launch", "program": "app.py"})
     where = ok(run, {"op": "evaluate", "expression": "sys.executable"})
@@ -305,20 +307,21 @@ def test_the_project_virtualenv_python_runs_the_program(runtime, py_project) -> 
     ok(run, {"op": "terminate"})
 
 
-def test_calls_of_one_session_are_served_one_at_a_time(runtime, py_project) -> None:
+def test_calls_of_one_session_are_served_one_at_a_time(shared, py_project) -> None:
     import threading
     import time
 
     from tether.messages.debug_ops import Launch, Status
 
     (py_project / "slow.py").write_text("import time\nfor _ in range(200):\n    time.sleep(0.05)\n")
-    runtime._open_run_actor("serial")
-    call = runtime.engine.call
+    serial = shared.run_id("serial")
+    shared.rt._open_run_actor(serial)
+    call = shared.rt.engine.call
     finished: dict[str, float] = {}
 
     def launch() -> None:
         call(
-            "serial",
+            serial,
             "debug_session",
             "session",
             Launch("debugpy", str(py_project / "slow.py"), str(py_project), [], 3.0),
@@ -332,7 +335,7 @@ def test_calls_of_one_session_are_served_one_at_a_time(runtime, py_project) -> N
     seen: list[str] = []
 
     def status_state() -> str:
-        seen.append(call("serial", "debug_session", "session", Status(), None, 60)["state"])
+        seen.append(call(serial, "debug_session", "session", Status(), None, 60)["state"])
         return seen[-1]
 
     wait_until(lambda: status_state() != "none" or bool(finished))
@@ -341,4 +344,4 @@ def test_calls_of_one_session_are_served_one_at_a_time(runtime, py_project) -> N
     # a status that arrived during the launch waited for it: it saw the session before the
     # launch ("none") or after it ("running"), never half-way ("starting")
     assert "launch" in finished and "starting" not in seen and seen[-1] == "running", seen
-    ok(runtime.open_run("serial", workdir=str(py_project)), {"op": "terminate"})
+    ok(shared.open_run("serial", workdir=str(py_project)), {"op": "terminate"})

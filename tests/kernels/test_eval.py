@@ -1,7 +1,9 @@
 """eval end to end with real kernels (ipykernel; Deno's kernel from the `deno` package):
 persistence, echo, errors, the tool bridge, budgets, kernel death, reset, reaping, the
-spare pool, isolation between runs. Each test runs its own runtime (no orphans: the
-fixture checks)."""
+spare pool, isolation between runs. A test that kills or faults a kernel or the pool, sets
+kernel options of its own or counts the pool's spares and kernels runs its own runtime;
+the others share the module's (`shared`: a run of their own on a healthy tree, with a
+warm spare, as a host keeps one). No orphans: the fixtures check."""
 
 from __future__ import annotations
 
@@ -10,13 +12,14 @@ import json
 import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 
-from tests.conftest import alive, gone, health_node, wait_until
+from tests.conftest import SharedTest, SharedTree, alive, gone, health_node, wait_until
 from tether.actors.kernel import kinds
 from tether.kernels.launch import KernelUnavailable, deno_binary
 from tether.processes import processes_with_token
@@ -47,6 +50,24 @@ def workdir(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.fixture(scope="module")
+def shared_tree(tether_state_dir: Path) -> Iterator[SharedTree]:
+    """The module's runtime for `shared`: the kernel kinds with a spare per language, as a
+    host runs them; each test starts with the spares started, so its first cell takes one."""
+    languages = ["python"] if NO_DENO else ["python", "javascript"]
+
+    def spares_ready(rt: Any) -> None:
+        # (the pools' own status, not health: a health query walks every process of the tree)
+        for language in languages:
+            status = lambda: rt.call("", "kernel_pool", language, "pool_status", {}, 5.0)  # noqa: B023, E731
+            wait_until(lambda: status()["ready"] == 1, timeout=60, interval=0.05)  # noqa: B023
+
+    tree = SharedTree(tether_state_dir, kinds=kinds(spares=1))
+    tree.settle = spares_ready
+    yield tree
+    tree.close()
+
+
 def start(runtime_factory: Any, **config: Any) -> Any:
     config.setdefault("spares", 0)
     return runtime_factory(kinds=kinds(**config))
@@ -69,35 +90,31 @@ def kernel_node(rt: Any, run_id: str, language: str = "python") -> dict[str, Any
     ],
 )
 def test_variables_persist_and_the_last_expression_is_echoed(
-    runtime_factory: Any, workdir: Path, language: str, define: str, use: str
+    shared: SharedTest, workdir: Path, language: str, define: str, use: str
 ) -> None:
-    rt = start(runtime_factory)
-    run = rt.open_run("r1", workdir=workdir)
+    rt = shared.rt
+    run = shared.open_run("r1", workdir=workdir)
     first = ev(run, define, language)
     assert not first.is_error, first.text
     second = ev(run, use, language)
     assert not second.is_error, second.text
     assert second.text.strip() == "42"
     assert second.data["execution_count"] == 2
-    extra = kernel_node(rt, "r1", language)["extra"]
+    extra = kernel_node(rt, run.run_id, language)["extra"]
     assert extra["memory_mb"] > 10  # the kernel's memory is in health
     assert extra["cells_run"] == 2
 
 
 def test_the_kernel_runs_in_the_run_workdir_and_prints_in_order(
-    runtime_factory: Any, workdir: Path
+    shared: SharedTest, workdir: Path
 ) -> None:
-    rt = start(runtime_factory)
-    run = rt.open_run("r1", workdir=workdir)
+    run = shared.open_run("r1", workdir=workdir)
     result = ev(run, "import os, sys\nprint('a')\nprint(os.getcwd())\nprint('c')")
     assert result.text.splitlines() == ["a", str(workdir), "c"]
 
 
-def test_an_error_is_an_error_result_with_the_exception(
-    runtime_factory: Any, workdir: Path
-) -> None:
-    rt = start(runtime_factory)
-    run = rt.open_run("r1", workdir=workdir)
+def test_an_error_is_an_error_result_with_the_exception(shared: SharedTest, workdir: Path) -> None:
+    run = shared.open_run("r1", workdir=workdir)
     result = ev(run, "print('before')\n1 / 0")
     assert result.is_error
     assert "before" in result.text and "ZeroDivisionError" in result.text
@@ -109,29 +126,27 @@ def test_an_error_is_an_error_result_with_the_exception(
     "description", ["", "run it", "one two three four five six seven eight nine ten eleven"]
 )
 def test_description_must_be_five_to_ten_words(
-    runtime_factory: Any, workdir: Path, description: str
+    shared: SharedTest, workdir: Path, description: str
 ) -> None:
-    rt = start(runtime_factory)
-    run = rt.open_run("r1", workdir=workdir)
+    rt = shared.rt
+    run = shared.open_run("r1", workdir=workdir)
     result = run.call("eval", {"code": "1", "description": description})
     assert result.is_error
     assert "5-10 words" in result.text and eval_tool.GOOD_DESCRIPTION in result.text
-    assert health_node(rt.health(), "run:r1/kernel:python") is None  # nothing started
+    assert health_node(rt.health(), f"run:{run.run_id}/kernel:python") is None  # nothing started
 
 
-def test_plain_input_gets_an_empty_answer_and_a_note(runtime_factory: Any, workdir: Path) -> None:
-    rt = start(runtime_factory)
-    run = rt.open_run("r1", workdir=workdir)
+def test_plain_input_gets_an_empty_answer_and_a_note(shared: SharedTest, workdir: Path) -> None:
+    run = shared.open_run("r1", workdir=workdir)
     result = ev(run, "answer = input('your name? ')\nrepr(answer)")
     assert not result.is_error, result.text
     assert "''" in result.text
     assert "empty answer" in result.text
 
 
-def test_eval_is_exec_tier_and_absent_from_plan(runtime_factory: Any, workdir: Path) -> None:
-    rt = start(runtime_factory)
-    assert "eval" in [t.name for t in rt.open_run("r1", workdir=workdir).tools()]
-    plan = rt.open_run("r2", workdir=workdir, surface=Surface.PLAN)
+def test_eval_is_exec_tier_and_absent_from_plan(shared: SharedTest, workdir: Path) -> None:
+    assert "eval" in [t.name for t in shared.open_run("r1", workdir=workdir).tools()]
+    plan = shared.open_run("r2", workdir=workdir, surface=Surface.PLAN)
     assert "eval" not in [t.name for t in plan.tools()]
     assert ev(plan, "1").is_error
 
@@ -150,19 +165,15 @@ def test_eval_is_exec_tier_and_absent_from_plan(runtime_factory: Any, workdir: P
         ),
     ],
 )
-def test_tool_read_from_a_cell(
-    runtime_factory: Any, workdir: Path, language: str, code: str
-) -> None:
-    rt = start(runtime_factory)
-    run = rt.open_run("r1", workdir=workdir)
+def test_tool_read_from_a_cell(shared: SharedTest, workdir: Path, language: str, code: str) -> None:
+    run = shared.open_run("r1", workdir=workdir)
     result = ev(run, code, language)
     assert not result.is_error, result.text
     assert result.text.strip() == "true" if language == "javascript" else "True"
 
 
-def test_a_tool_error_is_an_exception_in_the_cell(runtime_factory: Any, workdir: Path) -> None:
-    rt = start(runtime_factory)
-    run = rt.open_run("r1", workdir=workdir)
+def test_a_tool_error_is_an_exception_in_the_cell(shared: SharedTest, workdir: Path) -> None:
+    run = shared.open_run("r1", workdir=workdir)
     code = (
         "try:\n    tool('read', {'path': '../outside.txt'})\n"
         "except ToolError as e:\n    print('refused:', e)"
@@ -172,10 +183,9 @@ def test_a_tool_error_is_an_exception_in_the_cell(runtime_factory: Any, workdir:
     assert result.text.startswith("refused:")
 
 
-def test_tools_runs_a_batch(runtime_factory: Any, workdir: Path) -> None:
+def test_tools_runs_a_batch(shared: SharedTest, workdir: Path) -> None:
     (workdir / "b.txt").write_text("bee\n")
-    rt = start(runtime_factory)
-    run = rt.open_run("r1", workdir=workdir)
+    run = shared.open_run("r1", workdir=workdir)
     result = ev(
         run,
         "a, b = tools([('read', {'path': 'notes.txt'}), ('read', {'path': 'b.txt'})])\n'42' in a and 'bee' in b",
@@ -184,13 +194,12 @@ def test_tools_runs_a_batch(runtime_factory: Any, workdir: Path) -> None:
 
 
 def test_a_bridged_write_is_refused_once_the_run_is_in_plan_mode(
-    runtime_factory: Any, workdir: Path
+    shared: SharedTest, workdir: Path
 ) -> None:
     """The bridge re-enters the run's own pipeline: when the user switches the run to plan
     mode while a cell runs (here: on the cell's first bridged call), the cell's write is
     refused exactly as a write the model issued would be."""
-    rt = start(runtime_factory)
-    run = rt.open_run("r1", workdir=workdir)
+    run = shared.open_run("r1", workdir=workdir)
     call = run.call
 
     def switch_on_read(name: str, args: Any = None) -> ToolResult:
@@ -226,10 +235,9 @@ def slow_tool_registry(seconds: float) -> Registry:
 
 
 def test_a_bridged_call_outlasting_the_inactivity_budget_does_not_kill_the_cell(
-    runtime_factory: Any, workdir: Path
+    shared: SharedTest, workdir: Path
 ) -> None:
-    rt = start(runtime_factory)
-    run = rt.open_run("r1", workdir=workdir, registry=slow_tool_registry(2.0))
+    run = shared.open_run("r1", workdir=workdir, registry=slow_tool_registry(2.0))
     eval_tool.configure(run, inactivity=0.7)
     result = ev(run, "r = tool('slow')\nprint(r)")
     assert not result.is_error, result.text
@@ -240,10 +248,9 @@ def test_a_bridged_call_outlasting_the_inactivity_budget_does_not_kill_the_cell(
 
 
 def test_a_runaway_cell_is_interrupted_with_its_partial_output(
-    runtime_factory: Any, workdir: Path
+    shared: SharedTest, workdir: Path
 ) -> None:
-    rt = start(runtime_factory)
-    run = rt.open_run("r1", workdir=workdir)
+    run = shared.open_run("r1", workdir=workdir)
     eval_tool.configure(run, inactivity=1.0)
     ev(run, "kept = 'yes'")
     result = ev(run, "print('started', flush=True)\nwhile True:\n    pass")
@@ -256,10 +263,9 @@ def test_a_runaway_cell_is_interrupted_with_its_partial_output(
 
 
 def test_the_wall_clock_cap_interrupts_a_cell_that_keeps_printing(
-    runtime_factory: Any, workdir: Path
+    shared: SharedTest, workdir: Path
 ) -> None:
-    rt = start(runtime_factory)
-    run = rt.open_run("r1", workdir=workdir)
+    run = shared.open_run("r1", workdir=workdir)
     eval_tool.configure(run, inactivity=5.0, wall=1.5)
     result = ev(run, "import time\nwhile True:\n    print('tick', flush=True); time.sleep(0.1)")
     assert result.is_error and "wall-clock cap" in result.text
@@ -355,11 +361,11 @@ def test_the_kernel_actor_crashing_takes_its_kernel_along(
     assert after.text.strip() == "2", (after.text, transient)
 
 
-def test_reset_starts_a_clean_kernel(runtime_factory: Any, workdir: Path) -> None:
-    rt = start(runtime_factory)
-    run = rt.open_run("r1", workdir=workdir)
+def test_reset_starts_a_clean_kernel(shared: SharedTest, workdir: Path) -> None:
+    rt = shared.rt
+    run = shared.open_run("r1", workdir=workdir)
     ev(run, "x = 1")
-    pid = kernel_node(rt, "r1")["extra"]["kernel_pid"]
+    pid = kernel_node(rt, run.run_id)["extra"]["kernel_pid"]
     result = ev(run, "'x' in globals()", reset=True)
     assert result.text.splitlines()[0] == "False"
     assert "reset" in result.text
@@ -381,13 +387,12 @@ def test_an_idle_kernel_is_reaped_and_the_next_cell_says_so(
 
 
 def test_a_kernel_starts_without_jedi_and_debugpy_and_a_cell_may_import_them(
-    runtime_factory: Any, workdir: Path
+    shared: SharedTest, workdir: Path
 ) -> None:
     """The kernel is started with IPython's completion (jedi) and Jupyter's debugger
     (debugpy) held off, ~12 MiB of every kernel that tether never asks for; a cell that
     wants them imports them as usual."""
-    rt = start(runtime_factory)
-    run = rt.open_run("r1", workdir=workdir)
+    run = shared.open_run("r1", workdir=workdir)
     loaded = ev(run, "import sys\nsorted(m for m in ('jedi', 'debugpy') if m in sys.modules)")
     assert loaded.text.splitlines()[0] == "[]", loaded.text
     used = ev(run, "import jedi, debugpy\nprint(jedi.__name__, debugpy.__name__)")
@@ -406,23 +411,23 @@ def test_a_kernel_over_its_memory_limit_is_restarted_with_a_clear_message(
     assert "over its limit of 250 MiB" in after.text
 
 
-def test_two_runs_never_share_variables(runtime_factory: Any, workdir: Path) -> None:
-    rt = start(runtime_factory)
-    a = rt.open_run("a", workdir=workdir)
-    b = rt.open_run("b", workdir=workdir)
+def test_two_runs_never_share_variables(shared: SharedTest, workdir: Path) -> None:
+    rt = shared.rt
+    a = shared.open_run("a", workdir=workdir)
+    b = shared.open_run("b", workdir=workdir)
     ev(a, "secret = 'from a'")
     assert ev(b, "'secret' in globals()").text.strip() == "False"
     ev(b, "secret = 'from b'")
     assert ev(a, "secret").text.strip() == "'from a'"
-    pids = {kernel_node(rt, r)["extra"]["kernel_pid"] for r in ("a", "b")}
+    pids = {kernel_node(rt, r.run_id)["extra"]["kernel_pid"] for r in (a, b)}
     assert len(pids) == 2
 
 
-def test_closing_a_run_kills_its_kernel(runtime_factory: Any, workdir: Path) -> None:
-    rt = start(runtime_factory)
-    run = rt.open_run("r1", workdir=workdir)
+def test_closing_a_run_kills_its_kernel(shared: SharedTest, workdir: Path) -> None:
+    rt = shared.rt
+    run = shared.open_run("r1", workdir=workdir)
     ev(run, "1")
-    pid = kernel_node(rt, "r1")["extra"]["kernel_pid"]
+    pid = kernel_node(rt, run.run_id)["extra"]["kernel_pid"]
     run.close()
     wait_until(
         lambda: gone([pid]),
@@ -621,21 +626,23 @@ def test_kernels_write_only_in_the_state_dir_the_host_gave(
     assert (state / "kernels" / "matplotlib").is_dir() and (state / "kernels" / "ipython").is_dir()
 
 
-def test_kernel_files_stay_in_the_private_state_dir(runtime_factory: Any, workdir: Path) -> None:
-    rt = start(runtime_factory)
-    run = rt.open_run("r1", workdir=workdir)
+def test_kernel_files_stay_in_the_private_state_dir(shared: SharedTest, workdir: Path) -> None:
+    run = shared.open_run("r1", workdir=workdir)
     ev(run, "1")
     root = Path(os.environ["TETHER_STATE_DIR"]) / "kernels"
     assert oct(root.stat().st_mode & 0o777) == oct(0o700)
     connections = list(root.glob("*/connection.json"))
     assert connections and all(c.stat().st_mode & 0o077 == 0 for c in connections)
-    assert '"transport": "ipc"' in connections[0].read_text().replace("'", '"')
+    # (the run's kernel's: the shared tree's Deno spare, on tcp, is there too)
+    pid = kernel_node(shared.rt, run.run_id)["extra"]["kernel_pid"]
+    own = Path(psutil.Process(pid).cmdline()[-1])
+    assert own in connections
+    assert '"transport": "ipc"' in own.read_text().replace("'", '"')
     assert sorted(p.name for p in workdir.iterdir()) == ["notes.txt"]
 
 
-def test_a_launcher_prefixes_the_kernel_command(runtime_factory: Any, workdir: Path) -> None:
-    rt = start(runtime_factory)
-    run = rt.open_run("r1", workdir=workdir)
+def test_a_launcher_prefixes_the_kernel_command(shared: SharedTest, workdir: Path) -> None:
+    run = shared.open_run("r1", workdir=workdir)
     eval_tool.configure(run, launcher=["env", "TETHER_TEST_LAUNCHED=inside"])
     result = ev(run, "import os\nos.environ.get('TETHER_TEST_LAUNCHED')")
     assert result.text.strip() == "'inside'", result.text
@@ -648,14 +655,14 @@ def test_a_launcher_prefixes_the_kernel_command(runtime_factory: Any, workdir: P
 
 
 @needs_deno
-def test_javascript_errors_prompts_and_loopback_only(runtime_factory: Any, workdir: Path) -> None:
-    rt = start(runtime_factory)
-    run = rt.open_run("r1", workdir=workdir)
+def test_javascript_errors_prompts_and_loopback_only(shared: SharedTest, workdir: Path) -> None:
+    rt = shared.rt
+    run = shared.open_run("r1", workdir=workdir)
     error = ev(run, "console.log('before'); throw new Error('boom')", "javascript")
     assert error.is_error and "before" in error.text and "boom" in error.text
     answered = ev(run, "JSON.stringify(prompt('name?'))", "javascript")
     assert "empty answer" in answered.text, answered.text
-    pid = kernel_node(rt, "r1", "javascript")["extra"]["kernel_pid"]
+    pid = kernel_node(rt, run.run_id, "javascript")["extra"]["kernel_pid"]
     listening = [
         c.laddr
         for c in psutil.Process(pid).net_connections(kind="inet")
@@ -665,12 +672,11 @@ def test_javascript_errors_prompts_and_loopback_only(runtime_factory: Any, workd
 
 
 def test_through_eval_tables_figures_and_clean_tracebacks(
-    runtime_factory: Any, workdir: Path
+    shared: SharedTest, workdir: Path
 ) -> None:
     """The cells library's outputs as the eval tool returns them (its own tests cover the
     shapes): a DataFrame as a table, a figure as a PNG image, a traceback without ANSI."""
-    rt = start(runtime_factory)
-    run = rt.open_run("r1", workdir=workdir)
+    run = shared.open_run("r1", workdir=workdir)
     table = ev(run, "import pandas as pd\npd.DataFrame({'a': [1, 2], 'b': [3, 4]})")
     assert not table.is_error, table.text
     assert "|" in table.text and "a" in table.text
