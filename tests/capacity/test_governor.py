@@ -134,8 +134,9 @@ def test_an_evicted_kernel_says_its_state_was_lost(runtime_factory, tmp_path):
     assert rt.capacity()["evictions"]["kernel"] == 1  # (and the empty pool, a spare, first)
     rt.inject("memory_pressure", budget=1.0)
     again = first.call("eval", {"code": "'kept' in dir()", "description": what})
-    assert again.text.splitlines()[0] == "False"
-    assert EVICTED in again.text and "its state (variables, imports, data" in again.text
+    # (the result's text in the message: this has failed now and then under load, issue 23)
+    assert again.text.splitlines()[0] == "False", again.text
+    assert EVICTED in again.text and "its state (variables, imports, data" in again.text, again.text
 
 
 def test_pressure_evicts_what_it_may_and_never_a_resource_inside_a_call(rt):
