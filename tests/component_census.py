@@ -23,8 +23,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-# the command-line words that name a real component, longest first where one contains another
+# the command-line words that name a real component, longest first where one contains another;
+# the first that matches names it, so ipykernel goes before debugpy: a Python kernel's command
+# line names debugpy too (tether.kernels.launch holds it off in sys.modules)
 COMPONENTS = {
+    "ipykernel": re.compile(r"ipykernel"),
     "basedpyright": re.compile(r"basedpyright"),
     "typescript-language-server": re.compile(r"typescript-language-server"),
     "tsserver": re.compile(r"tsserver\.js"),
@@ -33,7 +36,6 @@ COMPONENTS = {
     "debugpy": re.compile(r"debugpy"),
     "lldb-dap": re.compile(r"lldb-(dap|vscode)"),
     "delve": re.compile(r"(^|/)dlv( |$)"),
-    "ipykernel": re.compile(r"ipykernel"),
     "deno-kernel": re.compile(r"deno.* jupyter"),
     "ast-grep-cli": re.compile(r"(^|/)(ast-grep|sg) "),
 }
