@@ -164,8 +164,6 @@ class Vocabulary(Records):
     def __init__(self, kind: str, *, idempotent: bool):
         super().__init__(kind)
         self.idempotent = idempotent
-        # op name -> whether its calls are idempotent (None: each call says, in its field)
-        self.idempotency: dict[str, bool | None] = {}
 
     def op(self, cls: type) -> type:
         """Class decorator: register a frozen dataclass as an op of this kind."""
@@ -177,8 +175,12 @@ class Vocabulary(Records):
                 f"{cls.__name__} is idempotent={known} elsewhere but {declared} in {self.kind}: "
                 "say which on the class"
             )
-        self.idempotency[op_name(cls)] = declared
         return cls
+
+    @property
+    def idempotency(self) -> dict[str, bool | None]:
+        """Op name -> whether its calls are idempotent (None: each call says, in its field)."""
+        return {name: _IDEMPOTENT[cls] for name, cls in self.ops.items()}
 
     # (untyped: an op of whichever class call.op names; each actor matches it on the class)
     def parse(self, call: Call) -> Any:
@@ -188,7 +190,7 @@ class Vocabulary(Records):
             raise OpError(
                 f"{self.kind} has no op {call.op!r}; its ops: {', '.join(sorted(self.ops))}"
             )
-        if self.idempotency[call.op] is None:  # (per call: the call's own, see op_args)
+        if _IDEMPOTENT[cls] is None:  # (per call: the call's own, see op_args)
             return self.build(cls, {**call.args, "idempotent": call.idempotent})
         return self.build(cls, call.args)
 
