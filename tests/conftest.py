@@ -124,17 +124,25 @@ def tether_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+def start_options(state_dir: Path, /, **kwargs: Any) -> dict[str, Any]:
+    """Runtime.start's options for a test: its state dir (unless it gives one) and, unless
+    it names its kinds, every production kind plus the echo kinds tests talk to."""
+    from tether.runtime import RESOURCE_KIND_MODULES
+
+    kwargs.setdefault("state_dir", state_dir)
+    if "kinds" not in kwargs:
+        kwargs.setdefault("kind_modules", [*RESOURCE_KIND_MODULES, "tether.actors.echo"])
+    return kwargs
+
+
 @pytest.fixture
 def runtime_factory(tether_state_dir: Path) -> Iterator[Callable[..., Any]]:
-    from tether.runtime import RESOURCE_KIND_MODULES, Runtime
+    from tether.runtime import Runtime
 
     started: list[Any] = []
 
     def make(**kwargs: Any) -> Any:
-        kwargs.setdefault("state_dir", tether_state_dir)
-        if "kinds" not in kwargs:  # every production kind plus the echo kinds tests talk to
-            kwargs.setdefault("kind_modules", [*RESOURCE_KIND_MODULES, "tether.actors.echo"])
-        rt = Runtime.start(**kwargs)
+        rt = Runtime.start(**start_options(tether_state_dir, **kwargs))
         started.append(rt)
         return rt
 
@@ -221,11 +229,7 @@ class SharedTree:
     left, and the next test gets a new runtime: one test's fault never reaches another."""
 
     def __init__(self, state_dir: Path, **start: Any) -> None:
-        self.start = {"state_dir": state_dir, **start}
-        if "kinds" not in start:  # as runtime_factory: every production kind + echo
-            from tether.runtime import RESOURCE_KIND_MODULES
-
-            self.start.setdefault("kind_modules", [*RESOURCE_KIND_MODULES, "tether.actors.echo"])
+        self.start = start_options(state_dir, **start)
         self.rt: Any = None
         self.tests = 0
         self.last = "the runtime's start"  # the test that had it last
@@ -241,12 +245,11 @@ class SharedTree:
 
     def problems(self, prefix: str = "", timeout: float = 15.0) -> list[str]:
         """What is wrong with the tree, after waiting (bounded) for it to settle."""
-        deadline = time.monotonic() + timeout
-        while True:
-            found = tree_problems(self.rt.health(), prefix)
-            if not found or time.monotonic() > deadline:
-                return found
-            time.sleep(0.1)
+        try:
+            wait_until(lambda: not tree_problems(self.rt.health(), prefix), timeout, 0.1)
+            return []
+        except AssertionError:  # (still unsettled: say what)
+            return tree_problems(self.rt.health(), prefix)
 
     def test(self, name: str) -> Iterator[SharedTest]:
         rt = self.runtime()
