@@ -29,9 +29,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 pytest_plugins = ["tests.component_census", "tests.module_order"]
 
 
+# the longest pause between two polls: a predicate often walks the tree's health (psutil
+# over every process), and the suite is CPU-bound, so a long wait polls less often
+POLL_CAP = 0.1
+
+
 def wait_until(predicate: Callable[[], Any], timeout: float = 5.0, interval: float = 0.01) -> Any:
-    """Poll `predicate` until it returns something truthy; fail the test after `timeout` s."""
+    """Poll `predicate` until it returns something truthy; fail the test after `timeout` s.
+    The first pause is `interval`; each next one is half again as long, up to POLL_CAP (or
+    `interval`, if that is longer)."""
     deadline = time.monotonic() + timeout
+    cap = max(interval, POLL_CAP)
     while True:
         value = predicate()
         if value:
@@ -39,6 +47,7 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 5.0, interval: flo
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout} s: {predicate}")
         time.sleep(interval)
+        interval = min(interval * 1.5, cap)
 
 
 def gone(pids: list[int]) -> bool:
