@@ -64,6 +64,23 @@ class SymlinkRefused(OSError):
         return str(self.strerror)
 
 
+def real_path(path: str) -> str:
+    """`os.path.realpath(path)`, in three system calls where the path exists: the kernel
+    resolves it (an O_PATH open, which reads nothing and never blocks, even on a FIFO) and
+    /proc names what it reached; Python's realpath lstats every component (~4x slower). A
+    path that does not exist (yet), or no /proc, falls back to realpath."""
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return os.path.realpath(path)
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return os.path.realpath(path)
+    finally:
+        os.close(fd)
+
+
 def root_for(path: Path | str, roots: list[Path] | tuple[Path, ...]) -> Path:
     """The innermost of `roots` (realpath'd here) holding `path` lexically; "/" when none
     does (a path the caller checked against roots it alone knows: then only the no-symlink
@@ -71,7 +88,7 @@ def root_for(path: Path | str, roots: list[Path] | tuple[Path, ...]) -> Path:
     p = os.path.abspath(path)
     best = Path("/")
     for r in roots:
-        real = Path(os.path.realpath(r))
+        real = Path(real_path(str(r)))
         if (p == str(real) or p.startswith(str(real).rstrip("/") + "/")) and len(real.parts) > len(
             best.parts
         ):

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import errno
+import functools
 import os
 import stat
 import threading
@@ -26,6 +28,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from tether import beneath
 from tether.tools.spec import Tier
 
 DEFAULT_PROTECTED = (".git",)
@@ -63,8 +66,13 @@ class Confinement:
     def roots(self) -> tuple[Path, ...]:
         return (self.workdir, *self.extra_roots)
 
+    @functools.cached_property
+    def _root_texts(self) -> tuple[str, ...]:
+        return tuple(str(r) for r in self.roots())
+
     def resolve(self, rel: str, argument: str = "path") -> Path:
-        """The resolved path of `rel`, or GuardrailError saying why it is refused."""
+        """The resolved path of `rel`, or GuardrailError saying why it is refused.
+        (On every call with a path: done on strings, one Path made at the end.)"""
         if not isinstance(rel, str):
             raise GuardrailError(
                 f"`{argument}` must be a workspace-relative path string, got {type(rel).__name__}"
@@ -76,22 +84,22 @@ class Confinement:
             )
         if "\x00" in rel:
             raise GuardrailError(f"`{argument}` contains a NUL character: {rel!r}")
-        raw = Path(os.path.expanduser(rel)) if rel.startswith("~") else Path(rel)
-        candidate = raw if raw.is_absolute() else self.workdir / raw
-        try:
-            resolved = candidate.resolve()
-        except (OSError, RuntimeError) as e:  # symlink loops, too-long names
-            raise GuardrailError(f"`{argument}` {rel!r} cannot be resolved: {e}") from e
-        root = next((r for r in self.roots() if resolved == r or r in resolved.parents), None)
+        raw = os.path.expanduser(rel) if rel.startswith("~") else rel
+        candidate = os.path.join(self._root_texts[0], raw)  # (an absolute `raw` stays as is)
+        resolved = beneath.real_path(candidate)
+        root = self._root_of(resolved)
         if root is None:
             raise GuardrailError(self._escape_message(rel, raw, candidate, resolved, argument))
         self._check_protected(rel, resolved, root, argument)
         # The lexical path may name a protected directory that a symlink hides.
-        lexical = Path(os.path.normpath(candidate))
-        if lexical != resolved and (lexical == root or root in lexical.parents):
+        lexical = os.path.normpath(candidate)
+        if lexical != resolved and _under(lexical, root):
             self._check_protected(rel, lexical, root, argument)
         _check_file_type(rel, resolved, argument)
-        return resolved
+        return Path(resolved)
+
+    def _root_of(self, resolved: str) -> str | None:
+        return next((r for r in self._root_texts if _under(resolved, r)), None)
 
     def relative(self, path: Path) -> str:
         """A resolved path as the model should see it: relative to the workdir if inside."""
@@ -101,11 +109,11 @@ class Confinement:
             return str(path)
 
     def _escape_message(
-        self, rel: str, raw: Path, candidate: Path, resolved: Path, argument: str
+        self, rel: str, raw: str, candidate: str, resolved: str, argument: str
     ) -> str:
-        if raw.is_absolute():
+        if os.path.isabs(raw):
             why = "is an absolute path outside the workspace"
-        elif ".." in raw.parts and not _is_inside(Path(os.path.normpath(candidate)), self):
+        elif ".." in raw.split("/") and self._root_of(os.path.normpath(candidate)) is None:
             why = "climbs out of the workspace with '..'"
         else:
             why = f"leads out of the workspace through a symlink (to {resolved})"
@@ -115,8 +123,8 @@ class Confinement:
             "give a path relative to the workspace root, e.g. 'src/app.py'."
         )
 
-    def _check_protected(self, rel: str, path: Path, root: Path, argument: str) -> None:
-        inner = path.relative_to(root).as_posix()
+    def _check_protected(self, rel: str, path: str, root: str, argument: str) -> None:
+        inner = path[len(root) :].lstrip("/") or "."
         parts = inner.split("/")
         for entry in self.protected:
             hit = (
@@ -147,12 +155,17 @@ def special_file(mode: int) -> str | None:
     return next((what for test, what in SPECIAL_FILES if test(mode)), "not a regular file")
 
 
-def _check_file_type(rel: str, resolved: Path, argument: str) -> None:
+def _check_file_type(rel: str, resolved: str, argument: str) -> None:
     """Refuse an existing path that is neither a regular file nor a directory (a stat, which
-    never blocks, unlike the open that would follow)."""
+    never blocks, unlike the open that would follow), and a symlink loop."""
     try:
         mode = os.stat(resolved).st_mode
-    except OSError:
+    except OSError as e:
+        if e.errno == errno.ELOOP:  # (realpath leaves a loop's link unresolved)
+            raise GuardrailError(
+                f"`{argument}` {rel!r} cannot be resolved: a symlink loop ({resolved}); "
+                "give a path that leads to a file."
+            ) from e
         return  # missing (a write may create it) or unreadable: the tool says which
     what = special_file(mode)
     if what is not None:
@@ -163,8 +176,9 @@ def _check_file_type(rel: str, resolved: Path, argument: str) -> None:
         )
 
 
-def _is_inside(path: Path, confinement: Confinement) -> bool:
-    return any(path == r or r in path.parents for r in confinement.roots())
+def _under(path: str, root: str) -> bool:
+    """`path` is `root` or beneath it (both absolute and normalised)."""
+    return path == root or path.startswith(root if root.endswith("/") else root + "/")
 
 
 class Approval(enum.Enum):
