@@ -11,9 +11,8 @@ bottom like the handshake in DESIGN.md "Debug adapters": initialize -> launch (n
 awaited) -> initialized -> breakpoints -> configurationDone -> launch response -> a stop,
 an exit, or still running.
 
-Frame ids and variable references are only valid while the program stays stopped where
-it was: the session remembers the ones it handed out since the last stop, and refuses
-any other with an error that says to ask `stack` again.
+What a stopped program shows (stack, scopes, variables, evaluations, and the ids valid at
+this stop) is a part of its own, `tether.debug.inspection`, held as `self.inspection`.
 """
 
 from __future__ import annotations
@@ -22,38 +21,27 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 
+from tether.debug import inspection
 from tether.debug.adapters import AdapterRow, initialize_arguments
-from tether.debug.dap import AdapterRequest, Event, Response, as_int, as_obj, as_objs
+from tether.debug.dap import AdapterRequest, Event, Response, as_int, as_list, as_obj
 from tether.debug.driver import DebugError, Op, Step, answer, ask, fire, until
+from tether.debug.inspection import MAX_FRAMES, Inspection
 from tether.debug.output import OutputTail
 from tether.debug.session_breakpoints import SessionBreakpoints
-from tether.json_types import JSONObject, JSONValue
+from tether.json_types import JSONObject
 from tether.messages.calls import ErrorCode
 from tether.messages.debug_ops import (
-    Children,
-    EvaluateReply,
-    ExceptionInfo,
     Exited,
-    Frame,
     Outcome,
     Restored,
     Running,
-    ScopeRow,
-    ScopesReply,
     StackReply,
     Started,
     StatusReply,
     Stopped,
     TerminateReply,
-    ThreadRow,
-    ThreadsReply,
-    Variable,
-    VariablesReply,
 )
 
-MAX_FRAMES = 30  # stack: frames shown
-MAX_CHILDREN = 50  # variables: children shown
-MAX_VALUE = 400  # characters of one value shown
 OUTPUT_TAIL = 2000  # characters of output in an exit outcome
 TOP_FRAMES = 5  # frames in a stop outcome
 STOP_EVENTS = ("stopped", "exited", "terminated")
@@ -68,8 +56,7 @@ class Session(SessionBreakpoints):
     end_reason: str = ""
     last_stop: Stopped | None = None
     thread_id: int | None = None
-    frames: set[int] = field(default_factory=set)  # frame ids valid at this stop
-    references: set[int] = field(default_factory=set)  # variable references valid now
+    inspection: Inspection = field(default_factory=Inspection)  # the ids valid at this stop
     process_started: bool = False  # a `process` event came: the owner reports its pids
     attached: bool = False  # the program was running before us: terminate detaches from it
     restored: Restored | None = None  # breakpoints set again at start
@@ -136,8 +123,7 @@ class Session(SessionBreakpoints):
 
     def _moved(self) -> None:
         """The program moved: every frame id and reference handed out is stale."""
-        self.frames.clear()
-        self.references.clear()
+        self.inspection.moved()
         self.last_stop = None
 
     def _on_output(self, body: JSONObject) -> None:
@@ -282,18 +268,26 @@ class Session(SessionBreakpoints):
         body = ev.body
         thread = _thread(body, self.thread_id)
         reason = str(body.get("reason", ""))
-        frames, total = yield from self._stack(thread)
+        frames, total = yield from self.inspection.stack(thread, self._timeout(), self.line_text)
         breakpoint = ""
         if frames and "breakpoint" in reason:
-            hit_ids = [i for i in map(as_int, _list(body.get("hitBreakpointIds"))) if i is not None]
+            hit_ids = [
+                i for i in map(as_int, as_list(body.get("hitBreakpointIds"))) if i is not None
+            ]
             lines, fns = self.stop_causes(hit_ids, frames[0])
             breakpoint = self.describe(lines, fns)
             yield from self.spend_hit_once(lines, fns)
         changed = sorted({f.file for f in frames if self.changed_since_launch(f.file)})
         exception = None
         if reason in ("exception", "panic"):
-            exception = yield from self._exception(thread, body)
-        top = (yield from self._top_locals(frames[0].id)) if frames else None
+            exception = yield from inspection.exception(
+                thread, body, self.capabilities, self._timeout()
+            )
+        top = (
+            (yield from self.inspection.top_locals(frames[0].id, self._timeout()))
+            if frames
+            else None
+        )
         self.last_stop = Stopped(
             reason,
             str(body.get("description", "") or body.get("text", "")),
@@ -307,136 +301,31 @@ class Session(SessionBreakpoints):
         )
         return self.last_stop
 
-    def _exception(self, thread: int | None, body: JSONObject) -> Step[ExceptionInfo]:
-        said = ExceptionInfo("", str(body.get("text") or body.get("description") or ""))
-        if not self.capabilities.get("supportsExceptionInfoRequest"):
-            return said
-        try:
-            info = yield from ask("exceptionInfo", {"threadId": thread}, self._timeout())
-        except DebugError:
-            return said
-        details = as_obj(info.body.get("details"))
-        return ExceptionInfo(
-            str(details.get("typeName") or info.body.get("exceptionId") or ""),
-            _cap(str(info.body.get("description") or details.get("message") or "")),
-        )
-
-    def _top_locals(self, frame_id: int) -> Step[Children]:
-        scopes = yield from ask("scopes", {"frameId": frame_id}, self._timeout())
-        for scope in as_objs(scopes.body.get("scopes")):
-            ref = as_int(scope.get("variablesReference"))
-            if ref and not scope.get("expensive"):
-                return (yield from self._children(ref, str(scope.get("name", ""))))
-        return Children("", 0, [], 0)
-
-    def _stack(self, thread: int | None) -> Step[tuple[list[Frame], int]]:
-        resp = yield from ask(
-            "stackTrace",
-            {"threadId": thread, "startFrame": 0, "levels": MAX_FRAMES},
-            self._timeout(),
-        )
-        raw = as_objs(resp.body.get("stackFrames"))[:MAX_FRAMES]
-        frames: list[Frame] = []
-        for f in raw:
-            frame_id = as_int(f.get("id"))
-            if frame_id is None:
-                raise DebugError(ErrorCode.FAILED, f"a stack frame without an id: {f!r:.120}")
-            source = as_obj(f.get("source"))
-            path = str(source.get("path") or "")
-            line = as_int(f.get("line")) or 0
-            self.frames.add(frame_id)
-            frames.append(
-                Frame(
-                    frame_id,
-                    str(f.get("name", "")),
-                    path or str(source.get("name", "")),
-                    line,
-                    self.line_text(path, line) if path else "",
-                )
-            )
-        total = as_int(resp.body.get("totalFrames")) or len(raw)
-        return frames, max(total, len(raw))
-
     def stack(self, thread_id: int | None) -> Op:
         self._require_stopped()
         thread = thread_id if thread_id is not None else self.thread_id
-        frames, total = yield from self._stack(thread)
+        frames, total = yield from self.inspection.stack(thread, self._timeout(), self.line_text)
         return StackReply(thread, frames, total, MAX_FRAMES)
 
     def threads(self) -> Op:
         if not self.live:
             raise DebugError(ErrorCode.BAD_REQUEST, self._not_stopped())
-        resp = yield from ask("threads", None, self._timeout())
-        rows = [
-            ThreadRow(as_int(t.get("id")) or 0, str(t.get("name", "")))
-            for t in as_objs(resp.body.get("threads"))
-        ]
-        return ThreadsReply(rows)
+        return (yield from inspection.threads(self._timeout()))
 
     def scopes(self, frame_id: int) -> Op:
         self._require_stopped()
-        self._require_frame(frame_id)
-        resp = yield from ask("scopes", {"frameId": frame_id}, self._timeout())
-        out: list[ScopeRow] = []
-        for s in as_objs(resp.body.get("scopes")):
-            ref = as_int(s.get("variablesReference")) or 0
-            if ref:
-                self.references.add(ref)
-            out.append(ScopeRow(str(s.get("name", "")), ref, bool(s.get("expensive"))))
-        return ScopesReply(frame_id, out)
+        return (yield from self.inspection.scopes(frame_id, self._timeout()))
 
     def variables(self, reference: int) -> Op:
         self._require_stopped()
-        if reference not in self.references:
-            raise DebugError(ErrorCode.BAD_REQUEST, self._stale("reference", reference))
-        block = yield from self._children(reference, "")
-        return VariablesReply(block.scope, block.reference, block.variables, block.total)
-
-    def _children(self, reference: int, scope: str) -> Step[Children]:
-        self.references.add(reference)
-        resp = yield from ask("variables", {"variablesReference": reference}, self._timeout())
-        raw = _list(resp.body.get("variables"))
-        shown: list[Variable] = []
-        for v in as_objs(raw[:MAX_CHILDREN]):
-            ref = as_int(v.get("variablesReference")) or 0
-            if ref:
-                self.references.add(ref)
-            shown.append(
-                Variable(
-                    str(v.get("name", "")),
-                    _cap(str(v.get("value", ""))),
-                    str(v.get("type") or ""),
-                    ref,
-                )
-            )
-        return Children(scope, reference, shown, len(raw))
+        return (yield from self.inspection.variables(reference, self._timeout()))
 
     def evaluate(self, expression: str, frame_id: int | None) -> Op:
         self._require_stopped()
-        if frame_id is None:
-            if not self.frames:
-                yield from self._stack(self.thread_id)
-            frame_id = min(self.frames) if self.frames else None
-        else:
-            self._require_frame(frame_id)
+        if frame_id is None and not self.inspection.frames:
+            yield from self.inspection.stack(self.thread_id, self._timeout(), self.line_text)
         context = "repl" if self.row is not None and self.row.name == "debugpy" else "watch"
-        args: JSONObject = {"expression": expression, "context": context}
-        if frame_id is not None:
-            args["frameId"] = frame_id
-        try:
-            resp = yield from ask("evaluate", args, self._timeout())
-        except DebugError as e:
-            raise DebugError(ErrorCode.FAILED, f"evaluate {expression!r}: {e.message}") from e
-        ref = as_int(resp.body.get("variablesReference")) or 0
-        if ref:
-            self.references.add(ref)
-        return EvaluateReply(
-            expression,
-            frame_id,
-            _cap(str(resp.body.get("result", ""))),
-            str(resp.body.get("type") or ""),
-            ref,
-        )
+        return (yield from self.inspection.evaluate(expression, frame_id, context, self._timeout()))
 
     def disconnect(self) -> Op:
         """End the session: a launched program is killed; an attached one is left running
@@ -470,17 +359,6 @@ class Session(SessionBreakpoints):
         if self.state != "stopped":
             raise DebugError(ErrorCode.BAD_REQUEST, self._not_stopped())
 
-    def _require_frame(self, frame_id: int) -> None:
-        if frame_id not in self.frames:
-            raise DebugError(ErrorCode.BAD_REQUEST, self._stale("frame", frame_id))
-
-    def _stale(self, what: str, value: int) -> str:
-        return (
-            f"{what} {value} is not valid here: frame ids and references last only until the "
-            "program moves (a step or continue makes them stale); call stack (then scopes) "
-            "again and use the ids it gives"
-        )
-
     def _not_stopped(self) -> str:
         if self.state == "none":
             return "no program is being debugged; call launch (or attach) first"
@@ -511,16 +389,6 @@ class Session(SessionBreakpoints):
         )
 
 
-def _cap(text: str, limit: int = MAX_VALUE) -> str:
-    if len(text) <= limit:
-        return text
-    return text[:limit] + f"... ({len(text) - limit} more characters)"
-
-
 def _thread(body: JSONObject, default: int | None) -> int | None:
     """The event's threadId (`default` when it names none)."""
     return as_int(body["threadId"]) if "threadId" in body else default
-
-
-def _list(value: JSONValue) -> list[JSONValue]:
-    return value if isinstance(value, list) else []
