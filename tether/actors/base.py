@@ -34,7 +34,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import ClassVar, Never, cast
 
 from thespian.actors import ActorAddress, ActorExitRequest, ThespianWatch
 
@@ -99,6 +99,7 @@ class ResourceActor(TetherActor):
         self._idle_ttl: float | None = None
         self._armed = Armed()  # (the base's own timers: one wakeup each at a time)
         self._evicted_note = ""  # for the first result after a predecessor was evicted
+        self.previous_end = ""  # how its predecessor ended, if it had one (Start.previous_end)
 
     # --- to override -----------------------------------------------------------------
     def on_start(self, key: str, config: JSONObject) -> None:
@@ -110,9 +111,9 @@ class ResourceActor(TetherActor):
             call, ErrorCode.BAD_REQUEST, f"{self.name} does not handle calls (op {call.op!r})"
         )
 
-    # (Any: each kind declares the union of its own tags here, e.g. `tag: Handshake | Reap`,
-    # which a parameter of type `object` would forbid an override to narrow to)
-    def on_timer(self, tag: Any) -> None:
+    # (Never: each kind's override declares the union of its own tags, e.g. `tag: Handshake
+    # | Reap`; a parameter of type `object` here would forbid an override to narrow to that)
+    def on_timer(self, tag: Never) -> None:
         """A timer set with after() fired: `tag` is the object given (match on its class)."""
 
     def on_stop(self) -> None:
@@ -124,9 +125,7 @@ class ResourceActor(TetherActor):
         the caller already; settling `call` now or later is harmless (the reply is dropped).
         By default the work runs on and its result is dropped."""
 
-    # (Any: each kind declares its own shape, e.g. `dict[str, str | int]`, and a dict's
-    # value type is invariant; the fields are JSON on the wire)
-    def health_extra(self) -> dict[str, Any]:
+    def health_extra(self) -> JSONObject:
         """Kind-specific health fields (e.g. a language server's root and indexing state)."""
         return {}
 
@@ -309,6 +308,7 @@ class ResourceActor(TetherActor):
     # --- the start protocol (with the kind's supervisor) -----------------------------
     def _start(self, start: Start) -> None:
         self.state = "starting"
+        self.previous_end = start.previous_end
         if start.previous_end.startswith(EVICTED):
             holds_state = self.usage([]).holds_state
             self._evicted_note = evicted_note(self.name, start.previous_end, holds_state)
@@ -404,9 +404,9 @@ class ResourceActor(TetherActor):
                     self._deliver(*entry)
             case Idle():
                 self._idle()
-            case _:  # a subclass's own tag, armed with after()
+            case _:  # a subclass's own tag, armed with after(): its on_timer's type
                 try:
-                    self.on_timer(payload)
+                    self.on_timer(cast("Never", payload))
                 except Exception as exc:
                     self.last_error = f"on_timer({payload!r}) failed: {exc!r}"
                     self._log_exception(exc)

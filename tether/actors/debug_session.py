@@ -122,7 +122,6 @@ class DebugSessionActor(ProcessActor):
     ) -> None:
         if isinstance(obj, Start):
             self.ttl = obj.child.get("ttl")
-            self.previous_end = obj.previous_end
         super().handle_message(obj, data, extra, sender)
 
     # --- calls, one at a time ---------------------------------------------------------------

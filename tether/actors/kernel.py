@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from tether.actors.base import ResourceActor, ResourceUnavailable
 from tether.capacity import ceiling
+from tether.capacity.usage import EVICTED
 from tether.health_node import HealthNode
 from tether.json_types import JSONObject
 from tether.kernels import bridge
@@ -104,6 +105,11 @@ class KernelActor(ResourceActor):
         self.layer_dir: ProcessScratch | None = None  # the conversation's %pip layer
         self.layer: Layer | None = None  # made there, or adopted with a spare kernel
         self.layer_adopted = ""  # the directory of an adopted one (removed with us)
+        if self.previous_end and not self.previous_end.startswith(EVICTED):
+            # the actor before us ended (crashed, killed, stopped) with its kernel: the
+            # run's next cell says what was lost, as after the kernel itself died (an
+            # eviction's note is the base actor's)
+            self.cells.kernel_lost(f"a new kernel actor took over ({self.previous_end})", True)
 
     # --- calls ---------------------------------------------------------------------------
     def on_call(self, call: Call) -> None:
