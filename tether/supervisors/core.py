@@ -25,13 +25,10 @@ keyed by our own ids, never by thespian addresses, which change on restart — a
 from __future__ import annotations
 
 import contextlib
-import functools
-import importlib
 import os
 import signal
 import time
-from dataclasses import dataclass, field
-from typing import ClassVar, cast
+from typing import ClassVar
 
 from thespian.actors import ActorAddress
 
@@ -53,6 +50,7 @@ from tether.messages.control import (
     Stopping,
 )
 from tether.processes import kill_tree
+from tether.supervisors.child import ChildRecord, ChildTimer, load_actor_class
 from tether.supervisors.gather import GatherDue, HealthGathers
 from tether.supervisors.policy import (
     Decision,
@@ -62,57 +60,6 @@ from tether.supervisors.policy import (
     recent_restarts,
     within_intensity,
 )
-
-
-@functools.cache
-def load_actor_class(path: str) -> type:
-    """ "module.path:ClassName" -> the class."""
-    module_name, _, class_name = path.partition(":")
-    module = importlib.import_module(module_name)
-    try:
-        return cast(type, getattr(module, class_name))
-    except AttributeError:
-        raise ImportError(f"module {module_name!r} has no class {class_name!r}") from None
-
-
-@dataclass
-class ChildRecord:
-    kind: str
-    key: str
-    name: str
-    spec: ChildSpec
-    actor_class: str
-    config: JSONObject  # (plain msgpack-able data: tether.kinds.KindSpec)
-    kinds: list[KindSpecWire] = field(default_factory=list)  # for children that supervise
-    address: ActorAddress | None = None
-    incarnation: int = 0
-    state: NodeState = NodeState.STARTING  # starting | ready | restarting | stopping | failed
-    started_at: float = 0.0
-    restart_times: list[float] = field(default_factory=list)
-    restarts: int = 0
-    last_error: str = ""
-    pid: int = 0
-    owned: list[int] = field(default_factory=list)
-    stop_reason: ExitReason | None = None
-    error_code: str = ""  # for failed children: GAVE_UP or UNAVAILABLE
-    # calls for a child not there yet: idempotent ones across a restart, and the host's
-    # until the child's pid is known (`_takes`)
-    waiting: list[tuple[bytes, ActorAddress, Call]] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class ChildTimer:
-    """A supervisor's timer about one incarnation of a child: `RESTART` it (backoff over),
-    its `TTL` expired, or `KILL` it (it did not stop within its shutdown timeout)."""
-
-    RESTART: ClassVar[str] = "restart"
-    TTL: ClassVar[str] = "ttl"
-    KILL: ClassVar[str] = "kill"
-
-    what: str
-    kind: str
-    key: str
-    incarnation: int
 
 
 class Supervisor(TetherActor):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from thespian.actors import ActorAddress
 
@@ -22,9 +22,7 @@ from tether.capacity.usage import UsageRecord, traits_of
 from tether.health_node import HealthNode, NodeExtra, NodeState, health_node
 from tether.messages.control import HealthQuery, HealthReport
 from tether.processes import pid_running
-
-if TYPE_CHECKING:
-    from tether.supervisors.core import ChildRecord
+from tether.supervisors.child import ChildRecord
 
 
 class GatherHost(Protocol):
