@@ -45,6 +45,13 @@ def scope(request) -> Scope:
     return request.param
 
 
+@pytest.fixture
+def runtime(runtime_factory):
+    """A fresh tree of the echo kinds, all these tests call (the other kinds' supervisors
+    would be booted and stopped for nothing)."""
+    return runtime_factory(kind_modules=["tether.actors.echo"])
+
+
 def name(scope: Scope, kind: str, key: str = "k") -> str:
     """The actor's name in health (run-scoped ones live under run "r")."""
     return f"run:r/{kind}:{key}" if scope is Scope.RUN else f"{kind}:{key}"

@@ -1,4 +1,8 @@
-"""Supervision on real processes: restarts, give-up, TTL, idle reaping, faults, health."""
+"""Supervision on real processes: restarts, give-up, TTL, idle reaping, faults, health.
+
+A test that kills, stops or injects a fault gets a fresh tree of the echo kinds (`runtime`)
+or of its own kinds; one that only calls and reads health (its fields, a refused fault,
+large echoes) takes the module's tree (`shared`)."""
 
 from __future__ import annotations
 
@@ -31,6 +35,13 @@ def error_of(fn, *args, **kwargs) -> ResourceError:
 def scope(request) -> Scope:
     """Fault tests run for a shared kind and for its run-scoped twin."""
     return request.param
+
+
+@pytest.fixture
+def runtime(runtime_factory):
+    """A fresh tree of the echo kinds, all these tests call (the other kinds' supervisors
+    would be booted and stopped for nothing)."""
+    return runtime_factory(kind_modules=["tether.actors.echo"])
 
 
 def nm(scope: Scope, name: str, run: str = "r1") -> str:
@@ -267,30 +278,33 @@ def test_delay_postpones_the_next_call(runtime) -> None:
             {"seconds": 1},
             "supervisor:echo is a supervisor: faults target resource actors",
         ),
-        ("drop_reply", "run:r1", {}, "run:r1 is a run: only crash_actor applies to it"),
+        ("drop_reply", "run:{r1}", {}, "run:{r1} is a run: only crash_actor applies to it"),
     ],
 )
-def test_fault_target_errors(runtime, fault, target, kwargs, message) -> None:
-    call(runtime, "echo")
-    call(runtime, "echo_run")  # a run kind starts run:r1
-    err = error_of(runtime.inject, fault, target=target, **kwargs)
+def test_fault_target_errors(shared, fault, target, kwargs, message) -> None:
+    # (a refused fault touches nothing: the module's tree serves)
+    r1 = shared.run_id("r1")
+    call(shared.rt, "echo", run=r1)
+    call(shared.rt, "echo_run", run=r1)  # a run kind starts run:<r1>
+    err = error_of(shared.rt.inject, fault, target=target.format(r1=r1), **kwargs)
     assert err.code == ErrorCode.BAD_REQUEST
-    assert err.message.startswith(message)
+    assert err.message.startswith(message.format(r1=r1))
 
 
-def test_unknown_fault(runtime) -> None:
+def test_unknown_fault(shared) -> None:
     with pytest.raises(
         ValueError,
         match="unknown fault 'melt'; faults: kill_process, crash_actor, delay, drop_reply",
     ):
-        runtime.inject("melt", target="echo:k")
+        shared.rt.inject("melt", target="echo:k")
 
 
-def test_health_tree_fields(runtime) -> None:
-    call(runtime)
-    call(runtime, "echo_run")
-    health = runtime.health()
-    assert health["name"] == "root" and health["admin_port"] == runtime.admin_port
+def test_health_tree_fields(shared) -> None:
+    rt, r1 = shared.rt, shared.run_id("r1")
+    call(rt, run=r1)
+    call(rt, "echo_run", run=r1)
+    health = rt.health()
+    assert health["name"] == "root" and health["admin_port"] == rt.admin_port
     names = {c["name"] for c in health["children"]}
     assert {"runs", "supervisor:echo", "supervisor:echo_process", "supervisor:echo_run"} - {
         "supervisor:echo_run"
@@ -314,16 +328,18 @@ def test_health_tree_fields(runtime) -> None:
         0,
     )
     assert len(leaf["pids"]) == 2 and all(p["rss"] > 0 for p in leaf["pids"])
-    assert node(health, "run:r1/echo_run:k")["state"] == "ready"
+    assert node(health, f"run:{r1}/echo_run:k")["state"] == "ready"
 
 
-def test_busy_and_pending_in_health(runtime) -> None:
+def test_busy_and_pending_in_health(shared) -> None:
     import threading
 
-    t = threading.Thread(target=lambda: call(runtime, "echo", op="sleep", args={"seconds": 0.6}))
+    rt, r1 = shared.rt, shared.run_id("r1")
+    t = threading.Thread(target=lambda: call(rt, "echo", op="sleep", args={"seconds": 0.6}, run=r1))
     t.start()
-    in_flight(runtime, "echo:k")
-    leaf = node(runtime.health(), "echo:k")
+    # (the health that shows the call is the one asserted on: a second look may come after
+    # the 0.6 s on a loaded machine)
+    leaf = wait_until(lambda: (n := node(rt.health(), "echo:k")) and n["pending"] >= 1 and n)
     t.join(2)
     assert (leaf["state"], leaf["pending"]) == ("busy", 1)
 
@@ -368,16 +384,18 @@ def test_subprocess_death_is_noticed_at_once(runtime_factory) -> None:
     assert got[0] - killed < 0.1, got[0] - killed
 
 
-def test_large_writes_and_reads_do_not_block_the_actor(runtime) -> None:
+def test_large_writes_and_reads_do_not_block_the_actor(shared) -> None:
     blob = "x" * 1_000_000  # far beyond a pipe's 64 KiB buffer, both ways
-    assert call(runtime, args={"blob": blob}, timeout=20)["echo"]["blob"] == blob
-    assert call(runtime, args={"small": 1})["echo"] == {"small": 1}
+    r1 = shared.run_id("r1")
+    assert call(shared.rt, args={"blob": blob}, timeout=20, run=r1)["echo"]["blob"] == blob
+    assert call(shared.rt, args={"small": 1}, run=r1)["echo"] == {"small": 1}
 
 
-def test_stderr_tail_is_kept_for_status(runtime) -> None:
-    call(runtime, op="stderr", args={"text": "warning: something odd"})
-    leaf = node(runtime.health(), "echo_process:k")
-    assert "warning: something odd" in leaf["extra"]["stderr_tail"]
+def test_stderr_tail_is_kept_for_status(shared) -> None:
+    said = f"warning: something odd ({shared.prefix})"  # (this test's line, not another's)
+    call(shared.rt, op="stderr", args={"text": said}, run=shared.run_id("r1"))
+    leaf = node(shared.rt.health(), "echo_process:k")
+    assert said in leaf["extra"]["stderr_tail"]
 
 
 def test_run_scoped_resources_are_supervised_by_their_run(runtime) -> None:
