@@ -15,9 +15,10 @@ An isolated worker (`Spawn.view`) runs on its own view of the workspace
 (tether.worker_views; in a sandbox place, the view is what bwrap binds as the workspace,
 at the same path), made at its first run and kept across reruns (vibe_send builds on
 what it did) until the host says its change was resolved (`EndView`), it is killed, or
-the actor ends. Caps (`Spawn.caps`, per run): wall-clock seconds (a timer), output chars
-(counted as it arrives), tool calls and tokens (as the worker reports them, see
-tether.messages.worker_ops); the first one hit stops the run, status "capped".
+the actor ends (`tether.worker_views.holder` holds it). Caps (`Spawn.caps`, per run):
+wall-clock seconds (a timer), output chars (counted as it arrives), tool calls and tokens
+(as the worker reports them, see tether.messages.worker_ops); the first one hit stops
+the run, status "capped".
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ import dataclasses
 import json
 import time
 from dataclasses import dataclass
-from typing import TypedDict
 
 from tether import worker_views
 from tether.actors.base import ResourceUnavailable
@@ -54,7 +54,8 @@ from tether.messages.worker_ops import (
     WorkerSnapshot,
     WorkerStatus,
 )
-from tether.places import Place, PlaceError
+from tether.places import PlaceError
+from tether.worker_views.holder import ViewHolder
 
 OUTPUT_KEEP = 64 * 1024  # chars of output a worker keeps at least (the tail)
 LONG_LINE = 8192  # chars of an unfinished line held back before it is shown anyway
@@ -95,14 +96,6 @@ CAP_WORDS = {
 }
 
 
-class _Where(TypedDict, total=False):
-    """spawn()'s place arguments."""
-
-    place: Place
-    workspace: str
-    workspace_from: str
-
-
 @dataclass(frozen=True)
 class Reap:  # run `run_no` ended `reap_after` s ago: stop, unless another run started
     run_no: int
@@ -126,12 +119,10 @@ class VibeWorkerActor(ProcessActor):
         self.kills: list[Call] = []
         self.rerun = False
         self.killed = False
-        self.view: worker_views.View | None = None
+        self.views = ViewHolder()  # an isolated worker's view, kept across its runs
         self.output_total = 0  # chars of output this run, for its output cap
         self.reported: dict[str, int] = {}  # tool_calls / tokens, as the worker reported them
         self.capped: Capped | None = None  # the cap that stopped this run
-        self.unchanged = False  # its view was removed at the end of the run: it was unchanged
-        self.mounted = False  # the view is mounted in this actor's own mount namespace
         try:  # a hard memory ceiling per run (tether.capacity.ceiling): a runaway ends itself
             self.ceiling = ResourceCeiling("vibe_worker", config)
         except ValueError as e:
@@ -206,18 +197,13 @@ class VibeWorkerActor(ProcessActor):
         if self.status in RUNNING:
             self.fail(call, ErrorCode.BAD_REQUEST, f"worker {self.key} runs on its view now")
             return
-        self._remove_view()
+        self.views.remove()
         self.reply(call, plain(self.snapshot()))
-
-    def _remove_view(self) -> None:
-        self._unmount()
-        view, self.view = self.view, None
-        worker_views.remove(view)
 
     def _kill(self, call: Call) -> None:
         self.rerun = False
         if self.status not in RUNNING:
-            self._remove_view()
+            self.views.remove()
             self.reply(call, plain(self.snapshot().killed(was=self.status)))
             return
         self.killed = True
@@ -232,17 +218,18 @@ class VibeWorkerActor(ProcessActor):
         self.run_no += 1
         self.output, self.partial, self.result, self.error = "", "", "", ""
         self.exit_code, self.killed = None, False
-        self.output_total, self.reported, self.capped, self.unchanged = 0, {}, None, False
+        self.output_total, self.reported, self.capped = 0, {}, None
+        self.views.unchanged = False
         self.prompts.clear()
         self.run_started, self.run_ended = time.monotonic(), 0.0
         try:
-            argv = self._in_view(spec, argv)
+            argv = self.views.run_argv(spec, argv)
             # its own TMPDIR, removed once this run of it ended
             env = {
                 **self.new_scratch("vibe").env(given=spec.env),
                 "TETHER_WORKER_ID": spec.worker_id,
             }
-            pid = self.spawn(argv, cwd=spec.cwd, env=env, **self._place(spec))
+            pid = self.spawn(argv, cwd=spec.cwd, env=env, **self.views.where(spec))
         except (OSError, worker_views.ViewError, PlaceError) as exc:
             self._finish("failed", None, f"cannot start {argv[0]!r}: {exc}")
             return
@@ -255,49 +242,6 @@ class VibeWorkerActor(ProcessActor):
         if spec.brief_mode == "stdin":
             self.write(self.brief.encode())
             self._close_stdin_when_flushed()
-
-    def _place(self, spec: Spawn) -> _Where:
-        """spawn()'s place arguments: the run's place, its workspace the worker's cwd."""
-        if not spec.place:
-            return _Where()
-        place = Place.from_wire(spec.place)
-        if spec.view and place.kind != "sandbox":
-            raise PlaceError(
-                f"an isolated worker (its own view of the workspace) cannot run in a "
-                f"{place.kind} place: its environment has no view to bind; spawn it with "
-                "isolated=false there"
-            )
-        args = _Where(place=place, workspace=spec.cwd)
-        if self.view is not None and self.view.kind == "copy":
-            args["workspace_from"] = self.view.root  # (an overlay is at the workspace's path)
-        return args
-
-    def _in_view(self, spec: Spawn, argv: list[str]) -> list[str]:
-        """argv wrapped to run in the worker's view (made at its first run), if isolated."""
-        if not spec.view:
-            return argv
-        self._unmount()  # (a rerun after a stopped run: that run's mount must not stack)
-        again = self.view is not None
-        if self.view is None:
-            self.view = worker_views.make(spec.cwd, spec.view)
-        if worker_views.mount_here(self.view):
-            self.mounted = True  # (a sandbox started from this thread binds the overlay)
-            return argv
-        if spec.place:  # a sandbox binds the view at the workspace's path (`_place`)
-            if self.view.kind != "copy":
-                raise worker_views.ViewError(
-                    "the overlay view could not be mounted for the sandbox (it needs root); "
-                    "spawn with isolated false, or run the runtime as root"
-                )
-            if not again:
-                worker_views.fill(self.view)
-            return argv
-        return worker_views.wrap(self.view, argv, again=again)
-
-    def _unmount(self) -> None:
-        if self.mounted and self.view is not None:
-            worker_views.unmount_here(self.view)
-        self.mounted = False
 
     def _check_cap(self, name: str, used: float) -> None:
         assert self.spec is not None
@@ -408,7 +352,7 @@ class VibeWorkerActor(ProcessActor):
             self._start_run()
             return
         if self.killed:
-            self._remove_view()  # a killed worker's change is dropped with its view
+            self.views.remove()  # a killed worker's change is dropped with its view
             self._finish("killed", returncode, "killed by vibe_kill")
         elif self.capped is not None:
             c = self.capped
@@ -424,10 +368,7 @@ class VibeWorkerActor(ProcessActor):
 
     def _finish(self, status: WorkerStatus, returncode: int | None, error: str) -> None:
         self.status, self.exit_code, self.error = status, returncode, error
-        view = self.view
-        self.unchanged = view is not None and worker_views.unchanged(view)
-        if self.unchanged:
-            self.view = None
+        view = self.views.run_ended()
         self.run_ended = time.monotonic()
         self.result = self.output[-OUTPUT_KEEP:]
         self.prompts.clear()
@@ -435,13 +376,7 @@ class VibeWorkerActor(ProcessActor):
             self.reply(call, plain(self.snapshot().killed(was="running")))
         self.kills = []
         self._settle_held("wait", "poll")
-        # once the calls waiting for the end have their answer: the mount goes, and an
-        # unchanged view (nothing to stage: no round trip from the host for it)
-        if self.mounted and view is not None:
-            worker_views.unmount_here(view)
-        self.mounted = False
-        if self.unchanged:
-            worker_views.remove(view)
+        self.views.settle(view)  # once the calls waiting for the end have their answer
         assert self.spec is not None
         self.after(self.spec.reap_after, Reap(self.run_no))
 
@@ -485,8 +420,8 @@ class VibeWorkerActor(ProcessActor):
             error=self.error,
             prompts=sorted(self.prompts.values(), key=lambda p: p.seq),
             pid=self.proc.pid if self.proc is not None and self.status in RUNNING else None,
-            view=self.view,
-            view_unchanged=self.unchanged,
+            view=self.views.view,
+            view_unchanged=self.views.unchanged,
             caps=dict(spec.caps) if spec else {},
             usage={"output_chars": self.output_total, **self.reported},
             capped=self.capped,
@@ -494,7 +429,7 @@ class VibeWorkerActor(ProcessActor):
 
     def release(self) -> None:
         super().release()
-        self._remove_view()  # (the actor ends: reaped, killed with its run, or crashed)
+        self.views.remove()  # (the actor ends: reaped, killed with its run, or crashed)
         if hasattr(self, "ceiling"):
             self.ceiling.release()
 
