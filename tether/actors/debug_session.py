@@ -21,7 +21,8 @@ Session rules (SPEC.md "debug"):
   (the next call starts a fresh session, with a fresh TTL).
 
 Its parts: what a launch or attach asks of the adapter (`debug.launch`), the adapter's
-socket when it speaks over TCP (`debug.adapter_socket`), and the processes of the adapter's
+socket when it speaks over TCP (`debug.adapter_socket`), whether the debuggee ended at the
+memory ceiling (`debug.ceiling`), and the processes of the adapter's
 session (`debug.session_processes`): a stop kills the adapter's tree and every process of
 that session. The pids are reported to the supervisor when the program starts (its
 `process` event) and after a launch, so a SIGKILLed actor's debuggee is reaped by the
@@ -45,6 +46,7 @@ from tether.channels import OutBuffer
 from tether.debug import adapters
 from tether.debug.adapter_socket import AdapterSocket, ListenDeadline, no_listen_line
 from tether.debug.adapters import AdapterRow
+from tether.debug.ceiling import at_ceiling
 from tether.debug.driver import DebugError, Op, WaitDue
 from tether.debug.launch import (
     adapter_place,
@@ -66,9 +68,7 @@ from tether.messages.debug_ops import (
     Continue,
     DebugReply,
     Evaluate,
-    Exited,
     Launch,
-    Outcome,
     Output,
     OutputReply,
     Pause,
@@ -77,13 +77,11 @@ from tether.messages.debug_ops import (
     SetExceptionBreakpoints,
     SetFunctionBreakpoints,
     Stack,
-    Started,
     Status,
     StatusReply,
     StepIn,
     StepOut,
     StepOver,
-    Stopped,
     Terminate,
     TerminateReply,
     Threads,
@@ -223,7 +221,7 @@ class DebugSessionActor(ProcessActor):
         self.write(data)
 
     def done(self, token: Call, reply: DebugReply) -> None:
-        reply = self._at_ceiling(reply)
+        reply = at_ceiling(reply, self.session.output, self.ceiling.note)
         if isinstance(reply, TerminateReply):
             self._end_everything()
             reply = dataclasses.replace(reply, processes_left=self.procs.left())
@@ -236,25 +234,6 @@ class DebugSessionActor(ProcessActor):
             self._report_pids()  # (a walk over every process: only when they change)
         self.reply(token, debug_payload(reply))
         self._next()
-
-    def _at_ceiling(self, reply: DebugReply) -> DebugReply:
-        """The reply, saying so if the program ended (or stopped on a MemoryError) at
-        the session's memory ceiling: killed in its cgroup, or an allocation failed."""
-        if isinstance(reply, Started):
-            return dataclasses.replace(reply, outcome=self._outcome_at_ceiling(reply.outcome))
-        if isinstance(reply, Stopped | Exited):
-            return self._outcome_at_ceiling(reply)
-        return reply
-
-    def _outcome_at_ceiling(self, reply: Outcome) -> Outcome:
-        if isinstance(reply, Exited) or (isinstance(reply, Stopped) and reply.exception):
-            exc = reply.exception if isinstance(reply, Stopped) else None
-            said = self.session.output.text()
-            said += f"\n{exc.type}: {exc.message}" if exc else "\n: "
-            over = self.ceiling.note(said)
-            if over:
-                return dataclasses.replace(reply, memory=f"the debuggee {over}")
-        return reply
 
     def exit_message(self, returncode: int | None) -> str:
         """The base's, and whether the adapter died at the session's memory ceiling."""
