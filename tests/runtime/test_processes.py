@@ -36,6 +36,16 @@ AS_ROOT = pytest.mark.skipif(
 )
 
 
+ECHO = ["tether.actors.echo"]  # (the kinds a test of the tree's own processes calls)
+
+
+@pytest.fixture
+def runtime(runtime_factory):
+    """A fresh tree of the echo kinds: what these tests call (every other kind's supervisor
+    would be booted and stopped for nothing). A test of the whole tree asks for it."""
+    return runtime_factory(kind_modules=ECHO)
+
+
 def listening(proc: psutil.Process) -> list:
     try:
         return [c for c in proc.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
@@ -43,7 +53,8 @@ def listening(proc: psutil.Process) -> list:
         return []
 
 
-def test_every_listening_socket_is_on_loopback(runtime) -> None:
+def test_every_listening_socket_is_on_loopback(runtime_factory) -> None:
+    runtime = runtime_factory()  # (every kind's supervisor: every socket the tree opens)
     runtime.call("r1", "echo", "k", "echo", {}, 5)
     runtime.call("r1", "echo_run", "k", "echo", {}, 5)
     sockets = [c for p in [psutil.Process(), *runtime_processes(runtime)] for c in listening(p)]
@@ -85,7 +96,7 @@ def test_runtimes_started_in_parallel_never_collide(runtime_factory) -> None:
 
     def start() -> None:
         try:
-            runtimes.append(runtime_factory())
+            runtimes.append(runtime_factory(kind_modules=ECHO))
         except BaseException as exc:  # noqa: BLE001 - shown by the assertion below
             failures.append(exc)
 
@@ -121,7 +132,7 @@ def test_a_boot_whose_admin_never_answers_is_cleaned_up_and_retried(
         return system
 
     monkeypatch.setattr(runtime_module, "ActorSystem", flaky)
-    rt = runtime_factory()
+    rt = runtime_factory(kind_modules=ECHO)
     assert rt.admin_port != first["port"]
     assert rt.call("r", "echo", "k", "echo", {"x": 1}, 5)["echo"] == {"x": 1}
     wait_until(lambda: not session_processes(first["sid"], 0.0), timeout=5.0)  # nothing left of it
@@ -132,7 +143,7 @@ def test_a_failed_boot_never_touches_another_session(runtime, runtime_factory) -
     # the clean-up of a failed boot finds its admins by this process's own zombie children
     # (thespian's setsid intermediates) made during that boot: never another runtime's
     other = os.getsid(runtime.admin_pid)
-    rt = runtime_factory()
+    rt = runtime_factory(kind_modules=ECHO)
     mine = admin_sessions_started(rt._children_before_boot)
     assert [sid for sid, _ in mine] == [os.getsid(rt.admin_pid)]
     assert other not in {sid for sid, _ in mine}
@@ -171,7 +182,7 @@ def test_pinned_admin_port(runtime_factory) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    rt = runtime_factory(admin_port=port)
+    rt = runtime_factory(admin_port=port, kind_modules=ECHO)
     assert rt.admin_port == port
     assert rt.call("r", "echo", "k", "echo", {"a": 1}, 5)["echo"] == {"a": 1}
 
@@ -188,7 +199,7 @@ def test_no_orphans_after_shutdown(runtime_factory) -> None:
 
 
 def test_port_file_is_written_and_removed(runtime_factory, tether_state_dir) -> None:
-    rt = runtime_factory()
+    rt = runtime_factory(kind_modules=ECHO)
     data = json.loads((tether_state_dir / f"{rt.admin_port}.json").read_text())
     assert data["host_pid"] == os.getpid() and data["admin_pid"] == rt.admin_pid
     rt.shutdown()
