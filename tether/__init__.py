@@ -9,7 +9,7 @@ supervised actor. The public API:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tether.tools.results import ToolResult
 from tether.tools.spec import Surface, Tier
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 __all__ = ["Run", "Runtime", "Surface", "Tier", "ToolResult"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> type[Runtime] | type[Run]:
     # Runtime and Run load lazily: importing tether must not boot (or patch) thespian, and
     # must not fail while a part of the package is still being written.
     if name == "Runtime":

@@ -49,7 +49,7 @@ import stat
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO, Protocol
 
 from tether import beneath
 
@@ -96,7 +96,10 @@ class CommitError(OSError):
         super().__init__(errno_, reason, str(path))
         self.path, self.reason, self.unrestored = path, reason, tuple(unrestored)
 
-    def __reduce__(self) -> tuple[Any, ...]:  # OSError's own would rebuild it from (errno, ...)
+    def __reduce__(
+        self,
+    ) -> tuple[type[CommitError], tuple[Path, str, tuple[tuple[Path, str], ...], int | None]]:
+        # (OSError's own would rebuild it from (errno, ...))
         return (type(self), (self.path, self.reason, self.unrestored, self.errno))
 
     def __str__(self) -> str:
@@ -441,7 +444,13 @@ def _write_new(t: _Target, name: str) -> None:
         os.fsync(f.fileno())
 
 
-def _quietly(t: _Target, fn: Callable[..., None], name: str) -> None:
+class _InDir(Protocol):
+    """A call on a name in a directory (os.unlink, os.rmdir)."""
+
+    def __call__(self, path: str, /, *, dir_fd: int | None = None) -> None: ...
+
+
+def _quietly(t: _Target, fn: _InDir, name: str) -> None:
     """`fn(name, dir_fd=...)` in the target's directory, errors ignored (a cleanup)."""
     try:
         fn(name, dir_fd=t.dir_fd)

@@ -26,13 +26,13 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any, TextIO, cast
+from typing import TextIO, cast
 
 import psutil
 
 from tether.health_node import HealthNode, NodeState
 from tether.host import thespian_patches
-from tether.json_types import JSONObject
+from tether.json_types import JSONObject, JSONValue
 from tether.processes import ProcessInfo
 
 STATE_MARK: dict[str, str] = {  # (a StrEnum key is found by its plain string)
@@ -117,29 +117,38 @@ def _capacity(port: int) -> JSONObject | None:
     return data if isinstance(data, dict) else None
 
 
-def render_capacity(cap: dict[str, Any]) -> str:
+def render_capacity(cap: JSONObject) -> str:
     """One paragraph: the budget, what is used and by what, and how many more fit."""
+    by_kind, evictions = cap.get("by_kind"), cap.get("evictions") or {}
+    held = (
+        {k: v for k, v in by_kind.items() if isinstance(v, dict)}
+        if isinstance(by_kind, dict)
+        else {}
+    )
     kinds = ", ".join(
-        f"{kind} {_mib(held.get('bytes', 0))} ({held.get('count', 0)})"
-        for kind, held in sorted(
-            cap.get("by_kind", {}).items(), key=lambda kv: -int(kv[1].get("bytes", 0))
-        )
+        f"{kind} {_mib(_n(h.get('bytes', 0)))} ({h.get('count', 0)})"
+        for kind, h in sorted(held.items(), key=lambda kv: -_n(kv[1].get("bytes", 0)))
     )
     lines = [
-        f"capacity: {_mib(cap.get('used', 0))} of {_mib(cap.get('budget', 0))} used "
+        f"capacity: {_mib(_n(cap.get('used', 0)))} of {_mib(_n(cap.get('budget', 0)))} used "
         f"({cap.get('used_source', '?')}; budget: {cap.get('budget_source', '?')}), "
-        f"{_mib(cap.get('reserved', 0))} reserved, {_mib(cap.get('free', 0))} free",
+        f"{_mib(_n(cap.get('reserved', 0)))} reserved, {_mib(_n(cap.get('free', 0)))} free",
         f"  {cap.get('conversations', 0)} conversations, average "
-        f"{_mib(cap.get('average_conversation', 0))}: {cap.get('fit', 0)} more fit",
+        f"{_mib(_n(cap.get('average_conversation', 0)))}: {cap.get('fit', 0)} more fit",
         f"  by kind: {kinds or 'nothing sampled yet'}",
     ]
-    evictions = cap.get("evictions") or {}
     if evictions or cap.get("refusals"):
-        stopped = ", ".join(f"{k} {n}" for k, n in sorted(evictions.items())) or "none"
+        counts = sorted(evictions.items()) if isinstance(evictions, dict) else []
+        stopped = ", ".join(f"{k} {n}" for k, n in counts) or "none"
         lines.append(f"  evictions: {stopped}; refused: {cap.get('refusals', 0)}")
     if cap.get("last_error"):
         lines.append(f"  error: {cap['last_error']}")
     return "\n".join(lines)
+
+
+def _n(value: JSONValue) -> float:
+    """A byte count of the summary (0 if it is not a number)."""
+    return value if isinstance(value, int | float) else 0
 
 
 def _fetch(port: int, timeout: float, secret: bytes) -> HealthNode:
@@ -173,7 +182,7 @@ def _fetch(port: int, timeout: float, secret: bytes) -> HealthNode:
     raise StatusError(f"no health report within {timeout:g} s")
 
 
-def _mib(n: int) -> str:
+def _mib(n: float) -> str:
     return f"{n / 2**20:.1f} MiB"
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
 
 import anyio
 import mcp_types as types
@@ -76,12 +75,13 @@ ANNOTATIONS: dict[str, dict[str, bool]] = {
 OUTPUT_SCHEMA: JSONObject = {"type": "object", "additionalProperties": True}
 
 
-# (Any: serve.face declares its own two tools as literal dicts, not yet typed JSONObject)
-def mcp_tool(schema: dict[str, Any]) -> types.Tool:
+def mcp_tool(schema: JSONObject) -> types.Tool:
     """A tool declaration (`export_schema(spec, "mcp")`) as MCP's `Tool`."""
-    name = schema["name"]
+    name = str(schema["name"])
     title = TITLES.get(name, name)
-    annotations = {**schema.get("annotations", {}), **ANNOTATIONS.get(name, {}), "title": title}
+    given = schema.get("annotations") or {}
+    assert isinstance(given, dict)  # (export_schema's, or serve.face's own)
+    annotations = {**given, **ANNOTATIONS.get(name, {}), "title": title}
     return types.Tool.model_validate(
         {**schema, "title": title, "annotations": annotations, "outputSchema": OUTPUT_SCHEMA}
     )
@@ -129,13 +129,15 @@ class McpFace:
         self.run = run
 
     async def list_tools(
-        self, ctx: ServerRequestContext[JSONObject], params: types.PaginatedRequestParams | None
+        self,
+        ctx: ServerRequestContext[JSONObject, object],
+        params: types.PaginatedRequestParams | None,
     ) -> types.ListToolsResult:
         tools = [mcp_tool(t) for t in self.run.tool_schemas("mcp")]
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(
-        self, ctx: ServerRequestContext[JSONObject], params: types.CallToolRequestParams
+        self, ctx: ServerRequestContext[JSONObject, object], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         known = [t.name for t in self.run.tools()]
         if params.name not in known:

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import IO, TypedDict, Unpack
 
 import psutil
 from setproctitle import setproctitle
@@ -178,8 +178,21 @@ def die_with_parent(sig: int) -> None:
 SETPRIV = shutil.which("setpriv")
 
 
-# (kwargs: subprocess.Popen's own, of as many types as it takes)
-def popen_dying_with_us(argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+class PopenOptions(TypedDict, total=False):
+    """The subprocess.Popen arguments a started process is given (tether.owned_process)."""
+
+    cwd: str | None
+    env: Mapping[str, str] | None
+    stdin: int | IO[bytes] | None
+    stdout: int | IO[bytes] | None
+    stderr: int | IO[bytes] | None
+    start_new_session: bool
+    close_fds: bool
+
+
+def popen_dying_with_us(
+    argv: Sequence[str], **kwargs: Unpack[PopenOptions]
+) -> subprocess.Popen[bytes]:
     """`subprocess.Popen(argv, **kwargs)` whose process gets SIGKILL when the calling process
     dies (Linux parent-death signal), even if the caller is SIGKILLed itself. A program
     that cannot be found raises FileNotFoundError here, as Popen does."""

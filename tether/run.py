@@ -24,11 +24,11 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Unpack
 
 from tether.call_scope import CallScope
-from tether.json_types import JSONValue
-from tether.messages.calls import ErrorCode, ResourceError
+from tether.json_types import JSONObject, JSONValue
+from tether.messages.calls import ErrorCode, ResourceError, Wire, WireValue
 from tether.places import Place, check
 from tether.places.registry import remember
 from tether.questions import Answer, Card, CardKind, OneCardAtATime, QuestionPort
@@ -41,9 +41,9 @@ from tether.tools.guardrails import (
     SerialLocks,
     make_policy,
 )
-from tether.tools.registry import MAX_NESTING, Registry, ToolStatus
+from tether.tools.registry import MAX_NESTING, CardFields, QuestionFields, Registry, ToolStatus
 from tether.tools.results import ToolResult
-from tether.tools.spec import KIND_NEEDS, Needs, Surface, Tier, parse_surface
+from tether.tools.spec import KIND_NEEDS, Needs, RunState, Surface, Tier, parse_surface
 
 if TYPE_CHECKING:
     from tether.runtime_port import GatherCall, Op, RuntimePort
@@ -113,10 +113,10 @@ class RunContext:
         kind: str,
         key: str,
         op: Op,
-        args: Mapping[str, Any] | None,
+        args: Mapping[str, WireValue] | None,
         timeout: float,
         deliver_cancelled: bool = False,
-    ) -> Mapping[str, Any]:
+    ) -> Wire:
         """runtime.call (retried once if the actor dies, when `op` is idempotent). Clamped
         to the call's deadline, and ended by its cancel handle (`scope`).
         `deliver_cancelled`: sent even when the scope was cancelled already, so that the
@@ -161,7 +161,7 @@ class RunContext:
         self,
         calls: Iterable[GatherCall],
         timeout: float,
-    ) -> list[Mapping[str, Any] | ResourceError]:
+    ) -> list[Wire | ResourceError]:
         """Concurrent fan-out (e.g. to every parser of the pool): runtime.gather. A failed
         or late call is a ResourceError in its slot."""
         rt = self._run.runtime
@@ -172,10 +172,7 @@ class RunContext:
         scope = self.scope
         timeout = self._within(scope, timeout, f"{len(batch)} resources")
         cancel = scope.cancel_handle
-        answers: list[Mapping[str, Any] | ResourceError] = [
-            *rt.gather(self.run_id, batch, timeout, cancel=cancel)
-        ]
-        return answers
+        return rt.gather(self.run_id, batch, timeout, cancel=cancel)
 
     def kind_keys(self, kind: str) -> list[str]:
         rt = self._run.runtime
@@ -196,7 +193,7 @@ class RunContext:
     def human_connected(self) -> bool:
         return self._run.human_connected()
 
-    def ask_question(self, **fields: Any) -> tuple[Card, Answer]:
+    def ask_question(self, **fields: Unpack[QuestionFields]) -> tuple[Card, Answer]:
         """Show a question card through the run's port and wait (bounded) for the answer."""
         card = self._run.new_card(kind=CardKind.QUESTION, **fields)
         return card, self._run.ask_card(card, self._run.question_timeout)
@@ -263,7 +260,7 @@ class Run:
         self.registry = registry if registry is not None else Registry.default()
         self.question_timeout = float(question_timeout)
         self.approval_timeout = float(approval_timeout)
-        self.state: dict[str, Any] = {}
+        self.state: RunState = {}
         self._closed = False
         self._cards = itertools.count(1)
         self._card_lock = threading.Lock()
@@ -294,7 +291,7 @@ class Run:
     def context(self) -> RunContext:
         return self._context
 
-    def new_card(self, **fields: Any) -> Card:
+    def new_card(self, **fields: Unpack[CardFields]) -> Card:
         with self._card_lock:
             number = next(self._cards)
         return Card(number=number, **fields)
@@ -371,7 +368,7 @@ class Run:
         statuses = self.registry.status(self.surface, self.connected())
         return statuses if include_absent else [s for s in statuses if s.visible]
 
-    def tool_schemas(self, fmt: str = "anthropic") -> list[dict[str, Any]]:
+    def tool_schemas(self, fmt: str = "anthropic") -> list[JSONObject]:
         """The visible tools' declarations: "anthropic", "openai" or "mcp"."""
         if fmt not in SCHEMA_FORMATS:
             raise ValueError(

@@ -36,7 +36,7 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Unpack
 
 import psutil
 
@@ -64,8 +64,9 @@ from tether.host.portfile import (
     write_port_file,
 )
 from tether.host.routes import ROOT
+from tether.json_types import JSONObject
 from tether.kinds import KindSpec
-from tether.messages.calls import Call, ErrorCode, ResourceError
+from tether.messages.calls import Call, ErrorCode, ResourceError, Wire, WireValue
 from tether.metrics import Metrics
 from tether.places import Place
 from tether.processes import (
@@ -291,7 +292,7 @@ class Runtime:
             return False
         return tree_control.evict(engine, self._next_id(), name, why, left)
 
-    def capacity(self) -> dict[str, Any]:
+    def capacity(self) -> JSONObject:
         """The tree's memory, for a host deciding whether to send more conversations:
         budget, used (and how it was counted), reserved (resources starting), free,
         evictable (what may be stopped to make room), by_kind (bytes and count),
@@ -364,10 +365,10 @@ class Runtime:
         kind: str,
         key: str,
         op: Op,
-        args: Mapping[str, Any] | None = None,
+        args: Mapping[str, WireValue] | None = None,
         timeout: float = DEFAULT_CALL_TIMEOUT,
         cancel: CancelHandle | None = None,
-    ) -> dict[str, Any]:
+    ) -> Wire:
         """Ask the resource actor (kind, key) of run `run_id` to do `op` (CallEngine.call)."""
         engine, left = self._engine_within(timeout)
         return engine.call(run_id, kind, key, op, args, left, cancel)
@@ -378,7 +379,7 @@ class Runtime:
         calls: Sequence[GatherCall],
         timeout: float = DEFAULT_CALL_TIMEOUT,
         cancel: CancelHandle | None = None,
-    ) -> list[dict[str, Any] | ResourceError]:
+    ) -> list[Wire | ResourceError]:
         """Several calls at once, answers in order (CallEngine.gather)."""
         engine, left = self._engine_within(timeout)
         return engine.gather(run_id, calls, left, cancel)
@@ -470,7 +471,7 @@ class Runtime:
 
     def inject(
         self, fault: str, target: str = "", timeout: float = 5.0, **args: float
-    ) -> dict[str, Any]:
+    ) -> Wire | JSONObject:
         """Inject a fault into the actor named `target` (as health() names it):
         kill_process (SIGKILL its OS process), crash_actor (SIGKILL the actor itself),
         delay(seconds=, count=1) (its next calls wait), drop_reply(count=1) (its next

@@ -13,11 +13,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias, TypedDict
+from typing import TYPE_CHECKING, Protocol, TypedDict
 
 from tether.call_scope import CancelHandle
 from tether.health_node import HealthNode
-from tether.messages.calls import ResourceError, Wire, WireValue
+from tether.messages.calls import GatherCall, Op, ResourceError, Wire, WireValue
 from tether.metrics import Metrics
 from tether.places import Place
 
@@ -26,17 +26,6 @@ if TYPE_CHECKING:
     from tether.tools.registry import Registry
     from tether.tools.spec import Tier
     from tether.tools.vibe_workers import VibeConfig
-
-
-class OpInstance(Protocol):
-    """An op of a kind's vocabulary: a frozen dataclass (tether.messages.ops)."""
-
-    __dataclass_fields__: ClassVar[dict[str, Any]]
-
-
-Op: TypeAlias = "str | OpInstance"  # an op instance, or an op's name with its args
-# one call of a gather: (kind, key, op, args)
-GatherCall: TypeAlias = "tuple[str, str, Op, Mapping[str, WireValue] | None]"
 
 
 class RuntimePort(Protocol):
@@ -50,6 +39,11 @@ class RuntimePort(Protocol):
 
     @property
     def metrics(self) -> Metrics | None: ...
+
+    @property
+    def closed(self) -> bool:
+        """shutdown() was called."""
+        ...
 
     def call(
         self,

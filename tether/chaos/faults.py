@@ -31,6 +31,7 @@ import psutil
 
 from tether.chaos.workload import BUDGETS, DEBUG_LAUNCH, CallRecord, Ledger
 from tether.health_node import HealthNode
+from tether.json_types import JSONObject
 from tether.messages.calls import ResourceError
 
 if TYPE_CHECKING:
@@ -224,11 +225,12 @@ class Injector:
 
     def _pressure(self) -> str:
         """Shrink the budget to 50-90 % of what the tree holds now, for 1-4 s."""
-        used = int(self.rt.capacity()["used"])
+        used = self.rt.capacity()["used"]
+        assert isinstance(used, int)  # bytes (Governor.summary)
         share, seconds = round(self.rng.uniform(0.5, 0.9), 2), round(self.rng.uniform(1, 4), 1)
-        before = sum(self.rt.capacity()["evictions"].values())
+        before = _evictions(self.rt.capacity())
         self.rt.inject("memory_pressure", budget=max(int(used * share), 1), seconds=seconds)
-        stopped = sum(self.rt.capacity()["evictions"].values()) - before
+        stopped = _evictions(self.rt.capacity()) - before
         held = f"{used / 2**20:.0f} MiB"
         return f"budget {share:g} of the {held} held for {seconds:g} s (stopped {stopped}) on"
 
@@ -241,6 +243,13 @@ class Injector:
                 if child.pid != root_pid:
                     top.append(("logger", child.pid))
         return top
+
+
+def _evictions(capacity: JSONObject) -> int:
+    """How many resources the governor stopped for room so far (Runtime.capacity)."""
+    by_kind = capacity["evictions"]
+    assert isinstance(by_kind, dict)  # kind -> count (Governor.summary)
+    return sum(n for n in by_kind.values() if isinstance(n, int))
 
 
 def recoveries(faults: Sequence[Fault], calls: Sequence[CallRecord]) -> list[Recovery]:

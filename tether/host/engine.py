@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from tether.call_scope import CancelHandle
 from tether.channels import ChannelGone, HostChannels
@@ -43,7 +43,7 @@ from tether.host.routes import (
 )
 from tether.host.wait import Answer, CallWait, Extra, Got
 from tether.kinds import KindSpec, Scope
-from tether.messages.calls import Call, ErrorCode, Reply, ResourceError
+from tether.messages.calls import Call, ErrorCode, Reply, ResourceError, Wire, WireValue
 from tether.messages.codec import CodecError, encode
 from tether.messages.control import (
     CloseRun,
@@ -125,7 +125,7 @@ class CallEngine:
         kind: str,
         key: str,
         op: Op,
-        args: Mapping[str, Any] | None,
+        args: Mapping[str, WireValue] | None,
         timeout: float,
     ) -> tuple[Call, bytes]:
         """`op`: an op instance of the kind's vocabulary (`tether.messages.ops`), or its
@@ -179,10 +179,10 @@ class CallEngine:
         kind: str,
         key: str,
         op: Op,
-        args: Mapping[str, Any] | None = None,
+        args: Mapping[str, WireValue] | None = None,
         timeout: float = DEFAULT_CALL_TIMEOUT,
         cancel: CancelHandle | None = None,
-    ) -> dict[str, Any]:
+    ) -> Wire:
         """Ask the resource actor (kind, key) of run `run_id` to do `op` (an op instance, or
         its name with `args`). Returns its
         payload; raises ResourceError with a clear message on any failure. Never waits past
@@ -199,7 +199,7 @@ class CallEngine:
         calls: Sequence[GatherCall],
         timeout: float = DEFAULT_CALL_TIMEOUT,
         cancel: CancelHandle | None = None,
-    ) -> list[dict[str, Any] | ResourceError]:
+    ) -> list[Wire | ResourceError]:
         """Send every (kind, key, op, args) at once and collect the answers, in order.
         A failed or late one is a ResourceError in its slot; the whole gather never waits
         past `timeout`."""
@@ -212,7 +212,7 @@ class CallEngine:
                 prepared.append(exc)
         flights = [f for f in prepared if isinstance(f, Flight)]
         answers = iter(self.run_flights(flights, time.monotonic() + timeout, cancel))
-        results: list[dict[str, Any] | ResourceError] = []
+        results: list[Wire | ResourceError] = []
         for item in prepared:
             if isinstance(item, ResourceError):
                 results.append(item)
@@ -387,12 +387,20 @@ class CallEngine:
             found[name] = (str(state), str(error))
         return found
 
-    def learn_tree(self, payload: Mapping[str, Any], addresses: Mapping[str, ActorAddress]) -> None:
+    def learn_tree(
+        self, payload: Mapping[str, WireValue], addresses: Mapping[str, ActorAddress]
+    ) -> None:
         """The root's answer to Hello or ListHops: where its supervisors are."""
-        for kind, key, incarnation, pid in payload.get("hops", []):
+        hops = payload.get("hops", [])
+        assert isinstance(hops, list)  # [[kind, key, incarnation, pid], ...] (RootSupervisor)
+        for hop in hops:
+            assert isinstance(hop, list)
+            kind, key, incarnation, pid = hop
+            assert isinstance(kind, str) and isinstance(key, str)
+            assert isinstance(incarnation, int) and isinstance(pid, int)
             address = addresses.get(f"{kind}:{key}")
             if address is not None:
-                self.routes.add(("", kind, key), address, int(incarnation), int(pid))
+                self.routes.add(("", kind, key), address, incarnation, pid)
 
     def tell(self, ctx: ExternalContext, address: ActorAddress, data: bytes) -> None:
         try:
@@ -414,7 +422,7 @@ class CallEngine:
             "or restart the runtime",
         )
 
-    def _payload(self, answer: tuple[Flight, Answer | None], timeout: float) -> dict[str, Any]:
+    def _payload(self, answer: tuple[Flight, Answer | None], timeout: float) -> Wire:
         flight, reply = answer
         if reply is None:
             raise self.deadline_error(flight.call, timeout)

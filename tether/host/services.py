@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 from tether.capacity.governor import Governor
 from tether.capacity.measure import Budget
@@ -17,6 +16,7 @@ from tether.capacity.policy import Settings
 from tether.cgroups import Cgroup
 from tether.health_node import HealthNode
 from tether.host.boot import RuntimeStartError
+from tether.json_types import JSONValue
 from tether.kinds import KindSpec
 from tether.metrics import Metrics
 
@@ -50,7 +50,9 @@ def keep_budget(
     return governor
 
 
-def serve_metrics(port: int, health: Health, capacity: Callable[[], Mapping[str, Any]]) -> Metrics:
+def serve_metrics(
+    port: int, health: Health, capacity: Callable[[], Mapping[str, JSONValue]]
+) -> Metrics:
     """Prometheus metrics on 127.0.0.1:`port` (0: a free one); RuntimeStartError if the
     port cannot be had."""
     metrics = Metrics(health, capacity)

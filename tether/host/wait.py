@@ -188,6 +188,8 @@ class CallWait:
         if isinstance(obj, RouteInfo):
             self._route_info(obj, extra)
             return
+        if not isinstance(obj, Reply | HealthReport):
+            return  # (an answer: a call's Reply, or a health query's HealthReport)
         ident = getattr(obj, "call_id", None) or getattr(obj, "query_id", None)
         if ident not in self.wanted or ident in self.got:
             return

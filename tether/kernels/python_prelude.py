@@ -36,9 +36,9 @@ import threading
 import time
 import timeit
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # (types only: the kernel runs none of this, and starts no slower for it)
     from typing import IO, TextIO, TypedDict, TypeVar
@@ -559,7 +559,7 @@ def _register_tables(rows: int, columns: int, cell_chars: int) -> None:
         return
     markdown = shell.display_formatter.formatters["text/markdown"]
 
-    def table(value: Any) -> str:  # (a pandas DataFrame or Series: pandas is untyped)
+    def table(value: _Table) -> str:  # (a pandas DataFrame or Series)
         return _tether_markdown_table(value, rows, columns, cell_chars)
 
     # pandas 3 names its classes' module "pandas", earlier versions the defining module
@@ -570,9 +570,31 @@ def _register_tables(rows: int, columns: int, cell_chars: int) -> None:
         markdown.for_type_by_name(module, name, table)
 
 
+class _Labels(Protocol):  # (a pandas Index: what a table reads of it)
+    names: Sequence[object]
+
+    def __getitem__(self, position: int, /) -> object: ...
+
+
+class _Cells(Protocol):  # (a frame's `iat`: a cell by its row and column positions)
+    def __getitem__(self, at: tuple[int, int], /) -> object: ...
+
+
+class _Table(Protocol):
+    """What a markdown table reads of a pandas DataFrame or Series (pandas is untyped)."""
+
+    ndim: int
+    shape: tuple[int, ...]
+    index: _Labels
+    columns: _Labels
+    iat: _Cells
+
+    def to_frame(self) -> _Table: ...
+
+
 def _tether_markdown_table(
-    frame: Any, rows: int = 20, columns: int = 12, cell_chars: int = 40
-) -> str:  # (frame: a pandas DataFrame or Series; pandas is untyped here)
+    frame: _Table, rows: int = 20, columns: int = 12, cell_chars: int = 40
+) -> str:  # (frame: a pandas DataFrame or Series)
     """A DataFrame (or Series) as a markdown table: the first and last rows and columns
     when it is bigger than `rows` x `columns`, with a line saying what was left out."""
     if frame.ndim == 1:

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
-from typing import Any
 
-from tether.json_types import JSONObject
+from tether.json_types import JSONObject, JSONValue
 
 MB = 1024 * 1024
 
@@ -44,15 +43,29 @@ class LspLimits:
         return asdict(self)
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any] | None) -> LspLimits:
+    def from_config(cls, config: Mapping[str, JSONValue] | None) -> LspLimits:
         """The limits in a kind's config (its "limits" entry); the defaults for what is
         missing. Raises ValueError on an unknown name or a bad value."""
-        given = dict((config or {}).get("limits") or {})
+        given = (config or {}).get("limits") or {}
+        if not isinstance(given, dict):
+            raise ValueError(f"lsp limits must be a map of limit names, got {given!r}")
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(given) - known)
         if unknown:
             raise ValueError(f"unknown lsp limit(s) {unknown}; known: {sorted(known)}")
-        return cls(**given)
+        default = cls()
+        size = given.get("max_file_bytes", default.max_file_bytes)
+        if not isinstance(size, int):
+            raise ValueError(f"max_file_bytes must be a positive int, got {size!r}")
+        budget = _seconds("request_budget", given.get("request_budget", default.request_budget))
+        stall = _seconds("stall_timeout", given.get("stall_timeout", default.stall_timeout))
+        return cls(max_file_bytes=size, request_budget=budget, stall_timeout=stall)
+
+
+def _seconds(name: str, value: JSONValue) -> float:
+    if not isinstance(value, int | float):
+        raise ValueError(f"{name} must be seconds in (0, 86400), got {value!r}")
+    return value
 
 
 def size_text(n: int) -> str:

@@ -8,6 +8,7 @@ process). Every Call gets exactly one `Reply`: a payload, or a typed error.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, TypeAlias
@@ -22,6 +23,11 @@ if TYPE_CHECKING:
 # pool's Take reply holds a Spare, an Execute's args a Layer.
 WireValue: TypeAlias = "JSONValue | DataclassInstance"
 Wire: TypeAlias = "dict[str, WireValue]"
+# what a caller asks a resource to do: an op instance of the kind's vocabulary (a frozen
+# dataclass: tether.messages.ops), or an op's name with its args
+Op: TypeAlias = "str | DataclassInstance"
+# one call of a gather: (kind, key, op, args)
+GatherCall: TypeAlias = "tuple[str, str, Op, Mapping[str, WireValue] | None]"
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from tether.json_types import JSONObject, JSONValue
+from tether.json_types import JSONObject, JSONValue  # noqa: F401 (get_type_hints reads Wire here)
+from tether.messages.calls import WireValue
 from tether.messages.ops import Records, Vocabulary
 
 CHECKER = Vocabulary("checker", idempotent=False)
@@ -27,7 +28,7 @@ class CheckReply:
     returncode: int | None
 
 
-def read_check_reply(payload: Mapping[str, JSONValue]) -> CheckReply:
+def read_check_reply(payload: Mapping[str, WireValue]) -> CheckReply:
     """The `Reply` payload back as a CheckReply (OpError if a field is missing or mistyped)."""
     reply: CheckReply = REPLIES.build(CheckReply, payload)
     return reply

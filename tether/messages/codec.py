@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from typing import Any
+from typing import TYPE_CHECKING
 
 import msgpack
 
 from tether.messages import calls, control, kernel_ops
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 _CLASSES: dict[str, type] = {}
 _FIELDS: dict[type, tuple[str, ...]] = {}
@@ -102,11 +105,22 @@ def encode(msg: object) -> bytes:  # (any value: a registered message class's, o
         ) from exc
 
 
-# (untyped: an instance of whichever registered class the data names; readers match or know it)
-def decode(data: bytes) -> Any:
+def decode(data: bytes) -> DataclassInstance:
+    """An instance of whichever registered class the data names (readers match its class)."""
     try:
         tag, *values = msgpack.unpackb(data, strict_map_key=False, ext_hook=_unnested)
         cls = _CLASSES[tag]
     except (KeyError, ValueError, TypeError, msgpack.UnpackException) as exc:
         raise CodecError(f"cannot decode a message of {len(data)} bytes: {exc!r}") from exc
-    return cls(*values)
+    msg: DataclassInstance = cls(*values)
+    return msg
+
+
+def decode_call(data: bytes) -> calls.Call:
+    """A call a Route carries (tether.messages.control.Route.call: an encoded Call)."""
+    msg = decode(data)
+    if not isinstance(msg, calls.Call):
+        raise CodecError(
+            f"a routed message of {len(data)} bytes is a {type(msg).__name__}, not a Call"
+        )
+    return msg

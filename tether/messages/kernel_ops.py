@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from tether.json_types import JSONObject, JSONValue
-from tether.messages.calls import Wire
+from tether.json_types import JSONObject, JSONValue  # noqa: F401 (get_type_hints reads Wire here)
+from tether.messages.calls import Wire, WireValue
 from tether.messages.ops import OpError, Records, Vocabulary, op_args
 
 KERNEL = Vocabulary("kernel", idempotent=False)
@@ -115,7 +115,7 @@ def cell_payload(reply: CellReply) -> Wire:
     return op_args(reply)
 
 
-def read_cell_reply(payload: Mapping[str, JSONValue]) -> CellReply:
+def read_cell_reply(payload: Mapping[str, WireValue]) -> CellReply:
     """The `Reply` payload back as the reply its status names (OpError if it names none, or
     a field is missing or mistyped)."""
     cls = _BY_STATUS.get(str(payload.get("status")))

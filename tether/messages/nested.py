@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
+from tether.json_types import JSONObject, JSONValue
 from tether.messages.ops import OpError, Records
 
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def plain(reply: DataclassInstance) -> dict[str, Any]:
+def plain(reply: DataclassInstance) -> JSONObject:
     """A reply as the `Reply` payload: its fields flat, the records inside as maps. Lists
     and maps that hold no record go as they are (not copied: a reply is frozen, built to
     be sent), so a large search's payload costs one map per match record."""
@@ -56,9 +57,10 @@ def _holds_records(value: object) -> bool:
     return kind in _NAMES or hasattr(kind, "__dataclass_fields__")
 
 
-def _plain(value: object) -> object:
+def _plain(value: object) -> JSONValue:
     if not _holds_records(value):
-        return value
+        # (a field's value as its reply declares it: msgpack-able, no record inside)
+        return cast("JSONValue", value)
     if isinstance(value, list):
         return [_plain(item) for item in value]
     if isinstance(value, dict):

@@ -182,8 +182,8 @@ class Vocabulary(Records):
         """Op name -> whether its calls are idempotent (None: each call says, in its field)."""
         return {name: _IDEMPOTENT[cls] for name, cls in self.ops.items()}
 
-    # (untyped: an op of whichever class call.op names; each actor matches it on the class)
-    def parse(self, call: Call) -> Any:
+    # (an op of whichever class call.op names; each actor matches it on the class)
+    def parse(self, call: Call) -> DataclassInstance:
         """The op `call` asks for, checked against its class; OpError if it does not fit."""
         cls = self.ops.get(call.op)
         if cls is None:

@@ -25,8 +25,8 @@ it) as maps; the host reads it back with `read_reply`, every field checked.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any, ClassVar, Literal, TypeVar
+from dataclasses import asdict, dataclass, field
+from typing import ClassVar, Literal, TypedDict, TypeVar
 
 from tether.json_types import JSONObject, JSONValue
 from tether.messages.nested import record_or_none, records
@@ -92,6 +92,29 @@ class Capped:
     used: float
 
 
+class SnapshotFields(TypedDict):
+    """A WorkerSnapshot's fields by name: what a reply that extends it is built from."""
+
+    worker_id: str
+    label: str
+    tier: str
+    status: WorkerStatus
+    run: int
+    elapsed: float
+    output: str
+    output_chars: int
+    result: str
+    exit_code: int | None
+    error: str
+    prompts: list[Prompt]
+    pid: int | None
+    view: View | None
+    view_unchanged: bool
+    caps: dict[str, float]
+    usage: dict[str, int]
+    capped: Capped | None
+
+
 @REPLIES.op
 @dataclass(frozen=True)
 class WorkerSnapshot:
@@ -137,8 +160,27 @@ class WorkerSnapshot:
     def killed(self, was: WorkerStatus) -> KillReply:
         return KillReply(**self._fields(), was=was)
 
-    def _fields(self) -> dict[str, Any]:  # (the snapshot's own: a reply class adds its one)
-        return {f.name: getattr(self, f.name) for f in fields(WorkerSnapshot)}
+    def _fields(self) -> SnapshotFields:  # (the snapshot's own: a reply class adds its one)
+        return SnapshotFields(
+            worker_id=self.worker_id,
+            label=self.label,
+            tier=self.tier,
+            status=self.status,
+            run=self.run,
+            elapsed=self.elapsed,
+            output=self.output,
+            output_chars=self.output_chars,
+            result=self.result,
+            exit_code=self.exit_code,
+            error=self.error,
+            prompts=self.prompts,
+            pid=self.pid,
+            view=self.view,
+            view_unchanged=self.view_unchanged,
+            caps=self.caps,
+            usage=self.usage,
+            capped=self.capped,
+        )
 
 
 @REPLIES.op

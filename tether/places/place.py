@@ -18,12 +18,12 @@ the same policy share, different policies never do.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from tether.json_types import JSONObject, JSONValue
 
@@ -53,6 +53,25 @@ class Limits:
             _positive(name, getattr(self, name), optional=True)
         _positive("tmp_mb", self.tmp_mb, optional=False)
 
+    @classmethod
+    def from_wire(cls, data: Mapping[str, JSONValue]) -> Limits:
+        """Limits as `to_wire` writes them (one left out: its default), each checked."""
+        unknown = set(data) - set(_LIMITS)
+        if unknown:
+            raise PlaceError(f"unknown place limits {sorted(unknown)}; the limits: {_LIMITS}")
+        default = cls()
+
+        def get(name: str, optional: bool = True) -> int | None:
+            value = data.get(name, getattr(default, name))
+            _positive(name, value, optional)
+            assert value is None or isinstance(value, int)  # (just checked)
+            return value
+
+        memory_mb, pids, cpu_weight = get("memory_mb"), get("pids"), get("cpu_weight")
+        tmp_mb = get("tmp_mb", optional=False)
+        assert tmp_mb is not None  # (checked: not optional)
+        return cls(memory_mb=memory_mb, pids=pids, tmp_mb=tmp_mb, cpu_weight=cpu_weight)
+
     def to_wire(self) -> JSONObject:
         return {
             "memory_mb": self.memory_mb,
@@ -62,7 +81,26 @@ class Limits:
         }
 
 
-def _positive(name: str, value: int | None, optional: bool) -> None:
+_LIMITS = tuple(f.name for f in dataclasses.fields(Limits))
+
+
+def _items(name: str, value: JSONValue) -> Sequence[JSONValue]:
+    """A list field of a place's wire form (None or empty: none)."""
+    if not value:
+        return ()
+    if not isinstance(value, list | tuple):
+        raise PlaceError(f"place {name} must be a list, got {value!r}")
+    return value
+
+
+def _pair(value: JSONValue) -> tuple[str, str]:
+    """One of a place's paths: (host path, path inside)."""
+    if not isinstance(value, list | tuple) or len(value) != 2:
+        raise PlaceError(f"a place path must be a (host, inside) pair, got {value!r}")
+    return str(value[0]), str(value[1])
+
+
+def _positive(name: str, value: JSONValue, optional: bool) -> None:
     if value is None and optional:
         return
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -163,17 +201,17 @@ class Place:
         }
 
     @classmethod
-    def from_wire(cls, data: Mapping[str, Any]) -> Place:
+    def from_wire(cls, data: Mapping[str, JSONValue]) -> Place:
         unknown = set(data) - {"kind", "network", "command", "paths", "limits"}
         if unknown:
             raise PlaceError(f"unknown place fields {sorted(unknown)}")
-        limits = data.get("limits")
+        limits, command, paths = data.get("limits"), data.get("command"), data.get("paths")
         return cls(
             kind=str(data.get("kind", "host")),
             network=bool(data.get("network", False)),
-            command=tuple(str(p) for p in data.get("command") or ()),
-            paths=tuple((str(h), str(i)) for h, i in data.get("paths") or ()),
-            limits=Limits(**limits) if isinstance(limits, Mapping) else Limits(),
+            command=tuple(str(p) for p in _items("command", command)),
+            paths=tuple(_pair(p) for p in _items("paths", paths)),
+            limits=Limits.from_wire(limits) if isinstance(limits, Mapping) else Limits(),
         )
 
     # --- what it is ------------------------------------------------------------------------

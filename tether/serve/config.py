@@ -18,9 +18,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import TypedDict, cast
 
-from tether.json_types import JSONValue
+from tether.json_types import JSONObject, JSONValue
 from tether.places import Place
 from tether.tools.guardrails import Approval, make_policy
 from tether.tools.spec import Surface, Tier
@@ -128,15 +128,19 @@ def load(
     path: str | os.PathLike[str] | None, pairs: Sequence[str], **overrides: str | float | None
 ) -> ServeConfig:
     """The config file (if any), then `--workdir NAME=DIR` pairs, then flags that were given."""
-    data: dict[str, Any] = {}
+    data: JSONObject = {}
     if path is not None:
         try:
-            data = json.loads(Path(path).read_text())
+            loaded: JSONValue = json.loads(Path(path).read_text())
         except (OSError, json.JSONDecodeError) as e:
             raise ConfigError(f"config {str(path)!r}: {e}") from None
-        if not isinstance(data, dict):
+        if not isinstance(loaded, dict):
             raise ConfigError(f"config {str(path)!r}: the top level must be a JSON object")
-    raw = dict(data.pop("workdirs", {}) or {})
+        data = loaded
+    given = data.pop("workdirs", {}) or {}
+    if not isinstance(given, dict):
+        raise ConfigError(f"config: workdirs is a map of name to directory; got {given!r}")
+    raw = dict(given)
     for pair in pairs:
         name, sep, directory = pair.partition("=")
         if not sep:
@@ -151,4 +155,48 @@ def load(
         )
     data.update({k: v for k, v in overrides.items() if v is not None})
     workdirs = {name: Workdir.parse(name, value) for name, value in raw.items()}
-    return ServeConfig(workdirs=workdirs, **data)
+    return ServeConfig(workdirs=workdirs, **_settings(data))
+
+
+class _Settings(TypedDict, total=False):
+    """ServeConfig's fields but its workdirs, as a config file or the flags gave them."""
+
+    host: str
+    port: int
+    max_conversations: int
+    grace: float
+    call_timeout: float
+    allowed_hosts: Sequence[str]
+
+
+def _settings(data: JSONObject) -> _Settings:
+    """The settings in `data`, each of its field's type (ConfigError naming one that is not)."""
+    out: _Settings = {}
+    for key, value in data.items():
+        bad = isinstance(value, bool)
+        match key, value:
+            case "host", str():
+                out["host"] = value
+            case "port", int() if not bad:
+                out["port"] = value
+            case "max_conversations", int() if not bad:
+                out["max_conversations"] = value
+            case "grace", int() | float() if not bad:
+                out["grace"] = value
+            case "call_timeout", int() | float() if not bad:
+                out["call_timeout"] = value
+            case "allowed_hosts", list() if all(isinstance(h, str) for h in value):
+                out["allowed_hosts"] = [str(h) for h in value]
+            case _:
+                raise ConfigError(f"config: {key} must be {_WANTED[key]}; got {value!r}")
+    return out
+
+
+_WANTED = {
+    "host": "a host name or address",
+    "port": "a port number",
+    "max_conversations": "a whole number",
+    "grace": "seconds",
+    "call_timeout": "seconds",
+    "allowed_hosts": "a list of host names",
+}

@@ -26,7 +26,6 @@ import secrets
 import sys
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypedDict, Unpack
@@ -67,6 +66,20 @@ class OpensRuns(Protocol):
     it has one, its memory budget's word: `capacity()`, read with getattr)."""
 
     def open_run(
+        self,
+        run_id: str,
+        workdir: str | os.PathLike[str] | None = ...,
+        surface: Surface | str | None = ...,
+        question_port: QuestionPort | None = ...,
+        vibe: bool = ...,
+        **options: Unpack[RunOptions],
+    ) -> Run: ...
+
+
+class OpenRun(Protocol):
+    """`OpensRuns.open_run`, or another way to open a conversation's run (tests)."""
+
+    def __call__(
         self,
         run_id: str,
         workdir: str | os.PathLike[str] | None = ...,
@@ -194,9 +207,7 @@ class Conversations:
         )
 
     # ---- lifetime -----------------------------------------------------------------
-    def open(
-        self, name: str, open_run: Callable[..., Run] | None = None, handle: str = ""
-    ) -> Conversation:
+    def open(self, name: str, open_run: OpenRun | None = None, handle: str = "") -> Conversation:
         """A new conversation on the workdir `name` (blocking: starts its run actor)."""
         workdir = self.config.workdir(name)
         with self._lock:

@@ -29,7 +29,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING
 
 import anyio
 import mcp_types as types
@@ -62,13 +62,8 @@ INSTRUCTIONS = (
 )
 
 
-# the `conversation` argument's schema (its wire key is not a Python name)
-ConversationProperty = TypedDict(
-    "ConversationProperty", {"type": str, "description": str, "x-mcp-header": str}
-)
-
-
-def conversation_property() -> ConversationProperty:
+def conversation_property() -> JSONObject:
+    """The `conversation` argument's schema."""
     return {
         "type": "string",
         "description": "the conversation's handle, from open_conversation",
@@ -79,7 +74,8 @@ def conversation_property() -> ConversationProperty:
 @contextlib.asynccontextmanager
 async def stateless(_: Server[None]) -> AsyncIterator[None]:
     """The server's lifespan: it keeps no state there (the SDK's default keeps an empty
-    dict), so a request's context is a `ServerRequestContext[None]`."""
+    dict), so a request's context is a `ServerRequestContext[None, object]` (its request
+    object is never read here)."""
     yield None
 
 
@@ -104,7 +100,7 @@ class ServeFace:
     def _declare(self) -> list[types.Tool]:
         config = self.conversations.config
         workdirs = sorted(config.workdirs)
-        opening = {
+        opening: JSONObject = {
             "name": "open_conversation",
             "description": (
                 "Open a conversation on one of this server's working directories; returns "
@@ -113,7 +109,7 @@ class ServeFace:
             ),
             "inputSchema": {
                 "type": "object",
-                "properties": {"workdir": {"type": "string", "enum": workdirs}},
+                "properties": {"workdir": {"type": "string", "enum": [*workdirs]}},
                 "required": ["workdir"],
                 "additionalProperties": False,
             },
@@ -124,7 +120,7 @@ class ServeFace:
                 "openWorldHint": False,
             },
         }
-        closing = {
+        closing: JSONObject = {
             "name": "close_conversation",
             "description": "End a conversation: its resources (servers, kernels, sessions) stop.",
             "inputSchema": {
@@ -154,7 +150,7 @@ class ServeFace:
         return tools
 
     async def list_tools(
-        self, ctx: ServerRequestContext[None], params: types.PaginatedRequestParams | None
+        self, ctx: ServerRequestContext[None, object], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         if can_be_asked(ctx):
             return types.ListToolsResult(tools=self._tools)
@@ -162,7 +158,7 @@ class ServeFace:
 
     # ---- tools/call -------------------------------------------------------------------
     async def call_tool(
-        self, ctx: ServerRequestContext[None], params: types.CallToolRequestParams
+        self, ctx: ServerRequestContext[None, object], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         name = params.name
         args: JSONObject = dict(params.arguments or {})
@@ -199,7 +195,7 @@ class ServeFace:
     # ---- 2026-07-28: a call parked while it waits on the client's human ----------------
     async def _park(
         self,
-        ctx: ServerRequestContext[None],
+        ctx: ServerRequestContext[None, object],
         conversation: Conversation,
         name: str,
         args: JSONObject,
@@ -223,7 +219,7 @@ class ServeFace:
 
     async def _resume(
         self,
-        ctx: ServerRequestContext[None],
+        ctx: ServerRequestContext[None, object],
         conversation: Conversation,
         name: str,
         params: types.CallToolRequestParams,
@@ -249,7 +245,7 @@ class ServeFace:
         return await self._round(ctx, conversation, park)
 
     async def _round(
-        self, ctx: ServerRequestContext[None], conversation: Conversation, park: Park
+        self, ctx: ServerRequestContext[None, object], conversation: Conversation, park: Park
     ) -> types.CallToolResult | types.InputRequiredResult:
         """Wait for the parked call's result or its next card. A client that goes away
         while waiting cancels the call, as it does an unparked one."""
@@ -332,16 +328,19 @@ def finished(conversation: Conversation, result: ToolResult) -> types.CallToolRe
     return out
 
 
-def with_conversation(schema: dict[str, Any]) -> dict[str, Any]:
+def with_conversation(schema: JSONObject) -> JSONObject:
     """`schema` (an MCP tool declaration) with the required `conversation` argument."""
-    inputs = dict(schema.get("inputSchema") or {"type": "object"})
-    inputs["properties"] = {"conversation": conversation_property(), **inputs.get("properties", {})}
-    inputs["required"] = ["conversation", *inputs.get("required", [])]
+    given = schema.get("inputSchema") or {"type": "object"}
+    inputs: JSONObject = dict(given) if isinstance(given, dict) else {"type": "object"}
+    properties, required = inputs.get("properties") or {}, inputs.get("required") or []
+    assert isinstance(properties, dict) and isinstance(required, list)  # (export_schema's)
+    inputs["properties"] = {"conversation": conversation_property(), **properties}
+    inputs["required"] = ["conversation", *required]
     return {**schema, "inputSchema": inputs}
 
 
 def _progress_task(
-    ctx: ServerRequestContext[None], name: str, run: Run, args: JSONObject
+    ctx: ServerRequestContext[None, object], name: str, run: Run, args: JSONObject
 ) -> Ticks | None:
     """With a progress token: a notification each second once the call took 1 s, saying
     what the tool's probe says the call waits on (serve.progress)."""
@@ -355,7 +354,7 @@ class Ticks:
     """One call's progress notifications. Until `PROGRESS_AFTER` only a timer: most calls
     end sooner, and a timer costs less than a task sleeping (made and cancelled per call)."""
 
-    def __init__(self, ctx: ServerRequestContext[None], name: str, probe: Probe | None):
+    def __init__(self, ctx: ServerRequestContext[None, object], name: str, probe: Probe | None):
         self.ctx, self.name, self.probe = ctx, name, probe
         self.started = time.monotonic()
         loop = asyncio.get_running_loop()

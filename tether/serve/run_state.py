@@ -44,10 +44,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict, cast
 
 from tether.debug import breakpoints as bp
-from tether.json_types import JSONObject, JSONValue
+from tether.json_types import JSONValue
+from tether.messages.debug_ops import FunctionSpec, LineSpec
 from tether.questions import ALLOW, Answer, AnswerStatus, Card, CardKind
 from tether.structural.staging import ABSENT, StagedEdit, StagedFile
+from tether.tools.debug_tool.kept import Kept
 from tether.tools.lsp_tool.ledger import Key, Ledger
+from tether.tools.lsp_tool.notes import LspState
 from tether.tools.structural import run_staging
 from tether.tools.vibe_changes import CONFLICT
 
@@ -107,8 +110,8 @@ LedgerRow = list[int | str | list[int]]
 
 
 class DebugDoc(TypedDict):
-    breakpoints: dict[str, list[JSONObject]]  # path -> line specs (tether.debug.breakpoints)
-    functions: list[JSONObject]
+    breakpoints: dict[str, list[LineSpec]]  # path -> line specs (tether.debug.breakpoints)
+    functions: list[FunctionSpec]
     exceptions: list[str] | None
 
 
@@ -232,10 +235,10 @@ def _ledger_doc(run: Run) -> dict[str, list[LedgerRow]]:
 
 def _debug_doc(run: Run) -> DebugDoc:
     state = run.state
-    debug = dict(state.get("debug") or {})
+    debug: Kept = state.get("debug") or {}
     return {
-        "breakpoints": {p: [dict(s) for s in v] for p, v in dict(debug.get("breakpoints") or {}).items()},
-        "functions": [dict(s) for s in debug.get("functions") or []],
+        "breakpoints": {p: [s.copy() for s in v] for p, v in (debug.get("breakpoints") or {}).items()},
+        "functions": [s.copy() for s in debug.get("functions") or []],
         "exceptions": None if debug.get("exceptions") is None else list(debug["exceptions"]),
     }  # fmt: skip
 
@@ -425,9 +428,9 @@ def restore(run: Run, doc: RunStateDoc, cards: CardLog) -> Restored:
         entries = [_entry(r) for r in rows]
         counts[path] = Counter({key: n for key, n, _ in entries})
         lines[path] = {key: set(at) for key, _, at in entries}
-    run.state.setdefault("lsp", {})["ledger"] = Ledger(counts, lines)
+    run.state.setdefault("lsp", LspState())["ledger"] = Ledger(counts, lines)
     debug = doc["debug"]
-    kept = run.state.setdefault("debug", {})
+    kept = run.state.setdefault("debug", Kept())
     if debug["breakpoints"]:
         kept["breakpoints"] = {p: list(v) for p, v in debug["breakpoints"].items()}
     if debug["functions"]:

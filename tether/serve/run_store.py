@@ -14,15 +14,16 @@ import contextlib
 import os
 import stat
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from tether import atomic_files
+from tether.json_types import JSONObject
 from tether.private_dirs import ensure_private_dir
 from tether.serve.run_state import HANDLE, RunStateError
-from tether.tools.registry import Registry
+from tether.tools.registry import Registry, Wrapper
 from tether.tools.results import ToolResult
+from tether.tools.spec import ToolContext
 
 DIRECTORY = "serve-runs"  # (a directory of its own: nothing else in the state dir is read)
 SUFFIX = ".state"
@@ -45,8 +46,8 @@ def keeping_registry(after: AfterCall) -> Registry:
     return Registry(base.specs(), wrappers=wrappers, families=base.families)
 
 
-def _after(tool: str, after: AfterCall) -> Callable[..., ToolResult]:
-    def keep(ctx: Any, args: Mapping[str, Any], inner: Callable[[], ToolResult]) -> ToolResult:
+def _after(tool: str, after: AfterCall) -> Wrapper:
+    def keep(ctx: ToolContext, args: JSONObject, inner: Callable[[], ToolResult]) -> ToolResult:
         return after(str(ctx.run_id), tool, inner())
 
     keep.__name__ = f"serve_keep_{tool}"

@@ -22,7 +22,7 @@ from thespian.actors import ActorAddress
 from tether.health_node import NodeExtra, NodeState
 from tether.kinds import KindSpec, Scope
 from tether.messages.calls import ErrorCode
-from tether.messages.codec import decode
+from tether.messages.codec import decode_call
 from tether.messages.control import Inject, Route, Start
 from tether.supervisors.core import Supervisor
 
@@ -58,7 +58,7 @@ class RunActor(Supervisor):
 
     def _route(self, route: Route, reply_to: ActorAddress) -> None:
         self.calls_routed += 1
-        call = decode(route.call)
+        call = decode_call(route.call)
         spec = self.kinds.get(call.kind)
         if spec is None or spec.scope is not Scope.RUN:
             known = ", ".join(sorted(k for k, v in self.kinds.items() if v.scope is Scope.RUN))

@@ -25,7 +25,7 @@ from thespian.actors import ActorAddress
 from tether.health_node import NodeState
 from tether.kinds import ChildSpec, KindSpec, KindSpecWire, Restart, Scope
 from tether.messages.calls import Call, ErrorCode, Reply, Wire
-from tether.messages.codec import decode, encode
+from tether.messages.codec import decode_call, encode
 from tether.messages.control import (
     CloseRun,
     Hello,
@@ -66,7 +66,7 @@ class KindSupervisor(Supervisor):
             self.spec = KindSpec.from_wire(obj.kinds[0])
         elif isinstance(obj, Route):
             assert self.spec is not None
-            call = decode(obj.call)
+            call = decode_call(obj.call)
             reply_to = extra if extra is not None else sender
             self.route_to_resource(obj, call, reply_to, self.spec, f"{self.spec.kind}:{call.key}")
         elif isinstance(obj, ListKeys):
@@ -94,7 +94,7 @@ class RunSupervisor(Supervisor):
         if isinstance(obj, Start):
             self.kinds = obj.kinds
         elif isinstance(obj, Route):  # on its way to a resource of one run: to its RunActor
-            call = decode(obj.call)
+            call = decode_call(obj.call)
             self.deliver(self._run(call.run_id), call, data, extra if extra is not None else sender)
         elif isinstance(obj, OpenRun):
             rec = self._run(obj.run_id)
@@ -263,7 +263,7 @@ class RootSupervisor(Supervisor):
         self.send(reply_to, (encode(Reply(call_id, True, payload)), addresses))
 
     def _route(self, route: Route, data: bytes, reply_to: ActorAddress) -> None:
-        call = decode(route.call)
+        call = decode_call(route.call)
         spec = next((k for k in self.kinds if k.kind == call.kind), None)
         if spec is None:
             known = ", ".join(sorted(k.kind for k in self.kinds)) or "none"

@@ -24,7 +24,7 @@ import base64
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Final, Protocol
 
 from tether.json_types import JSONObject, JSONValue
 from tether.kernels.layer import project_interpreter
@@ -42,9 +42,9 @@ from tether.messages.kernel_ops import (
 )
 from tether.messages.ops import op_args, op_name
 from tether.tools.results import Image, ToolResult
-from tether.tools.spec import Needs, Tier, ToolContext, ToolSpec
+from tether.tools.spec import Needs, RunState, Tier, ToolContext, ToolSpec
 
-FAMILY = "eval"
+FAMILY: Final = "eval"
 KIND = "kernel"
 POOL_KIND = "kernel_pool"
 LANGUAGES = ("python", "javascript")
@@ -68,7 +68,7 @@ class EvalSettings:
 class EvalRun(Protocol):
     """What `configure` and `prepare` need of a run (tether.run.Run)."""
 
-    state: dict[str, object]  # (ToolContext.state: each family's own object, by family name)
+    state: RunState  # (ToolContext.state)
 
     def context(self) -> ToolContext: ...
 
@@ -97,7 +97,7 @@ def configure(
     settings.use_spares = bool(use_spares)
 
 
-def _settings(state: dict[str, object]) -> EvalSettings:  # (ToolContext.state: narrowed)
+def _settings(state: RunState) -> EvalSettings:
     settings = state.get(FAMILY)
     if not isinstance(settings, EvalSettings):
         settings = state[FAMILY] = EvalSettings()

@@ -149,10 +149,9 @@ class ToolStatus:
         return self.spec.needs
 
 
-class CardFields(TypedDict):
-    """A card's fields but its number (the run numbers it): `CallSite.new_card`."""
+class QuestionFields(TypedDict):
+    """A question card's fields but its number and kind: `RunContext.ask_question`."""
 
-    kind: CardKind
     question: str
     context: NotRequired[str]
     header: NotRequired[str]
@@ -161,6 +160,12 @@ class CardFields(TypedDict):
     multi_select: NotRequired[bool]
     tool: NotRequired[str]
     arguments: NotRequired[JSONObject]
+
+
+class CardFields(QuestionFields):
+    """A card's fields but its number (the run numbers it): `CallSite.new_card`."""
+
+    kind: CardKind
 
 
 class CallSite(Protocol):

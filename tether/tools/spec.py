@@ -11,14 +11,19 @@ import enum
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol, TypedDict
 
 from tether.json_types import JSONObject, JSONValue
 
 if TYPE_CHECKING:  # (`import tether` needs no msgpack: a bare python imports tether.places)
     from tether.call_scope import CallScope
-    from tether.messages.calls import ResourceError, WireValue
+    from tether.messages.calls import GatherCall, Op, ResourceError, Wire, WireValue
+    from tether.tools.debug_tool.kept import Kept
+    from tether.tools.eval import EvalSettings
+    from tether.tools.lsp_tool.notes import LspState
     from tether.tools.results import ToolResult
+    from tether.tools.structural_index import StructuralState
+    from tether.tools.vibe_workers import VibeWorkers
 
 
 class Tier(enum.Enum):
@@ -71,6 +76,18 @@ def parse_surface(value: Surface | str) -> Surface:
         raise ValueError(f"unknown surface {value!r}: use one of {valid}") from None
 
 
+class RunState(TypedDict, total=False):
+    """A run's per-run state of the tool families, by family name (`ToolContext.state`):
+    each family's own object, made by the family on first use. A plain dict at run time
+    (tether.serve.run_state saves and restores parts of it)."""
+
+    structural: StructuralState  # staged edits and their lock, the warmed languages
+    lsp: LspState  # the diagnostics ledger, notes carried to the next lsp result
+    debug: Kept  # the run's breakpoints, what each adapter said of itself
+    eval: EvalSettings  # launcher, budgets, the languages that had a kernel
+    vibe: VibeWorkers  # the run's vibe workers
+
+
 class ToolContext(Protocol):
     """What a handler receives besides its (already validated) arguments.
 
@@ -80,7 +97,7 @@ class ToolContext(Protocol):
 
     run_id: str
     workdir: Path
-    state: dict[str, Any]  # per-run state of tool families (staged edits, ledgers), by family name
+    state: RunState  # per-run state of tool families (staged edits, ledgers), by family name
 
     def resolve_path(self, rel: str) -> Path:
         """A workspace path, already checked by the confinement guardrail."""
@@ -89,11 +106,11 @@ class ToolContext(Protocol):
         self,
         kind: str,
         key: str,
-        op: Any,
+        op: Op,
         args: Mapping[str, WireValue] | None,
         timeout: float,
         deliver_cancelled: bool = False,
-    ) -> Mapping[str, Any]:
+    ) -> Wire:
         """Ask the resource actor (kind, key) to do `op`: an op of the kind's vocabulary
         (`tether.messages.*_ops`, args None), or its name with `args`. Raises
         `ResourceError` on failure. An op its vocabulary declares idempotent is retried
@@ -103,9 +120,9 @@ class ToolContext(Protocol):
 
     def gather(
         self,
-        calls: Iterable[tuple[str, str, Any, Mapping[str, WireValue] | None]],
+        calls: Iterable[GatherCall],
         timeout: float,
-    ) -> list[Mapping[str, Any] | ResourceError]:
+    ) -> list[Wire | ResourceError]:
         """`call_resource` for many (kind, key, op, args) at once, concurrently (e.g. every
         parser of the pool); a failed or late call is a ResourceError in its slot."""
 
@@ -135,7 +152,7 @@ class ToolSpec:
     description: str  # written for a model: what it does, when to use it, one example
     # (JSON Schema of the arguments, type: object; Mapping[str, JSONValue] once the
     # structural and vibe families annotate the sub-schemas they build apart)
-    schema: Mapping[str, Any]
+    schema: Mapping[str, JSONValue]
     handler: Handler
     needs: frozenset[Needs] = field(default_factory=frozenset)
     path_args: tuple[str, ...] = ()  # argument names that hold workspace paths (guardrails)

@@ -18,7 +18,6 @@ import difflib
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 from tether.json_types import JSONObject
 from tether.messages.calls import ErrorCode, ResourceError
@@ -38,10 +37,11 @@ from tether.structural.pattern import Pattern, PatternError, compile_pattern, sh
 from tether.structural.rewrite import RewriteError, check_template
 from tether.structural.staging import ResolveError, StagedFile, Staging, commit, digest
 from tether.tools.results import ToolResult
-from tether.tools.spec import Needs, Tier, ToolContext, ToolSpec
+from tether.tools.spec import Needs, RunState, Tier, ToolContext, ToolSpec
 from tether.tools.structural_index import (
     FAMILY,
     KIND,
+    StructuralState,
     stop_warming,
     warm_after_first_search,
     warm_index,
@@ -97,7 +97,7 @@ def _fan_out(
     shares = ops.split_work(
         op, len(keys), workspace_files(ctx.gather, op)
     )  # one listing, not one per slot
-    fam = ctx.state.setdefault(FAMILY, {})
+    fam = ctx.state.setdefault(FAMILY, StructuralState())
     if isinstance(op, Search) and op.root == str(ctx.workdir):
         if op.lang not in fam.get("warmed", ()):
             # the workspace's files of this language: what warming indexes (no relisting)
@@ -228,10 +228,10 @@ def _staging(ctx: ToolContext) -> tuple[Staging, threading.Lock]:
     return run_staging(ctx.state)
 
 
-def run_staging(state: dict[str, Any]) -> tuple[Staging, threading.Lock]:
+def run_staging(state: RunState) -> tuple[Staging, threading.Lock]:
     """A run's staged edits and their lock, from its per-run state (also used by vibe
     workers, whose changes `resolve` takes as well)."""
-    fam = state.setdefault(FAMILY, {})
+    fam = state.setdefault(FAMILY, StructuralState())
     lock = fam.setdefault("lock", threading.Lock())
     staging = fam.setdefault("staging", Staging())
     return staging, lock
@@ -380,12 +380,12 @@ _RESOLVE_DESCRIPTION = (
     'Example: {"edit_id": "edit_1", "action": "accept"}.'
 )
 
-_PATTERN = {"type": "string", "minLength": 1, "description": "code with $METAVARS"}
-_LANGUAGE = {
+_PATTERN: JSONObject = {"type": "string", "minLength": 1, "description": "code with $METAVARS"}
+_LANGUAGE: JSONObject = {
     "type": "string",
     "description": "grammar id (python, dart, rust, typescript, ...); inferred from a file path",
 }
-_PATH = {
+_PATH: JSONObject = {
     "type": "string",
     "description": "workspace-relative file or directory to search; default: the whole workspace",
 }

@@ -15,7 +15,7 @@ import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Final, Protocol, TypedDict
 
 from tether.messages.calls import ResourceError
 from tether.messages.git_ops import ListFiles, read_files_reply
@@ -23,9 +23,12 @@ from tether.messages.parser_ops import Index, IndexReply, Sharded, Unindex, read
 from tether.structural import ops
 from tether.structural.languages import LanguageError, infer
 from tether.structural.scan import GIT_TIMEOUT, walk_files
-from tether.tools.spec import ToolContext
+from tether.tools.spec import RunState, ToolContext
 
-FAMILY = "structural"
+if TYPE_CHECKING:
+    from tether.structural.staging import Staging
+
+FAMILY: Final = "structural"  # the run state's key of the family (tether.tools.spec.RunState)
 KIND = "parser"
 GIT_KIND = "git"
 LIST_TIMEOUT = GIT_TIMEOUT + 5.0  # the git actor answers "walk instead" at GIT_TIMEOUT
@@ -36,6 +39,16 @@ PoolCall = tuple[str, str, Sharded | ListFiles | Unindex, None]
 Answers = Sequence[Mapping[str, object] | ResourceError]  # (read back checked)
 # a tool context's gather, or a runtime's bound to a run: (calls, timeout) -> answers in order
 Gather = Callable[[Sequence[PoolCall], float], Answers]
+
+
+class StructuralState(TypedDict, total=False):
+    """The family's per-run state, `ctx.state["structural"]`."""
+
+    staging: Staging  # the run's staged edits (ast_edit, vibe workers' changes)
+    lock: threading.Lock  # held while the staging is read or changed
+    warmed: set[str]  # the languages the pool was asked to index for this run
+    listed: tuple[str, list[list[str] | None]]  # a search's language and its shares' files
+    closed: bool  # the run is closing: warm no more
 
 
 class PoolHost(Protocol):
@@ -73,7 +86,7 @@ def warm_after_first_search(ctx: ToolContext, language: str, path: object) -> No
         keys = list(ctx.kind_keys(KIND))
     except (LanguageError, ResourceError):
         return
-    fam = ctx.state.setdefault(FAMILY, {})
+    fam = ctx.state.setdefault(FAMILY, StructuralState())
     warmed: set[str] = fam.setdefault("warmed", set())
     if not keys or lang in warmed or fam.get("closed") or ctx.workdir is None:
         return
@@ -96,7 +109,7 @@ def warm_after_first_search(ctx: ToolContext, language: str, path: object) -> No
     threading.Thread(target=work, name=f"tether-warm-{lang}", daemon=True).start()
 
 
-def stop_warming(runtime: PoolHost, run_id: str, state: dict[str, Any]) -> None:
+def stop_warming(runtime: PoolHost, run_id: str, state: RunState) -> None:
     """The run is closing: every slot drops the files still queued for it."""
     fam = state.get(FAMILY) or {}
     fam["closed"] = True

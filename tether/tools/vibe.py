@@ -221,10 +221,10 @@ WORKER_ID: JSONObject = {
 def _spec(
     name: str, description: str, properties: JSONObject, required: list[str], fn: Handler
 ) -> ToolSpec:
-    schema = {
+    schema: JSONObject = {
         "type": "object",
         "properties": properties,
-        "required": required,
+        "required": [*required],
         "additionalProperties": False,
     }
     return ToolSpec(name, Tier.READ, description, schema, _guarded(fn), NEEDS)

@@ -16,10 +16,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from tether import worker_views
 from tether.structural.staging import ABSENT, StagedEdit, StagedFile, digest
+from tether.tools.spec import RunState
 from tether.tools.structural import run_staging
 
 CONFLICT = "conflict: changed in the workspace after the worker's view was made"
@@ -91,7 +92,7 @@ class StagedChange:
 
 
 def stage(
-    state: dict[str, Any],
+    state: RunState,
     worker_id: str,
     label: str,
     run: int,
@@ -131,7 +132,7 @@ def stage(
     return staged
 
 
-def supersede(state: dict[str, Any], staged: StagedChange | None) -> None:
+def supersede(state: RunState, staged: StagedChange | None) -> None:
     """A new run of the worker replaces the change staged from its last run."""
     if staged is None or staged.edit is None:
         return

@@ -24,7 +24,7 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 from tether import worker_views
 from tether.json_types import JSONObject, JSONValue
@@ -52,7 +52,7 @@ from tether.messages.worker_ops import (
 from tether.places import Place
 from tether.tools import vibe_changes
 from tether.tools.registry import CallSite, Registry, permission
-from tether.tools.spec import Needs, Tier
+from tether.tools.spec import Needs, RunState, Tier, ToolContext
 from tether.tools.vibe_changes import StagedChange
 from tether.tools.vibe_config import (
     DEFAULT_CAPS,
@@ -116,7 +116,11 @@ class WorkerRun(CallSite, Protocol):
 
     run_id: str
     workdir: Path | None
-    state: dict[str, Any]  # per-run state of tool families (the staging, this table)
+    state: RunState  # per-run state of tool families (the staging, this table)
+
+    @property
+    def runtime(self) -> WorkerRuntime | None: ...
+
     place: Place
     registry: Registry
     vibe_config: VibeConfig | None
@@ -524,12 +528,22 @@ def _tier_of(run: WorkerRun, tool: str, declared: str) -> Tier:
     return spec.tier if spec is not None else Tier.EXEC
 
 
-def workers_of(ctx: Any) -> VibeWorkers:
+@runtime_checkable
+class RunHolder(Protocol):
+    """A tool context that holds its run (tether.run.RunContext)."""
+
+    @property
+    def run(self) -> WorkerRun: ...
+
+
+def workers_of(ctx: ToolContext) -> VibeWorkers:
     """The run's worker table, made on first use; VibeError when vibe cannot run here."""
+    if not isinstance(ctx, RunHolder):
+        raise VibeError("vibe workers need a run's tool context (tether.run.RunContext)")
     run = ctx.run
     table = run.state.get("vibe")
     if table is not None:
-        return table  # type: ignore[no-any-return]
+        return table
     if run.runtime is None or KIND not in run.runtime.connected_kinds():
         raise VibeError(
             "vibe workers need a runtime with the vibe_worker kind; open the run with "
@@ -545,7 +559,7 @@ def workers_of(ctx: Any) -> VibeWorkers:
         table = run.state.get("vibe")
         if table is None:
             table = run.state["vibe"] = VibeWorkers(run, run.runtime, config)
-    return table  # type: ignore[no-any-return]
+    return table
 
 
 def _place(run: WorkerRun) -> JSONObject | None:

@@ -10,7 +10,7 @@ says so. With them: what each adapter said it does with breakpoints (`debug adap
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import Final, TypedDict
 
 from tether.messages.debug_ops import (
     BreakpointRow,
@@ -22,7 +22,7 @@ from tether.messages.debug_ops import (
 )
 from tether.tools.spec import ToolContext
 
-FAMILY = "debug"  # the run's state of the family: ctx.state[FAMILY]
+FAMILY: Final = "debug"  # the run's state of the family: ctx.state[FAMILY]
 
 
 class Kept(TypedDict, total=False):
@@ -37,7 +37,7 @@ class Kept(TypedDict, total=False):
 
 def kept(ctx: ToolContext) -> Kept:
     """What the run keeps, made kept if it was not yet."""
-    state: Kept = ctx.state.setdefault(FAMILY, {})
+    state: Kept = ctx.state.setdefault(FAMILY, Kept())
     return state
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tether.json_types import JSONObject
 from tether.tools.harness.edit import edit
 from tether.tools.harness.patch import apply_patch
 from tether.tools.harness.read import MAX_READ_BYTES, MAX_READ_LINES, read
@@ -9,7 +10,7 @@ from tether.tools.harness.write import write
 from tether.tools.schema import MAX_LINE
 from tether.tools.spec import Needs, Tier, ToolSpec
 
-_PATH = {
+_PATH: JSONObject = {
     "type": "string",
     "minLength": 1,
     "description": "workspace-relative path, e.g. 'src/app.py'",

@@ -10,21 +10,32 @@ reaches no model (a progress probe's status, `tether.serve.progress`) hands its 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from dataclasses import replace
+from typing import Final, TypedDict
 
 from tether.messages.language_server_ops import LanguageServerReply
+from tether.tools.lsp_tool.ledger import Ledger
 from tether.tools.results import ToolResult
 from tether.tools.spec import ToolContext
 
-FAMILY = "lsp"  # the run state's key of the lsp family (as tether.tools.lsp_tool.on_write's)
+FAMILY: Final = "lsp"  # the run state's key of the lsp family (as tether.tools.lsp_tool.on_write's)
+
+
+class LspState(TypedDict, total=False):
+    """The family's per-run state, `ctx.state["lsp"]` (tether.serve.run_state reads it)."""
+
+    ledger: Ledger  # (tether.tools.lsp_tool.on_write folds each write's diagnostics in)
+    lock: threading.Lock  # held while the ledger is read or folded
+    carried: list[str]  # notes heard where no model reads them, for the next lsp result
 
 
 def carry(ctx: ToolContext, notes: Iterable[str]) -> None:
     """Keep `notes`, heard where no model reads them, for the run's next lsp result."""
     got = list(notes)
     if got:
-        ctx.state.setdefault(FAMILY, {}).setdefault("carried", []).extend(got)
+        ctx.state.setdefault(FAMILY, LspState()).setdefault("carried", []).extend(got)
 
 
 def noted(ctx: ToolContext, result: ToolResult, *replies: LanguageServerReply) -> ToolResult:

@@ -13,7 +13,7 @@ import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TypedDict
+from typing import Final
 
 from tether.json_types import JSONObject, JSONValue
 from tether.lsp.limits import size_text
@@ -28,24 +28,17 @@ from tether.messages.language_server_ops import (
 from tether.tools.lsp_tool import render
 from tether.tools.lsp_tool.ledger import Ledger
 from tether.tools.lsp_tool.model_records import Lines, ModelDiagnostic, relative, severe
-from tether.tools.lsp_tool.notes import noted
+from tether.tools.lsp_tool.notes import LspState, noted
 from tether.tools.lsp_tool.targets import ask, limits, resolve_cached
 from tether.tools.results import ToolResult
 from tether.tools.spec import ToolContext
 
-FAMILY = "lsp"
+FAMILY: Final = "lsp"
 WRITE_CAP = 2.5  # s: hard cap on waiting for fresh diagnostics after a write
 
 
-class LspState(TypedDict):
-    """The family's per-run state, `ctx.state["lsp"]` (tether.serve.run_state reads it)."""
-
-    ledger: Ledger
-    lock: threading.Lock  # held while the ledger is read or folded
-
-
 def _state(ctx: ToolContext) -> LspState:
-    st = ctx.state.setdefault(FAMILY, {})
+    st = ctx.state.setdefault(FAMILY, LspState())
     st.setdefault("ledger", Ledger())
     st.setdefault("lock", threading.Lock())
     return st
@@ -74,8 +67,10 @@ def _staged_targets(ctx: ToolContext, args: Mapping[str, JSONValue]) -> list[str
     if args.get("action") != "accept":
         return []
     try:
-        staging = ctx.state.get("structural", {}).get("staging")
-        edit = staging.edits.get(args.get("edit_id")) if staging is not None else None
+        staging, edit_id = ctx.state.get("structural", {}).get("staging"), args.get("edit_id")
+        if staging is None or not isinstance(edit_id, str):  # (edit ids are strings)
+            return []
+        edit = staging.edits.get(edit_id)
         return [f.rel for f in edit.files] if edit is not None else []
     except Exception:  # noqa: BLE001 - a baseline is best effort
         return []
