@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING
 
 from tether.json_types import JSONObject
 from tether.tools.export import SCHEMA_FORMATS, export_schema
-from tether.tools.registry import FamilyLoadError, Registry, absence_reason
+from tether.tools.families import FamilyLoadError
+from tether.tools.registry import Registry, absence_reason
 from tether.tools.spec import Needs, Surface
 
 if TYPE_CHECKING:

@@ -9,13 +9,8 @@ from typing import Any
 import pytest
 
 from tether.run import KIND_NEEDS, Run
-from tether.tools.registry import (
-    FAMILY_MODULES,
-    FamilyLoadError,
-    Registry,
-    load_families,
-    load_family,
-)
+from tether.tools.families import FAMILY_MODULES, FamilyLoadError, load_families, load_family
+from tether.tools.registry import Registry
 from tether.tools.results import ToolResult
 from tether.tools.spec import Needs, Surface, Tier, ToolSpec
 

@@ -21,7 +21,8 @@ from tether import atomic_files
 from tether.json_types import JSONObject
 from tether.private_dirs import ensure_private_dir
 from tether.serve.run_state import HANDLE, RunStateError
-from tether.tools.registry import Registry, Wrapper
+from tether.tools.families import Wrapper
+from tether.tools.registry import Registry
 from tether.tools.results import ToolResult
 from tether.tools.spec import ToolContext
 

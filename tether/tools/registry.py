@@ -1,9 +1,7 @@
 """The tool registry: which tools exist, which a run sees, and the one call pipeline.
 
-Families are listed once, in `FAMILY_MODULES`; each module exposes `specs()` (and
-optionally `wrappers()`). A family module that does not exist yet is skipped; one that
-fails to import is a `FamilyLoadError` naming the module and the cause, never a silently
-smaller surface.
+The tools come from the families (`tether.tools.families`: the modules listed once, each
+loaded or refused with its cause).
 
 Visibility is decided here and nowhere else, as tier x surface x connected resources:
 PLAN and READONLY see tier read only (SPEC.md "Approval tiers"), and a tool whose needs
@@ -24,10 +22,9 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import importlib
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NotRequired, Protocol, TypedDict, Unpack
 
 from tether.json_types import JSONObject, JSONValue
@@ -42,23 +39,11 @@ from tether.questions import (
     Option,
     QuestionPort,
 )
+from tether.tools.families import Family, FamilyLoadError, Wrapper, load_families
 from tether.tools.guardrails import Approval, Confinement, GuardrailError, decide
 from tether.tools.results import ToolResult
 from tether.tools.schema import ArgumentError, describe, format_errors, validate
 from tether.tools.spec import Needs, Surface, Tier, ToolContext, ToolSpec
-
-# The tool families, in surface order. A module missing from the tree is skipped.
-FAMILY_MODULES: tuple[str, ...] = (
-    "tether.tools.harness",
-    "tether.tools.ask_user",
-    "tether.tools.structural",
-    "tether.tools.lsp_tool",
-    "tether.tools.debug_tool",
-    "tether.tools.vibe",
-    "tether.tools.eval",
-)
-
-Wrapper = Callable[[ToolContext, JSONObject, Callable[[], ToolResult]], ToolResult]
 
 READ_ONLY_SURFACES = frozenset({Surface.PLAN, Surface.READONLY})
 MAX_NESTING = 8  # eval bridge re-entry depth: tool() inside a cell calling eval calling tool() ...
@@ -74,54 +59,6 @@ NEED_REASONS: dict[Needs, str] = {
     Needs.TARGET_SPACE: "the question port has no target space to show cards in",
     Needs.VIBE: "vibe mode is off (open the run with vibe=True)",
 }
-
-
-class FamilyLoadError(RuntimeError):
-    """A tool family module exists but cannot be loaded."""
-
-
-@dataclass(frozen=True)
-class Family:
-    name: str  # key of the family's per-run state in ctx.state
-    module: str
-    specs: tuple[ToolSpec, ...]
-    wrappers: Mapping[str, Wrapper] = field(default_factory=dict)
-
-
-def load_family(module_name: str) -> Family | None:
-    """Import one family module; None when it does not exist (yet)."""
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as e:
-        if e.name is not None and (module_name == e.name or module_name.startswith(e.name + ".")):
-            return None
-        raise FamilyLoadError(
-            f"tool family {module_name} cannot be imported: {type(e).__name__}: {e}"
-        ) from e
-    except Exception as e:
-        raise FamilyLoadError(
-            f"tool family {module_name} cannot be imported: {type(e).__name__}: {e}"
-        ) from e
-    name = getattr(module, "FAMILY", module_name.rsplit(".", 1)[-1])
-    specs_fn = getattr(module, "specs", None)
-    if not callable(specs_fn):
-        raise FamilyLoadError(f"tool family {module_name} has no specs() function")
-    try:
-        specs = tuple(specs_fn())
-        wrappers_fn = getattr(module, "wrappers", None)
-        wrappers = dict(wrappers_fn()) if callable(wrappers_fn) else {}
-    except Exception as e:
-        raise FamilyLoadError(
-            f"tool family {module_name}: specs()/wrappers() raised {type(e).__name__}: {e}"
-        ) from e
-    for spec in specs:
-        if not isinstance(spec, ToolSpec):
-            raise FamilyLoadError(f"tool family {module_name}: specs() returned {spec!r}")
-    return Family(name=name, module=module_name, specs=specs, wrappers=wrappers)
-
-
-def load_families(modules: Iterable[str] = FAMILY_MODULES) -> list[Family]:
-    return [f for f in (load_family(m) for m in modules) if f is not None]
 
 
 @dataclass(frozen=True)
@@ -244,7 +181,7 @@ class Registry:
 
     @classmethod
     def default(cls) -> Registry:
-        """The registry of FAMILY_MODULES, loaded once per process."""
+        """The registry of families.FAMILY_MODULES, loaded once per process."""
         with cls._default_lock:
             if cls._default is None:
                 cls._default = cls.from_families(load_families())

@@ -191,7 +191,7 @@ def _diagnose_written(
     return new, pending, "; ".join(notes)
 
 
-# a write tool's wrapper (tether.tools.registry.Wrapper): the call's context and arguments,
+# a write tool's wrapper (tether.tools.families.Wrapper): the call's context and arguments,
 # and the write itself to run
 Wrap = Callable[[ToolContext, JSONObject, Callable[[], ToolResult]], ToolResult]
 
