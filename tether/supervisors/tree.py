@@ -43,7 +43,8 @@ from tether.processes import (
     title_tree_process,
     tree_process_title,
 )
-from tether.supervisors.core import ChildRecord, Supervisor
+from tether.supervisors.child import ChildRecord
+from tether.supervisors.core import Supervisor
 from tether.supervisors.policy import ExitReason
 
 SUPERVISOR_SPEC = ChildSpec(Restart.PERMANENT, shutdown_timeout=5.0, max_restarts=5, period=60.0)
