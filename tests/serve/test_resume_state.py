@@ -12,7 +12,7 @@ import pytest
 
 from tether.questions import ALLOW, DENY, Answer, CardKind
 from tether.run import Run
-from tether.serve import run_state, run_store
+from tether.serve import resume_notes, run_state, run_store
 from tether.serve.run_state import CardLog, RunStateError
 from tether.structural.staging import StagedFile, commit, digest
 from tether.tools.lsp_tool.ledger import Ledger
@@ -96,7 +96,7 @@ def test_the_notes_say_what_came_back_and_what_did_not(tmp_path: Path) -> None:
     new = Run(workdir=tmp_path)
     restored = run_state.restore(new, run_state.decode(json.dumps(doc).encode(), HANDLE,
                                                        new.workdir), CardLog())  # fmt: skip
-    general, per_tool = run_state.resumed_notes(restored)
+    general, per_tool = resume_notes.resumed_notes(restored)
     assert "1 staged edit (edit_1" in general and "2 breakpoint(s)" in general
     assert "interpreter variables" in general and "cards #1" in general
     assert "(python) is gone" in per_tool["eval"]
@@ -110,13 +110,13 @@ def test_a_note_not_said_yet_is_said_after_a_second_restart(tmp_path: Path) -> N
     second = Run(workdir=tmp_path)
     data = json.dumps(doc).encode()
     restored = run_state.restore(second, run_state.decode(data, HANDLE, second.workdir), CardLog())
-    _general, unsaid = run_state.resumed_notes(restored)
+    _general, unsaid = resume_notes.resumed_notes(restored)
     # the second server saves before any eval said it: its own run had no kernel
     again = run_state.encode(run_state.snapshot(second, HANDLE, CardLog(), unsaid))
     third = Run(workdir=tmp_path)
     restored = run_state.restore(third, run_state.decode(again, HANDLE, third.workdir), CardLog())
     assert restored.held["kernels"] == []
-    assert "(python) is gone" in run_state.resumed_notes(restored)[1]["eval"]
+    assert "(python) is gone" in resume_notes.resumed_notes(restored)[1]["eval"]
 
 
 def _mutate(doc: dict[str, Any], path: str, value: Any) -> None:

@@ -34,7 +34,7 @@ from tether.call_scope import CallScope
 from tether.json_types import JSONValue
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.questions import Answer, Card
-from tether.serve import run_state, run_store
+from tether.serve import resume_notes, run_state, run_store
 from tether.serve.config import ServeConfig, Workdir
 from tether.serve.elicit import ElicitPort
 from tether.serve.run_state import CardLog, RunStateError
@@ -290,11 +290,11 @@ class Conversations:
             path = self._runs.path(handle) if self._runs is not None else handle
             aside = self._runs.set_aside(handle) if self._runs is not None else None
             why = f"{path}: {e}" + (f" (set aside as {aside.name})" if aside else "")
-            conversation.note = run_state.refused_note(why)
+            conversation.note = resume_notes.refused_note(why)
             return why
         restored = run_state.restore(conversation.run, doc, conversation.cards) if doc else None
         conversation.kept = data if doc else None
-        conversation.note, conversation.notes = run_state.resumed_notes(restored)
+        conversation.note, conversation.notes = resume_notes.resumed_notes(restored)
         return ""
 
     # ---- keeping the run state --------------------------------------------------------
