@@ -1,7 +1,8 @@
 """The host side of vibe workers: one run's worker table (its configuration, backends per
 tier and caps, is tether.tools.vibe_config, re-exported here).
 
-Each worker is a `vibe_worker` actor of the run (tether.actors.vibe). `VibeWorkers` keeps,
+Each worker is a `vibe_worker` actor of the run (tether.actors.vibe), reached through the
+run's runtime (what the table needs of both: tether.tools.vibe_port). `VibeWorkers` keeps,
 per run, which workers exist and a watcher thread per running worker: it long-polls the
 actor (`Poll`, answered when a permission prompt arrives or the run ends) and answers the
 worker's permission prompts through the run's own gate (tether.tools.registry.permission:
@@ -9,10 +10,10 @@ the run's approval policy, a permission card through its question port, fail clo
 nobody can approve; every decision is written into the worker's output).
 
 An isolated worker runs on its own copy-on-write view of the workspace
-(tether.worker_views); when a run of it ends, its change is staged for `resolve`
-(tether.tools.vibe_changes). Caps (`Caps`, per tier in `VibeConfig.caps`, lowered per
-spawn) stop a run that goes on too long, prints too much, or reports too many tool calls
-or tokens.
+(tether.worker_views; which view: tether.tools.vibe_isolation); when a run of it ends,
+its change is staged for `resolve` (tether.tools.vibe_changes). Caps (`Caps`, per tier
+in `VibeConfig.caps`, lowered per spawn) stop a run that goes on too long, prints too
+much, or reports too many tool calls or tokens.
 """
 
 from __future__ import annotations
@@ -21,13 +22,12 @@ import contextlib
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal
 
 from tether import worker_views
-from tether.json_types import JSONObject, JSONValue
+from tether.json_types import JSONValue
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.messages.worker_ops import (
     EndView,
@@ -49,10 +49,9 @@ from tether.messages.worker_ops import (
     WorkerStatus,
     read_reply,
 )
-from tether.places import Place
 from tether.tools import vibe_changes
-from tether.tools.registry import CallSite, Registry, permission
-from tether.tools.spec import Needs, RunState, Tier, ToolContext
+from tether.tools.registry import permission
+from tether.tools.spec import Tier, ToolContext
 from tether.tools.vibe_changes import StagedChange
 from tether.tools.vibe_config import (
     DEFAULT_CAPS,
@@ -64,6 +63,8 @@ from tether.tools.vibe_config import (
     VibeConfig,
     VibeError,
 )
+from tether.tools.vibe_isolation import run_place, view_kind
+from tether.tools.vibe_port import RunHolder, WorkerOp, WorkerRun, WorkerRuntime
 
 __all__ = [
     "TIERS",
@@ -79,7 +80,6 @@ __all__ = [
 ]
 
 KIND = "vibe_worker"
-WorkerOp = Spawn | Prepare | Send | Status | Wait | Poll | Permit | Kill | EndView
 LIVE: tuple[WorkerStatus, ...] = ("new", "running", "waiting")
 # runs whose change (if isolated) is staged
 ENDED_WITH_CHANGE: tuple[WorkerStatus, ...] = ("done", "failed", "capped")
@@ -88,44 +88,6 @@ CALL_SLACK = 5.0  # s a held call's engine deadline exceeds its own wait
 CALL_TIMEOUT = 10.0
 PREPARE_TIMEOUT = 2.0
 PREPARER_IDLE_CHECK = 1.0  # s between the idle preparer's checks that its runtime still runs
-
-
-class WorkerRuntime(Protocol):
-    """What a worker table needs of its run's runtime (tether.runtime.Runtime)."""
-
-    @property
-    def state_dir(self) -> Path: ...
-
-    @property
-    def closed(self) -> bool: ...
-
-    def call(
-        self, run_id: str, kind: str, key: str, op: WorkerOp, args: None, timeout: float
-    ) -> Mapping[str, object]: ...
-
-    def gather(
-        self, run_id: str, calls: Sequence[tuple[str, str, Status, None]], timeout: float
-    ) -> Sequence[Mapping[str, object] | ResourceError]: ...
-
-    def connected_kinds(self) -> set[str]: ...
-
-
-class WorkerRun(CallSite, Protocol):
-    """What a worker table needs of its run (tether.run.Run): the call site its workers'
-    prompts are gated at, and these."""
-
-    run_id: str
-    workdir: Path | None
-    state: RunState  # per-run state of tool families (the staging, this table)
-
-    @property
-    def runtime(self) -> WorkerRuntime | None: ...
-
-    place: Place
-    registry: Registry
-    vibe_config: VibeConfig | None
-
-    def on_close(self, callback: Callable[[], object]) -> None: ...
 
 
 # the worker tables of each runtime, for the per-runtime cap
@@ -194,7 +156,7 @@ class VibeWorkers:
             )
         argv, mode, env = backend.command()
         limits = self.config.caps.get(tier, DEFAULT_CAPS).lowered(caps or {}, tier).limits()
-        view = self._view_kind(isolated)
+        view = view_kind(self.run, isolated, self.config.isolated, self.runtime)
         with self._lock:
             self._check_caps()
             worker_id = f"w{self._next}"
@@ -211,7 +173,7 @@ class VibeWorkers:
                 float(self.config.reap_after),
                 view,
                 limits,
-                _place(self.run),
+                run_place(self.run),
             )
             worker = Worker(
                 worker_id,
@@ -334,43 +296,6 @@ class VibeWorkers:
                 f"the runtime already runs {total} workers across its runs (cap "
                 f"{self.config.max_per_runtime}); wait for one to finish, then spawn again"
             )
-
-    def _view_kind(self, isolated: bool | None) -> str:
-        """The view a new worker gets: "" (none: it works in the workspace), "overlay" or
-        "copy". VibeError when it asked for one that cannot be had here."""
-        workdir = str(self.run.workdir)
-        place = _place(self.run)
-        # a prefix place's environment has its own mounts: no view can be bound into it
-        prefixed = place is not None and place.get("kind") == "prefix"
-        if isolated is None:
-            isolated = self.config.isolated
-        if isolated is None:  # the default: where a git work tree says files matter
-            isolated = worker_views.in_git_work_tree(workdir) and self._can_resolve()
-            isolated = isolated and not prefixed
-        if not isolated:
-            return ""
-        if prefixed:
-            raise VibeError(
-                "an isolated worker (its own view of the workspace) cannot run in a prefix "
-                "place: its environment's mounts are its own, so tether cannot put a view "
-                "at the workspace's path there; spawn it with isolated false, or open the "
-                "run with place='sandbox'"
-            )
-        if not self._can_resolve():
-            raise VibeError(
-                "an isolated worker hands its change back through resolve, which this run "
-                "lacks (it needs the parser kind); spawn with isolated false to let it work "
-                "in the workspace itself"
-            )
-        try:
-            return worker_views.choose_kind(
-                workdir, self.runtime.state_dir, sandboxed=place is not None
-            )
-        except worker_views.ViewError as exc:
-            raise VibeError(str(exc)) from exc
-
-    def _can_resolve(self) -> bool:
-        return Needs.PARSER in self.run.connected()
 
     def _settle(self, worker: Worker) -> None:
         """Stage the change of an isolated worker's run that ended (once per run)."""
@@ -528,14 +453,6 @@ def _tier_of(run: WorkerRun, tool: str, declared: str) -> Tier:
     return spec.tier if spec is not None else Tier.EXEC
 
 
-@runtime_checkable
-class RunHolder(Protocol):
-    """A tool context that holds its run (tether.run.RunContext)."""
-
-    @property
-    def run(self) -> WorkerRun: ...
-
-
 def workers_of(ctx: ToolContext) -> VibeWorkers:
     """The run's worker table, made on first use; VibeError when vibe cannot run here."""
     if not isinstance(ctx, RunHolder):
@@ -560,8 +477,3 @@ def workers_of(ctx: ToolContext) -> VibeWorkers:
         if table is None:
             table = run.state["vibe"] = VibeWorkers(run, run.runtime, config)
     return table
-
-
-def _place(run: WorkerRun) -> JSONObject | None:
-    """The run's place for its workers (tether.places wire form; None: the host)."""
-    return run.place.to_wire() if run.place.kind != "host" else None
