@@ -22,6 +22,9 @@ _ids = itertools.count()
 BACK_WITHIN = 10.0  # s until the tool answers again after the kill
 CALL_BOUND = 10.0  # s any one tool call may take here (their deadlines are 30-120 s)
 
+# the kinds the two tools call (a tree of every kind would boot, and rebuild, the others
+# for nothing)
+KINDS = ["tether.actors.parser", "tether.actors.language_server", "tether.actors.checker"]
 CALLS = {
     "ast_grep": {"pattern": "def $F($$$A): $$$B", "language": "python"},
     "lsp": {"action": "symbols", "file": "shapes/base.py"},
@@ -81,7 +84,7 @@ def restarts(rt, victim: str) -> int:
 def test_a_tool_works_again_after_its_supervisor_or_the_admin_dies(
     runtime_factory, tmp_path, tool, victim
 ) -> None:
-    rt = runtime_factory()
+    rt = runtime_factory(kind_modules=KINDS)
     run = rt.open_run(f"heal-{next(_ids)}", workdir=str(copy_project("python", tmp_path)))
     first = run.call(tool, CALLS[tool])
     assert answered(first), first.text
