@@ -1,16 +1,21 @@
 """Cancelling an eval call reaches the kernel: the cell is interrupted (its state stays) and
 the conversation's next cell answers at once - from a CallScope cancelled by another thread
-(an MCP server's notifications/cancelled) and from an asyncio task cancelled by its host."""
+(an MCP server's notifications/cancelled) and from an asyncio task cancelled by its host.
+The tests share the module's tree (kernels without spares): each cancels only its own
+run's cell, and the tree must be healthy after it (`shared`)."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import wait_until
+import pytest
+
+from tests.conftest import SharedTest, SharedTree, wait_until
 from tether.actors.kernel import kinds
 from tether.call_scope import CallScope
 
@@ -35,11 +40,18 @@ def ev(run: Any, code: str, scope: CallScope | None = None) -> Any:
     return run.call("eval", {"code": code, "description": DESCRIPTION}, scope)
 
 
+@pytest.fixture(scope="module")
+def shared_tree(tether_state_dir: Path) -> Iterator[SharedTree]:
+    """The module's runtime: the kernel kinds, no spares (each run starts its kernel)."""
+    tree = SharedTree(tether_state_dir, kinds=kinds(spares=0))
+    yield tree
+    tree.close()
+
+
 def test_a_cancelled_scope_interrupts_the_cell_and_the_next_cell_answers_at_once(
-    runtime_factory: Any, tmp_path: Path
+    shared: SharedTest, tmp_path: Path
 ) -> None:
-    rt = runtime_factory(kinds=kinds(spares=0))
-    run = rt.open_run("cancel-1", workdir=tmp_path)
+    run = shared.open_run("cancel-1", workdir=tmp_path)
     assert not ev(run, "kept = 'yes'").is_error
     scope = CallScope.start(timeout=60)
     result: list[Any] = []
@@ -58,9 +70,8 @@ def test_a_cancelled_scope_interrupts_the_cell_and_the_next_cell_answers_at_once
     assert ticks(tmp_path) in (counted - 1, counted)  # the loop did not go on behind our back
 
 
-def test_a_cancelled_acall_task_interrupts_the_cell(runtime_factory: Any, tmp_path: Path) -> None:
-    rt = runtime_factory(kinds=kinds(spares=0))
-    run = rt.open_run("cancel-2", workdir=tmp_path)
+def test_a_cancelled_acall_task_interrupts_the_cell(shared: SharedTest, tmp_path: Path) -> None:
+    run = shared.open_run("cancel-2", workdir=tmp_path)
 
     async def scenario() -> tuple[float, Any]:
         task = asyncio.ensure_future(run.acall("eval", {"code": LOOP, "description": DESCRIPTION}))
@@ -83,10 +94,9 @@ def test_a_cancelled_acall_task_interrupts_the_cell(runtime_factory: Any, tmp_pa
 
 
 def test_a_scope_past_its_deadline_ends_the_call_with_a_deadline_error(
-    runtime_factory: Any, tmp_path: Path
+    shared: SharedTest, tmp_path: Path
 ) -> None:
-    rt = runtime_factory(kinds=kinds(spares=0))
-    run = rt.open_run("cancel-3", workdir=tmp_path)
+    run = shared.open_run("cancel-3", workdir=tmp_path)
     assert not ev(run, "1").is_error  # the kernel is up: the deadline is the cell's alone
     started = time.monotonic()
     res = ev(run, LOOP, CallScope.start(timeout=1.0))
@@ -94,14 +104,13 @@ def test_a_scope_past_its_deadline_ends_the_call_with_a_deadline_error(
 
 
 def test_a_cancel_withdraws_the_card_a_cell_is_waiting_on(
-    runtime_factory: Any, tmp_path: Path
+    shared: SharedTest, tmp_path: Path
 ) -> None:
     from tether.question_ports import CallbackPort
 
     withdrawn: list[tuple[int, str]] = []
     port = CallbackPort(on_withdraw=lambda n, why: withdrawn.append((n, why)))
-    rt = runtime_factory(kinds=kinds(spares=0))
-    run = rt.open_run("cancel-4", workdir=tmp_path, question_port=port)
+    run = shared.open_run("cancel-4", workdir=tmp_path, question_port=port)
     cell = (
         "answer = tool('ask_user', {'question': 'Proceed?', 'options': [{'label': 'yes'}]})\n"
         "open('after', 'w').write('the cell went on')\n"
