@@ -3,18 +3,22 @@ Python, a hover in TypeScript, an eval cell with pandas) on its own copy of the 
 project, then each process of the tree measured as the OOM killer's cgroup would charge it
 (USS: pages only it holds) and shared fairly (PSS), summed per kind.
 
-    python benchmarks/conversation_memory.py [--conversations N]
+    python benchmarks/conversation_memory.py [--conversations N] [--no-file-cancellation]
 
 Prints one row per kind (MiB USS / PSS, summed over the N conversations and divided by
 N) and the total per conversation; the first conversation pays for the tree itself
 (thespian's admin, supervisors, parser pool), so with N > 1 the last column is the
 marginal cost: what each conversation after the first added, measured in the same run.
+--no-file-cancellation runs the language servers with the kind config's
+`file_cancellation` false (`tether.lsp.cancellation`: basedpyright without its checker
+thread).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import shutil
 import tempfile
 import time
@@ -24,6 +28,8 @@ from pathlib import Path
 import psutil
 
 from tether import Runtime
+from tether.lsp import cancellation
+from tether.runtime import load_kinds
 
 SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "sample_project"
 MIB = 2**20
@@ -93,11 +99,19 @@ def main() -> None:
     # a language server keeps working after its answer (basedpyright's background
     # indexing, V8's next major GC): measured at once, a server's figure depends on when
     ap.add_argument("--settle", type=float, default=15.0, help="s to wait before measuring")
+    ap.add_argument("--no-file-cancellation", action="store_true")
     opts = ap.parse_args()
     n, settle = opts.conversations, opts.settle
+    kinds = load_kinds()
+    if opts.no_file_cancellation:
+        off = {cancellation.OPTION: False}
+        kinds = [
+            dataclasses.replace(k, config={**k.config, **off}) if k.kind == "language_server" else k
+            for k in kinds
+        ]
     base = Path(tempfile.mkdtemp(prefix="tether-mem-"))
     try:
-        with Runtime.start() as rt:
+        with Runtime.start(kinds=kinds) as rt:
             conversation(rt, base, 0)
             time.sleep(settle)
             first, _ = measure(rt)

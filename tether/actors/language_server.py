@@ -41,6 +41,7 @@ from tether.actors.base import ResourceUnavailable
 from tether.actors.process import ProcessActor
 from tether.capacity.ceiling import OVER_WORDS, ResourceCeiling
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
+from tether.lsp import cancellation
 from tether.lsp.cancellation import FileCancellation
 from tether.lsp.limits import LspLimits
 from tether.lsp.servers import BY_NAME, find_binary, launch_argv, split_key
@@ -108,6 +109,10 @@ class LanguageServerActor(ProcessActor):
         died = f"its server died at its memory ceiling ({self.previous_end[over:]})"
         self.start_notes = [f"{self.name} was restarted: {died}"] if over >= 0 else []
         self.cancels: FileCancellation | None = None
+        try:  # (false: basedpyright without its checker thread, `tether.lsp.cancellation`)
+            self.file_cancellation = cancellation.wanted(config)
+        except ValueError as e:
+            raise ResourceUnavailable(str(e)) from e
         if not root.is_dir():
             raise ResourceUnavailable(f"{name}: root {root} is not a directory")
         if not any((root / m).exists() for m in self.row.root_markers):
@@ -170,7 +175,8 @@ class LanguageServerActor(ProcessActor):
         # which has exited, goes)
         scratch = self.new_scratch(self.row.name)
         self.cancels = None
-        if self.row.file_cancellation:  # a new server numbers its requests from 1 again
+        # (a new folder each start: a new server numbers its requests from 1 again)
+        if self.row.file_cancellation and self.file_cancellation:
             self.cancels = FileCancellation(self.row.file_cancellation, scratch.tmp)
             argv.append(self.cancels.arg)
         self.session = Session(

@@ -15,15 +15,42 @@ at the same names (`tether.places.sandbox.tmp_entries`; without it no cancellati
 was ever seen there). In a prefix place the scratch is passed as TMPDIR only where the
 runtime's state dir is mapped into the environment; elsewhere only `$/cancelRequest` is
 sent, heard between requests.
+
+A host may trade that away for memory (`wanted`: the language_server kind config's
+`file_cancellation`, default true). pyright starts its background checker thread (a
+second V8 isolate with a program of its own) only when it was given a cancellation
+folder; without one it checks on its main thread: ~60 MiB less per basedpyright
+(`benchmarks/conversation_memory.py --no-file-cancellation`: 147 -> 63-80 MiB USS each
+conversation after the first), but a hover waits behind a check in progress, and a
+request past its budget is cancelled by `$/cancelRequest` alone, which it reads only
+once the slow request is done (status says so: `MESSAGE_ONLY`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import secrets
+from collections.abc import Mapping
 from pathlib import Path
 
+from tether.json_types import JSONValue
+
 LAYOUT = "python-languageserver-cancellation"  # pyright's folder under its TMPDIR
+OPTION = "file_cancellation"  # the language_server kind config's switch (bool, default true)
+# how a server's requests are cancelled, as its status says it
+BY_FILE = "a cancellation file and $/cancelRequest"
+MESSAGE_ONLY = "$/cancelRequest only"
+
+
+def wanted(config: Mapping[str, JSONValue]) -> bool:
+    """Whether a server whose row polls a cancellation file is started with one: the kind
+    config's `file_cancellation` (default true). Raises ValueError on a non-bool."""
+    value = config.get(OPTION, True)
+    if not isinstance(value, bool):
+        raise ValueError(
+            f"language_server: {OPTION} must be true (the default) or false, got {value!r}"
+        )
+    return value
 
 
 class FileCancellation:

@@ -210,6 +210,7 @@ class StatusReply:
     restarts: int = 0
     stderr_tail: str = ""
     reloaded: bool = False
+    cancellation: str = ""  # how a request is cancelled (`tether.lsp.cancellation`)
     server_ms: float | None = None
     notes: list[str] = field(default_factory=list)  # for the model (a cold start)
 

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from tether.json_types import JSONObject, JSONValue
 from tether.lsp import workspace_edit
+from tether.lsp.cancellation import BY_FILE, MESSAGE_ONLY
 from tether.lsp.documents import Documents, uri_of
 from tether.lsp.jsonrpc import (
     Capabilities,
@@ -401,4 +402,5 @@ class Session:
             pending_requests=len(self.link.rpc.pending),
             cancelled_requests=self.link.watch.cancelled,
             messages=list(self.messages),
+            cancellation=BY_FILE if self.link.watch.canceller is not None else MESSAGE_ONLY,
         )

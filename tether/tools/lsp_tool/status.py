@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import NotRequired, TypedDict
 
-from tether.lsp.servers import SERVERS, ServerRow, resolve, rows_for, split_key
+from tether.lsp.cancellation import MESSAGE_ONLY
+from tether.lsp.servers import BY_NAME, SERVERS, ServerRow, resolve, rows_for, split_key
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.messages.language_server_ops import Reload, Status, StatusReply
 from tether.places import Place
@@ -63,6 +64,7 @@ class ServerStatus(TypedDict):
     stderr_tail: NotRequired[str]
     open_documents: NotRequired[int]
     cancelled_requests: NotRequired[int]
+    cancellation: NotRequired[str]  # how a request past its budget is cancelled
 
 
 def status(ctx: ToolContext, file: str | None) -> ToolResult:
@@ -89,6 +91,7 @@ def status(ctx: ToolContext, file: str | None) -> ToolResult:
                     "error": st.error,
                     "open_documents": st.open_documents,
                     "cancelled_requests": st.cancelled_requests,
+                    "cancellation": st.cancellation,
                 }
             )
             idx = f" ({', '.join(st.indexing)})" if st.indexing else ""
@@ -99,6 +102,12 @@ def status(ctx: ToolContext, file: str | None) -> ToolResult:
                 + (
                     f", {st.cancelled_requests} request(s) cancelled past their budget"
                     if st.cancelled_requests
+                    else ""
+                )
+                + (
+                    f", cancellation: {st.cancellation} (file cancellation off: the server "
+                    "finishes a request past its budget before the next)"
+                    if BY_NAME[name].file_cancellation and st.cancellation == MESSAGE_ONLY
                     else ""
                 )
                 + (f", error: {st.error}" if st.error else "")
