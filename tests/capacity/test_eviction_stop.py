@@ -2,14 +2,21 @@
 an actor that has not exited within its kind's shutdown_timeout after it began to stop, as
 it does for a stop it asked for (tether.supervisors.core). Measured against a deadline: an
 actor whose exit hangs (tests/capacity/stuck_exit.py), and a real basedpyright evicted by
-memory pressure while another conversation works."""
+memory pressure while another conversation works. And its answer reaches the host: an
+exiting actor sends what it queued even when a timer comes due meanwhile."""
 
 from __future__ import annotations
 
 import shutil
 import threading
 import time
+from datetime import timedelta
+from types import SimpleNamespace
 from typing import Any
+
+from thespian.actors import WakeupMessage
+from thespian.system.systemCommon import systemCommonBase
+from thespian.system.transport import ReceiveEnvelope
 
 from tests.capacity.test_cold_start import HOVER, SAMPLE, server_name
 from tests.capacity.test_governor import KINDS, idle, squeeze
@@ -18,6 +25,7 @@ from tether.actors.kernel import kinds
 from tether.actors.language_server import KINDS as LSP_KINDS
 from tether.capacity.policy import Settings
 from tether.capacity.usage import EVICTED
+from tether.host import thespian_patches
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 
 STUCK = KindSpec(
@@ -120,3 +128,27 @@ def test_an_evicted_language_server_is_gone_within_its_deadline_while_others_wor
     rt.inject("memory_pressure", budget=1.0)
     again = run.call("lsp", HOVER)
     assert "class Item" in again.text and EVICTED in again.text, again.text
+
+
+class Transmits:
+    """What an exiting actor's transport answers to each drain turn (run(TransmitOnly)):
+    `turns`, in order: a timer come due (its envelope), or how many transmits are left."""
+
+    def __init__(self, *turns: object) -> None:
+        self.turns = list(turns)
+        self.runs = 0
+
+    def run(self, handler: object, limit: float) -> object:
+        self.runs += 1
+        return self.turns.pop(0)
+
+
+def test_an_exiting_actor_drains_its_transmits_past_a_timer_that_comes_due():
+    # the evicted language server queued its answer to the host, and its watchdog came due
+    # while it released its server: the drain took the watchdog's (falsy) envelope for "no
+    # transmits left" and the process exited with the answer unsent (2 of 20 runs)
+    thespian_patches.apply()
+    watchdog = ReceiveEnvelope(None, WakeupMessage(timedelta(seconds=0.25), "watchdog"))
+    transport = Transmits(watchdog, 2, 1, 0)
+    systemCommonBase.drainTransmits(SimpleNamespace(transport=transport))
+    assert transport.runs == 4 and transport.turns == []

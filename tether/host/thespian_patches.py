@@ -3,7 +3,7 @@
 Thespian forks its admin and actor processes from the process that starts the system (and
 actors fork their children), so the patches must be in place before `ActorSystem(...)`:
 `tether.runtime` calls `apply()` at import time, and every process of the tree inherits
-them. Three patches, each for a reason measured here:
+them. Six patches, each for a reason measured here:
 
 1. Loopback only (security). Thespian's TCP transport pickles what it receives and, for
    every "external" address (the admin's, every actor's, and the host's own endpoint),
@@ -31,6 +31,16 @@ tests/runtime/test_loop_patches.py covers 2 and 3 by their effect in real actor 
    erased the name that proves a tree process is the runtime's. `title_tree_processes`
    titles them `tether: admin`, `tether: logger` and (until its Start says what it is)
    the actor's class, keeping the name (`tether.processes.title_tree_process`).
+6. Drain past timers (correctness): an actor that exits sends what it queued before (a
+   reply, its parent's notice) in thespian's `drainTransmits`, which stops at the first
+   falsy `transport.run(TransmitOnly, ...)`, meaning "no transmits left". But a timer
+   that comes due meanwhile (every tether actor has one armed: its watchdog, 0.25 s) is
+   returned by that run as its envelope, and envelopes are falsy: the drain ended there
+   and the process exited with its transmits unsent. Measured (issue 23): an evicted
+   language server's reply to the host, still connecting, was dropped in 2 of 20 runs
+   under load, and the host read "no answer" as a refusal. `drain_past_timers` drops
+   the timers' envelopes (an exiting actor handles no timer) and drains on, within
+   thespian's own limit. tests/capacity/test_eviction_stop.py drains past a due timer.
 Not a patch, but an internal relied on: `tether.host.contexts.post` queues a host's message with
 `systemBase._tx_to_actor` instead of `tell`, which waits on the receiver (checked below;
 tests/runtime/test_host_routes.py stops a supervisor mid-call).
@@ -55,6 +65,7 @@ import selectors
 import socket
 import types
 from collections.abc import Callable
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from tether.host import transport_auth
@@ -171,6 +182,7 @@ def shape_problems() -> list[str]:
     elif external is None or "_systemBase" not in _names(external.__init__):
         problems.append("thespian.actors.ExternalContext no longer wraps `_systemBase`")
     problems.extend(_auth_shape_problems(TCPTransport))
+    problems.extend(_drain_shape_problems())
     # 5. titles: the admin, every actor and the logger are titled by `setProcName`, a
     #    global of the module that starts them
     logdirector = modules["thespian.system.logdirector"]
@@ -217,6 +229,33 @@ def _auth_shape_problems(module: types.ModuleType) -> list[str]:
     add_more = getattr(buffer, "addMore", None)
     if add_more is None or not {"_size", "_buf"} <= _names(add_more):
         problems.append("TCPTransport.ReceiveBuffer.addMore no longer parses `_size` from `_buf`")
+    return problems
+
+
+def _drain_shape_problems() -> list[str]:
+    """6. drain past timers: exiting actors drain with `systemCommonBase.drainTransmits`
+    (run(TransmitOnly) until it is falsy, within MAX_SHUTDOWN_DRAIN_PERIOD), and a timer
+    due meanwhile comes back from that run as a (falsy) ReceiveEnvelope."""
+    from thespian.system import systemCommon
+    from thespian.system.transport import wakeupTransportBase
+
+    problems = []
+    base = getattr(systemCommon, "systemCommonBase", None)
+    drain = getattr(base, "drainTransmits", None)
+    needs = {"run", "TransmitOnly", "MAX_SHUTDOWN_DRAIN_PERIOD"}
+    if drain is None or not needs <= _names(drain):
+        problems.append(
+            f"systemCommonBase.drainTransmits is gone or no longer uses {sorted(needs)}"
+        )
+    if not isinstance(getattr(systemCommon, "MAX_SHUTDOWN_DRAIN_PERIOD", None), timedelta):
+        problems.append("systemCommon.MAX_SHUTDOWN_DRAIN_PERIOD is no longer a timedelta")
+    deliver = getattr(
+        getattr(wakeupTransportBase, "wakeupTransportBase", None), "_deliver_wakeups", None
+    )
+    if deliver is None or not {"TransmitOnly", "_activeWakeups"} <= _names(deliver):
+        problems.append(
+            "wakeupTransportBase._deliver_wakeups no longer hands due timers to a TransmitOnly run"
+        )
     return problems
 
 
@@ -460,6 +499,32 @@ def authenticate_connections() -> None:
     module.ReceiveBuffer = _strict_receive_buffer(module.ReceiveBuffer)
 
 
+def drain_past_timers() -> None:
+    """Idempotent. Make an exiting thespian process send all it queued (see patch 6): as
+    thespian's `drainTransmits`, except that a timer's envelope returned by the transport
+    is dropped instead of ending the drain. Same limit (MAX_SHUTDOWN_DRAIN_PERIOD)."""
+    from thespian.system import systemCommon
+    from thespian.system.timing import ExpirationTimer, unexpired
+    from thespian.system.transport import ReceiveEnvelope, TransmitOnly
+
+    base = systemCommon.systemCommonBase
+    original = base.drainTransmits
+    if getattr(original, "__wrapped__", None) is not None:
+        return
+
+    def drain(self: Any) -> None:
+        limit = ExpirationTimer(systemCommon.MAX_SHUTDOWN_DRAIN_PERIOD)
+        for left in unexpired(limit):
+            ran = self.transport.run(TransmitOnly, left.remaining())
+            if isinstance(ran, ReceiveEnvelope):
+                continue  # a timer came due (dropped: an exiting actor handles none)
+            if not ran:
+                break  # no transmits left (0), or the transport ended
+
+    drain.__wrapped__ = original  # type: ignore[attr-defined]
+    base.drainTransmits = drain
+
+
 def apply() -> None:
     """Idempotent. Apply every patch; call before any thespian transport or actor exists.
     Raises ThespianPatchError (see `check_thespian`) instead of patching an untested thespian."""
@@ -469,3 +534,4 @@ def apply() -> None:
     poll_instead_of_epoll()
     authenticate_connections()
     title_tree_processes()
+    drain_past_timers()
