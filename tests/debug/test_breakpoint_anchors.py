@@ -1,6 +1,7 @@
 """A breakpoint remembers its line's text: an edit while a program runs never makes a stop
 land on a shifted line (debugpy and delve, real adapters), and the next launch moves each
-breakpoint to where its text is, or says it lost its anchor."""
+breakpoint to where its text is, or says it lost its anchor. The tests share the module's
+runtime (`shared`, runs of their own): none kills, crashes or counts anything of the tree."""
 
 from __future__ import annotations
 
@@ -86,10 +87,10 @@ def run_to_exit(run: Any, allowed: set[int]) -> None:
 
 
 @pytest.mark.parametrize("adapter", sorted(CASES))
-def test_an_edit_while_it_runs_never_shifts_a_stop(runtime, tmp_path, adapter) -> None:
+def test_an_edit_while_it_runs_never_shifts_a_stop(shared, tmp_path, adapter) -> None:
     source, program, step, call, comment = project(tmp_path, adapter)
     path = tmp_path / source
-    run = runtime.open_run(f"edit-{adapter}", workdir=str(tmp_path))
+    run = shared.open_run(f"edit-{adapter}", workdir=str(tmp_path))
     ok(run, {"op": "breakpoints", "file": source, "lines": [step]})
     first = ok(run, {"op": "launch", "program": program, "wait": 60})
     assert stop_line(first) == step, first.text
@@ -149,7 +150,7 @@ C = textwrap.dedent(
 )
 
 
-def test_a_binary_runs_the_code_it_was_built_from(runtime, tmp_path) -> None:
+def test_a_binary_runs_the_code_it_was_built_from(shared, tmp_path) -> None:
     need("lldb")
     if not shutil.which("cc"):
         pytest.skip("no C compiler (cc) to build the debuggee")
@@ -161,7 +162,7 @@ def test_a_binary_runs_the_code_it_was_built_from(runtime, tmp_path) -> None:
         subprocess.run(["cc", "-g", "-O0", "-o", "loop", "loop.c"], cwd=tmp_path, check=True)
 
     build()
-    run = runtime.open_run("built", workdir=str(tmp_path))
+    run = shared.open_run("built", workdir=str(tmp_path))
     ok(run, {"op": "breakpoints", "file": "loop.c", "lines": [3]})
     assert stop_line(ok(run, {"op": "launch", "program": "loop"})) == 3
     src.write_text("// one\n// two\n// three\n" + C)  # edited, not rebuilt
@@ -173,7 +174,7 @@ def test_a_binary_runs_the_code_it_was_built_from(runtime, tmp_path) -> None:
     assert same.data["frames"][0]["source"] == "return i * 2;", same.text
     run_to_exit(run, {3})
     # a session that never read the old code cannot know its lines: not set, and says why
-    other = runtime.open_run("built-other", workdir=str(tmp_path))
+    other = shared.open_run("built-other", workdir=str(tmp_path))
     ok(other, {"op": "breakpoints", "file": "loop.c", "lines": [6]})
     refused = ok(other, {"op": "launch", "program": "loop"})
     assert "line 6: NOT set: the file changed after the program was built" in refused.text
@@ -188,7 +189,7 @@ def test_a_binary_runs_the_code_it_was_built_from(runtime, tmp_path) -> None:
 
 
 def test_attaching_to_a_binary_older_than_its_source_sets_no_shifted_line(
-    runtime, go_project
+    shared, go_project
 ) -> None:
     from tests.debug.support import go_build
 
@@ -202,7 +203,7 @@ def test_attaching_to_a_binary_older_than_its_source_sets_no_shifted_line(
         stdout=subprocess.DEVNULL,
     )
     try:
-        run = runtime.open_run("attach-stale", workdir=str(go_project))
+        run = shared.open_run("attach-stale", workdir=str(go_project))
         ok(run, {"op": "breakpoints", "file": "main.go", "lines": [7]})
         res = ok(run, {"op": "attach", "adapter": "delve", "pid": proc.pid, "wait": 3})
         # line 7 of the binary's code is another line: never set there

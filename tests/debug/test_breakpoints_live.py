@@ -1,6 +1,7 @@
 """Breakpoints agents need, on real adapters: hit conditions, conditions, logpoints,
 function and exception breakpoints (debugpy, lldb-dap, delve), and breakpoints that
-follow their text across an edit."""
+follow their text across an edit. No test here kills, crashes or counts anything of the
+tree: they share the module's runtime (`shared`), each in runs of its own."""
 
 from __future__ import annotations
 
@@ -115,9 +116,9 @@ def value(run: Any, expression: str) -> str:
 
 
 @pytest.mark.parametrize("adapter", ADAPTERS)
-def test_a_hit_condition_of_900_stops_on_the_900th_pass(runtime, tmp_path, adapter) -> None:
+def test_a_hit_condition_of_900_stops_on_the_900th_pass(shared, tmp_path, adapter) -> None:
     ws, source, program = loop_project(tmp_path, adapter)
-    run = runtime.open_run(f"hit-{adapter}", workdir=str(ws))
+    run = shared.open_run(f"hit-{adapter}", workdir=str(ws))
     line = STEP_LINE[adapter]
     bp = {"line": line, "hit_condition": "900"}
     set_ = ok(run, {"op": "breakpoints", "file": source, "lines": [bp]})
@@ -133,9 +134,9 @@ def test_a_hit_condition_of_900_stops_on_the_900th_pass(runtime, tmp_path, adapt
 
 
 @pytest.mark.parametrize("adapter", ADAPTERS)
-def test_from_the_nth_hit_on_then_every_hit(runtime, tmp_path, adapter) -> None:
+def test_from_the_nth_hit_on_then_every_hit(shared, tmp_path, adapter) -> None:
     ws, source, program = loop_project(tmp_path, adapter)
-    run = runtime.open_run(f"from-{adapter}", workdir=str(ws))
+    run = shared.open_run(f"from-{adapter}", workdir=str(ws))
     line = STEP_LINE[adapter]
     ok(
         run,
@@ -151,10 +152,10 @@ def test_from_the_nth_hit_on_then_every_hit(runtime, tmp_path, adapter) -> None:
 
 @pytest.mark.parametrize("adapter", ADAPTERS)
 def test_a_logpoint_writes_without_stopping_and_a_function_breakpoint_stops(
-    runtime, tmp_path, adapter
+    shared, tmp_path, adapter
 ) -> None:
     ws, source, program = loop_project(tmp_path, adapter)
-    run = runtime.open_run(f"log-{adapter}", workdir=str(ws))
+    run = shared.open_run(f"log-{adapter}", workdir=str(ws))
     log = {"line": STEP_LINE[adapter], "condition": "i >= 997", "log_message": "pass {i}"}
     ok(run, {"op": "breakpoints", "file": source, "lines": [log]})
     fn = {"name": FUNCTION[adapter], "hit_condition": "3"}
@@ -180,11 +181,9 @@ EXCEPTION_NOTES = {
 
 
 @pytest.mark.parametrize("adapter", ADAPTERS)
-def test_exception_breakpoints_say_what_each_adapter_can_stop_on(
-    runtime, tmp_path, adapter
-) -> None:
+def test_exception_breakpoints_say_what_each_adapter_can_stop_on(shared, tmp_path, adapter) -> None:
     ws, source, program = loop_project(tmp_path, adapter)
-    run = runtime.open_run(f"exc-{adapter}", workdir=str(ws))
+    run = shared.open_run(f"exc-{adapter}", workdir=str(ws))
     ok(run, {"op": "breakpoints", "exceptions": ["raised", "uncaught"]})
     res = launch(run, program)
     assert res.data["outcome"] == "exited", res.text  # the loop raises nothing
@@ -214,10 +213,10 @@ print("ok")
 
 
 def test_debugpy_stops_on_a_raised_exception_that_is_caught_only_when_asked(
-    runtime, py_project
+    shared, py_project
 ) -> None:
     (py_project / "raiser.py").write_text(RAISER)
-    run = runtime.open_run("raised", workdir=str(py_project))
+    run = shared.open_run("raised", workdir=str(py_project))
     plain = ok(run, {"op": "launch", "program": "raiser.py"})  # the default: uncaught only
     assert plain.data["outcome"] == "exited", plain.text
     ok(run, {"op": "breakpoints", "exceptions": ["raised"]})
@@ -229,10 +228,10 @@ def test_debugpy_stops_on_a_raised_exception_that_is_caught_only_when_asked(
 
 
 def test_lldb_refuses_every_nth_hit_while_it_runs_and_reports_it_at_launch(
-    runtime, tmp_path
+    shared, tmp_path
 ) -> None:
     ws, source, program = loop_project(tmp_path, "lldb")
-    run = runtime.open_run("lldb-mod", workdir=str(ws))
+    run = shared.open_run("lldb-mod", workdir=str(ws))
     ok(
         run,
         {"op": "breakpoints", "file": source, "lines": [{"line": 3, "hit_condition": "% 400"}, 8]},
@@ -265,7 +264,7 @@ int main() {
 """
 
 
-def test_lldb_stops_where_a_cpp_exception_is_raised_only_when_asked(runtime, tmp_path) -> None:
+def test_lldb_stops_where_a_cpp_exception_is_raised_only_when_asked(shared, tmp_path) -> None:
     need("lldb")
     if not shutil.which("c++"):
         pytest.skip("no C++ compiler (c++) to build the debuggee")
@@ -273,7 +272,7 @@ def test_lldb_stops_where_a_cpp_exception_is_raised_only_when_asked(runtime, tmp
     (tmp_path / "thrower.cpp").write_text(THROWER)
     build = ["c++", "-g", "-O0", "-o", "thrower", "thrower.cpp"]
     subprocess.run(build, cwd=tmp_path, check=True)
-    run = runtime.open_run("cpp-throw", workdir=str(tmp_path))
+    run = shared.open_run("cpp-throw", workdir=str(tmp_path))
     plain = launch(run, "thrower")  # caught: no stop unless asked
     assert plain.data["outcome"] == "exited" and "ok 7" in plain.text, plain.text
     ok(run, {"op": "breakpoints", "exceptions": ["raised"]})  # cpp_throw

@@ -1,4 +1,6 @@
-"""debug with lldb-dap (a C program built with -g) and delve (a Go package)."""
+"""debug with lldb-dap (a C program built with -g) and delve (a Go package). A test that
+kills an adapter or starts the tree with an environment of its own runs its own runtime;
+the others share the module's (`shared`: runs of their own on a healthy tree)."""
 
 from __future__ import annotations
 
@@ -25,8 +27,8 @@ from tests.debug.support import (
 from tether.processes import session_processes
 
 
-def test_c_under_lldb_breakpoint_stack_locals_and_exit_code(runtime, c_project) -> None:
-    run = runtime.open_run("c", workdir=str(c_project))
+def test_c_under_lldb_breakpoint_stack_locals_and_exit_code(shared, c_project) -> None:
+    run = shared.open_run("c", workdir=str(c_project))
     bps = ok(run, {"op": "breakpoints", "file": "prog.c", "lines": [4, 200]})
     assert "int total = a + b;" in bps.text
     res = ok(run, {"op": "launch", "program": "prog"})
@@ -41,19 +43,19 @@ def test_c_under_lldb_breakpoint_stack_locals_and_exit_code(runtime, c_project) 
     done = ok(run, {"op": "continue"})
     assert done.data == {**done.data, "outcome": "exited", "exit_code": 3}, done.text
     assert "hello 3" in done.text and "stdin gave -1" in done.text  # end-of-file, no hang
-    pids = session_pids(runtime, "c")
+    pids = session_pids(shared.rt, run.run_id)
     ok(run, {"op": "terminate"})
     wait_until(lambda: gone(pids), timeout=10.0)
 
 
-def test_go_under_delve_breakpoint_unverified_line_and_output(runtime, go_project) -> None:
-    run = runtime.open_run("go", workdir=str(go_project))
+def test_go_under_delve_breakpoint_unverified_line_and_output(shared, go_project) -> None:
+    run = shared.open_run("go", workdir=str(go_project))
     ok(run, {"op": "breakpoints", "file": "main.go", "lines": [6, 100]})
     res = ok(run, {"op": "launch", "program": ".", "wait": 60})
     assert res.text.startswith("stopped at main.go:6 (breakpoint)"), res.text
     assert "line 100: NOT verified" in res.text
     assert "a (int) = 1" in res.text, res.text
-    pids = session_pids(runtime, "go")
+    pids = session_pids(shared.rt, run.run_id)
     assert len(pids) >= 2, pids  # dlv and the built program
     done = ok(run, {"op": "continue"})
     assert done.data["outcome"] == "exited" and done.data["exit_code"] == 0, done.text
@@ -76,14 +78,14 @@ def test_a_killed_delve_leaves_no_built_binary_in_the_workspace(runtime, go_proj
     assert "ended" in err(run, {"op": "stack"}).text
 
 
-def test_lldb_attaches_to_a_running_process_by_pid(runtime, c_project) -> None:
+def test_lldb_attaches_to_a_running_process_by_pid(shared, c_project) -> None:
     import subprocess
 
     proc = subprocess.Popen(
         [str(c_project / "prog"), "wait"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL
     )
     try:
-        run = runtime.open_run("attach-c", workdir=str(c_project))
+        run = shared.open_run("attach-c", workdir=str(c_project))
         ok(run, {"op": "attach", "adapter": "lldb", "pid": proc.pid})
         stopped = ok(run, {"op": "pause"})
         assert stopped.data["outcome"] == "stopped", stopped.text
@@ -96,7 +98,7 @@ def test_lldb_attaches_to_a_running_process_by_pid(runtime, c_project) -> None:
         proc.wait(5)
 
 
-def test_delve_attaches_to_a_running_process_by_pid(runtime, go_project) -> None:
+def test_delve_attaches_to_a_running_process_by_pid(shared, go_project) -> None:
     import subprocess
 
     go_build(go_project)
@@ -107,7 +109,7 @@ def test_delve_attaches_to_a_running_process_by_pid(runtime, go_project) -> None
         stdout=subprocess.DEVNULL,
     )
     try:
-        run = runtime.open_run("attach-go", workdir=str(go_project))
+        run = shared.open_run("attach-go", workdir=str(go_project))
         ok(run, {"op": "breakpoints", "file": "main.go", "lines": [6]})
         # add runs every 10 ms: the attach waits (bounded) for the breakpoint's stop
         hit = ok(run, {"op": "attach", "adapter": "delve", "pid": proc.pid, "wait": 60})
@@ -119,7 +121,7 @@ def test_delve_attaches_to_a_running_process_by_pid(runtime, go_project) -> None
         proc.wait(5)
 
 
-def test_lldb_attaches_to_a_gdb_remote_port(runtime, c_project) -> None:
+def test_lldb_attaches_to_a_gdb_remote_port(shared, c_project) -> None:
     import subprocess
 
     server = lldb_server()
@@ -139,7 +141,7 @@ def test_lldb_attaches_to_a_gdb_remote_port(runtime, c_project) -> None:
     os.close(write_end)
     try:
         port = int(read_line(read_end))
-        run = runtime.open_run("attach-port", workdir=str(c_project))
+        run = shared.open_run("attach-port", workdir=str(c_project))
         ok(run, {"op": "breakpoints", "file": "prog.c", "lines": [4]})
         hit = ok(run, {"op": "attach", "adapter": "lldb", "port": port, "wait": 60})
         assert hit.text.startswith("stopped at prog.c:4 (breakpoint)"), hit.text
@@ -193,15 +195,15 @@ def headless_delve(project: Path, *args: str) -> Iterator[tuple[subprocess.Popen
         wait_until(lambda: not session_processes(server.pid, started), timeout=5)
 
 
-def test_delve_joins_a_headless_server_on_a_port_and_leaves_it_running(runtime, go_project) -> None:
+def test_delve_joins_a_headless_server_on_a_port_and_leaves_it_running(shared, go_project) -> None:
     with headless_delve(go_project, "wait") as (server, port):
-        run = runtime.open_run("attach-dlv", workdir=str(go_project))
+        run = shared.open_run("attach-dlv", workdir=str(go_project))
         ok(run, {"op": "breakpoints", "file": "main.go", "lines": [6]})
         # the server started the program halted: joining it runs it to the breakpoint
         hit = ok(run, {"op": "attach", "adapter": "delve", "port": port, "wait": 60})
         assert hit.text.startswith("stopped at main.go:6 (breakpoint)"), hit.text
         assert "a (int) = 1" in hit.text and "b (int) = 2" in hit.text, hit.text
-        assert session_pids(runtime, "attach-dlv") == []  # nothing of ours to kill
+        assert session_pids(shared.rt, run.run_id) == []  # nothing of ours to kill
         assert "detached" in ok(run, {"op": "terminate"}).text
         keeps_running(go_project / "beat")  # delve keeps breakpoints: they were cleared
         # the server is still there for the next client
@@ -212,9 +214,9 @@ def test_delve_joins_a_headless_server_on_a_port_and_leaves_it_running(runtime, 
         assert server.poll() is None
 
 
-def test_a_joined_delve_program_runs_to_its_exit_and_the_server_stays(runtime, go_project) -> None:
+def test_a_joined_delve_program_runs_to_its_exit_and_the_server_stays(shared, go_project) -> None:
     with headless_delve(go_project) as (server, port):
-        run = runtime.open_run("attach-dlv-exit", workdir=str(go_project))
+        run = shared.open_run("attach-dlv-exit", workdir=str(go_project))
         ok(run, {"op": "breakpoints", "file": "main.go", "lines": [6]})
         hit = ok(run, {"op": "attach", "adapter": "delve", "port": port, "wait": 60})
         assert hit.text.startswith("stopped at main.go:6 (breakpoint)"), hit.text
@@ -225,13 +227,13 @@ def test_a_joined_delve_program_runs_to_its_exit_and_the_server_stays(runtime, g
         assert server.poll() is None  # the user's server: left for them to end
 
 
-def test_attach_to_a_port_nobody_serves_says_what_it_expects(runtime, go_project) -> None:
+def test_attach_to_a_port_nobody_serves_says_what_it_expects(shared, go_project) -> None:
     import socket
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again: nothing accepts there
-    run = runtime.open_run("attach-none", workdir=str(go_project))
+    run = shared.open_run("attach-none", workdir=str(go_project))
     res = err(run, {"op": "attach", "adapter": "delve", "port": port})
     assert f"nothing accepts on 127.0.0.1:{port}" in res.text, res.text
     assert "dlv --headless --accept-multiclient" in res.text
