@@ -323,6 +323,46 @@ def test_a_refused_eviction_holds_the_reservation_again():
     assert tree.gov.summary()["reserved"] == (50 + 100) * MIB and tree.gov._stopping == {}
 
 
+@pytest.mark.parametrize(
+    ("then", "stopped"),
+    [
+        ("stopping", True),  # its reply was lost as its process exited (issue 23)
+        ("gone", True),  # ... and it is gone already
+        ("ready", False),  # it never got the word: it runs on, as a refused one does
+        ("no health", False),  # nothing known: counted as kept, and said
+    ],
+)
+def test_an_eviction_without_an_answer_is_judged_by_health(then, stopped):
+    # the server's answer never came: the governor asks health whether it is leaving
+    # instead of reading it as a refusal (which held its 50 MiB reservation for 30 s)
+    tree = Tree(budget_mib=201)
+    server = young_server(tree, 150, idle=60)
+    tree.show(server)
+
+    def no_health(timeout: float) -> dict:
+        raise ResourceError(ErrorCode.DEADLINE, "the tree did not report its health")
+
+    def no_answer(name: str, why: str) -> bool:
+        tree.evicted.append(name)
+        if then == "no health":
+            tree.gov._health = no_health
+        tree.nodes = [] if then == "gone" else [(server[0], then)]
+        raise ResourceError(
+            ErrorCode.DEADLINE, f"no answer within 2 s when trying to stop {name!r}"
+        )
+
+    tree.gov._evict = no_answer
+    tree.gov.admit_resource("run:c1/kernel:python", "kernel")  # 1 MiB free: the server goes
+    assert tree.evicted == [SERVER] and tree.gov.refusals == 0
+    if stopped:
+        assert tree.gov.evictions == {"language_server": 1} and SERVER in tree.gov._stopping
+        assert tree.gov.summary()["reserved"] == 100 * MIB  # the kernel's only
+    else:
+        assert tree.gov.evictions == {} and tree.gov._stopping == {}
+        assert tree.gov.summary()["reserved"] == (50 + 100) * MIB  # its own again
+    assert ("did not answer its eviction" in tree.gov.last_error) is (then == "no health")
+
+
 def test_memory_pressure_returns_once_what_a_sample_in_progress_stops_is_counted():
     # the sampling thread found the tree over budget and is stopping the server (its
     # eviction not answered yet) when memory_pressure shrinks the budget: pressure's own

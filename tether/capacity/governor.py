@@ -15,7 +15,9 @@ Two duties, as supervision has two (restart, give up):
 
 It is host-side and knows the tree only through three functions the runtime hands it:
 `health(timeout)`, `top_pids()` (thespian's own processes, which carry no usage record)
-and `evict(name, why) -> bool`.
+and `evict(name, why) -> bool` (True: it stops; False: the tree answered no, e.g. it is
+inside a call; ResourceError: no answer, so whether it stops is unknown: the governor
+then asks health whether it is stopping or gone, see `_ask_to_stop`).
 """
 
 from __future__ import annotations
@@ -250,7 +252,7 @@ class Governor:
 
     def _stop_one(self, rec: UsageRecord, why: str) -> None:
         idle = time.monotonic() - rec.last_use
-        stopped = self._evict(rec.name, f"{why}; idle {idle:.0f} s")
+        stopped = self._ask_to_stop(rec.name, f"{why}; idle {idle:.0f} s")
         with self._lock:
             leaving = self._stopping.get(rec.name)
             if stopped and leaving is not None:
@@ -261,6 +263,24 @@ class Governor:
                     self._reserved.setdefault(rec.name, left.reservation)
         if stopped:
             self.evictions[rec.kind] = self.evictions.get(rec.kind, 0) + 1
+
+    def _ask_to_stop(self, name: str, why: str) -> bool:
+        """Whether `name` stops: its answer to the eviction, or, where none came (lost or
+        late), what health says of it now: stopping or gone is stopped; listed and not
+        stopping is kept, as a refusal is (it counts again, with its reservation). Read
+        as a refusal, a lost answer held what the resource had reserved for up to
+        RESERVE_TTL while its process was gone (issue 23)."""
+        try:
+            return self._evict(name, why)
+        except ResourceError as exc:
+            unanswered = f"{name} did not answer its eviction ({exc})"
+        try:
+            tree = self._health(SAMPLE_TIMEOUT)
+        except Exception as exc:  # noqa: BLE001 - unknown: counted as kept, said in health
+            self.last_error = f"{unanswered}, and the tree no health query ({exc})"
+            return False
+        found = next((r for r in records(tree) if r.name == name), None)
+        return found is None or found.stopping
 
     def _candidates(self) -> list[UsageRecord]:
         return [r for r in self.records if r.name not in self._stopping]
@@ -355,7 +375,7 @@ class Governor:
         for rec in plan.stop:
             self._stop_one(rec, why)
         for gone in spares:  # (one still starting may not stop yet: the next sample's turn)
-            if self._evict(gone, f"{why}: its spares were starting"):
+            if self._ask_to_stop(gone, f"{why}: its spares were starting"):
                 kind_of = gone.split(":", 1)[0]
                 self.evictions[kind_of] = self.evictions.get(kind_of, 0) + 1
 

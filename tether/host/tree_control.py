@@ -114,13 +114,11 @@ def inject(
 
 def evict(engine: CallEngine, call_id: str, name: str, why: str, timeout: float) -> bool:
     """Stop the resource actor `name` to make room: a normal stop (its supervisor forgets
-    it; the next call starts a fresh one, whose first result says why). False if it
-    refused (inside a call) or did not answer."""
+    it; the next call starts a fresh one, whose first result says why). True if it
+    stops, False if the tree answered no (it is inside a call, or not there to stop).
+    No answer within `timeout` raises ResourceError: whether it stops is unknown (the
+    answer may be late or lost with its process), and the caller asks health."""
     msg = Inject(call_id, "evict", name, {"why": why})
-    try:
-        reply, _ = engine.ask_node(
-            ROOT, msg, call_id, timeout, f"stop {name!r} for room", expect=Reply
-        )
-    except ResourceError:
-        return False
+    what = f"stop {name!r} for room"
+    reply, _ = engine.ask_node(ROOT, msg, call_id, timeout, what, expect=Reply)
     return bool(reply.ok)
