@@ -10,13 +10,13 @@ fresh call id.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import cast
 
 from tether.health_node import HealthNode
 from tether.host.engine import CallEngine
 from tether.host.routes import ROOT, Target
 from tether.kinds import KindSpec, Scope
-from tether.messages.calls import ErrorCode, Reply, ResourceError
+from tether.messages.calls import ErrorCode, Reply, ResourceError, Wire
 from tether.messages.control import CloseRun, HealthQuery, HealthReport, Inject, ListKeys, OpenRun
 
 FAULTS = ("kill_process", "crash_actor", "delay", "drop_reply", "memory_pressure")
@@ -102,7 +102,7 @@ def inject(
     target: str,
     args: Mapping[str, float],
     timeout: float,
-) -> dict[str, Any]:
+) -> Wire:
     """Hand the fault to the root, which finds `target` (as health names it)."""
     msg = Inject(call_id, fault, target, dict(args))
     what = f"inject {fault} into {target!r}"
