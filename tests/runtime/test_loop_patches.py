@@ -17,14 +17,9 @@ import pytest
 
 import tether.runtime  # noqa: F401  (applies the patches at import)
 from tests.runtime.loop_probes import CHUNK, data_stack_room, eventpoll_fd_numbers, eventpoll_fds
-from tether.host import thespian_patches
-from tether.host.thespian_patches import (
-    ALLOW_UNTESTED_ENV,
-    ThespianPatchError,
-    _in_fresh_stack_chunk,
-    _PollSelector,
-    check_thespian,
-)
+from tether.host import thespian_check, thespian_patches
+from tether.host.thespian_check import ALLOW_UNTESTED_ENV, ThespianPatchError, check_thespian
+from tether.host.thespian_patches import _in_fresh_stack_chunk, _PollSelector
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.processes import processes_with_token
 
@@ -223,4 +218,4 @@ def test_setup_cfg_pins_a_tested_thespian() -> None:
     cfg.read(ROOT / "setup.cfg")
     requires = cfg["options"]["install_requires"].split()
     pins = [r for r in requires if r.startswith("thespian")]
-    assert pins == [f"thespian=={thespian_patches.TESTED_THESPIAN[-1]}"]
+    assert pins == [f"thespian=={thespian_check.TESTED_THESPIAN[-1]}"]
