@@ -77,6 +77,6 @@ def post(ctx: ExternalContext, address: ActorAddress, data: bytes) -> None:
     """Queue `data` for `address` on `ctx` (a private() context) and return at once. The
     transmit goes on while the thread next waits on `ctx` (`listen`), as thespian's own
     `ask` does; a receiver that never takes it holds nothing but that transmit (thespian
-    fails it when its connection does). thespian_patches checks that these internals are
+    fails it when its connection does). thespian_check checks that these internals are
     still there (`shape_problems`)."""
     ctx._systemBase._tx_to_actor(address, data)
