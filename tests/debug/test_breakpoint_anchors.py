@@ -164,24 +164,24 @@ def test_a_binary_runs_the_code_it_was_built_from(shared, tmp_path) -> None:
     build()
     run = shared.open_run("built", workdir=str(tmp_path))
     ok(run, {"op": "breakpoints", "file": "loop.c", "lines": [3]})
-    assert stop_line(ok(run, {"op": "launch", "program": "loop"})) == 3
+    assert stop_line(ok(run, {"op": "launch", "program": "loop", "wait": 60})) == 3
     src.write_text("// one\n// two\n// three\n" + C)  # edited, not rebuilt
-    assert stop_line(ok(run, {"op": "continue"})) == 3
+    assert stop_line(ok(run, {"op": "continue", "wait": 60})) == 3
     run_to_exit(run, {3})
     # the same build again: it still has the old code, so the breakpoint stays on its line
-    same = ok(run, {"op": "launch", "program": "loop"})
+    same = ok(run, {"op": "launch", "program": "loop", "wait": 60})
     assert stop_line(same) == 3 and "moved from" not in same.text, same.text
     assert same.data["frames"][0]["source"] == "return i * 2;", same.text
     run_to_exit(run, {3})
     # a session that never read the old code cannot know its lines: not set, and says why
     other = shared.open_run("built-other", workdir=str(tmp_path))
     ok(other, {"op": "breakpoints", "file": "loop.c", "lines": [6]})
-    refused = ok(other, {"op": "launch", "program": "loop"})
+    refused = ok(other, {"op": "launch", "program": "loop", "wait": 60})
     assert "line 6: NOT set: the file changed after the program was built" in refused.text
     assert refused.data["outcome"] == "exited", refused.text
     # rebuilt: the breakpoint follows its text
     build()
-    moved = ok(run, {"op": "launch", "program": "loop"})
+    moved = ok(run, {"op": "launch", "program": "loop", "wait": 60})
     assert "line 6 (moved from line 3: its text moved)" in moved.text, moved.text
     assert stop_line(moved) == 6, moved.text
     ok(run, {"op": "terminate"})
