@@ -17,8 +17,7 @@ import pytest
 
 from tests.conftest import wait_until
 from tests.lsp.test_lsp_cancel import references_project
-from tests.serve.conftest import VERSIONS, Served, start_server, text
-from tether.health_view import fetch_health
+from tests.serve.conftest import VERSIONS, Served, served_health, start_server, stop, text
 
 VENV_BIN = Path(__file__).resolve().parents[2] / ".venv" / "bin"
 
@@ -79,12 +78,7 @@ HELLO = {"file": "src/a.ts", "line": 1, "symbol": "hello"}
 
 def pending_requests(state_dir: Path) -> int:
     """Requests the served runtime's language servers have open (its health, read from
-    another process as `tether status` does: the port file and the transport secret are in
-    the server's state dir)."""
-    (port,) = [int(p.stem) for p in state_dir.glob("*.json") if p.stem.isdigit()]
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("TETHER_STATE_DIR", str(state_dir))
-        health = fetch_health(port)
+    another process as `tether status` does)."""
     found = 0
 
     def walk(node: Any) -> None:
@@ -94,7 +88,7 @@ def pending_requests(state_dir: Path) -> int:
         for child in node.get("children", []):
             walk(child)
 
-    walk(health)
+    walk(served_health(state_dir))
     return found
 
 
@@ -108,9 +102,7 @@ def ts_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     tmp = tmp_path_factory.mktemp("ts-references")
     server = start_server(tmp, workdirs={"ts": references_project(tmp / "ts")})
     yield server
-    server.stop()
-    if server.proc.poll() is None:
-        server.proc.kill()
+    stop(server)
 
 
 @pytest.mark.slow

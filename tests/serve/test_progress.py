@@ -8,13 +8,14 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from tests.serve.conftest import VERSIONS, Served, start_server, text
+from tests.serve.conftest import VERSIONS, Served, SharedServer, text
 
 CELL = "print four steps a second apart"
 VENV_BIN = Path(__file__).resolve().parents[2] / ".venv" / "bin"
@@ -35,30 +36,51 @@ def ts_project(root: Path, modules: int = 300) -> Path:
     return root
 
 
+def slow_search_project(root: Path, files: int = 40) -> Path:
+    """Files whose every candidate backtracks for a while (no match: `c` is never an
+    argument): a search of them takes seconds, most of it inside the parser slots."""
+    root.mkdir(parents=True)
+    body = "c = 1\n" + ("f(" + ", ".join(["a"] * 60) + ")\n") * 2
+    for i in range(files):
+        (root / f"m{i}.py").write_text(body)
+    return root
+
+
+@pytest.fixture(scope="module")
+def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedServer]:
+    """The module's server, with a TypeScript project and a slow-to-search one per protocol
+    version: each version's test is the first query on its project (the language server
+    and the parser slots are shared by the conversations of a server)."""
+    tmp = tmp_path_factory.mktemp("progress")
+    projects = {}
+    for mode in VERSIONS:
+        projects[f"ts-{mode}"] = ts_project(tmp / f"ts-{mode}")
+        projects[f"big-{mode}"] = slow_search_project(tmp / f"big-{mode}")
+    shared = SharedServer(tmp, projects=projects)
+    yield shared
+    shared.close()
+
+
 @pytest.mark.parametrize("mode", VERSIONS)
-def test_a_first_lsp_query_hears_that_its_server_is_indexing(tmp_path: Path, mode: str) -> None:
+def test_a_first_lsp_query_hears_that_its_server_is_indexing(served: Served, mode: str) -> None:
     path = f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
     if shutil.which("typescript-language-server", path=path) is None:
         pytest.skip("typescript-language-server is not installed: run bash scripts/install.sh")
-    server = start_server(tmp_path, workdirs={"ts": ts_project(tmp_path / "ts")})
     seen: list[str] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         seen.append(message or "")
 
     async def scenario() -> Any:
-        async with server.client(mode) as client:
-            opened = await client.call_tool("open_conversation", {"workdir": "ts"})
+        async with served.client(mode) as client:
+            opened = await client.call_tool("open_conversation", {"workdir": f"ts-{mode}"})
             handle = opened.structured_content["conversation"]
             args = {"action": "hover", "file": "src/main.ts", "line": 2, "symbol": "f1_1"}
             return await client.call_tool(
                 "lsp", {"conversation": handle, **args}, progress_callback=on_progress
             )
 
-    try:
-        hover = anyio.run(scenario)
-    finally:
-        server.stop()
+    hover = anyio.run(scenario)
     assert not hover.is_error and "f1_1(x: number): number" in text(hover), text(hover)
     indexing = [m for m in seen if "typescript-language-server indexing: Initializing JS/TS" in m]
     assert indexing, seen
@@ -93,37 +115,23 @@ def test_a_long_cell_reports_its_output_so_far(served: Served, mode: str) -> Non
     assert all(m.startswith("eval: ") for m in seen), seen
 
 
-def slow_search_project(root: Path, files: int = 40) -> Path:
-    """Files whose every candidate backtracks for a while (no match: `c` is never an
-    argument): a search of them takes seconds, most of it inside the parser slots."""
-    root.mkdir(parents=True)
-    body = "c = 1\n" + ("f(" + ", ".join(["a"] * 60) + ")\n") * 2
-    for i in range(files):
-        (root / f"m{i}.py").write_text(body)
-    return root
-
-
 @pytest.mark.parametrize("mode", VERSIONS)
-def test_a_long_structural_search_reports_the_files_searched(tmp_path: Path, mode: str) -> None:
-    server = start_server(tmp_path, workdirs={"big": slow_search_project(tmp_path / "big")})
+def test_a_long_structural_search_reports_the_files_searched(served: Served, mode: str) -> None:
     seen: list[str] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         seen.append(message or "")
 
     async def scenario() -> Any:
-        async with server.client(mode) as client:
-            opened = await client.call_tool("open_conversation", {"workdir": "big"})
+        async with served.client(mode) as client:
+            opened = await client.call_tool("open_conversation", {"workdir": f"big-{mode}"})
             handle = opened.structured_content["conversation"]
             args = {"pattern": "f($$$A, a, $$$B, a, $$$C, c)", "language": "python"}
             return await client.call_tool(
                 "ast_grep", {"conversation": handle, **args}, progress_callback=on_progress
             )
 
-    try:
-        found = anyio.run(scenario)
-    finally:
-        server.stop()
+    found = anyio.run(scenario)
     assert not found.is_error and "no matches" in text(found).lower(), text(found)
     counts = [re.search(r"files searched: (\d+) of (\d+)", m) for m in seen]
     pairs = [(int(c[1]), int(c[2])) for c in counts if c]
