@@ -35,11 +35,13 @@ import os
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+
+from thespian.actors import ActorAddress
 
 from tether.actors.base import ResourceUnavailable
 from tether.actors.process import ProcessActor
 from tether.capacity.ceiling import OVER_WORDS, ResourceCeiling
+from tether.json_types import JSONObject
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.lsp import cancellation
 from tether.lsp.cancellation import FileCancellation
@@ -47,10 +49,11 @@ from tether.lsp.limits import LspLimits
 from tether.lsp.servers import BY_NAME, find_binary, launch_argv, split_key
 from tether.lsp.session import Session
 from tether.lsp.session.timers import Deadline, SessionTimer
-from tether.messages.calls import Call, ErrorCode
+from tether.messages.calls import Call, ErrorCode, Wire
 from tether.messages.control import Start
 from tether.messages.language_server_ops import (
     LANGUAGE_SERVER,
+    LanguageServerOp,
     LanguageServerReply,
     Reload,
     Status,
@@ -78,13 +81,15 @@ class LanguageServerActor(ProcessActor):
     kind_name = "language_server"
     previous_end = ""  # how its predecessor ended (Start.previous_end)
 
-    def handle_message(self, obj: Any, data: bytes, extra: Any, sender: Any) -> None:
+    def handle_message(
+        self, obj: object, data: bytes, extra: ActorAddress | None, sender: ActorAddress
+    ) -> None:
         if isinstance(obj, Start):
             self.previous_end = obj.previous_end
         super().handle_message(obj, data, extra, sender)
 
     # --- lifecycle ------------------------------------------------------------------------
-    def on_start(self, key: str, config: dict[str, Any]) -> None:
+    def on_start(self, key: str, config: JSONObject) -> None:
         try:
             name, root = split_key(key)
         except ValueError as e:
@@ -261,7 +266,7 @@ class LanguageServerActor(ProcessActor):
         if hasattr(self, "ceiling"):
             self.ceiling.release()
 
-    def _noted(self, reply: LanguageServerReply) -> dict[str, Any]:
+    def _noted(self, reply: LanguageServerReply) -> Wire:
         """`reply` as its payload, with the start's notes on the first one."""
         if getattr(self, "start_notes", None):
             reply = replace(reply, notes=[*reply.notes, *self.start_notes])
@@ -316,6 +321,7 @@ class LanguageServerActor(ProcessActor):
             case Status():
                 self.reply(call, self._noted(self.status_payload()))
             case request:  # the session serves the rest
+                assert isinstance(request, LanguageServerOp)  # (parse gives this kind's ops)
                 deadline = call.deadline or (time.monotonic() + 30.0)
                 self.session.handle(request, call, deadline)
 
@@ -337,7 +343,7 @@ class LanguageServerActor(ProcessActor):
             stderr_tail=self.stderr_tail()[-1500:],
         )
 
-    def health_extra(self) -> dict[str, str | int | list[str]]:
+    def health_extra(self) -> JSONObject:
         st = self.session.status() if hasattr(self, "session") else None
         return {
             "server": self.row.name if hasattr(self, "row") else "",
@@ -345,7 +351,7 @@ class LanguageServerActor(ProcessActor):
             "lsp_state": "probing"
             if getattr(self, "_probing", False)
             else (st.state if st else ""),
-            "indexing": st.indexing if st else [],
+            "indexing": [*st.indexing] if st else [],
             "open_documents": st.open_documents if st else 0,
             "pending_requests": st.pending_requests if st else 0,
             "cancelled_requests": st.cancelled_requests if st else 0,

@@ -25,8 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal, NotRequired, TypedDict, TypeVar
 
-from tether.json_types import JSONValue
-from tether.messages.calls import Wire
+from tether.json_types import JSONValue  # noqa: F401 (get_type_hints reads Wire here)
+from tether.messages.calls import Wire, WireValue
 from tether.messages.ops import Records, Vocabulary, op_args
 
 LANGUAGE_SERVER = Vocabulary("language_server", idempotent=False)  # (its queries are)
@@ -238,7 +238,7 @@ def reply_payload(reply: LanguageServerReply) -> Wire:
     return payload
 
 
-def read_reply(expect: type[R], payload: Mapping[str, JSONValue]) -> R:
+def read_reply(expect: type[R], payload: Mapping[str, WireValue]) -> R:
     """The `Reply` payload back as `expect` (OpError if a field is missing or mistyped)."""
     reply: R = REPLIES.build(expect, payload)
     return reply
