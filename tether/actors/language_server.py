@@ -36,8 +36,6 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from thespian.actors import ActorAddress
-
 from tether.actors.base import ResourceUnavailable
 from tether.actors.process import ProcessActor
 from tether.capacity.ceiling import OVER_WORDS, ResourceCeiling
@@ -50,7 +48,6 @@ from tether.lsp.servers import BY_NAME, find_binary, launch_argv, split_key
 from tether.lsp.session import Session
 from tether.lsp.session.timers import Deadline, SessionTimer
 from tether.messages.calls import Call, ErrorCode, Wire
-from tether.messages.control import Start
 from tether.messages.language_server_ops import (
     LANGUAGE_SERVER,
     LanguageServerOp,
@@ -79,14 +76,6 @@ class StartupCheck:
 
 class LanguageServerActor(ProcessActor):
     kind_name = "language_server"
-    previous_end = ""  # how its predecessor ended (Start.previous_end)
-
-    def handle_message(
-        self, obj: object, data: bytes, extra: ActorAddress | None, sender: ActorAddress
-    ) -> None:
-        if isinstance(obj, Start):
-            self.previous_end = obj.previous_end
-        super().handle_message(obj, data, extra, sender)
 
     # --- lifecycle ------------------------------------------------------------------------
     def on_start(self, key: str, config: JSONObject) -> None:
