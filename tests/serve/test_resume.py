@@ -1,16 +1,22 @@
 """A conversation outlives its `tether serve`: a real server, SIGTERMed, and a new one on the
 same state dir, driven by the SDK's streamable-HTTP client. Staged edits are accepted (or
 refused, the file having changed) after the restart, breakpoints are there at the next
-launch (debugpy), and a corrupt state file is refused while the other conversations go on."""
+launch (debugpy), and a corrupt state file is refused while the other conversations go on.
+The tests whose servers stop the same way (SIGTERM, default options) share one pair
+(`drained`: each test's first half runs on the first server, its second on the next);
+a killed server and a config of its own take a pair each."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp_types as types
+import pytest
 
 from tests.conftest import wait_until
 from tests.serve.conftest import Served, start_server, text
@@ -41,111 +47,135 @@ async def stage(client: Any, handle: str, path: str) -> str:
     return str(staged.structured_content["edit_id"])
 
 
-def restarted(first: Served, tmp_path: Path) -> Served:
-    assert first.stop() == 0  # SIGTERM: the drain saves every conversation
-    return start_server(tmp_path, workdirs=first.workdirs)
+@dataclass
+class Drained:
+    """One server SIGTERMed and one started on its state dir, shared by the tests whose
+    conversations outlive a drain: `kept` holds what each test's first half (on the first
+    server) returned, by test; its second half calls the second server."""
+
+    first: Served
+    second: Served
+    kept: dict[str, Any]
 
 
-def test_staged_edits_and_breakpoints_outlive_the_server(tmp_path: Path) -> None:
-    first = start_server(tmp_path, workdirs=workdirs(tmp_path))
+async def staged_edits_before(client: Any) -> tuple[str, list[str]]:
+    """test_staged_edits_and_breakpoints_outlive_the_server, on the first server (app)."""
+    handle = await open_conversation(client, "app")
+    ids = [await stage(client, handle, "a.py"), await stage(client, handle, "b.py")]
+    bps = await call(client, handle, "debug", op="breakpoints", file="prog.py",
+                     lines=[3])  # fmt: skip
+    assert not bps.is_error, text(bps)
+    cell = await call(client, handle, "eval", code="x = 41",
+                      description="keep a number in the interpreter")  # fmt: skip
+    assert not cell.is_error, text(cell)
+    return handle, ids
+
+
+async def corrupt_state_before(client: Any) -> tuple[str, str]:
+    """test_a_corrupt_state_file_is_refused_and_the_other_conversations_go_on, on the
+    first server (workdirs of its own: app2, lib2)."""
+    app = await open_conversation(client, "app2")
+    lib = await open_conversation(client, "lib2")
+    await stage(client, app, "a.py")
+    await stage(client, lib, "a.py")
+    return app, lib
+
+
+@pytest.fixture(scope="module")
+def drained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Drained]:
+    """Each test's first half on the first server, a SIGTERM (the drain saves every
+    conversation), what each test changes while no server runs, the second server."""
+    tmp = tmp_path_factory.mktemp("drained")
+    (tmp / "one").mkdir()
+    (tmp / "two").mkdir()
+    dirs = {**workdirs(tmp / "one"), **{f"{n}2": d for n, d in workdirs(tmp / "two").items()}}
+    first = start_server(tmp, workdirs=dirs)
     try:
 
-        async def before() -> tuple[str, list[str]]:
+        async def before() -> dict[str, Any]:
             async with first.client() as client:
-                handle = await open_conversation(client, "app")
-                ids = [await stage(client, handle, "a.py"), await stage(client, handle, "b.py")]
-                bps = await call(client, handle, "debug", op="breakpoints", file="prog.py",
-                                 lines=[3])  # fmt: skip
-                assert not bps.is_error, text(bps)
-                cell = await call(client, handle, "eval", code="x = 41",
-                                  description="keep a number in the interpreter")  # fmt: skip
-                assert not cell.is_error, text(cell)
-                return handle, ids
+                return {
+                    "staged": await staged_edits_before(client),
+                    "corrupt": await corrupt_state_before(client),
+                }
 
-        handle, (edit_a, edit_b) = anyio.run(before)
+        kept = anyio.run(before)
     except BaseException:
         first.stop()
         raise
-    app = first.workdirs["app"]
-    second = restarted(first, tmp_path)
+    assert first.stop() == 0
+    # while no server runs: the staged b.py changes (test_staged_edits_...), and the lib
+    # conversation's state file is cut short, as a full disk or a crash might (test_a_corrupt_...)
+    (dirs["app"] / "b.py").write_text("print(20)\n")
+    _app, lib = kept["corrupt"]
+    state = first.state_dir / "serve-runs" / f"{lib}.state"
+    state.write_bytes(state.read_bytes()[:40])
+    second = start_server(tmp, workdirs=dirs)
     try:
-        (app / "b.py").write_text("print(20)\n")  # changed while no server held it
-
-        async def after() -> tuple[Any, ...]:
-            async with second.client("2026-07-28") as client:
-                accepted = await call(client, handle, "resolve", edit_id=edit_a, action="accept")
-                refused = await call(client, handle, "resolve", edit_id=edit_b, action="accept")
-                listed = await call(client, handle, "debug", op="breakpoints")
-                launched = await call(client, handle, "debug", op="launch", program="prog.py")
-                await call(client, handle, "debug", op="terminate")
-                cell = await call(client, handle, "eval", code="x + 1",
-                                  description="read the number kept before the restart")  # fmt: skip
-                again = await call(client, handle, "eval", code="1 + 1",
-                                   description="a second cell in the new interpreter")  # fmt: skip
-                return accepted, refused, listed, launched, cell, again
-
-        accepted, refused, listed, launched, cell, again = anyio.run(after)
-        assert not accepted.is_error, text(accepted)
-        assert text(accepted).startswith("(this conversation was resumed by a restarted server")
-        assert f"2 staged edits ({edit_a}, {edit_b}" in text(accepted)
-        assert "1 breakpoint(s)" in text(accepted)
-        assert (app / "a.py").read_text() == "log(1)\n"
-        assert refused.is_error and "changed since it was staged: b.py" in text(refused)
-        assert (app / "b.py").read_text() == "print(20)\n"
-        assert "prog.py:3" in text(listed), text(listed)
-        assert not launched.is_error, text(launched)
-        assert launched.structured_content["outcome"] == "stopped"
-        assert "stopped at prog.py:3 (breakpoint)" in text(launched), text(launched)
-        assert "the debug session this conversation had" not in text(launched)  # never launched
-        assert text(cell).startswith("(the interpreter this conversation had before the server")
-        assert "(python) is gone" in text(cell) and "NameError" in text(cell)
-        assert not again.is_error and "is gone" not in text(again)  # said once
+        yield Drained(first, second, kept)
     finally:
         second.stop()
+
+
+def test_staged_edits_and_breakpoints_outlive_the_server(drained: Drained) -> None:
+    handle, (edit_a, edit_b) = drained.kept["staged"]
+    app = drained.first.workdirs["app"]  # (b.py changed while no server held it)
+    second = drained.second
+
+    async def after() -> tuple[Any, ...]:
+        async with second.client("2026-07-28") as client:
+            accepted = await call(client, handle, "resolve", edit_id=edit_a, action="accept")
+            refused = await call(client, handle, "resolve", edit_id=edit_b, action="accept")
+            listed = await call(client, handle, "debug", op="breakpoints")
+            launched = await call(client, handle, "debug", op="launch", program="prog.py")
+            await call(client, handle, "debug", op="terminate")
+            cell = await call(client, handle, "eval", code="x + 1",
+                              description="read the number kept before the restart")  # fmt: skip
+            again = await call(client, handle, "eval", code="1 + 1",
+                               description="a second cell in the new interpreter")  # fmt: skip
+            return accepted, refused, listed, launched, cell, again
+
+    accepted, refused, listed, launched, cell, again = anyio.run(after)
+    assert not accepted.is_error, text(accepted)
+    assert text(accepted).startswith("(this conversation was resumed by a restarted server")
+    assert f"2 staged edits ({edit_a}, {edit_b}" in text(accepted)
+    assert "1 breakpoint(s)" in text(accepted)
+    assert (app / "a.py").read_text() == "log(1)\n"
+    assert refused.is_error and "changed since it was staged: b.py" in text(refused)
+    assert (app / "b.py").read_text() == "print(20)\n"
+    assert "prog.py:3" in text(listed), text(listed)
+    assert not launched.is_error, text(launched)
+    assert launched.structured_content["outcome"] == "stopped"
+    assert "stopped at prog.py:3 (breakpoint)" in text(launched), text(launched)
+    assert "the debug session this conversation had" not in text(launched)  # never launched
+    assert text(cell).startswith("(the interpreter this conversation had before the server")
+    assert "(python) is gone" in text(cell) and "NameError" in text(cell)
+    assert not again.is_error and "is gone" not in text(again)  # said once
 
 
 def test_a_corrupt_state_file_is_refused_and_the_other_conversations_go_on(
-    tmp_path: Path,
+    drained: Drained,
 ) -> None:
-    first = start_server(tmp_path, workdirs=workdirs(tmp_path))
-    try:
+    app, lib = drained.kept["corrupt"]  # (lib's state file was cut short between the two)
+    second = drained.second
 
-        async def before() -> tuple[str, str, str]:
-            async with first.client() as client:
-                app = await open_conversation(client, "app")
-                lib = await open_conversation(client, "lib")
-                return app, lib, await stage(client, app, "a.py") + await stage(client, lib, "a.py")
+    async def after() -> tuple[Any, Any, Any]:
+        async with second.client() as client:
+            on_lib = await call(client, lib, "read", path="a.py")
+            again = await call(client, lib, "resolve", edit_id="edit_1", action="accept")
+            on_app = await call(client, app, "resolve", edit_id="edit_1", action="accept")
+            return on_lib, again, on_app
 
-        app, lib, _ids = anyio.run(before)
-    except BaseException:
-        first.stop()
-        raise
-    second_state = first.state_dir / "serve-runs"
-    assert first.stop() == 0
-    kept = second_state / f"{lib}.state"
-    kept.write_bytes(kept.read_bytes()[:40])  # cut short, as a full disk or a crash might
-    second = start_server(tmp_path, workdirs=first.workdirs)
-    try:
-
-        async def after() -> tuple[Any, Any, Any]:
-            async with second.client() as client:
-                on_lib = await call(client, lib, "read", path="a.py")
-                again = await call(client, lib, "resolve", edit_id="edit_1", action="accept")
-                on_app = await call(client, app, "resolve", edit_id="edit_1", action="accept")
-                return on_lib, again, on_app
-
-        on_lib, again, on_app = anyio.run(after)
-        assert not on_lib.is_error and "print(1)" in text(on_lib)
-        assert "the state kept for it was refused" in text(on_lib)
-        assert f"{lib}.state: it is not JSON" in text(on_lib)
-        assert again.is_error and "unknown edit_id 'edit_1'" in text(again)
-        assert (first.workdirs["lib"] / "a.py").read_text() == "print(1)\n"
-        assert not on_app.is_error, text(on_app)
-        assert (first.workdirs["app"] / "a.py").read_text() == "log(1)\n"
-        assert (second_state / f"{lib}.state.refused").exists()
-        assert "its kept state refused" in (tmp_path / "serve.err").read_text()
-    finally:
-        second.stop()
+    on_lib, again, on_app = anyio.run(after)
+    assert not on_lib.is_error and "print(1)" in text(on_lib)
+    assert "the state kept for it was refused" in text(on_lib)
+    assert f"{lib}.state: it is not JSON" in text(on_lib)
+    assert again.is_error and "unknown edit_id 'edit_1'" in text(again)
+    assert (second.workdirs["lib2"] / "a.py").read_text() == "print(1)\n"
+    assert not on_app.is_error, text(on_app)
+    assert (second.workdirs["app2"] / "a.py").read_text() == "log(1)\n"
+    assert (second.state_dir / "serve-runs" / f"{lib}.state.refused").exists()
+    assert "its kept state refused" in (second.state_dir.parent / "serve.err").read_text()
 
 
 def test_the_state_is_kept_as_it_changes_so_a_killed_server_loses_none_of_it(
