@@ -2,9 +2,9 @@
 same state dir, driven by the SDK's streamable-HTTP client. Staged edits are accepted (or
 refused, the file having changed) after the restart, breakpoints are there at the next
 launch (debugpy), and a corrupt state file is refused while the other conversations go on.
-The tests whose servers stop the same way (SIGTERM, default options) share one pair
-(`drained`: each test's first half runs on the first server, its second on the next);
-a killed server and a config of its own take a pair each."""
+The tests whose servers stop the same way (SIGTERM) share one pair (`drained`: each
+test's first half runs on the first server, its second on the next; each has workdirs of
+its own); the killed server takes a pair of its own."""
 
 from __future__ import annotations
 
@@ -81,6 +81,31 @@ async def corrupt_state_before(client: Any) -> tuple[str, str]:
     return app, lib
 
 
+def approvals_config(tmp: Path) -> Path:
+    """test_approvals_given_...: a workdir `gated` whose writes ask the client's human."""
+    gated = tmp / "gated"
+    gated.mkdir()
+    config = tmp / "serve-config"
+    config.write_text(json.dumps({"workdirs": {"gated": {"path": str(gated),
+                                                         "approval": {"write": "ask"}}}}))  # fmt: skip
+    return config
+
+
+async def approvals_write(
+    server: Served, handle: str, path: str, asked: list[Any]
+) -> tuple[str, Any]:
+    """test_approvals_given_...: a write in `gated` (a new conversation without a handle),
+    from a client whose human allows every card (and is counted in `asked`)."""
+
+    async def allow(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={"choice": "allow"})
+
+    async with server.client("legacy", elicitation_callback=allow) as client:
+        handle = handle or await open_conversation(client, "gated")
+        return handle, await call(client, handle, "write", path=path, content="x\n")
+
+
 @pytest.fixture(scope="module")
 def drained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Drained]:
     """Each test's first half on the first server, a SIGTERM (the drain saves every
@@ -89,14 +114,17 @@ def drained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Drained]:
     (tmp / "one").mkdir()
     (tmp / "two").mkdir()
     dirs = {**workdirs(tmp / "one"), **{f"{n}2": d for n, d in workdirs(tmp / "two").items()}}
-    first = start_server(tmp, workdirs=dirs)
+    config = ("--config", str(approvals_config(tmp)))
+    first = start_server(tmp, *config, workdirs=dirs)
     try:
 
         async def before() -> dict[str, Any]:
+            asked: list[Any] = []
             async with first.client() as client:
                 return {
                     "staged": await staged_edits_before(client),
                     "corrupt": await corrupt_state_before(client),
+                    "approvals": (*await approvals_write(first, "", "one.txt", asked), asked),
                 }
 
         kept = anyio.run(before)
@@ -110,7 +138,7 @@ def drained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Drained]:
     _app, lib = kept["corrupt"]
     state = first.state_dir / "serve-runs" / f"{lib}.state"
     state.write_bytes(state.read_bytes()[:40])
-    second = start_server(tmp, workdirs=dirs)
+    second = start_server(tmp, *config, workdirs=dirs)
     try:
         yield Drained(first, second, kept)
     finally:
@@ -215,37 +243,15 @@ def test_the_state_is_kept_as_it_changes_so_a_killed_server_loses_none_of_it(
 
 
 def test_approvals_given_are_recorded_and_a_restart_asks_again_with_the_next_card_number(
-    tmp_path: Path,
+    drained: Drained,
 ) -> None:
-    gated = tmp_path / "gated"
-    gated.mkdir()
-    config = tmp_path / "serve-config"
-    config.write_text(json.dumps({"workdirs": {"gated": {"path": str(gated),
-                                                         "approval": {"write": "ask"}}}}))  # fmt: skip
-    asked: list[Any] = []
-
-    async def allow(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        asked.append(params)
-        return types.ElicitResult(action="accept", content={"choice": "allow"})
-
-    async def write(server: Served, handle: str, path: str) -> tuple[str, Any]:
-        async with server.client("legacy", elicitation_callback=allow) as client:
-            handle = handle or await open_conversation(client, "gated")
-            return handle, await call(client, handle, "write", path=path, content="x\n")
-
-    first = start_server(tmp_path, "--config", str(config), workdirs={})
-    try:
-        handle, wrote = anyio.run(write, first, "", "one.txt")
-        assert not wrote.is_error, text(wrote)
-    finally:
-        assert first.stop() == 0
-    second = start_server(tmp_path, "--config", str(config), workdirs={})
-    try:
-        _handle, again = anyio.run(write, second, handle, "two.txt")
-        kept = second.state_dir / "serve-runs" / f"{handle}.state"
-        wait_until(lambda: b'"last":2' in kept.read_bytes(), timeout=10)
-    finally:
-        second.stop()
+    handle, wrote, asked = drained.kept["approvals"]
+    assert not wrote.is_error, text(wrote)
+    second = drained.second
+    _handle, again = anyio.run(approvals_write, second, handle, "two.txt", asked)
+    kept = second.state_dir / "serve-runs" / f"{handle}.state"
+    wait_until(lambda: b'"last":2' in kept.read_bytes(), timeout=10)
+    gated = second.state_dir.parent / "gated"
     assert not again.is_error and (gated / "two.txt").exists(), text(again)
     assert "the approvals given before (cards #1) allowed those calls only" in text(again)
     assert len(asked) == 2  # the restart asked again: an approval is for one call
