@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -15,12 +15,27 @@ import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from tests.serve.conftest import VERSIONS, Served, start_server, text
+from tests.serve.conftest import VERSIONS, Served, SharedServer, text
 
 QUESTION = {
     "question": "Which database should the service use?",
     "options": [{"label": "Postgres", "description": "the default"}, {"label": "SQLite"}],
 }
+
+
+@pytest.fixture(scope="module")
+def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedServer]:
+    """The module's server, with a workdir `gated` whose writes ask the client's human
+    (the config's workdirs beside app and lib)."""
+    tmp = tmp_path_factory.mktemp("served")
+    gated = tmp / "gated"
+    gated.mkdir()
+    config = tmp / "serve-config"
+    workdirs = {"gated": {"path": str(gated), "approval": {"write": "ask"}}}
+    config.write_text(json.dumps({"workdirs": workdirs}))
+    shared = SharedServer(tmp, "--config", str(config))
+    yield shared
+    shared.close()
 
 
 @pytest.mark.parametrize("mode", VERSIONS)
@@ -75,14 +90,9 @@ def test_a_client_that_cannot_be_asked_is_not_shown_ask_user_and_is_refused_at_o
 
 
 def test_a_permission_card_asks_the_clients_human_and_fails_closed_without_one(
-    tmp_path: Path,
+    served: Served,
 ) -> None:
-    gated = tmp_path / "gated"
-    gated.mkdir()
-    config = tmp_path / "serve-config"
-    workdirs = {"gated": {"path": str(gated), "approval": {"write": "ask"}}}
-    config.write_text(json.dumps({"workdirs": workdirs}))
-    server = start_server(tmp_path, "--config", str(config), workdirs={})
+    gated = served.state_dir.parent / "gated"
     asked: list[Any] = []
 
     async def allow(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
@@ -90,18 +100,15 @@ def test_a_permission_card_asks_the_clients_human_and_fails_closed_without_one(
         return types.ElicitResult(action="accept", content={"choice": "allow"})
 
     async def write(mode: str, path: str, **options: Any) -> Any:
-        async with server.client(mode, **options) as client:
+        async with served.client(mode, **options) as client:
             opened = await client.call_tool("open_conversation", {"workdir": "gated"})
             handle = opened.structured_content["conversation"]
             args = {"conversation": handle, "path": path, "content": "x\n"}
             return await client.call_tool("write", args)
 
-    try:
-        allowed = anyio.run(lambda: write("legacy", "allowed.txt", elicitation_callback=allow))
-        refused = anyio.run(lambda: write("2026-07-28", "refused.txt"))
-        parked = anyio.run(lambda: write("2026-07-28", "parked.txt", elicitation_callback=allow))
-    finally:
-        server.stop()
+    allowed = anyio.run(lambda: write("legacy", "allowed.txt", elicitation_callback=allow))
+    refused = anyio.run(lambda: write("2026-07-28", "refused.txt"))
+    parked = anyio.run(lambda: write("2026-07-28", "parked.txt", elicitation_callback=allow))
     assert not allowed.is_error, text(allowed)
     assert (gated / "allowed.txt").exists()
     assert not parked.is_error and (gated / "parked.txt").exists(), text(parked)  # input_required
