@@ -19,7 +19,7 @@ state dir.
 
 The checker's argv itself is made on the host, from the project's compile_flags.txt: that
 file is read beneath the project root, so a link from it to another run's file is not
-read (`servers.checker_argv`)."""
+read (`checkers.checker_argv`)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ import pytest
 from tests.conftest import wait_until
 from tests.lsp.lsp_support import need
 from tests.places.test_places import needs_sandbox
-from tether.lsp.servers import BY_NAME, CheckerUnavailable, checker_argv
+from tether.lsp.checkers import CheckerUnavailable, checker_argv
+from tether.lsp.servers import BY_NAME
 
 PROBE = textwrap.dedent(
     """\

@@ -10,7 +10,7 @@ writes beside the project (temp files) goes to each run's own private scratch di
 the runtime's shared cache, kept.
 
 Key: "<server>:<absolute root>" as for language servers (`servers.make_key`): the row names
-the checker, its argv and the parser of its output (`servers.checker_argv`,
+the checker, its argv and the parser of its output (`checkers.checker_argv`,
 `checkers.parse_checker_output`). Its one op, `Check` (tether.messages.checker_ops), answers
 a `CheckReply` (the records, the exit code). One check runs at a time per key: calls that
 arrive meanwhile are served together by the next run (which sees their writes), and a run
@@ -27,8 +27,13 @@ from tether.actors.process import ProcessActor
 from tether.capacity.ceiling import ResourceCeiling
 from tether.json_types import JSONObject
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
-from tether.lsp.checkers import CHECKER_TIMEOUT, parse_checker_output
-from tether.lsp.servers import BY_NAME, CheckerUnavailable, checker_argv, split_key
+from tether.lsp.checkers import (
+    CHECKER_TIMEOUT,
+    CheckerUnavailable,
+    checker_argv,
+    parse_checker_output,
+)
+from tether.lsp.servers import BY_NAME, split_key
 from tether.messages.calls import Call, ErrorCode
 from tether.messages.checker_ops import CHECKER, Check, CheckReply
 from tether.messages.ops import op_args

@@ -1,4 +1,5 @@
-"""Output parsers of the project checkers `lsp diagnostics "*"` runs, one per output format.
+"""The project checkers `lsp diagnostics "*"` runs: how each is started (`checker_argv`), and
+the parsers of their output, one per output format.
 
 A row of the server table (`tether.lsp.servers`) names its checker's argv and, by name,
 the parser here that reads what it prints: basedpyright's JSON, tsc's one-line errors,
@@ -10,11 +11,18 @@ rendered like a language server's diagnostics.
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 from collections.abc import Callable
-from typing import TypedDict
+from pathlib import Path
+from typing import TYPE_CHECKING, TypedDict
 
+from tether.atomic_files import open_regular
 from tether.json_types import JSONObject, JSONValue
+
+if TYPE_CHECKING:
+    from tether.lsp.servers import ServerRow
 
 CHECKER_TIMEOUT = 300.0  # s one run of a project checker may take
 
@@ -157,3 +165,67 @@ def _text(v: JSONValue) -> str:
 
 def _whole(v: JSONValue) -> int:
     return v if isinstance(v, int) and not isinstance(v, bool) else 0
+
+
+class CheckerUnavailable(Exception):
+    """The row's project checker cannot run here (its binary is missing)."""
+
+
+SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", "build", "target", ".cache"}
+
+
+def checker_argv(row: ServerRow, root: Path) -> list[str]:
+    """The argv of `row`'s project checker for the project at `root` (run in `root`); []
+    when there is nothing to check (a checker of listed files, and no such file)."""
+    ck = row.checker
+    assert ck is not None, f"{row.name} has no project checker"
+    exe = local_or_path(row, root, ck.argv[0])
+    if exe is None:
+        raise CheckerUnavailable(
+            f"the {row.name} project checker needs {ck.argv[0]}, which is not on PATH"
+        )
+    argv = [exe, *ck.argv[1:]]
+    if ck.files:
+        argv += _flag_lines(row, root)
+        files = _project_files(root, ck.files)
+        if not files:
+            return []
+        argv += files
+    return argv
+
+
+def _flag_lines(row: ServerRow, root: Path) -> list[str]:
+    """The lines of the project's compile_flags.txt (none when it has none), read beneath
+    `root`: a file whose links lead out of the project (to another run's workspace, a
+    secret) is not read into the checker's argv on the host (issue 22)."""
+    flags = root / "compile_flags.txt"
+    try:
+        with open_regular(flags, follow=True, root=root) as f:
+            text = f.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise CheckerUnavailable(
+            f"the {row.name} project checker reads {flags}, which could not be read: {exc}. "
+            "Make it a regular file inside the project"
+        ) from exc
+    return [ln.strip() for ln in text.splitlines() if ln.strip()]
+
+
+def local_or_path(row: ServerRow, root: Path, name: str) -> str | None:
+    """`name` in the project's own bin dirs (node_modules/.bin, .venv/bin, ...), else on PATH."""
+    for d in row.local_bin_dirs:
+        candidate = root / d / name
+        if os.access(candidate, os.X_OK):
+            return str(candidate)
+    return shutil.which(name)
+
+
+def _project_files(root: Path, exts: tuple[str, ...]) -> list[str]:
+    out = []
+    for d, dirs, files in os.walk(root):
+        dirs[:] = sorted(x for x in dirs if x not in SKIP_DIRS and not x.startswith("."))
+        out += [
+            os.path.relpath(os.path.join(d, f), root) for f in sorted(files) if f.endswith(exts)
+        ]
+    return out

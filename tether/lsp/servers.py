@@ -8,7 +8,7 @@ of its binaries resolves (on PATH, or a project-local path such as node_modules/
 Whichever half is missing is named, with the names looked for.
 
 Each row also names the project's own checker for `lsp diagnostics "*"` and the parser for
-its output, by name: the parsers themselves are `tether.lsp.checkers`.
+its output, by name: how the checker is started and the parsers are `tether.lsp.checkers`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from types import MappingProxyType
 from tether import roots
 from tether.atomic_files import open_regular
 from tether.json_types import JSONObject, JSONValue
-from tether.lsp.checkers import PARSERS
+from tether.lsp.checkers import PARSERS, local_or_path
 from tether.messages.language_server_ops import HierarchyDirection
 from tether.places.registry import split_place
 from tether.roots import find_root  # (tests and callers find it here too)
@@ -402,77 +402,13 @@ def split_key(key: str) -> tuple[str, Path]:
     return name, Path(root)
 
 
-class CheckerUnavailable(Exception):
-    """The row's project checker cannot run here (its binary is missing)."""
-
-
-SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", "build", "target", ".cache"}
-
-
-def checker_argv(row: ServerRow, root: Path) -> list[str]:
-    """The argv of `row`'s project checker for the project at `root` (run in `root`); []
-    when there is nothing to check (a checker of listed files, and no such file)."""
-    ck = row.checker
-    assert ck is not None, f"{row.name} has no project checker"
-    exe = _local_or_path(row, root, ck.argv[0])
-    if exe is None:
-        raise CheckerUnavailable(
-            f"the {row.name} project checker needs {ck.argv[0]}, which is not on PATH"
-        )
-    argv = [exe, *ck.argv[1:]]
-    if ck.files:
-        argv += _flag_lines(row, root)
-        files = _project_files(root, ck.files)
-        if not files:
-            return []
-        argv += files
-    return argv
-
-
-def _flag_lines(row: ServerRow, root: Path) -> list[str]:
-    """The lines of the project's compile_flags.txt (none when it has none), read beneath
-    `root`: a file whose links lead out of the project (to another run's workspace, a
-    secret) is not read into the checker's argv on the host (issue 22)."""
-    flags = root / "compile_flags.txt"
-    try:
-        with open_regular(flags, follow=True, root=root) as f:
-            text = f.read().decode("utf-8", "replace")
-    except FileNotFoundError:
-        return []
-    except OSError as exc:
-        raise CheckerUnavailable(
-            f"the {row.name} project checker reads {flags}, which could not be read: {exc}. "
-            "Make it a regular file inside the project"
-        ) from exc
-    return [ln.strip() for ln in text.splitlines() if ln.strip()]
-
-
-def _local_or_path(row: ServerRow, root: Path, name: str) -> str | None:
-    """`name` in the project's own bin dirs (node_modules/.bin, .venv/bin, ...), else on PATH."""
-    for d in row.local_bin_dirs:
-        candidate = root / d / name
-        if os.access(candidate, os.X_OK):
-            return str(candidate)
-    return shutil.which(name)
-
-
-def _project_files(root: Path, exts: tuple[str, ...]) -> list[str]:
-    out = []
-    for d, dirs, files in os.walk(root):
-        dirs[:] = sorted(x for x in dirs if x not in SKIP_DIRS and not x.startswith("."))
-        out += [
-            os.path.relpath(os.path.join(d, f), root) for f in sorted(files) if f.endswith(exts)
-        ]
-    return out
-
-
 def find_binary(row: ServerRow, root: Path | None) -> str:
     """The absolute path of the row's binary ("" when none resolves): project-local dirs
     first, then PATH. A lookup only, never a process: a row's probe (`probe_argv`) is run
     by the server's actor, under the tree, before it starts the server
     (`tether.actors.language_server`), and its failure is the start's answer."""
     for name in row.binaries:
-        found = _local_or_path(row, root, name) if root else shutil.which(name)
+        found = local_or_path(row, root, name) if root else shutil.which(name)
         if found:
             return found
     return ""
