@@ -11,8 +11,19 @@ refusal and the bounded walk down (a sample file, a marker anywhere) live here o
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable, Collection
 from pathlib import Path
+
+
+def local_or_path(root: Path, bin_dirs: Collection[str], name: str) -> str | None:
+    """`name` in the project's own bin dirs under `root` (node_modules/.bin, .venv/bin, ...),
+    else on PATH: a project's own tool wins over the machine's."""
+    for d in bin_dirs:
+        candidate = root / d / name
+        if os.access(candidate, os.X_OK):
+            return str(candidate)
+    return shutil.which(name)
 
 
 def find_root(start: Path, workspace: Path, markers: tuple[str, ...]) -> tuple[Path, str] | None:

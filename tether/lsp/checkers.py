@@ -13,13 +13,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
 from tether.atomic_files import open_regular
 from tether.json_types import JSONObject, JSONValue
+from tether.roots import local_or_path
 
 if TYPE_CHECKING:
     from tether.lsp.servers import ServerRow
@@ -179,7 +179,7 @@ def checker_argv(row: ServerRow, root: Path) -> list[str]:
     when there is nothing to check (a checker of listed files, and no such file)."""
     ck = row.checker
     assert ck is not None, f"{row.name} has no project checker"
-    exe = local_or_path(row, root, ck.argv[0])
+    exe = local_or_path(root, row.local_bin_dirs, ck.argv[0])
     if exe is None:
         raise CheckerUnavailable(
             f"the {row.name} project checker needs {ck.argv[0]}, which is not on PATH"
@@ -210,15 +210,6 @@ def _flag_lines(row: ServerRow, root: Path) -> list[str]:
             "Make it a regular file inside the project"
         ) from exc
     return [ln.strip() for ln in text.splitlines() if ln.strip()]
-
-
-def local_or_path(row: ServerRow, root: Path, name: str) -> str | None:
-    """`name` in the project's own bin dirs (node_modules/.bin, .venv/bin, ...), else on PATH."""
-    for d in row.local_bin_dirs:
-        candidate = root / d / name
-        if os.access(candidate, os.X_OK):
-            return str(candidate)
-    return shutil.which(name)
 
 
 def _project_files(root: Path, exts: tuple[str, ...]) -> list[str]:

@@ -25,10 +25,10 @@ from types import MappingProxyType
 from tether import roots
 from tether.atomic_files import open_regular
 from tether.json_types import JSONObject, JSONValue
-from tether.lsp.checkers import PARSERS, local_or_path
+from tether.lsp.checkers import PARSERS
 from tether.messages.language_server_ops import HierarchyDirection
 from tether.places.registry import split_place
-from tether.roots import find_root  # (tests and callers find it here too)
+from tether.roots import find_root, local_or_path  # (find_root: callers find it here too)
 
 DIRECTIONS: tuple[HierarchyDirection, ...] = typing.get_args(HierarchyDirection)
 
@@ -408,7 +408,7 @@ def find_binary(row: ServerRow, root: Path | None) -> str:
     by the server's actor, under the tree, before it starts the server
     (`tether.actors.language_server`), and its failure is the start's answer."""
     for name in row.binaries:
-        found = local_or_path(row, root, name) if root else shutil.which(name)
+        found = local_or_path(root, row.local_bin_dirs, name) if root else shutil.which(name)
         if found:
             return found
     return ""
