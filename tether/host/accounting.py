@@ -75,7 +75,8 @@ class ProcessAccount:
             procs[top.pid] = top
             for child in top.children(recursive=True):
                 procs[child.pid] = child
-        for pid, created in self._known:
+        # (a copy: health samples on other threads - the governor's - remember more meanwhile)
+        for pid, created in list(self._known):
             if pid not in procs and same_process(pid, created):
                 with contextlib.suppress(psutil.NoSuchProcess):
                     procs[pid] = psutil.Process(pid)
