@@ -122,6 +122,20 @@ def test_write_reports_new_error_once(lsp_rt, edited, project):  # noqa: F811
     run.close()
 
 
+@NEEDS["typescript"]
+def test_a_clean_write_to_a_clean_typescript_file_is_not_pending(lsp_rt, tmp_path):  # noqa: F811
+    # typescript-language-server publishes nothing for a file that stays clean: without
+    # asking tsserver, such a write waited out its cap and answered "Diagnostics pending"
+    run = lsp_rt.open_run(f"clean-{next(_ids)}", workdir=str(copy_project("typescript", tmp_path)))
+    warm = {"action": "diagnostics", "file": "src/report.ts"}
+    wait_until(lambda: not run.call("lsp", warm).is_error, timeout=60, interval=0.5)
+    for i in range(3):
+        r = run.call("edit", {"path": "src/report.ts", "old_string": "console.log(", "new_string": f"// {i}\nconsole.log("})  # fmt: skip
+        assert not r.is_error and "pending" not in r.text, r.text
+        assert "diagnostics" not in r.data, r.data  # nothing new, nothing pending
+    run.close()
+
+
 RENAMES = {
     "typescript": (dict(file="src/shapes.ts", line=6, symbol="Square", new_name="Quad"), [{"path": "src/report.ts", "edits": 2}, {"path": "src/shapes.ts", "edits": 1}]),
     "go": (dict(file="geo/geo.go", line=20, symbol="TotalArea", new_name="SumAreas"), [{"path": "geo/geo.go", "edits": 2}, {"path": "main.go", "edits": 1}]),

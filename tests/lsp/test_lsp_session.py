@@ -14,6 +14,7 @@ import pytest
 from tether.lsp.jsonrpc import Capabilities
 from tether.lsp.servers import BY_NAME
 from tether.lsp.session import Session
+from tether.lsp.session.freshness import CLEAN_CHECKS
 from tether.messages.calls import ResourceError
 from tether.messages.language_server_ops import (
     Diagnostics,
@@ -213,6 +214,46 @@ def test_push_versioned_publish_is_fresh_and_stale_one_is_not(project):
         )
     )
     assert io.results["t1"][1]["files"] == {str(f): []}
+
+
+def _ts_write(project: Path, text: str) -> tuple[Session, FakeIO, Path]:
+    caps = {"textDocumentSync": 2, "executeCommandProvider": {"commands": ["typescript.tsserverRequest"]}}  # fmt: skip
+    s, io = start(project, caps, server="typescript-language-server")
+    (project / "tsconfig.json").write_text("{}")
+    f = project / "a.ts"
+    f.write_text(text)
+    s.handle(Sync([str(f)], created=[str(f)]), "t1", io.t + 10)
+    run_timers(io, s, io.t + 2.0)  # no warm-up progress began: the write goes out
+    return s, io, f
+
+
+def test_a_clean_write_to_a_server_silent_about_clean_files_is_confirmed_at_once(project):
+    # typescript-language-server publishes nothing when a clean file stays clean: the wait
+    # asks tsserver for each kind of diagnostics, and all empty answers "no diagnostics"
+    s, io, f = _ts_write(project, "export const x = 1;\n")
+    for kind in CLEAN_CHECKS:
+        assert "t1" not in io.results
+        ask = io.requests("workspace/executeCommand")[-1]
+        assert ask["params"] == {"command": "typescript.tsserverRequest", "arguments": [kind, {"file": f.as_uri()}]}  # fmt: skip
+        answer(s, ask, {"type": "response", "success": True, "body": []})
+    ok, reply = io.results["t1"]
+    assert ok and reply["files"] == {str(f): []} and reply["pending"] == [], reply
+
+
+def test_a_write_with_errors_waits_for_their_publish_not_the_check(project):
+    s, io, f = _ts_write(project, "export const x: number = 'a';\n")
+    ask = io.requests("workspace/executeCommand")[-1]
+    answer(s, ask, {"type": "response", "success": True, "body": []})  # syntax: clean
+    ask = io.requests("workspace/executeCommand")[-1]
+    error = {"start": {"line": 1, "offset": 14}, "end": {"line": 1, "offset": 15}, "text": "Type 'string' is not assignable", "code": 2322, "category": "error"}  # fmt: skip
+    answer(s, ask, {"type": "response", "success": True, "body": [error]})
+    assert len(io.requests("workspace/executeCommand")) == 2  # no suggestion check: not clean
+    assert "t1" not in io.results  # the publish that a non-empty kind brings is awaited
+    item = {"range": {"start": {"line": 0, "character": 13}, "end": {"line": 0, "character": 14}}, "message": "Type 'string' is not assignable", "severity": 1}  # fmt: skip
+    s.feed(encode({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {"uri": f.as_uri(), "diagnostics": [item]}}))  # fmt: skip
+    run_timers(io, s, io.t + 0.5)  # its quiet window
+    ok, reply = io.results["t1"]
+    assert ok and [d["message"] for d in reply["files"][str(f)]] == [item["message"]], reply
 
 
 def test_server_request_with_our_id_is_answered_not_taken_for_a_response(project):

@@ -200,6 +200,12 @@ class Capabilities:
         registered = REGISTERED_AS.get(method, method)
         return any(m == registered for m, _ in self.dynamic.values())
 
+    def offers_command(self, command: str) -> bool:
+        """`command` is among those the server's workspace/executeCommand advertises."""
+        provider = self.static.get("executeCommandProvider")
+        commands = provider.get("commands") if isinstance(provider, dict) else None
+        return isinstance(commands, list) and command in commands
+
     def register(self, params: JSONValue) -> None:
         for r in _objects(params, "registrations"):
             method = r.get("method", "")

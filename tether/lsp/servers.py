@@ -77,6 +77,12 @@ class ServerRow:
     # push servers that publish only when a change asks for it: tsserver's `geterr` after
     # didOpen is cancelled by the next request, so a diagnostics query re-sends the text
     nudge_for_diagnostics: bool = False
+    # push servers that publish nothing for a file whose diagnostics were empty and stay
+    # empty (typescript-language-server skips an empty-to-empty update of every kind): a
+    # call waiting for such a file asks the server, through this workspace/executeCommand
+    # (which forwards a request to tsserver), whether its text is clean - else a clean
+    # write would wait out its cap and answer "pending"
+    clean_check_command: str = ""
     # servers that register pull diagnostics dynamically, after `initialized` (basedpyright):
     # the session is "ready" only once that registration arrived (or this many s passed),
     # else the first write would wait for publishes that never come
@@ -252,6 +258,7 @@ SERVERS: tuple[ServerRow, ...] = (
         local_bin_dirs=("node_modules/.bin",),
         push_quiet_window=0.4,  # tsserver publishes syntax then semantic diagnostics
         nudge_for_diagnostics=True,
+        clean_check_command="typescript.tsserverRequest",
         warmup_progress=("Initializing JS/TS",),
         # every request to the semantic server, which answers after the project loaded
         # (the syntax server answers `any` for what it cannot see while it loads)

@@ -36,6 +36,8 @@ from tether.messages.language_server_ops import (
     Sync,
 )
 
+# tsserver's three kinds of file diagnostics, asked one by one by `_check_clean`
+CLEAN_CHECKS = ("syntacticDiagnosticsSync", "semanticDiagnosticsSync", "suggestionDiagnosticsSync")
 MAX_OTHER_PULLS = 4  # open importers pulled with a write (the files it may have broken)
 
 
@@ -187,6 +189,11 @@ class Freshness:
                     if d.uri not in w.fresh:
                         self.s.texts.touch(d)
                         w.targets[d.uri] = d.version
+            command = self.row.clean_check_command
+            if command and self.s.caps.offers_command(command):
+                for d in docs:
+                    if d.uri not in w.fresh:
+                        self._check_clean(op, w, d.uri, CLEAN_CHECKS)
         if not self._maybe_finish(op, w):
             self.after(max(0.0, w.cap_at - now), Cap(op.oid))
 
@@ -267,6 +274,30 @@ class Freshness:
             )
             if not target:
                 self.other_pulls.add(rid)
+
+    def _check_clean(self, op: Op, w: FreshWait, uri: str, kinds: tuple[str, ...]) -> None:
+        """Ask tsserver for `uri`'s diagnostics of each kind in turn (after the text we sent:
+        the server flushes its pending changes before a request); all empty is a fresh "no
+        diagnostics" - a server that stays silent about a clean file will publish nothing.
+        Anything else waits for the publish, which a non-empty kind always brings."""
+        params: JSONObject = {
+            "command": self.row.clean_check_command,
+            "arguments": [kinds[0], {"file": uri}],
+        }
+
+        def cont(resp: Answer) -> None:
+            if resp.error or obj(resp.result).get("body") != [] or op.oid not in self.waits:
+                return  # not clean, refused, or answered meanwhile
+            if kinds[1:]:
+                self._check_clean(op, w, uri, kinds[1:])
+            elif uri not in w.fresh:  # (a publish still in its quiet window: older text)
+                w.fresh[uri] = []
+                w.candidate_at.pop(uri, None)
+                self._maybe_finish(op, w)
+
+        # not tied to the op: a check outliving its budget must not fail the call (its cap
+        # answers "pending", as without the check)
+        self.s.link.request("workspace/executeCommand", params, op.deadline, None, cont)
 
     def _carry(self, uri: str, before: list[JSONObject] | None, after: list[JSONObject]) -> None:
         """Diagnostics of another file that changed after a write was answered."""
