@@ -238,13 +238,26 @@ def test_no_orphans_after_sigkill_of_the_host(tmp_path) -> None:
         os.kill(host.pid, signal.SIGKILL)
         host.wait(5)
         start = time.monotonic()
-        wait_until(lambda: not alive(procs), timeout=5.0)
+        try:
+            wait_until(lambda: not alive(procs), timeout=5.0)
+        except AssertionError:
+            left = [_described(p) for p in alive(procs)]
+            raise AssertionError(f"alive 5 s after the host's SIGKILL: {left}") from None
         assert time.monotonic() - start < 3.0
         assert Runtime.reap_stale(tmp_path) == [info["port"]]  # the port file of the dead host
         assert list(tmp_path.glob("*.json")) == []
     finally:
         if host.poll() is None:
             host.kill()
+
+
+def _described(proc: psutil.Process) -> str:
+    """What a surviving process is (its title says which actor), for a failure's message."""
+    try:
+        with proc.oneshot():
+            return f"{proc.pid} {proc.status()} ppid={proc.ppid()} {' '.join(proc.cmdline())[:80]}"
+    except psutil.Error as exc:
+        return f"{proc.pid} ({exc})"
 
 
 def _dead_host_record(port: int, proc: subprocess.Popen, token: str) -> dict:
