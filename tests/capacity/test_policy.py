@@ -323,6 +323,7 @@ def test_a_refused_eviction_holds_the_reservation_again():
     assert tree.gov.summary()["reserved"] == (50 + 100) * MIB and tree.gov._stopping == {}
 
 
+@pytest.mark.parametrize("answer", ["none", "no"])
 @pytest.mark.parametrize(
     ("then", "stopped"),
     [
@@ -332,9 +333,10 @@ def test_a_refused_eviction_holds_the_reservation_again():
         ("no health", False),  # nothing known: counted as kept, and said
     ],
 )
-def test_an_eviction_without_an_answer_is_judged_by_health(then, stopped):
-    # the server's answer never came: the governor asks health whether it is leaving
-    # instead of reading it as a refusal (which held its 50 MiB reservation for 30 s)
+def test_an_eviction_without_a_yes_is_judged_by_health(answer, then, stopped):
+    # the server's answer never came, or a "no" came from its supervisor, which sees it
+    # stopping or gone already: the governor asks health whether it is leaving instead of
+    # reading either as a refusal (which held its 50 MiB reservation for 30 s)
     tree = Tree(budget_mib=201)
     server = young_server(tree, 150, idle=60)
     tree.show(server)
@@ -347,6 +349,8 @@ def test_an_eviction_without_an_answer_is_judged_by_health(then, stopped):
         if then == "no health":
             tree.gov._health = no_health
         tree.nodes = [] if then == "gone" else [(server[0], then)]
+        if answer == "no":
+            return False
         raise ResourceError(
             ErrorCode.DEADLINE, f"no answer within 2 s when trying to stop {name!r}"
         )
@@ -360,7 +364,8 @@ def test_an_eviction_without_an_answer_is_judged_by_health(then, stopped):
     else:
         assert tree.gov.evictions == {} and tree.gov._stopping == {}
         assert tree.gov.summary()["reserved"] == (50 + 100) * MIB  # its own again
-    assert ("did not answer its eviction" in tree.gov.last_error) is (then == "no health")
+    doubt = "did not answer its eviction" if answer == "none" else "refused its eviction"
+    assert (doubt in tree.gov.last_error) is (then == "no health")
 
 
 def test_memory_pressure_returns_once_what_a_sample_in_progress_stops_is_counted():

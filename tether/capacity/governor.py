@@ -15,9 +15,10 @@ Two duties, as supervision has two (restart, give up):
 
 It is host-side and knows the tree only through three functions the runtime hands it:
 `health(timeout)`, `top_pids()` (thespian's own processes, which carry no usage record)
-and `evict(name, why) -> bool` (True: it stops; False: the tree answered no, e.g. it is
-inside a call; ResourceError: no answer, so whether it stops is unknown: the governor
-then asks health whether it is stopping or gone, see `_ask_to_stop`).
+and `evict(name, why) -> bool` (True: it stops; False: the tree answered no - it is inside
+a call, or its supervisor sees it stopping or gone already; ResourceError: no answer, so
+whether it stops is unknown: short of a yes, the governor asks health whether it is
+stopping or gone, see `_ask_to_stop`).
 """
 
 from __future__ import annotations
@@ -265,19 +266,22 @@ class Governor:
             self.evictions[rec.kind] = self.evictions.get(rec.kind, 0) + 1
 
     def _ask_to_stop(self, name: str, why: str) -> bool:
-        """Whether `name` stops: its answer to the eviction, or, where none came (lost or
-        late), what health says of it now: stopping or gone is stopped; listed and not
-        stopping is kept, as a refusal is (it counts again, with its reservation). Read
-        as a refusal, a lost answer held what the resource had reserved for up to
-        RESERVE_TTL while its process was gone (issue 23)."""
+        """Whether `name` stops: yes if it says so; otherwise what health says of it now:
+        stopping or gone is stopped; listed and not stopping is kept (it counts again, with
+        its reservation). A "no" may come from its supervisor, which sees it stopping or
+        gone already, and an answer may be lost (or late): read as a refusal, either held
+        what the resource had reserved for up to RESERVE_TTL while its process was gone
+        (issue 23)."""
         try:
-            return self._evict(name, why)
+            if self._evict(name, why):
+                return True
+            doubt = f"{name} refused its eviction"
         except ResourceError as exc:
-            unanswered = f"{name} did not answer its eviction ({exc})"
+            doubt = f"{name} did not answer its eviction ({exc})"
         try:
             tree = self._health(SAMPLE_TIMEOUT)
         except Exception as exc:  # noqa: BLE001 - unknown: counted as kept, said in health
-            self.last_error = f"{unanswered}, and the tree no health query ({exc})"
+            self.last_error = f"{doubt}, and the tree no health query ({exc})"
             return False
         found = next((r for r in records(tree) if r.name == name), None)
         return found is None or found.stopping
