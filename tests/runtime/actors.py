@@ -55,12 +55,12 @@ class Spawner(Actor):
             self.send(sender, os.getpid())
 
 
-def marker() -> dict[str, str]:
-    """Args for HangOnce: a fresh marker path (the first actor to see the call makes it)."""
-    import tempfile
+def marker(where: os.PathLike[str]) -> dict[str, str]:
+    """Args for HangOnce: a fresh marker path in `where` (the test's own tmp_path: the
+    machine's /tmp is not the tests' to litter), made by the first actor to see the call."""
     import uuid
 
-    return {"marker": os.path.join(tempfile.gettempdir(), f"tether-hang-once-{uuid.uuid4().hex}")}
+    return {"marker": os.path.join(where, f"hang-once-{uuid.uuid4().hex}")}
 
 
 class ProbeActor(ResourceActor):

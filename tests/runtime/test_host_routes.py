@@ -109,11 +109,13 @@ def test_shared_calls_start_no_run_actor(runtime) -> None:
     assert "run:only-shared" not in names
 
 
-def test_an_idempotent_call_survives_its_actor_process_being_killed(runtime_factory, scope) -> None:
+def test_an_idempotent_call_survives_its_actor_process_being_killed(
+    runtime_factory, tmp_path, scope
+) -> None:
     rt = runtime_factory(kinds=[SLOW_RUN if scope is Scope.RUN else SLOW])
     first = learn_route(rt, "slow")
     t, out = call_in_thread(
-        rt.call, "r", "slow", "k", HangOnce(**marker(), idempotent=True), None, 10
+        rt.call, "r", "slow", "k", HangOnce(**marker(tmp_path), idempotent=True), None, 10
     )
     in_flight(rt, name(scope, "slow"), timeout=3.0)
     start = time.monotonic()
@@ -158,13 +160,13 @@ def test_a_call_sent_through_the_supervisor_hears_its_actor_process_died(
 
 
 def test_an_idempotent_call_moves_when_the_server_under_its_actor_dies(
-    runtime_factory, scope
+    runtime_factory, tmp_path, scope
 ) -> None:
     rt = runtime_factory(kinds=[SLOW_RUN if scope is Scope.RUN else SLOW])
     learn_route(rt, "slow")
     server = rt.call("r", "slow", "k", "pid", {}, 5)["pid"]
     t, out = call_in_thread(
-        rt.call, "r", "slow", "k", HangOnce(**marker(), idempotent=True), None, 10
+        rt.call, "r", "slow", "k", HangOnce(**marker(tmp_path), idempotent=True), None, 10
     )
     in_flight(rt, name(scope, "slow"), timeout=3.0)
     os.kill(server, signal.SIGKILL)  # the actor says MOVED; the host sends it once more
@@ -254,7 +256,7 @@ def test_idle_caller_threads_never_stall_a_supervisor(runtime, scope) -> None:
 @pytest.mark.parametrize("idempotent", [False, True])
 @pytest.mark.parametrize("victim", ["run:r", "runs"])
 def test_a_call_survives_or_hears_of_its_run_supervisors_dying(
-    runtime_factory, victim, idempotent
+    runtime_factory, tmp_path, victim, idempotent
 ) -> None:
     # SIGKILL the RunActor, or the supervisor of every run, while a run-scoped call is open:
     # its resource actor dies with them; the call is retried once (idempotent) through the
@@ -262,7 +264,7 @@ def test_a_call_survives_or_hears_of_its_run_supervisors_dying(
     rt = runtime_factory(kinds=[SLOW_RUN])
     first = learn_route(rt, "slow")
     t, out = call_in_thread(
-        rt.call, "r", "slow", "k", HangOnce(**marker(), idempotent=idempotent), None, 10
+        rt.call, "r", "slow", "k", HangOnce(**marker(tmp_path), idempotent=idempotent), None, 10
     )
     in_flight(rt, name(Scope.RUN, "slow"), timeout=3.0)
     start = time.monotonic()

@@ -88,7 +88,9 @@ def test_in_flight_call_gets_resource_died_when_the_process_dies(runtime_factory
     assert "was killed by signal 9" in errors[0].message and "call again" in errors[0].message
 
 
-def test_idempotent_call_is_retried_once_on_the_new_incarnation(runtime_factory, scope) -> None:
+def test_idempotent_call_is_retried_once_on_the_new_incarnation(
+    runtime_factory, scope, tmp_path
+) -> None:
     slow = KindSpec(
         "slow",
         "tests.runtime.actors:SlowProcessActor",
@@ -102,7 +104,7 @@ def test_idempotent_call_is_retried_once_on_the_new_incarnation(runtime_factory,
     results = []
     t = threading.Thread(
         target=lambda: results.append(
-            rt.call("r", "slow", "k", HangOnce(**marker(), idempotent=True), None, 5)
+            rt.call("r", "slow", "k", HangOnce(**marker(tmp_path), idempotent=True), None, 5)
         )
     )
     t.start()
