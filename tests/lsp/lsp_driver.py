@@ -10,8 +10,10 @@ import heapq
 import itertools
 import os
 import selectors
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -32,9 +34,13 @@ class Driver:
         self.row = BY_NAME[server]
         binary = find_binary(self.row, root)
         assert binary, f"{server} not installed"
+        # the server's scratch (clangd's preambles, basedpyright's pyright-* dirs) beside the
+        # test's project, as tether gives its servers one, not in the machine's /tmp
+        self.scratch = tempfile.mkdtemp(prefix="driver-tmp-", dir=root.parent)
         self.proc = subprocess.Popen(
             [binary, *self.row.args],
             cwd=root,
+            env={**os.environ, "TMPDIR": self.scratch},
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -146,3 +152,4 @@ class Driver:
         self.proc.wait(5)
         for f in self.pipes:
             f.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)
