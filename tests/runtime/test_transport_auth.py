@@ -220,6 +220,22 @@ def test_a_negative_length_frame_kills_nothing(runtime) -> None:
     assert_healthy(runtime, pids)
 
 
+def test_thespian_logs_into_the_runtime_state_dir_not_the_machines_tmp(runtime) -> None:
+    # thespian writes its warnings (here: a frame that does not unpickle, from a peer with
+    # the secret) to $TMPDIR/thespian.log unless told otherwise: a file outside the
+    # workspace that every runtime and user of the machine shares
+    import tempfile
+
+    with authenticated(runtime, runtime.admin_port) as sock:
+        sock.sendall(b"5>abcde")
+        read_until_closed(sock)
+    ours = runtime.state_dir / "thespian.log"
+    mark = f" p{runtime.admin_pid} "
+    wait_until(lambda: ours.exists() and mark in ours.read_text(), timeout=10.0)
+    shared = Path(tempfile.gettempdir()) / "thespian.log"
+    assert not shared.exists() or mark not in shared.read_text(errors="replace")
+
+
 def test_a_fuzz_of_frames_and_a_flood_of_idle_connections_leave_the_runtime_healthy(
     runtime,
 ) -> None:

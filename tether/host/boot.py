@@ -184,6 +184,7 @@ def start_system(port: int, token: str, secret: bytes, state_dir: Path) -> Actor
     # state dir is the one this runtime was given (kernels keep their files in it,
     # tether.kernels.launch)
     tree_env = {TOKEN_ENV: token, STATE_DIR_ENV: str(state_dir)}
+    thespian_patches.log_into(str(state_dir / "thespian.log"))  # (not the machine's /tmp)
     with environment(tree_env), transport_auth.using_secret(secret), host_fds_stay_home():
         # the tree forks with the secret, and without the host's descriptors
         return ActorSystem(

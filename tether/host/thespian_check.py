@@ -126,6 +126,7 @@ def shape_problems() -> list[str]:
         problems.append("thespian.actors.ExternalContext no longer wraps `_systemBase`")
     problems.extend(_auth_shape_problems(TCPTransport))
     problems.extend(_drain_shape_problems())
+    problems.extend(_log_shape_problems())
     # 5. titles: the admin, every actor and the logger are titled by `setProcName`, a
     #    global of the module that starts them
     logdirector = modules["thespian.system.logdirector"]
@@ -173,6 +174,18 @@ def _auth_shape_problems(module: types.ModuleType) -> list[str]:
     if add_more is None or not {"_size", "_buf"} <= _names(add_more):
         problems.append("TCPTransport.ReceiveBuffer.addMore no longer parses `_size` from `_buf`")
     return problems
+
+
+def _log_shape_problems() -> list[str]:
+    """7. the log: `thesplog` appends to the module global `_thesplog_file` (computed from
+    THESPLOG_FILE or $TMPDIR on first use only when it is unset)."""
+    from thespian.system import utilis
+
+    if not hasattr(utilis, "_thesplog_file") or "_thesplog_file" not in _names(
+        getattr(utilis, "thesplog", None)
+    ):
+        return ["thespian.system.utilis.thesplog no longer writes to `_thesplog_file`"]
+    return []
 
 
 def _drain_shape_problems() -> list[str]:

@@ -3,7 +3,7 @@
 Thespian forks its admin and actor processes from the process that starts the system (and
 actors fork their children), so the patches must be in place before `ActorSystem(...)`:
 `tether.runtime` calls `apply()` at import time, and every process of the tree inherits
-them. Six patches, each for a reason measured here:
+them. Seven patches, each for a reason measured here:
 
 1. Loopback only (security). Thespian's TCP transport pickles what it receives and, for
    every "external" address (the admin's, every actor's, and the host's own endpoint),
@@ -41,6 +41,13 @@ tests/runtime/test_loop_patches.py covers 2 and 3 by their effect in real actor 
    under load, and the host read "no answer" as a refusal. `drain_past_timers` drops
    the timers' envelopes (an exiting actor handles no timer) and drains on, within
    thespian's own limit. tests/capacity/test_eviction_stop.py drains past a due timer.
+7. Thespian's log in the runtime's state dir (the workspace rule): thespian appends its
+   warnings (a corrupt frame, a send that failed) to `$TMPDIR/thespian.log` unless
+   THESPLOG_FILE names a file - outside the workspace, shared by every runtime and user of
+   the machine, and written whenever a peer sends junk. `log_into` points thespian's own
+   module global at `<state dir>/thespian.log` in the process that starts the tree, which
+   every tree process inherits at fork (an operator's THESPLOG_FILE still wins).
+   tests/runtime/test_transport_auth.py has the admin log a frame that does not unpickle.
 Not a patch, but an internal relied on: `tether.host.contexts.post` queues a host's message with
 `systemBase._tx_to_actor` instead of `tell`, which waits on the receiver (checked by the guard;
 tests/runtime/test_host_routes.py stops a supervisor mid-call).
@@ -325,6 +332,17 @@ def drain_past_timers() -> None:
 
     drain.__wrapped__ = original  # type: ignore[attr-defined]
     base.drainTransmits = drain
+
+
+def log_into(path: str) -> None:
+    """Thespian's own log goes to `path` (see patch 7), unless the operator named one
+    (THESPLOG_FILE). Call in the process that starts the tree, before it forks."""
+    if os.environ.get("THESPLOG_FILE"):
+        return
+    from thespian.system import utilis
+
+    utilis._thesplog_file = path
+    utilis._thesplog_old_file = path + ".old"
 
 
 def apply() -> None:
