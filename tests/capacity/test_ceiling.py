@@ -123,7 +123,11 @@ def in_a_box(script: str, state_dir: Path, timeout: float = 180.0) -> tuple[dict
     box.set_limit(3 * 2**30)
     # the child joins the box before it runs a line (so the tree is born inside it)
     join = f'echo $$ > {box.path}/cgroup.procs && exec {sys.executable} -c "$0"'
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TETHER_STATE_DIR": str(state_dir)}
+    # (TMPDIR: the script's own temporary dirs go with the test's, not in the machine's /tmp)
+    scratch = state_dir / "tmp"
+    scratch.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TETHER_STATE_DIR": str(state_dir),
+           "TMPDIR": str(scratch)}  # fmt: skip
     try:
         done = subprocess.run(
             ["/bin/sh", "-c", join, script],

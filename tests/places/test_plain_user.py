@@ -182,6 +182,7 @@ HOST = (
         print("--- plugin", wait_until(done, 60), sep="\\n", flush=True)
     finally:
         rt.shutdown()
+        shutil.rmtree(state, ignore_errors=True)
     """
     )
     .replace("{{", "{")

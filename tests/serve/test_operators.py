@@ -26,9 +26,10 @@ BUSY = (
 )
 
 
-def tmux(*args: str) -> subprocess.CompletedProcess[str]:
-    sock = f"tether-test-{os.getpid()}"
-    return subprocess.run(["tmux", "-L", sock, *args], capture_output=True, text=True, timeout=20)
+def tmux(sock: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """tmux on a server of its own, whose socket is in the test's tmp_path (not /tmp)."""
+    argv = ["tmux", "-S", str(sock), *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=20)
 
 
 def test_top_in_an_80x24_terminal_shows_real_cpu_fits_the_width_and_quits_on_q(
@@ -37,6 +38,7 @@ def test_top_in_an_80x24_terminal_shows_real_cpu_fits_the_width_and_quits_on_q(
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed (apt-get install -y tmux)")
     rt = runtime_factory()
+    sock = tmp_path / "tmux.sock"
     run = rt.open_run("top", workdir=str(tmp_path))
     busy = threading.Thread(
         target=run.call, args=("eval", {"code": BUSY, "description": "spin the CPU a while"})
@@ -44,11 +46,12 @@ def test_top_in_an_80x24_terminal_shows_real_cpu_fits_the_width_and_quits_on_q(
     busy.start()
     env = f"TETHER_STATE_DIR={tether_state_dir}"
     command = f"cd {ROOT} && {env} {sys.executable} -m tether.cli top --port {rt.admin_port} --interval 0.5"
-    assert tmux("new-session", "-d", "-s", "top", "-x", "80", "-y", "24", command).returncode == 0
+    started = tmux(sock, "new-session", "-d", "-s", "top", "-x", "80", "-y", "24", command)
+    assert started.returncode == 0, started.stderr
     try:
 
         def busy_row() -> list[str] | None:
-            pane = tmux("capture-pane", "-p", "-t", "top").stdout.splitlines()
+            pane = tmux(sock, "capture-pane", "-p", "-t", "top").stdout.splitlines()
             # (the cpu column is not always the last: a place column follows once a node
             # names its place, cut at the terminal's width)
             cpu = [re.findall(r" (\d+)%", line) for line in pane if "kernel" in line]
@@ -59,11 +62,11 @@ def test_top_in_an_80x24_terminal_shows_real_cpu_fits_the_width_and_quits_on_q(
         (tmp_path / "stop").touch()
         assert pane[0].startswith("tether top  127.0.0.1:"), pane  # the header stays on top
         assert all(len(line) <= 80 for line in pane)
-        tmux("send-keys", "-t", "top", "q")
-        wait_until(lambda: tmux("has-session", "-t", "top").returncode != 0, timeout=10)
+        tmux(sock, "send-keys", "-t", "top", "q")
+        wait_until(lambda: tmux(sock, "has-session", "-t", "top").returncode != 0, timeout=10)
     finally:
         (tmp_path / "stop").touch()
-        tmux("kill-server")
+        tmux(sock, "kill-server")
         busy.join(timeout=30)
 
 
