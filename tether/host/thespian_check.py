@@ -41,7 +41,7 @@ def thespian_version() -> str:
 def _refusal(found: str, problem: str) -> str:
     return (
         f"tether cannot patch thespian {found}: {problem}. tether patches thespian's internals "
-        f"(tether/thespian_patches.py) and was tested on thespian {', '.join(TESTED_THESPIAN)} "
+        f"(tether/host/thespian_patches.py) and was tested on thespian {', '.join(TESTED_THESPIAN)} "
         f"only. Install a tested version (pip install 'thespian=={TESTED_THESPIAN[-1]}'), or "
         f"re-verify the patches on {found}: run tests/runtime/test_loop_patches.py and "
         f"tests/runtime/test_processes.py with {ALLOW_UNTESTED_ENV}=1, then add {found!r} to "
