@@ -12,6 +12,7 @@ is still alive (psutil). `wait_until(predicate, timeout)` is the bounded poll to
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -89,6 +90,17 @@ def alive(procs: list[psutil.Process]) -> list[psutil.Process]:
     from tether.processes import still_running
 
     return [p for p in procs if still_running(p)]
+
+
+def described(procs: list[psutil.Process]) -> list[str]:
+    """pid, state, parent and title (what ps shows) of each of `procs` still there: what a
+    test that expected them gone says of them."""
+    out = []
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            title = " ".join(" ".join(proc.cmdline()).split())  # (a title is padded)
+            out.append(f"{proc.pid} {proc.status()} (parent {proc.ppid()}): {title}")
+    return out
 
 
 def state_dir_processes(state_dir: Path) -> list[psutil.Process]:

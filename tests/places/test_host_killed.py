@@ -5,7 +5,6 @@ signal on bwrap, `--die-with-parent` inside, and the pid namespace ends with its
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import signal
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import psutil
 
-from tests.conftest import alive, state_dir_processes, wait_until
+from tests.conftest import alive, described, state_dir_processes, wait_until
 from tests.places.test_places import needs_sandbox
 from tether.processes import still_running
 from tether.runtime import Runtime
@@ -75,16 +74,6 @@ def ours(mark: str, under: Path) -> list[psutil.Process]:
             if still_running(proc):
                 found.append(proc)
     return found
-
-
-def described(procs: list[psutil.Process]) -> list[str]:
-    """pid, parent and title (what ps shows) of each of `procs` still running."""
-    out = []
-    for proc in procs:
-        with contextlib.suppress(psutil.Error):
-            title = " ".join(" ".join(proc.cmdline()).split())  # (a title is padded)
-            out.append(f"{proc.pid} (parent {proc.ppid()}): {title}")
-    return out
 
 
 def kill_9_leaves_nothing(

@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.conftest import alive, runtime_processes, wait_until
+from tests.conftest import alive, described, runtime_processes, wait_until
 from tether.host.boot import admin_sessions_started
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.processes import (
@@ -241,7 +241,7 @@ def test_no_orphans_after_sigkill_of_the_host(tmp_path) -> None:
         try:
             wait_until(lambda: not alive(procs), timeout=5.0)
         except AssertionError:
-            left = [_described(p) for p in alive(procs)]
+            left = described(alive(procs))
             raise AssertionError(f"alive 5 s after the host's SIGKILL: {left}") from None
         assert time.monotonic() - start < 3.0
         assert Runtime.reap_stale(tmp_path) == [info["port"]]  # the port file of the dead host
@@ -249,15 +249,6 @@ def test_no_orphans_after_sigkill_of_the_host(tmp_path) -> None:
     finally:
         if host.poll() is None:
             host.kill()
-
-
-def _described(proc: psutil.Process) -> str:
-    """What a surviving process is (its title says which actor), for a failure's message."""
-    try:
-        with proc.oneshot():
-            return f"{proc.pid} {proc.status()} ppid={proc.ppid()} {' '.join(proc.cmdline())[:80]}"
-    except psutil.Error as exc:
-        return f"{proc.pid} ({exc})"
 
 
 def _dead_host_record(port: int, proc: subprocess.Popen, token: str) -> dict:
