@@ -38,8 +38,11 @@ def call(rt: Runtime, op: str = "echo", kind: str = "echo_process", timeout: flo
 def wait_serving(rt: Runtime, kind: str = "echo_process", limit: float = 5.0) -> float:
     start = time.monotonic()
     while time.monotonic() - start < limit:
-        if call(rt, kind=kind, timeout=0.5).startswith("ok"):
+        answer = call(rt, kind=kind, timeout=0.5)
+        if answer.startswith("ok"):
             return time.monotonic() - start
+        if answer.startswith("error [gave_up]"):  # (it will not come back: no use waiting)
+            raise SystemExit(f"{kind}:k is not coming back: {answer}")
         time.sleep(0.01)
     raise SystemExit(f"{kind}:k did not come back within {limit} s")
 
