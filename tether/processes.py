@@ -51,6 +51,29 @@ def host_alive(pid: int, create_time: float) -> bool:
         return False
 
 
+def owner_pidfds(parent_pid: int, host_pid: int, host_create_time: float) -> list[int] | None:
+    """pidfds on an actor's parent and on the host, readable when either exits: the kernel
+    tells the actor at once, where a timer would wake it to look (every actor, four times
+    a second, idle or not). None: one of them is gone already; []: no pidfd here (the
+    caller polls). Each is checked after it is opened, so it is the process meant and not
+    one that took a freed pid: the parent is still ours, the host still the one created
+    at `host_create_time`."""
+    fds: list[int] = []
+    try:
+        for pid in (parent_pid, host_pid):
+            if pid > 0:
+                fds.append(os.pidfd_open(pid))
+    except OSError as exc:
+        for fd in fds:
+            os.close(fd)
+        return None if exc.errno == errno.ESRCH else []
+    if os.getppid() != parent_pid or not host_alive(host_pid, host_create_time):
+        for fd in fds:
+            os.close(fd)
+        return None
+    return fds
+
+
 def process_info(pid: int) -> ProcessInfo:
     """pid, command, RSS (bytes) and CPU percent of one process, for health."""
     try:
@@ -102,7 +125,7 @@ def kill_tree(pid: int, grace: float = 0.5, group: bool = True, wait: bool = Tru
 
 
 def close_inherited_fds(actor: object) -> list[int]:  # (a thespian actor: read by getattr)
-    """Close the pipes this actor process inherited from its parent actor.
+    """Close the pipes (and pidfds) this actor process inherited from its parent actor.
 
     Thespian forks every actor from its parent actor and closes only the parent's own
     transport sockets in the child; the pipes multiprocessing keeps per child (two per
@@ -135,7 +158,8 @@ def close_inherited_fds(actor: object) -> list[int]:  # (a thespian actor: read 
             target = os.readlink(f"/proc/self/fd/{fd}")
         except OSError:
             continue
-        if target.startswith("pipe:"):
+        # (and the parent actor's pidfds: on its own parent and the host, not ours)
+        if target.startswith("pipe:") or target == "anon_inode:[pidfd]":
             with contextlib.suppress(OSError):
                 os.close(fd)
                 closed.append(fd)

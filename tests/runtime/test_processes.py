@@ -22,6 +22,7 @@ from tether.host.boot import admin_sessions_started
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.processes import (
     carries_token,
+    owner_pidfds,
     processes_with_token,
     session_processes,
     title_tree_process,
@@ -419,6 +420,44 @@ def test_fds_of_new_actors_do_not_grow_with_their_siblings(runtime) -> None:
         last = _fds_of(runtime, f"run-{i}")
     assert last <= first + 2, (first, last)  # without the fix: +3 fds per earlier run
     assert last < 40
+
+
+def _pidfds(pid: int) -> int:
+    fd_dir, found = Path(f"/proc/{pid}/fd"), 0
+    for fd in os.listdir(fd_dir):
+        with contextlib.suppress(FileNotFoundError):  # (the listing's own, closed since)
+            found += os.readlink(fd_dir / fd) == "anon_inode:[pidfd]"
+    return found
+
+
+def test_owner_pidfds_are_the_processes_meant_or_none() -> None:
+    me = psutil.Process()
+    fds = owner_pidfds(os.getppid(), me.pid, me.create_time())
+    assert fds is not None and len(fds) == 2
+    for fd in fds:
+        os.close(fd)
+    # a host pid now held by another process (its create time differs), a parent that is
+    # not ours, a host that is gone: each is "gone", never a pidfd on the wrong process
+    assert owner_pidfds(os.getppid(), me.pid, me.create_time() - 60) is None
+    assert owner_pidfds(me.pid, me.pid, me.create_time()) is None
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    assert owner_pidfds(os.getppid(), gone.pid, 0.0) is None
+    assert _pidfds(me.pid) == 0  # (none left open)
+
+
+def test_an_idle_actor_is_not_woken_to_check_on_its_owners(runtime) -> None:
+    """The watchdog is pidfds in the actor's watch, not a timer: an idle supervisor is not
+    woken four times a second (as it was) to look whether the host and its parent live.
+    It holds its own two pidfds, and none inherited from its parent actor."""
+    runtime.call("r1", "echo", "k", "echo", {}, 5)
+    runtime.governor.stop()  # (its samples wake every actor: not what is measured here)
+    titled = ["tether:", "supervisor", "echo"]
+    (sup,) = [p for p in runtime_processes(runtime) if " ".join(p.cmdline()).split() == titled]
+    assert _pidfds(sup.pid) == 2
+    before = sup.num_ctx_switches().voluntary
+    time.sleep(1.5)  # (a window to count wakes in, not a wait for a state)
+    assert sup.num_ctx_switches().voluntary - before <= 2  # a timer at 0.25 s: >= 6
 
 
 def test_kind_modules_that_do_not_exist_are_skipped() -> None:

@@ -3,7 +3,9 @@
 Thespian hands each actor its messages; a tether actor decodes them (one msgpack codec,
 `tether.messages.codec`), holds what overtook its parent's `Start`, dispatches the rest to
 `handle_*` hooks, and keeps a watchdog: if the host process dies or this actor's parent
-dies, the actor releases what it owns and exits (no orphans). Resource actors
+dies, the actor releases what it owns and exits (no orphans). The watchdog is two pidfds
+in the actor's watch (the kernel says when either process exits); a timer polls instead
+only where pidfds cannot be opened. Resource actors
 (`tether.actors.base.ResourceActor`) and supervisors (`tether.supervisors.core`) build on it.
 """
 
@@ -40,11 +42,12 @@ from tether.processes import (
     close_inherited_fds,
     die_with_parent,
     host_alive,
+    owner_pidfds,
     title_tree_process,
     tree_process_title,
 )
 
-WATCHDOG_PERIOD = 0.25  # seconds between checks that the host and our parent are alive
+WATCHDOG_PERIOD = 0.25  # s between checks that the host and our parent are alive (no pidfd)
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,7 @@ class TetherActor(Actor):
         self._host_pid = 0
         self._host_create_time = 0.0
         self._watchdog_armed = False
+        self._owner_fds: list[int] = []  # pidfds on the parent and the host (the watchdog)
         self._got_start = False
         # (a decoded message: any type tether.messages.codec registers; matched on)
         self._early: list[tuple[object, bytes, ActorAddress | None, ActorAddress]] = []
@@ -118,6 +122,8 @@ class TetherActor(Actor):
         elif isinstance(msg, WakeupMessage):
             self._handle_wakeup(msg.payload)
         elif isinstance(msg, WatchMessage):
+            if any(fd in self._owner_fds for fd in msg.ready):
+                self._emergency_exit()  # the parent or the host exited
             self.watched_ready(msg.ready)
         elif isinstance(msg, ChildActorExited):
             self.handle_child_exited(msg.childAddress)
@@ -169,11 +175,18 @@ class TetherActor(Actor):
 
     # --- watchdog --------------------------------------------------------------------
     def _arm_watchdog(self) -> None:
-        if not self._watchdog_armed:
-            if self._dies_with_parent:
-                die_with_parent(0)  # the watchdog takes over, and exits cleanly
-                self._dies_with_parent = False
-            self._watchdog_armed = True
+        if self._watchdog_armed:
+            return
+        if self._dies_with_parent:
+            die_with_parent(0)  # the watchdog takes over, and exits cleanly
+            self._dies_with_parent = False
+        self._watchdog_armed = True
+        if not self._owner_fds:
+            fds = owner_pidfds(self._parent_pid, self._host_pid, self._host_create_time)
+            if fds is None:
+                self._emergency_exit()  # (gone while we started)
+            self._owner_fds = fds or []
+        if not self._owner_fds:  # (no pidfd here: look on a timer)
             self.wakeupAfter(WATCHDOG_PERIOD, Watchdog())
 
     def _owner_alive(self) -> bool:
@@ -230,7 +243,7 @@ class TetherActor(Actor):
         """Free what this actor owns (called on exit, and by the watchdog)."""
 
     def _watch(self) -> ThespianWatch | None:
-        return None
+        return ThespianWatch(self._owner_fds) if self._owner_fds else None
 
     def owned_pids(self) -> list[int]:
         return []

@@ -367,7 +367,7 @@ class ResourceActor(TetherActor):
 
     # --- the call channel (tether.resources.call_channel) ----------------------------
     def _watch(self) -> ThespianWatch | None:
-        fds = [*self._channel.fds(), *self.watch_fds()]
+        fds = [*self._owner_fds, *self._channel.fds(), *self.watch_fds()]
         return ThespianWatch(fds) if fds else None
 
     def watched_ready(self, ready: list[int]) -> None:
