@@ -10,7 +10,7 @@ import time
 import pytest
 
 from tests.conftest import wait_until
-from tether.capacity.governor import Governor, _Reservation
+from tether.capacity.governor import IDLE_PERIOD, SAMPLE_PERIOD, Governor, _Reservation
 from tether.capacity.measure import Budget
 from tether.capacity.policy import Settings, candidates, decide
 from tether.capacity.usage import MIB, UsageRecord
@@ -210,6 +210,24 @@ def test_an_evicted_pool_that_keeps_its_name_counts_and_may_go_again():
     assert tree.gov.summary()["used"] == 200 * MIB
     tree.gov.admit_resource("run:c2/kernel:python", "kernel")
     assert tree.evicted == [pool, pool] and tree.gov.refusals == 0
+
+
+def test_a_tree_well_inside_its_budget_is_sampled_seldom_and_one_near_it_often():
+    tree = Tree(budget_mib=1000)
+    tree.show(live("language_server:basedpyright:/p", 700, holds_state=False, busy=False))
+    assert tree.gov.period() == IDLE_PERIOD  # 70 %, nothing starting or stopping
+    tree.show(live("language_server:basedpyright:/p", 760, holds_state=False, busy=False))
+    assert tree.gov.period() == SAMPLE_PERIOD  # over 75 %
+    tree.show(live("language_server:basedpyright:/p", 100, holds_state=False, busy=False))
+    assert tree.gov.period() == IDLE_PERIOD
+    tree.gov.admit_resource("run:c1/kernel:python", "kernel")  # starting: its growth unseen
+    assert tree.gov.period() == SAMPLE_PERIOD
+    tree.gov._reserved.clear()  # (its reservation ran out)
+    assert tree.gov.period() == IDLE_PERIOD
+    tree.show(
+        live("language_server:basedpyright:/p", 100, holds_state=False, busy=False), budget_mib=120
+    )  # a budget that shrank: the same tree is near it now
+    assert tree.gov.period() == SAMPLE_PERIOD
 
 
 # --- rt.capacity()'s fit counts what admission would free for a newcomer, and no more:
