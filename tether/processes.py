@@ -417,15 +417,38 @@ def processes_with_token(token: str) -> list[psutil.Process]:
     subprocesses the actors started (unless started with a custom env). Thespian's own
     processes are forked without exec, so /proc shows them the host's environment; they
     are found as descendants of the admin instead."""
+    # (every process of the machine is looked at, at each shutdown and orphan check: its
+    # raw environment is searched for the entry, and only a match is parsed - by psutil,
+    # again, on the process object kept, so a pid reused in between is not taken)
+    entry = f"\0{TOKEN_ENV}={token}\0".encode()
     found = []
-    for proc in psutil.process_iter():
+    for pid in psutil.pids():
+        if pid == os.getpid() or entry not in b"\0" + _raw_environ(pid):
+            continue
         try:
-            if proc.pid != os.getpid() and proc.environ().get(TOKEN_ENV) == token:
-                if proc.status() != psutil.STATUS_ZOMBIE:
-                    found.append(proc)
+            proc = psutil.Process(pid)
+            if proc.environ().get(TOKEN_ENV) == token and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
         except (psutil.NoSuchProcess, psutil.AccessDenied, OSError):
             continue
     return found
+
+
+def _raw_environ(pid: int) -> bytes:
+    """/proc/<pid>/environ as it is (NUL-separated); b"" when it cannot be read."""
+    try:
+        fd = os.open(f"/proc/{pid}/environ", os.O_RDONLY)
+    except OSError:
+        return b""
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
 
 
 def pid_running(pid: int) -> bool:

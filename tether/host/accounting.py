@@ -48,6 +48,7 @@ class ProcessAccount:
         self.token = token
         self.admin = Admin()
         self._known: set[tuple[int, float]] = set()
+        self._thespian: tuple[int, list[int]] = (0, [])  # (admin pid, thespian_pids())
 
     def remember(self, pid: int) -> None:
         created = proc_create_time(pid)
@@ -106,11 +107,20 @@ class ProcessAccount:
         )
 
     def thespian_pids(self) -> list[int]:
-        """Thespian's admin and logger: part of the tree's charge, with no usage record."""
-        with contextlib.suppress(psutil.Error):
-            admin = psutil.Process(self.admin.pid)
-            return [admin.pid, *(c.pid for c in admin.children() if c.pid != self.admin.root_pid)]
-        return []
+        """Thespian's admin and logger: part of the tree's charge, with no usage record.
+        Found once per admin (listing a process's children scans all of /proc, and the
+        governor asks at each sample): a logger that dies takes the tree with it
+        (tether.host.healing), so the pair never changes under one admin."""
+        admin = self.admin
+        if self._thespian[0] != admin.pid:
+            with contextlib.suppress(psutil.Error):
+                children = psutil.Process(admin.pid).children()
+                pids = [admin.pid, *(c.pid for c in children if c.pid != admin.root_pid)]
+                if len(pids) > 1:  # (the logger is up: what is found is the whole pair)
+                    self._thespian = (admin.pid, pids)
+                return pids
+            return []
+        return self._thespian[1]
 
     def kill_now(self) -> None:
         """(A rebuild.) SIGKILL what is left of the tree and whatever carries the token,
