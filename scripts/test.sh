@@ -10,12 +10,13 @@ if [ -x .venv/bin/python ]; then
   PY=$PWD/.venv/bin/python
   export PATH="$PWD/.venv/bin:$PATH"
 fi
-# two workers, a test module each at a time (a module's shared runtime stays in one
-# worker): most of a test's time is a server, kernel or adapter starting, so two at once
-# pay on 2 cores (2444 tests in 11.5 min here; 1666 took 12-13 min one at a time). The
+# three workers, a test module each at a time (a module's shared runtime stays in one
+# worker): a test waits on servers, kernels and adapters starting, so on 2 cores two
+# workers left the machine 15% idle (busy 84-85% of 580-588 s, measured from /proc/stat);
+# three keep it 94-96% busy and take 522-547 s for the same ~1000 CPU-seconds. The
 # modules go longest first (tests/module_order.py, from tests/module_seconds.json), not
 # xdist's most-tests-first, which left the one-test demo module for last on one core.
-"$PY" -m pytest -ra -q -p no:cacheprovider -n "${TETHER_TEST_WORKERS:-2}" --dist loadfile \
+"$PY" -m pytest -ra -q -p no:cacheprovider -n "${TETHER_TEST_WORKERS:-3}" --dist loadfile \
   --no-loadscope-reorder "$@"
 status=$?
 if [ "$status" -eq 5 ]; then
