@@ -53,7 +53,11 @@ HANDSHAKE_RETRY = 0.2  # s between kernel_info requests until iopub is seen to b
 INTERRUPT_GRACE = 3.0  # s a cell has to stop after an interrupt before the kernel is killed
 IDLE_REAP = 1800.0  # s without a cell before a kernel is shut down to free its memory
 MEMORY_LIMIT_MB = 4096.0  # RSS of the kernel's process tree; over it, the kernel is restarted
-MEMORY_CHECK = 1.0  # s between memory checks
+MEMORY_CHECK = 1.0  # s between memory checks while a cell runs or ran in the last 10 s
+# s between them once the kernel is idle: a kernel grows while its cells run, and each
+# check scans /proc for the kernel's children (an idle server of many conversations paid
+# for one scan a second per kernel; what outruns a check meets the kernel's ceiling)
+MEMORY_IDLE_CHECK = 10.0
 
 
 # timer tags (ResourceActor.after / on_timer); a cell's own are the session's
@@ -64,7 +68,7 @@ class Handshake:  # resend kernel_info until the kernel's iopub is seen
 
 @dataclass(frozen=True)
 class MemoryCheck:
-    pass
+    generation: int  # (a check armed before the last one is not acted on)
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,8 @@ class KernelActor(ResourceActor):
         self.cells = KernelSession(key, _CellIO(self), self.interrupt_grace)
         self.memory_mb = 0.0
         self.memory_armed = False
+        self.memory_generation = 0  # of the memory check armed last (the one acted on)
+        self.memory_due = 0.0  # time.monotonic() it fires at
         self.place = Place.host()  # where its kernel runs (the run's place, with each Execute)
         # the kernel-enforced memory limit of the current kernel (tether.capacity.ceiling)
         self.ceiling: ceiling.Ceiling | None = None
@@ -144,6 +150,8 @@ class KernelActor(ResourceActor):
                 )
                 return
         self.cells.submit(cell)
+        if self.memory_armed and self.memory_due - time.monotonic() > MEMORY_CHECK:
+            self._arm_memory_check(MEMORY_CHECK)  # (the idle pace ends with this cell)
 
     # --- the kernel's life ---------------------------------------------------------------
     def _new_kernel(self, op: Execute) -> None:
@@ -187,8 +195,7 @@ class KernelActor(ResourceActor):
             self.ceiling = ceiling.apply(self.handle.owned_pids(), limit, name, slack=slack)
         self._report_pids()
         if not self.memory_armed:
-            self.memory_armed = True
-            self.after(MEMORY_CHECK, MemoryCheck())
+            self._arm_memory_check(MEMORY_CHECK)
 
     def _layer(self, workspace: str) -> Layer | None:
         """The conversation's Python layer (made once; kept across its kernels, removed
@@ -275,8 +282,10 @@ class KernelActor(ResourceActor):
                 )
             case Handshake():
                 self._handshake_tick()
-            case MemoryCheck():
+            case MemoryCheck(generation=generation) if generation == self.memory_generation:
                 self._check_memory()
+            case MemoryCheck():
+                pass  # (one armed before the last: superseded)
             case Reap():
                 self._maybe_reap()
             case _:
@@ -308,8 +317,15 @@ class KernelActor(ResourceActor):
                 f"{self.memory_limit:g} MiB, and was restarted"
             )
             return
+        ran_lately = time.monotonic() - self.cells.last_used < MEMORY_IDLE_CHECK
+        busy = self.cells.cell is not None or ran_lately
+        self._arm_memory_check(MEMORY_CHECK if busy else MEMORY_IDLE_CHECK)
+
+    def _arm_memory_check(self, seconds: float) -> None:
         self.memory_armed = True
-        self.after(MEMORY_CHECK, MemoryCheck())
+        self.memory_generation += 1
+        self.memory_due = time.monotonic() + seconds
+        self.after(seconds, MemoryCheck(self.memory_generation))
 
     def _maybe_reap(self) -> None:
         idle = time.monotonic() - self.cells.last_used
