@@ -31,9 +31,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -136,6 +138,7 @@ def recovery(faults: int) -> None:
     from tests.runtime.actors import marker
 
     print(f"fault recovery ({faults} kills per case), p50 / max:")
+    scratch = tempfile.mkdtemp(prefix="tether-routing-")  # (HangOnce's markers)
     for scope in (Scope.SHARED, Scope.RUN):
         spec = KindSpec(
             "slow",
@@ -150,7 +153,7 @@ def recovery(faults: int) -> None:
                 took = []
                 for _ in range(faults):
                     rt.call("bench", "slow", "k", Pid(idempotent=True), None, 10.0)
-                    op = HangOnce(**marker(), idempotent=True) if idempotent else Hang()
+                    op = HangOnce(**marker(scratch), idempotent=True) if idempotent else Hang()
                     result: list = []
                     worker = threading.Thread(target=_outcome, args=(rt, op, result))
                     worker.start()
@@ -166,6 +169,7 @@ def recovery(faults: int) -> None:
                     f"  {scope.value:6s} {what:15s} p50 {statistics.median(took):7.1f} ms"
                     f"   max {max(took):7.1f} ms"
                 )
+    shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _outcome(rt: Runtime, op: HangOnce | Hang, out: list) -> None:
