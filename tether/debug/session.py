@@ -46,6 +46,9 @@ OUTPUT_TAIL = 2000  # characters of output in an exit outcome
 TOP_FRAMES = 5  # frames in a stop outcome
 STOP_EVENTS = ("stopped", "exited", "terminated")
 EXIT_GRACE = 0.5  # s to wait for an exit code after `terminated` (delve prints it late)
+# s for delve's answer to the disconnect that makes it print the exit code: the program
+# has ended, so this only bounds a slow adapter (a loaded machine, a sandbox's relay)
+DISCONNECT_WAIT = 5.0
 
 
 @dataclass
@@ -255,7 +258,7 @@ class Session(SessionBreakpoints):
                 # server is left running: it is not ours to end)
                 args: JSONObject = {"terminateDebuggee": not self.attached}
                 try:
-                    yield from ask("disconnect", args, EXIT_GRACE * 4)
+                    yield from ask("disconnect", args, DISCONNECT_WAIT)
                 except DebugError:
                     pass
             yield from until(("exited",), since, EXIT_GRACE)
