@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -101,10 +101,12 @@ def _group(
     return groups
 
 
-def _baseline(ctx: ToolContext, rels: list[str], heard: list[DiagnosticsReply]) -> None:
+def _baseline(ctx: ToolContext, rels: list[str], heard: list[DiagnosticsReply]) -> set[str]:
     """Before a file's first wrapped write: record what it already had, reporting nothing
     (but its replies go to `heard`: a baseline can be a server's first answer, whose notes
-    the write's result must carry)."""
+    the write's result must carry). Returns the files whose server had not checked them
+    within the cap: what they had before the write is not known."""
+    unknown: set[str] = set()
     st = _state(ctx)
     ledger = st["ledger"]
     fresh = [r for r in rels if not ledger.known(r) and (ctx.workdir / r).is_file()]
@@ -117,10 +119,12 @@ def _baseline(ctx: ToolContext, rels: list[str], heard: list[DiagnosticsReply]) 
                 continue
             heard.append(found)
             if found.pending:
+                unknown.add(relative(ctx, p))
                 continue
             raw = next(iter(found.files.values()), None) or []  # None: never seen
             with st["lock"]:
                 ledger.baseline(relative(ctx, p), severe(raw))
+    return unknown
 
 
 def _diagnose_written(
@@ -128,9 +132,12 @@ def _diagnose_written(
     written: list[str],
     created: Sequence[str] = (),
     heard: list[DiagnosticsReply] | None = None,
+    unknown: Collection[str] = (),
 ) -> tuple[list[ModelDiagnostic], list[str], str]:
     """Sync + save the written files through their servers; (new diagnostics, pending, note).
-    The servers' replies are added to `heard` (for their notes)."""
+    The servers' replies are added to `heard` (for their notes). `unknown`: files whose
+    diagnostics before the write were not ready (its baseline was pending): what they have
+    now becomes their baseline, and the note says none of it is reported as new."""
     st = _state(ctx)
     ledger = st["ledger"]
     found: list[DiagnosticRecord] = []  # new ones, as the servers gave them
@@ -170,7 +177,17 @@ def _diagnose_written(
             for p in synced.deleted:
                 ledger.forget(relative(ctx, p))
             for p, raw in synced.files.items():
-                found += ledger.fold(relative(ctx, p), severe(raw or []))
+                rel = relative(ctx, p)
+                if rel in unknown and not ledger.known(rel):
+                    now = severe(raw or [])
+                    ledger.baseline(rel, now)
+                    if now:
+                        notes.append(
+                            f"{rel}: its diagnostics before this write were not ready in "
+                            f"time, so none of the {len(now)} it has now is reported as new"
+                        )
+                    continue
+                found += ledger.fold(rel, severe(raw or []))
             for p, before, now in synced.changed():
                 rel = relative(ctx, p)
                 if os.path.isabs(rel):
@@ -200,8 +217,7 @@ def _wrapper(tool: str) -> Wrap:
     def wrap(ctx: ToolContext, args: JSONObject, run: Callable[[], ToolResult]) -> ToolResult:
         cands = _candidates(tool, args) or (_staged_targets(ctx, args) if tool == "resolve" else [])
         heard: list[DiagnosticsReply] = []  # every server reply: their notes end the result
-        if cands:
-            _baseline(ctx, cands, heard)
+        unknown = _baseline(ctx, cands, heard) if cands else set()
         res = run()
         if res.is_error or not isinstance(res.data, dict):
             return noted(ctx, res, *heard)
@@ -210,7 +226,7 @@ def _wrapper(tool: str) -> Wrap:
             return noted(ctx, res, *heard)
         made = res.data.get("created")
         created = written if made is True else [c for c in made or [] if isinstance(c, str)]
-        new, pending, note = _diagnose_written(ctx, written, created, heard)
+        new, pending, note = _diagnose_written(ctx, written, created, heard, unknown)
         if not new and not pending and not note:
             return noted(ctx, res, *heard)
         block = render.folded(new, pending)
