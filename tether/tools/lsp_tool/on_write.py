@@ -105,7 +105,7 @@ def _baseline(ctx: ToolContext, rels: list[str], heard: list[DiagnosticsReply]) 
     """Before a file's first wrapped write: record what it already had, reporting nothing
     (but its replies go to `heard`: a baseline can be a server's first answer, whose notes
     the write's result must carry). Returns the files whose server had not checked them
-    within the cap: what they had before the write is not known."""
+    within the cap, or said nothing of them: what they had before the write is not known."""
     unknown: set[str] = set()
     st = _state(ctx)
     ledger = st["ledger"]
@@ -121,7 +121,10 @@ def _baseline(ctx: ToolContext, rels: list[str], heard: list[DiagnosticsReply]) 
             if found.pending:
                 unknown.add(relative(ctx, p))
                 continue
-            raw = next(iter(found.files.values()), None) or []  # None: never seen
+            raw = next(iter(found.files.values()), None)
+            if raw is None:  # (the server has said nothing of it yet: not known either)
+                unknown.add(relative(ctx, p))
+                continue
             with st["lock"]:
                 ledger.baseline(relative(ctx, p), severe(raw))
     return unknown
