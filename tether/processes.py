@@ -64,14 +64,14 @@ def owner_pidfds(parent_pid: int, host_pid: int, host_create_time: float) -> lis
             if pid > 0:
                 fds.append(os.pidfd_open(pid))
     except OSError as exc:
-        for fd in fds:
-            os.close(fd)
-        return None if exc.errno == errno.ESRCH else []
-    if os.getppid() != parent_pid or not host_alive(host_pid, host_create_time):
-        for fd in fds:
-            os.close(fd)
-        return None
-    return fds
+        gone = exc.errno == errno.ESRCH
+    else:
+        gone = os.getppid() != parent_pid or not host_alive(host_pid, host_create_time)
+        if not gone:
+            return fds
+    for fd in fds:
+        os.close(fd)
+    return None if gone else []
 
 
 def process_info(pid: int) -> ProcessInfo:

@@ -139,7 +139,7 @@ def _diagnose_written(
 ) -> tuple[list[ModelDiagnostic], list[str], str]:
     """Sync + save the written files through their servers; (new diagnostics, pending, note).
     The servers' replies are added to `heard` (for their notes). `unknown`: files whose
-    diagnostics before the write were not ready (its baseline was pending): what they have
+    diagnostics before the write were not known (`_baseline`'s answer): what they have
     now becomes their baseline, and the note says none of it is reported as new."""
     st = _state(ctx)
     ledger = st["ledger"]
@@ -180,17 +180,16 @@ def _diagnose_written(
             for p in synced.deleted:
                 ledger.forget(relative(ctx, p))
             for p, raw in synced.files.items():
-                rel = relative(ctx, p)
-                if rel in unknown and not ledger.known(rel):
-                    now = severe(raw or [])
-                    ledger.baseline(rel, now)
-                    if now:
-                        notes.append(
-                            f"{rel}: its diagnostics before this write were not ready in "
-                            f"time, so none of the {len(now)} it has now is reported as new"
-                        )
+                rel, now = relative(ctx, p), severe(raw or [])
+                if rel not in unknown or ledger.known(rel):
+                    found += ledger.fold(rel, now)
                     continue
-                found += ledger.fold(rel, severe(raw or []))
+                ledger.baseline(rel, now)
+                if now:
+                    notes.append(
+                        f"{rel}: its diagnostics before this write were not ready in "
+                        f"time, so none of the {len(now)} it has now is reported as new"
+                    )
             for p, before, now in synced.changed():
                 rel = relative(ctx, p)
                 if os.path.isabs(rel):
