@@ -136,15 +136,17 @@ def _diagnose_written(
     created: Sequence[str] = (),
     heard: list[DiagnosticsReply] | None = None,
     unknown: Collection[str] = (),
-) -> tuple[list[ModelDiagnostic], list[str], str]:
-    """Sync + save the written files through their servers; (new diagnostics, pending, note).
-    The servers' replies are added to `heard` (for their notes). `unknown`: files whose
-    diagnostics before the write were not known (`_baseline`'s answer): what they have
-    now becomes their baseline, and the note says none of it is reported as new."""
+) -> tuple[list[ModelDiagnostic], list[str], list[str], str]:
+    """Sync + save the written files through their servers; (new diagnostics, pending,
+    baselined, note). The servers' replies are added to `heard` (for their notes).
+    `unknown`: files whose diagnostics before the write were not known (`_baseline`'s
+    answer): what they have now becomes their baseline (`baselined`), and the note says
+    none of it is reported as new."""
     st = _state(ctx)
     ledger = st["ledger"]
     found: list[DiagnosticRecord] = []  # new ones, as the servers gave them
     pending: list[str] = []
+    baselined: list[str] = []
     notes: list[str] = []
     lines = Lines(ctx)
     skipped: list[str] = []
@@ -186,6 +188,7 @@ def _diagnose_written(
                     continue
                 ledger.baseline(rel, now)
                 if now:
+                    baselined.append(rel)
                     notes.append(
                         f"{rel}: its diagnostics before this write were not ready in "
                         f"time, so none of the {len(now)} it has now is reported as new"
@@ -207,7 +210,7 @@ def _diagnose_written(
         new.append({**d, "text": lines(d["path"], int(d["line"]))})
     order = {rel: i for i, rel in enumerate(written)}
     new.sort(key=lambda d: (order.get(d["path"], len(order)), d["path"], d["line"]))
-    return new, pending, "; ".join(notes)
+    return new, pending, baselined, "; ".join(notes)
 
 
 # a write tool's wrapper (tether.tools.families.Wrapper): the call's context and arguments,
@@ -228,7 +231,7 @@ def _wrapper(tool: str) -> Wrap:
             return noted(ctx, res, *heard)
         made = res.data.get("created")
         created = written if made is True else [c for c in made or [] if isinstance(c, str)]
-        new, pending, note = _diagnose_written(ctx, written, created, heard, unknown)
+        new, pending, baselined, note = _diagnose_written(ctx, written, created, heard, unknown)
         if not new and not pending and not note:
             return noted(ctx, res, *heard)
         block = render.folded(new, pending)
@@ -236,7 +239,7 @@ def _wrapper(tool: str) -> Wrap:
             block = (block + "\n" if block else "") + f"({note})"
         data = dict(res.data)
         data["diagnostics"] = {"new": new[: render.CAPS["folded"]], "total_new": len(new),
-                               "pending": pending}  # fmt: skip
+                               "pending": pending, "baselined": baselined}  # fmt: skip
         folded = ToolResult(
             text=f"{res.text}\n\n{block}", is_error=False, data=data, images=res.images
         )
