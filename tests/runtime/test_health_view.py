@@ -79,6 +79,7 @@ def test_status_of_a_runtime_in_another_process(runtime) -> None:
 
 
 def test_status_in_process(runtime) -> None:
+    runtime.call("r1", "echo", "k", "echo", {}, 5)  # (a kind's supervisor starts with its call)
     out = io.StringIO()
     assert status_main(runtime.admin_port, out=out) == 0
     assert "supervisor:echo" in out.getvalue()

@@ -265,8 +265,8 @@ def test_delay_postpones_the_next_call(runtime) -> None:
             "delay",
             "nope:k",
             {"seconds": 1},
-            "no actor named 'nope:k' under root; known here: runs, supervisor:checker, "
-            "supervisor:echo",
+            # (then the supervisors of the kinds the module's tests called so far)
+            "no actor named 'nope:k' under root; known here: runs, supervisor:",
         ),
         (
             "kill_process",
@@ -299,6 +299,19 @@ def test_unknown_fault(shared) -> None:
         match="unknown fault 'melt'; faults: kill_process, crash_actor, delay, drop_reply",
     ):
         shared.rt.inject("melt", target="echo:k")
+
+
+def test_a_shared_kinds_supervisor_starts_with_the_kinds_first_call(runtime) -> None:
+    def tree() -> set[str]:
+        return {child["name"] for child in runtime.health()["children"]}
+
+    assert tree() == {"runs"}, "a fresh tree carries no process for a kind nobody called"
+    assert runtime.kind_keys("echo") == []  # (asked before its supervisor exists)
+    call(runtime, "echo")
+    assert tree() == {"runs", "supervisor:echo"}
+    assert runtime.kind_keys("echo") == ["k"]
+    call(runtime, "echo", key="k2")  # (the next key goes to the same supervisor)
+    assert tree() == {"runs", "supervisor:echo"} and runtime.kind_keys("echo") == ["k", "k2"]
 
 
 def test_health_tree_fields(shared) -> None:

@@ -120,7 +120,7 @@ def test_call_starts_a_runtime_when_the_tool_needs_one(
 def test_status_of_a_running_runtime(runtime: object, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["status", "--port", str(runtime.admin_port)]) == 0  # type: ignore[attr-defined]
     out = capsys.readouterr().out
-    assert out.startswith("tether runtime on 127.0.0.1:") and "supervisor:" in out
+    assert out.startswith("tether runtime on 127.0.0.1:") and "└── runs  [ready]" in out
 
 
 def test_status_nothing_listening(capsys: pytest.CaptureFixture[str]) -> None:

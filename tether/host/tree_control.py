@@ -9,6 +9,7 @@ fresh call id.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import cast
 
@@ -62,9 +63,15 @@ def declared_keys(kinds: Mapping[str, KindSpec], kind: str) -> list[str] | None:
 def running_keys(engine: CallEngine, call_id: str, kind: str, timeout: float) -> list[str]:
     """The keys of the actors of shared kind `kind` running now (its supervisor knows)."""
     target: Target = ("", "supervisor", kind)
+    deadline = time.monotonic() + timeout
+    if engine.routes.get(target) is None:
+        down = engine.learn_hops(timeout, wait_for=target)
+        if engine.routes.get(target) is None and f"supervisor:{kind}" not in down:
+            return []  # (its supervisor starts with the kind's first call: none yet)
     what = f"list the keys of {kind!r}"
     msg = ListKeys(call_id, kind)
-    reply, _ = engine.ask_node(target, msg, call_id, timeout, what, expect=Reply)
+    left = deadline - time.monotonic()
+    reply, _ = engine.ask_node(target, msg, call_id, left, what, expect=Reply)
     keys = reply.payload.get("keys", [])
     assert isinstance(keys, list)  # (a KindSupervisor's answer to ListKeys)
     return [str(key) for key in keys]

@@ -1,7 +1,7 @@
 """The supervisors of the actor tree: root, one per shared kind, and the runs' supervisor.
 
     RootSupervisor                      configured by the host's Hello
-    ├── KindSupervisor "supervisor:K"   one per SHARED kind K; children "K:<key>"
+    ├── KindSupervisor "supervisor:K"   one per SHARED kind K, from its first call; children "K:<key>"
     └── RunSupervisor "runs"            children "run:<run_id>" (RunActor, tether.supervisors.run)
         └── RunActor                    children "run:<run_id>/K:<key>" for RUN-scoped kinds
 
@@ -153,8 +153,9 @@ class RunSupervisor(Supervisor):
 
 
 class RootSupervisor(Supervisor):
-    """The top of the tree. The host's Hello configures it; it answers once its
-    supervisors started, with where they are (`hops`, their addresses beside the Reply)."""
+    """The top of the tree. The host's Hello configures it; it answers once the runs'
+    supervisor started, with where it is (`hops`, the addresses beside the Reply). A
+    shared kind's supervisor starts with the first call of its kind."""
 
     needs_start = False  # configured by Hello, from the host itself
 
@@ -196,17 +197,8 @@ class RootSupervisor(Supervisor):
         self._host_pid, self._host_create_time = hello.host_pid, hello.host_create_time
         self._arm_watchdog()
         self.kinds = [KindSpec.from_wire(k) for k in hello.kinds]
-        for spec in self.kinds:
-            if spec.scope is Scope.SHARED:
-                self.ensure_child(
-                    "supervisor",
-                    spec.kind,
-                    f"supervisor:{spec.kind}",
-                    SUPERVISOR_SPEC,
-                    "tether.supervisors.tree:KindSupervisor",
-                    {},
-                    kinds=[spec.to_wire()],
-                )
+        # a shared kind's supervisor starts with its kind's first call (_route): a tree
+        # whose host never calls git or the checker carries no process for them
         self.ensure_child(
             "runs",
             "",
@@ -271,13 +263,27 @@ class RootSupervisor(Supervisor):
             message = f"no resource kind {call.kind!r} in this runtime; kinds: {known}"
             self.send_error(reply_to, call.call_id, ErrorCode.BAD_REQUEST, message)
             return
-        hop = ("runs", "") if spec.scope is Scope.RUN else ("supervisor", spec.kind)
-        rec = self.children.get(hop)
-        if rec is None:
-            message = f"the tree has no {hop[0]} supervisor for {call.kind!r}"
+        if spec.scope is Scope.SHARED:
+            self.deliver(self._kind_supervisor(spec), call, data, reply_to)
+            return
+        runs = self.children.get(("runs", ""))
+        if runs is None:
+            message = f"the tree has no runs supervisor for {call.kind!r}"
             self.send_error(reply_to, call.call_id, ErrorCode.UNAVAILABLE, message)
             return
-        self.deliver(rec, call, data, reply_to)
+        self.deliver(runs, call, data, reply_to)
+
+    def _kind_supervisor(self, spec: KindSpec) -> ChildRecord:
+        """The supervisor of shared kind `spec`, started by its kind's first call."""
+        return self.ensure_child(
+            "supervisor",
+            spec.kind,
+            f"supervisor:{spec.kind}",
+            SUPERVISOR_SPEC,
+            "tether.supervisors.tree:KindSupervisor",
+            {},
+            kinds=[spec.to_wire()],
+        )
 
     def _route_inject(self, inject: Inject, data: bytes, reply_to: ActorAddress) -> None:
         target = inject.target
