@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -9,12 +12,14 @@ import pytest
 
 from tests.conftest import health_node, wait_until
 from tether.actors.echo import KINDS as ECHO_KINDS
+from tether.capacity import usage
 from tether.capacity.usage import (
     KIND_TRAITS,
     MIB,
     KindTraits,
     UsageRecord,
     by_kind,
+    pss_bytes,
     records,
     traits_of,
 )
@@ -59,6 +64,25 @@ def test_wire_round_trip_and_run_id():
     assert UsageRecord.from_wire(rec.to_wire()) == rec
     assert rec.run_id == "c1"
     assert UsageRecord("language_server:x:/r", "language_server", 1, 0, False, False).run_id == ""
+
+
+def test_a_steady_process_is_read_once_a_period_and_the_others_at_every_call(monkeypatch):
+    reads: list[int] = []
+    real = usage._pss
+    monkeypatch.setattr(usage, "_pss", lambda proc: reads.append(proc.pid) or real(proc))
+    monkeypatch.setattr(usage, "_steady", {})
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        me, other = os.getpid(), child.pid
+        first = pss_bytes([me, other], steady=[me])
+        second = pss_bytes([me, other], steady=[me])
+        assert reads == [me, other, other] and first > 5 * MIB and second > 5 * MIB
+        monkeypatch.setattr(usage, "STEADY_PERIOD", 0.0)  # (its period is over: read again)
+        pss_bytes([me], steady=[me])
+        assert reads == [me, other, other, me]
+    finally:
+        child.kill()
+        child.wait()
 
 
 def test_every_node_of_a_real_tree_carries_one(runtime_factory):

@@ -228,8 +228,8 @@ class Governor:
         if self.cgroup is not None:
             with contextlib.suppress(CgroupError, ValueError):
                 return self.cgroup.charge(), str(self.cgroup)
-        top = self._top_pids()
-        return sum(r.bytes for r in found) + pss_bytes(top), (
+        top = self._top_pids()  # (thespian's admin and logger: steady)
+        return sum(r.bytes for r in found) + pss_bytes(top, steady=top), (
             f"PSS of the tree's processes ({len(found)} actors)"
         )
 
