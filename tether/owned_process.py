@@ -31,7 +31,7 @@ from typing import IO
 import psutil
 
 from tether.places import Place, Wrapped, wrap
-from tether.processes import kill_tree, popen_dying_with_us
+from tether.processes import descendants, kill_tree, popen_dying_with_us
 
 # s given to the kernel to end a SIGKILLed child so that it is reaped here (an init that
 # reaps nothing may adopt it otherwise); never a wait on the process's cooperation
@@ -134,7 +134,7 @@ class OwnedProcess:
         if self.popen is not None and self.popen.returncode is not None:
             return []
         try:
-            return [self.pid, *(c.pid for c in psutil.Process(self.pid).children(recursive=True))]
+            return [self.pid, *(c.pid for c in descendants(self.pid))]
         except psutil.NoSuchProcess:
             return []
 

@@ -18,10 +18,13 @@ import psutil
 import pytest
 
 from tests.conftest import alive, described, runtime_processes, wait_until
+from tether import processes
 from tether.host.boot import admin_sessions_started
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.processes import (
     carries_token,
+    descendants,
+    kill_tree,
     owner_pidfds,
     processes_with_token,
     session_processes,
@@ -186,6 +189,36 @@ def test_pinned_admin_port(runtime_factory) -> None:
     rt = runtime_factory(admin_port=port, kind_modules=ECHO)
     assert rt.admin_port == port
     assert rt.call("r", "echo", "k", "echo", {"a": 1}, 5)["echo"] == {"a": 1}
+
+
+# a parent that forks from a second thread too (which lives on): the kernel lists a child
+# under the thread that forked it
+FAMILY = """
+import os, subprocess, sys, threading, time
+sleep = [sys.executable, "-c", "import time; time.sleep(30)"]
+inner = [sys.executable, "-c", f"import subprocess, time; subprocess.Popen({sleep!r}); time.sleep(30)"]
+kids = [subprocess.Popen(inner)]
+threading.Thread(target=lambda: (kids.append(subprocess.Popen(sleep)), time.sleep(30))).start()
+print("up", flush=True)
+time.sleep(30)
+"""
+
+
+@pytest.mark.parametrize("kernel_lists", [True, False], ids=["kernel-list", "psutil-scan"])
+def test_descendants_are_every_process_below_one(kernel_lists, monkeypatch) -> None:
+    monkeypatch.setattr(processes, "_KERNEL_LISTS_CHILDREN", kernel_lists)
+    top = subprocess.Popen([sys.executable, "-c", FAMILY], stdout=subprocess.PIPE, text=True)
+    try:
+        assert top.stdout is not None and top.stdout.readline() == "up\n"
+        # (the inner one's child and the thread's come a moment later)
+        want = wait_until(
+            lambda: len(found := psutil.Process(top.pid).children(recursive=True)) == 3 and found
+        )
+        assert sorted(p.pid for p in descendants(top.pid)) == sorted(p.pid for p in want)
+        assert descendants(top.pid)[0].pid in {p.pid for p in psutil.Process(top.pid).children()}
+    finally:
+        kill_tree(top.pid, grace=0)
+    assert descendants(top.pid) == []
 
 
 def test_no_orphans_after_shutdown(runtime_factory) -> None:

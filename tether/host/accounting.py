@@ -22,6 +22,7 @@ from tether.health_node import HealthNode
 from tether.host.portfile import PortRecord
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.processes import (
+    descendants,
     kill_tree,
     proc_create_time,
     processes_with_token,
@@ -74,7 +75,7 @@ class ProcessAccount:
         with contextlib.suppress(psutil.NoSuchProcess):
             top = psutil.Process(admin.pid)
             procs[top.pid] = top
-            for child in top.children(recursive=True):
+            for child in descendants(top.pid):
                 procs[child.pid] = child
         # (a copy: health samples on other threads - the governor's - remember more meanwhile)
         for pid, created in list(self._known):

@@ -15,12 +15,12 @@ from tether.kernels.launch import Launched, discard
 from tether.kernels.layer import Layer
 from tether.kernels.wire import KernelMessage, KernelWire
 from tether.messages.kernel_ops import Spare
+from tether.processes import descendants
 
 
 def tree_rss_mb(pid: int) -> float:
     try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
+        procs = [psutil.Process(pid), *descendants(pid)]
     except psutil.NoSuchProcess:
         return 0.0
     total = 0
