@@ -74,10 +74,21 @@ def owner_pidfds(parent_pid: int, host_pid: int, host_create_time: float) -> lis
     return None if gone else []
 
 
+# pid -> the psutil.Process health asks again: a CPU percent is the use since the last
+# ask on the same object (a fresh one says 0.0)
+_measured: dict[int, psutil.Process] = {}
+
+
 def process_info(pid: int) -> ProcessInfo:
-    """pid, command, RSS (bytes) and CPU percent of one process, for health."""
+    """pid, command, RSS (bytes) and CPU percent (since the last ask) of one process, for
+    health."""
     try:
-        proc = psutil.Process(pid)
+        proc = _measured.get(pid)
+        if proc is None or not proc.is_running():  # (a pid used again is a new process)
+            proc = _measured[pid] = psutil.Process(pid)
+            if len(_measured) > 256:  # (processes gone since)
+                for gone in [p for p, known in _measured.items() if not known.is_running()]:
+                    del _measured[gone]
         with proc.oneshot():
             return {
                 "pid": pid,
@@ -88,6 +99,7 @@ def process_info(pid: int) -> ProcessInfo:
                 "alive": proc.status() != psutil.STATUS_ZOMBIE,
             }
     except (psutil.NoSuchProcess, psutil.AccessDenied):
+        _measured.pop(pid, None)
         return {"pid": pid, "cmd": "", "rss": 0, "cpu": 0.0, "alive": False}
 
 

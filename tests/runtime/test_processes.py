@@ -13,6 +13,7 @@ import textwrap
 import threading
 import time
 from pathlib import Path
+from subprocess import PIPE
 
 import psutil
 import pytest
@@ -26,6 +27,7 @@ from tether.processes import (
     descendants,
     kill_tree,
     owner_pidfds,
+    process_info,
     processes_with_token,
     session_processes,
     title_tree_process,
@@ -219,6 +221,26 @@ def test_descendants_are_every_process_below_one(kernel_lists, monkeypatch) -> N
     finally:
         kill_tree(top.pid, grace=0)
     assert descendants(top.pid) == []
+
+
+def test_health_says_how_busy_a_process_was_since_it_last_asked() -> None:
+    busy, idle = (
+        subprocess.Popen([sys.executable, "-c", f"print(1, flush=True)\n{code}"], stdout=PIPE)
+        for code in ("while True: pass", "import time; time.sleep(30)")
+    )
+    try:
+        for proc in (busy, idle):  # (started: the first ask starts the count)
+            assert proc.stdout is not None and proc.stdout.readline() == b"1\n"
+            process_info(proc.pid)
+        wait_until(lambda: psutil.Process(busy.pid).cpu_times().user > 0.3)
+        # (a fresh psutil.Process said 0.0 for both; how much of a core the busy one had
+        # depends on the machine's load: some)
+        assert process_info(busy.pid)["cpu"] > 5.0 and process_info(idle.pid)["cpu"] < 5.0
+    finally:
+        for proc in (busy, idle):
+            proc.kill()
+            proc.wait()
+    assert not process_info(busy.pid)["alive"]
 
 
 def test_no_orphans_after_shutdown(runtime_factory) -> None:
