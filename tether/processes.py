@@ -108,6 +108,20 @@ def process_info(pid: int) -> ProcessInfo:
 _KERNEL_LISTS_CHILDREN = os.path.exists(f"/proc/self/task/{threading.get_native_id()}/children")
 
 
+def children(pid: int) -> list[psutil.Process]:
+    """`pid`'s children (zombies included: one is listed until its parent reaps it), as
+    the kernel lists them (psutil's scan where it keeps no list); [] if it is gone."""
+    if not _KERNEL_LISTS_CHILDREN:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            return psutil.Process(pid).children()
+        return []
+    found: list[psutil.Process] = []
+    for kid in dict.fromkeys(_children(pid)):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            found.append(psutil.Process(kid))
+    return found
+
+
 def descendants(pid: int) -> list[psutil.Process]:
     """`pid`'s descendants, parents before their children; [] if it is gone. Read from the
     kernel's list of each process's children: a few reads per process of the subtree, where

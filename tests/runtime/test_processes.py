@@ -24,6 +24,7 @@ from tether.host.boot import admin_sessions_started
 from tether.kinds import ChildSpec, KindSpec, Restart, Scope
 from tether.processes import (
     carries_token,
+    children,
     descendants,
     kill_tree,
     owner_pidfds,
@@ -207,7 +208,7 @@ time.sleep(30)
 
 
 @pytest.mark.parametrize("kernel_lists", [True, False], ids=["kernel-list", "psutil-scan"])
-def test_descendants_are_every_process_below_one(kernel_lists, monkeypatch) -> None:
+def test_children_and_descendants_are_what_psutils_scan_finds(kernel_lists, monkeypatch) -> None:
     monkeypatch.setattr(processes, "_KERNEL_LISTS_CHILDREN", kernel_lists)
     top = subprocess.Popen([sys.executable, "-c", FAMILY], stdout=subprocess.PIPE, text=True)
     try:
@@ -217,10 +218,12 @@ def test_descendants_are_every_process_below_one(kernel_lists, monkeypatch) -> N
             lambda: len(found := psutil.Process(top.pid).children(recursive=True)) == 3 and found
         )
         assert sorted(p.pid for p in descendants(top.pid)) == sorted(p.pid for p in want)
-        assert descendants(top.pid)[0].pid in {p.pid for p in psutil.Process(top.pid).children()}
+        kids = {p.pid for p in psutil.Process(top.pid).children()}
+        assert len(kids) == 2 and {p.pid for p in children(top.pid)} == kids
+        assert descendants(top.pid)[0].pid in kids  # (parents before their children)
     finally:
         kill_tree(top.pid, grace=0)
-    assert descendants(top.pid) == []
+    assert descendants(top.pid) == [] and children(top.pid) == []
 
 
 def test_health_says_how_busy_a_process_was_since_it_last_asked() -> None:

@@ -33,6 +33,7 @@ from tether.chaos.workload import BUDGETS, DEBUG_LAUNCH, CallRecord, Ledger
 from tether.health_node import HealthNode
 from tether.json_types import JSONObject
 from tether.messages.calls import ResourceError
+from tether.processes import children
 
 if TYPE_CHECKING:
     from tether.runtime import Runtime
@@ -239,7 +240,7 @@ class Injector:
         admin, root_pid = root.pids[0], root.pids[-1]
         top = [("admin", admin), ("root", root_pid)]
         with contextlib.suppress(psutil.Error):
-            for child in psutil.Process(admin).children():
+            for child in children(admin):
                 if child.pid != root_pid:
                     top.append(("logger", child.pid))
         return top

@@ -22,6 +22,7 @@ from tether.health_node import HealthNode
 from tether.host.portfile import PortRecord
 from tether.messages.calls import ErrorCode, ResourceError
 from tether.processes import (
+    children,
     descendants,
     kill_tree,
     proc_create_time,
@@ -115,8 +116,8 @@ class ProcessAccount:
         admin = self.admin
         if self._thespian[0] != admin.pid:
             with contextlib.suppress(psutil.Error):
-                children = psutil.Process(admin.pid).children()
-                pids = [admin.pid, *(c.pid for c in children if c.pid != admin.root_pid)]
+                kids = children(admin.pid)
+                pids = [admin.pid, *(c.pid for c in kids if c.pid != admin.root_pid)]
                 if len(pids) > 1:  # (the logger is up: what is found is the whole pair)
                     self._thespian = (admin.pid, pids)
                 return pids

@@ -35,6 +35,7 @@ from tether.messages.control import Hello
 from tether.private_dirs import STATE_DIR_ENV
 from tether.processes import (
     TOKEN_ENV,
+    children,
     host_fds_stay_home,
     kill_tree,
     name_forked_tree_processes,
@@ -237,7 +238,7 @@ def _pid(value: WireValue) -> int:
 
 def child_pids() -> set[int]:
     with contextlib.suppress(psutil.Error):
-        return {c.pid for c in psutil.Process().children()}
+        return {c.pid for c in children(os.getpid())}
     return set()
 
 
@@ -248,7 +249,7 @@ def admin_sessions_started(children_before: set[int]) -> list[tuple[int, float]]
     (`children_before`; a zombie keeps its pid, so the id cannot have been reused)."""
     found = []
     with contextlib.suppress(psutil.Error):
-        for child in psutil.Process().children():
+        for child in children(os.getpid()):
             if child.pid in children_before:
                 continue
             with contextlib.suppress(psutil.Error):

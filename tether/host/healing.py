@@ -26,7 +26,7 @@ from tether.host.engine import CallEngine
 from tether.host.tree_watch import TreeWatch
 from tether.kinds import ChildSpec
 from tether.messages.calls import ErrorCode, ResourceError
-from tether.processes import proc_create_time
+from tether.processes import children, proc_create_time
 from tether.supervisors.policy import recent_restarts, within_intensity
 
 # a call waits this long at most for a tree being rebuilt (and a rebuild's boot may take
@@ -69,7 +69,7 @@ class Healer:
         """Watch the admin, its logger and the root of the tree just booted."""
         top = {"admin": admin_pid, "root": root_pid}
         with contextlib.suppress(psutil.Error):
-            for child in psutil.Process(admin_pid).children():
+            for child in children(admin_pid):
                 if child.pid != root_pid:
                     top[f"admin's {child.name()} process"] = child.pid  # the logger
         watched = {role: (pid, proc_create_time(pid)) for role, pid in top.items()}

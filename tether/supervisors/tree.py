@@ -38,6 +38,7 @@ from tether.messages.control import (
 )
 from tether.processes import (
     TOKEN_ENV,
+    children,
     close_inherited_fds,
     pid_running,
     title_tree_process,
@@ -192,7 +193,7 @@ class RootSupervisor(Supervisor):
             admin = psutil.Process(os.getppid())
             self._admin = (admin.pid, admin.create_time())
             self._siblings = [
-                (p.pid, p.create_time()) for p in admin.children() if p.pid != os.getpid()
+                (p.pid, p.create_time()) for p in children(admin.pid) if p.pid != os.getpid()
             ]
         self._host_pid, self._host_create_time = hello.host_pid, hello.host_create_time
         self._arm_watchdog()
