@@ -158,19 +158,21 @@ def test_sequence_patterns_cost_no_parent_walks_nor_sibling_lists_per_candidate(
     p = compile_pattern("a($X); b($Y);", "javascript")
     assert p.is_sequence
 
-    def best_of_3(n: int) -> float:
+    def best_of_5(n: int) -> float:  # (5: a full run's other workers load both cores)
         src = code(n).encode()
         tree = get_parser("javascript").parse(src)
         times = []
-        for _ in range(3):
+        for _ in range(5):
             t = time.perf_counter()
             got = find_in_tree(p, CandidateQuery(p), tree.root_node, src)
             times.append(time.perf_counter() - t)
             assert len(got) == n
         return min(times)
 
-    small, big = best_of_3(500), best_of_3(4000)
-    assert big < 25 * small, (small, big)  # 8x the code: ~8x, where it was ~64x
+    small, big = best_of_5(500), best_of_5(4000)
+    # 8x the code: ~8x, where it was ~64x; half of that is the bound (a full run here once
+    # measured 25.2x with the best of 3: 10 ms, then 256 ms)
+    assert big < 32 * small, (small, big)
     assert big < 5.0
 
 
