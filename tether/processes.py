@@ -136,12 +136,11 @@ def descendants(pid: int) -> list[psutil.Process]:
     seen = {pid}
     parents = [pid]
     while parents:
-        kids = [k for k in _children(parents.pop(0)) if k not in seen]
-        seen.update(kids)
-        parents += kids
-        for kid in kids:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                found.append(psutil.Process(kid))
+        for kid in children(parents.pop(0)):
+            if kid.pid not in seen:
+                seen.add(kid.pid)
+                found.append(kid)
+                parents.append(kid.pid)
     return found
 
 
